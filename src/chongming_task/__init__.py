@@ -1,0 +1,116 @@
+"""chongming-task: background work that tells the truth.
+
+Every task is an auditable trajectory of states, controllable (stop, pause, resume)
+from this process or another one, honest after restarts, schedulable, and stored in
+embedded SQLite or shared PostgreSQL.
+
+This module is the curated public namespace. Names from layers above the model are
+resolved lazily on first access, so ``import chongming_task`` stays cheap and pulls in
+no optional dependency (``PostgresTaskStore`` needs the ``postgres`` extra).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from chongming_task.core.clock import Clock, SystemClock
+from chongming_task.errors import (
+    AttemptsExhausted,
+    CircularDependency,
+    ConcurrencyConflict,
+    ConfigurationError,
+    DependencyFailed,
+    InvalidTransition,
+    StoreError,
+    TaskCancelled,
+    TaskError,
+    TaskExecutionError,
+    TaskTimeout,
+)
+from chongming_task.model import Failure, FailureKind, Progress, TaskSnapshot, Transition
+from chongming_task.policies import (
+    AggregationPolicy,
+    BucketPolicy,
+    ConcurrencyPolicy,
+    ExponentialBackoff,
+    FixedBackoff,
+    Jitter,
+    JoinMode,
+    RetryPolicy,
+    Timeout,
+)
+from chongming_task.states import TaskStatus
+
+__version__ = "0.1.0"
+
+#: Public names defined above the model layer: name -> module that defines it.
+_LAZY: dict[str, str] = {
+    "TaskContext": "chongming_task.runtime.context",
+    "RuntimeContext": "chongming_task.runtime.context",
+    "TaskRun": "chongming_task.run",
+    "TaskOutcome": "chongming_task.run",
+    "run_task": "chongming_task.run",
+    "task": "chongming_task.task",
+    "TaskSpec": "chongming_task.task",
+    "InlineExecutor": "chongming_task.runtime.executors.inline",
+    "ThreadExecutor": "chongming_task.runtime.executors.thread",
+    "ProcessExecutor": "chongming_task.runtime.executors.process",
+    "TaskStore": "chongming_task.stores.base",
+    "TaskQuery": "chongming_task.stores.base",
+    "Command": "chongming_task.stores.base",
+    "InMemoryTaskStore": "chongming_task.stores.memory",
+    "SqliteTaskStore": "chongming_task.stores.sqlite",
+    "PostgresTaskStore": "chongming_task.stores.postgres",
+    "Controller": "chongming_task.controller",
+    "ReconcileReport": "chongming_task.controller",
+    "render_table": "chongming_task.controller",
+    "Pipeline": "chongming_task.pipeline",
+    "PipelineRun": "chongming_task.pipeline",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module_name = _LAZY.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'chongming_task' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module_name), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
+__all__ = [
+    "AggregationPolicy",
+    "AttemptsExhausted",
+    "BucketPolicy",
+    "CircularDependency",
+    "Clock",
+    "ConcurrencyConflict",
+    "ConcurrencyPolicy",
+    "ConfigurationError",
+    "DependencyFailed",
+    "ExponentialBackoff",
+    "Failure",
+    "FailureKind",
+    "FixedBackoff",
+    "InvalidTransition",
+    "Jitter",
+    "JoinMode",
+    "Progress",
+    "RetryPolicy",
+    "StoreError",
+    "SystemClock",
+    "TaskCancelled",
+    "TaskError",
+    "TaskExecutionError",
+    "TaskSnapshot",
+    "TaskStatus",
+    "TaskTimeout",
+    "Timeout",
+    "Transition",
+    "__version__",
+]
