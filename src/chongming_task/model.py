@@ -138,6 +138,8 @@ def _check_version(data: Mapping[str, Any], what: str) -> None:
 
 
 def _status(value: object, what: str) -> TaskStatus:
+    if not isinstance(value, str):
+        raise StoreError(f"corrupt {what}: unknown status {value!r}")
     try:
         return TaskStatus(value)
     except ValueError as exc:
