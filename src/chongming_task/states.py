@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import Final
 
 __all__ = [
+    "GUIDE_ADDITIONS",
     "NON_OCCUPYING",
     "OCCUPYING",
     "TERMINAL",
@@ -69,8 +70,19 @@ TRANSITIONS: Final = MappingProxyType(
         S.STARTING: frozenset(
             {S.RUNNING, S.RETRY_WAIT, S.PAUSING, S.STOPPING, S.FAILED, S.CANCELLED, S.LOST}
         ),
+        # RUNNING -> SKIPPED is our one addition to §9.2 (see GUIDE_ADDITIONS): a running
+        # body may conclude "nothing to do" (the scheduler's RunSkippedError).
         S.RUNNING: frozenset(
-            {S.SUCCEEDED, S.FAILED, S.RETRY_WAIT, S.PAUSING, S.STOPPING, S.CANCELLED, S.LOST}
+            {
+                S.SUCCEEDED,
+                S.FAILED,
+                S.RETRY_WAIT,
+                S.PAUSING,
+                S.STOPPING,
+                S.CANCELLED,
+                S.LOST,
+                S.SKIPPED,
+            }
         ),
         S.PAUSING: frozenset({S.PAUSED, S.RUNNING, S.STOPPING, S.FAILED, S.CANCELLED, S.LOST}),
         S.PAUSED: frozenset({S.QUEUED, S.RUNNING, S.STOPPED, S.CANCELLED}),
@@ -82,6 +94,17 @@ TRANSITIONS: Final = MappingProxyType(
         S.CANCELLED: frozenset(),
         S.SKIPPED: frozenset(),
         S.LOST: frozenset(),
+    }
+)
+
+#: Edges we add to the guide's §9.2 table, each with its reason. Tests check that
+#: ``TRANSITIONS`` is exactly §9.2 plus these.
+GUIDE_ADDITIONS: Final = MappingProxyType(
+    {
+        (S.RUNNING, S.SKIPPED): (
+            "a running task may end itself as skipped with a reason (TaskSkipped), "
+            "e.g. a scheduled sync that finds nothing to do; not an error, not a success"
+        ),
     }
 )
 

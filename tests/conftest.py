@@ -1,0 +1,48 @@
+"""Shared fixtures: the PostgreSQL DSN policy and per-test isolated schemas.
+
+PostgreSQL tests are marked ``external_service``. Without ``CHONGMING_TEST_POSTGRES``
+they are skipped locally and fail in CI (``CI`` set), so CI can never pass by
+silently skipping them.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from urllib.parse import quote
+
+import pytest
+
+POSTGRES_ENV = "CHONGMING_TEST_POSTGRES"
+
+
+def postgres_base_dsn() -> str:
+    """The DSN from the environment, or skip (locally) / fail (in CI)."""
+    dsn = os.environ.get(POSTGRES_ENV)
+    if not dsn:
+        if os.environ.get("CI"):
+            pytest.fail(f"{POSTGRES_ENV} must be set in CI; PostgreSQL tests may not be skipped")
+        pytest.skip(f"{POSTGRES_ENV} is not set")
+    return dsn
+
+
+def dsn_with_schema(base: str, schema: str) -> str:
+    """``base`` with ``search_path`` set to ``schema`` through libpq's ``options``."""
+    separator = "&" if "?" in base else "?"
+    return f"{base}{separator}options={quote(f'-csearch_path={schema}')}"
+
+
+@pytest.fixture
+def postgres_dsn() -> Iterator[str]:
+    """A DSN whose search_path is a fresh schema, dropped after the test."""
+    psycopg = pytest.importorskip("psycopg")
+    base = postgres_base_dsn()
+    schema = f"ct_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        yield dsn_with_schema(base, schema)
+    finally:
+        with psycopg.connect(base, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
