@@ -1,0 +1,140 @@
+"""W1 throughput: N no-op tasks through 2 slots, first submit to last terminal.
+
+Ours runs the full path a user gets from ``Controller(store=..., max_parallel=2)``:
+submission, admission, a supervised run per task and every transition written
+through to the store. ``ThreadPoolExecutor(2)`` is the bound without any durability
+or control; Huey on SQLite with 2 worker threads is the durable peer.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor, wait
+from pathlib import Path
+from typing import Any
+
+from harness import ours
+from harness.core import Metric, Settings, Target, Variant, Workload
+from peers.huey_peer import HueyOnSqlite
+
+SLOTS = 2
+TIMEOUT_S = 300.0
+
+
+def noop(ctx: Any) -> None:
+    """The task body: nothing, so only the machinery is measured."""
+    return None
+
+
+def _bare_noop() -> None:
+    return None
+
+
+class Throughput(Workload):
+    """W1."""
+
+    key = "W1"
+    title = "Throughput: no-op tasks, 2 slots, first submit to last terminal"
+    description = (
+        "N no-op tasks submitted at once with 2 concurrent slots; time from the first "
+        "submit to the moment the last task is terminal (all verified succeeded)."
+    )
+    metrics = (Metric("tasks_per_s", "tasks/s", True, "throughput"), Metric("seconds", "s", False))
+    targets = (
+        Target(
+            "W1 SQLite >= 3x Huey throughput (same run)",
+            "ours-sqlite",
+            "tasks_per_s",
+            ">=",
+            baseline="huey-sqlite",
+            factor=3.0,
+        ),
+        Target("W1 in-memory >= 20,000 tasks/s", "ours-memory", "tasks_per_s", ">=", 20_000),
+    )
+
+    def __init__(self) -> None:
+        self.notes: dict[str, object] = {}
+
+    def variants(self, settings: Settings) -> list[Variant]:
+        n = settings.w1_tasks
+        out = []
+        for kind in ours.STORE_KINDS:
+            reason = ours.probe(ours.CONTROLLER) or ours.store_probe(kind, settings.postgres_dsn)
+            out.append(
+                Variant(
+                    f"ours-{kind}",
+                    f"chongming-task, {kind} store",
+                    lambda kind=kind: self._ours(kind, n, settings.postgres_dsn),
+                    unavailable=reason,
+                )
+            )
+        out.append(
+            Variant(
+                "threadpool",
+                "ThreadPoolExecutor(2) (no durability)",
+                lambda: self._pool(n),
+                baseline=True,
+            )
+        )
+        out.append(
+            Variant(
+                "huey-sqlite",
+                "Huey, SqliteHuey file, 2 threads",
+                lambda: self._huey(n),
+                baseline=True,
+            )
+        )
+        return out
+
+    def _ours(self, kind: str, n: int, dsn: str | None) -> Mapping[str, float]:
+        with ours.open_store(kind, dsn=dsn) as store:
+            ctl = ours.controller(store, max_parallel=SLOTS)
+            try:
+                ctl.register("noop", noop)
+                if kind == "sqlite":
+                    self.notes["ours_sqlite"] = ours.sqlite_settings(store)
+                t0 = time.perf_counter()
+                for i in range(n):
+                    ctl.submit("noop", task_id=f"w1-{i}")
+                ctl.wait_all(timeout=TIMEOUT_S)
+                elapsed = time.perf_counter() - t0
+            finally:
+                ours.close_controller(ctl)
+            _verify_succeeded(store, n)
+        return {"tasks_per_s": n / elapsed, "seconds": elapsed}
+
+    @staticmethod
+    def _pool(n: int) -> Mapping[str, float]:
+        with ThreadPoolExecutor(SLOTS) as pool:
+            t0 = time.perf_counter()
+            futures = [pool.submit(_bare_noop) for _ in range(n)]
+            wait(futures)
+            elapsed = time.perf_counter() - t0
+        return {"tasks_per_s": n / elapsed, "seconds": elapsed}
+
+    def _huey(self, n: int) -> Mapping[str, float]:
+        with tempfile.TemporaryDirectory(prefix="ct-bench-huey-") as tmp:
+            peer = HueyOnSqlite(Path(tmp) / "huey.db", workers=SLOTS)
+            try:
+                self.notes["huey_sqlite"] = peer.settings()
+                t0 = time.perf_counter()
+                for _ in range(n):
+                    peer.task()
+                peer.wait_completed(n, TIMEOUT_S)
+                elapsed = time.perf_counter() - t0
+            finally:
+                peer.close()
+        return {"tasks_per_s": n / elapsed, "seconds": elapsed}
+
+    def settings_notes(self) -> Mapping[str, object]:
+        return self.notes
+
+
+def _verify_succeeded(store: Any, n: int) -> None:
+    """Refuse to report a speed for work that did not all succeed."""
+    counts = store.count_by_status()
+    succeeded = sum(v for k, v in counts.items() if str(k) == "succeeded")
+    if succeeded != n:
+        raise RuntimeError(f"expected {n} succeeded tasks, store says {dict(counts)}")
