@@ -8,6 +8,7 @@ format version so a future field change can be migrated instead of guessed at.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -137,6 +138,50 @@ def _check_version(data: Mapping[str, Any], what: str) -> None:
         )
 
 
+def _mapping(data: object, what: str) -> Mapping[str, Any]:
+    if not isinstance(data, Mapping):
+        raise StoreError(f"corrupt {what}: expected a JSON object, got {data!r}")
+    return data
+
+
+def _coerce_status(value: object, name: str) -> TaskStatus:
+    """Accept a ``TaskStatus`` or its string value (stores and callers pass either)."""
+    if isinstance(value, TaskStatus):
+        return value
+    if isinstance(value, str):
+        try:
+            return TaskStatus(value)
+        except ValueError:
+            pass
+    allowed = ", ".join(status.value for status in TaskStatus)
+    raise ConfigurationError(f"{name} must be a TaskStatus ({allowed}), got {value!r}")
+
+
+def _require_int(value: object, name: str, *, minimum: int | None = None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigurationError(f"{name} must be an integer, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise ConfigurationError(f"{name} must be >= {minimum}, got {value!r}")
+
+
+def _require_optional_str(value: object, name: str) -> None:
+    if value is not None and not isinstance(value, str):
+        raise ConfigurationError(f"{name} must be a string or None, got {value!r}")
+
+
+def _require_text(value: object, name: str) -> None:
+    if not isinstance(value, str) or not value:
+        raise ConfigurationError(f"{name} must be a non-empty string, got {value!r}")
+
+
+def _int_field(data: Mapping[str, Any], key: str, default: int | None, what: str) -> int:
+    """Read an integer written by ``to_dict`` (required if ``default`` is None)."""
+    value = data[key] if default is None else data.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise StoreError(f"corrupt {what}: {key} must be an integer, got {value!r}")
+    return value
+
+
 def _status(value: object, what: str) -> TaskStatus:
     if not isinstance(value, str):
         raise StoreError(f"corrupt {what}: unknown status {value!r}")
@@ -163,12 +208,19 @@ class Progress:
     """Free text shown beside the numbers."""
 
     def __post_init__(self) -> None:
-        if isinstance(self.done, bool) or not isinstance(self.done, int | float):
-            raise ConfigurationError(f"progress done must be a number, got {self.done!r}")
-        if self.total is not None and (
-            isinstance(self.total, bool) or not isinstance(self.total, int | float)
-        ):
-            raise ConfigurationError(f"progress total must be a number, got {self.total!r}")
+        # Finite only: NaN and infinity are not JSON, so a store could not save them.
+        for name in ("done", "total"):
+            value = getattr(self, name)
+            if value is None and name == "total":
+                continue
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not math.isfinite(value)
+            ):
+                raise ConfigurationError(f"Progress.{name} must be a finite number, got {value!r}")
+        _require_optional_str(self.unit, "Progress.unit")
+        _require_optional_str(self.message, "Progress.message")
 
     @property
     def fraction(self) -> float | None:
@@ -189,10 +241,13 @@ class Progress:
         return text
 
     def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict; :meth:`from_dict` reverses it exactly."""
         return {"done": self.done, "total": self.total, "unit": self.unit, "message": self.message}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Progress:
+        """Rebuild from :meth:`to_dict` output; anything malformed raises ``StoreError``."""
+        data = _mapping(data, "progress")
         try:
             return cls(
                 done=data["done"],
@@ -200,8 +255,8 @@ class Progress:
                 unit=data.get("unit"),
                 message=data.get("message"),
             )
-        except (KeyError, ConfigurationError) as exc:
-            raise StoreError(f"corrupt progress {dict(data)!r}: {exc}") from exc
+        except (KeyError, TypeError, ValueError) as exc:
+            raise StoreError(f"corrupt progress {data!r}: {exc!r}") from exc
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -217,7 +272,27 @@ class Failure:
     traceback: str | None = None
     """Redacted traceback text, when there was one."""
 
+    def __post_init__(self) -> None:
+        kind: object = self.kind
+        if not isinstance(kind, FailureKind):
+            try:
+                object.__setattr__(self, "kind", FailureKind(str(kind)))
+            except ValueError:
+                allowed = ", ".join(member.value for member in FailureKind)
+                raise ConfigurationError(
+                    f"Failure.kind must be a FailureKind ({allowed}), got {kind!r}"
+                ) from None
+        if not isinstance(self.message, str):
+            raise ConfigurationError(f"Failure.message must be a string, got {self.message!r}")
+        if not isinstance(self.retryable, bool):
+            raise ConfigurationError(
+                f"Failure.retryable must be True or False, got {self.retryable!r}"
+            )
+        _require_optional_str(self.exception_type, "Failure.exception_type")
+        _require_optional_str(self.traceback, "Failure.traceback")
+
     def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict; :meth:`from_dict` reverses it exactly."""
         return {
             "kind": self.kind.value,
             "message": self.message,
@@ -228,16 +303,21 @@ class Failure:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Failure:
+        """Rebuild from :meth:`to_dict` output; anything malformed raises ``StoreError``."""
+        data = _mapping(data, "failure")
         try:
+            kind = data["kind"]
+            if not isinstance(kind, str):
+                raise TypeError(f"kind must be a string, got {kind!r}")
             return cls(
-                kind=FailureKind(data["kind"]),
+                kind=FailureKind(kind),
                 message=data["message"],
-                retryable=bool(data.get("retryable", False)),
+                retryable=data.get("retryable", False),
                 exception_type=data.get("exception_type"),
                 traceback=data.get("traceback"),
             )
-        except (KeyError, ValueError) as exc:
-            raise StoreError(f"corrupt failure {dict(data)!r}: {exc}") from exc
+        except (KeyError, TypeError, ValueError) as exc:
+            raise StoreError(f"corrupt failure {data!r}: {exc!r}") from exc
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -259,9 +339,25 @@ class Transition:
     attempt: int = 0
 
     def __post_init__(self) -> None:
+        _require_text(self.task_id, "Transition.task_id")
+        if self.from_status is not None:
+            object.__setattr__(
+                self, "from_status", _coerce_status(self.from_status, "Transition.from_status")
+            )
+        object.__setattr__(
+            self, "to_status", _coerce_status(self.to_status, "Transition.to_status")
+        )
+        _require_text(self.trigger, "Transition.trigger")
+        _require_int(self.version, "Transition.version", minimum=0)
+        _require_int(self.attempt, "Transition.attempt", minimum=0)
+        if not isinstance(self.at, datetime):
+            raise ConfigurationError(f"Transition.at must be a datetime, got {self.at!r}")
         _require_aware(self.at, "Transition.at")
+        _require_optional_str(self.actor, "Transition.actor")
+        _require_optional_str(self.reason, "Transition.reason")
 
     def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict with a format version; :meth:`from_dict` reverses it exactly."""
         return {
             "v": FORMAT_VERSION,
             "task_id": self.task_id,
@@ -277,24 +373,27 @@ class Transition:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Transition:
+        """Rebuild from :meth:`to_dict` output; anything malformed raises ``StoreError``."""
+        data = _mapping(data, "transition")
         _check_version(data, "transition")
         try:
             source = data.get("from")
             at = parse_datetime(data["at"], "transition time")
-            assert at is not None
+            if at is None:
+                raise TypeError("at must not be null")
             return cls(
                 task_id=data["task_id"],
                 from_status=None if source is None else _status(source, "transition"),
                 to_status=_status(data["to"], "transition"),
                 trigger=data["trigger"],
-                version=int(data["version"]),
+                version=_int_field(data, "version", None, "transition"),
                 at=at,
                 actor=data.get("actor"),
                 reason=data.get("reason"),
-                attempt=int(data.get("attempt", 0)),
+                attempt=_int_field(data, "attempt", 0, "transition"),
             )
-        except (KeyError, TypeError, AssertionError) as exc:
-            raise StoreError(f"corrupt transition {dict(data)!r}: {exc}") from exc
+        except (KeyError, TypeError, ValueError) as exc:
+            raise StoreError(f"corrupt transition {data!r}: {exc!r}") from exc
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -340,6 +439,29 @@ class TaskSnapshot:
     """JSON trigger information (schedule, pipeline node, trace context...)."""
 
     def __post_init__(self) -> None:
+        _require_text(self.task_id, "TaskSnapshot.task_id")
+        _require_text(self.name, "TaskSnapshot.name")
+        object.__setattr__(self, "status", _coerce_status(self.status, "TaskSnapshot.status"))
+        _require_int(self.status_version, "TaskSnapshot.status_version", minimum=0)
+        _require_int(self.attempt, "TaskSnapshot.attempt", minimum=0)
+        _require_int(self.max_attempts, "TaskSnapshot.max_attempts", minimum=1)
+        _require_int(self.priority, "TaskSnapshot.priority")
+        if self.bucket is not None:
+            _require_int(self.bucket, "TaskSnapshot.bucket", minimum=0)
+        if self.pid is not None:
+            _require_int(self.pid, "TaskSnapshot.pid")
+        if self.progress is not None and not isinstance(self.progress, Progress):
+            raise ConfigurationError(
+                f"TaskSnapshot.progress must be a Progress or None, got {self.progress!r}"
+            )
+        if self.failure is not None and not isinstance(self.failure, Failure):
+            raise ConfigurationError(
+                f"TaskSnapshot.failure must be a Failure or None, got {self.failure!r}"
+            )
+        if not isinstance(self.metadata, Mapping):
+            raise ConfigurationError(
+                f"TaskSnapshot.metadata must be a mapping of JSON values, got {self.metadata!r}"
+            )
         for name in (
             "created_at",
             "updated_at",
@@ -350,14 +472,26 @@ class TaskSnapshot:
             "last_heartbeat_at",
             "lease_until",
         ):
-            _require_aware(getattr(self, name), f"TaskSnapshot.{name}")
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, datetime):
+                raise ConfigurationError(f"TaskSnapshot.{name} must be a datetime, got {value!r}")
+            _require_aware(value, f"TaskSnapshot.{name}")
         tags: object = self.tags
+        if isinstance(tags, str):
+            raise ConfigurationError(
+                f"TaskSnapshot.tags must be a collection of strings, not the string {tags!r} "
+                "(which would become a set of its characters); wrap it: tags={...}"
+            )
         if not isinstance(tags, frozenset):
             # Callers pass sets or lists; the snapshot always holds a frozenset.
             object.__setattr__(self, "tags", frozenset(self.tags))
+        for tag in self.tags:
+            if not isinstance(tag, str):
+                raise ConfigurationError(f"TaskSnapshot.tags must hold strings, got {tag!r}")
 
     @property
     def is_terminal(self) -> bool:
+        """True once the task reached one of the six terminal states."""
         return self.status.is_terminal
 
     @property
@@ -374,6 +508,7 @@ class TaskSnapshot:
         return replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict with a format version; :meth:`from_dict` reverses it exactly."""
         return {
             "v": FORMAT_VERSION,
             "task_id": self.task_id,
@@ -406,22 +541,31 @@ class TaskSnapshot:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TaskSnapshot:
+        """Rebuild from :meth:`to_dict` output; anything malformed raises ``StoreError``."""
+        data = _mapping(data, "task snapshot")
         _check_version(data, "task snapshot")
+        what = "task snapshot"
         try:
             created = parse_datetime(data["created_at"], "created_at")
             updated = parse_datetime(data["updated_at"], "updated_at")
-            assert created is not None
-            assert updated is not None
+            if created is None or updated is None:
+                raise TypeError("created_at and updated_at must not be null")
             progress = data.get("progress")
             failure = data.get("failure")
+            tags = data.get("tags") or []
+            if not isinstance(tags, list):
+                raise TypeError(f"tags must be a list of strings, got {tags!r}")
+            metadata = data.get("metadata") or {}
+            if not isinstance(metadata, dict):
+                raise TypeError(f"metadata must be an object, got {metadata!r}")
             return cls(
                 task_id=data["task_id"],
                 name=data["name"],
                 label=data.get("label"),
                 status=_status(data["status"], "task snapshot"),
-                status_version=int(data["status_version"]),
-                attempt=int(data.get("attempt", 0)),
-                max_attempts=int(data.get("max_attempts", 1)),
+                status_version=_int_field(data, "status_version", None, what),
+                attempt=_int_field(data, "attempt", 0, what),
+                max_attempts=_int_field(data, "max_attempts", 1, what),
                 created_at=created,
                 updated_at=updated,
                 queued_at=parse_datetime(data.get("queued_at"), "queued_at"),
@@ -434,13 +578,14 @@ class TaskSnapshot:
                 lease_until=parse_datetime(data.get("lease_until"), "lease_until"),
                 failure=None if failure is None else Failure.from_dict(failure),
                 outcome=data.get("outcome"),
-                tags=frozenset(data.get("tags") or ()),
+                tags=frozenset(tags),
                 bucket=data.get("bucket"),
                 bucket_key=data.get("bucket_key"),
-                priority=int(data.get("priority", 0)),
+                priority=_int_field(data, "priority", 0, what),
                 owner=data.get("owner"),
                 pid=data.get("pid"),
-                metadata=dict(data.get("metadata") or {}),
+                metadata=dict(metadata),
             )
-        except (KeyError, TypeError, AssertionError) as exc:
-            raise StoreError(f"corrupt task snapshot: {exc!r}") from exc
+        except (KeyError, TypeError, ValueError) as exc:
+            task_id = data.get("task_id")
+            raise StoreError(f"corrupt task snapshot {task_id!r}: {exc!r}") from exc

@@ -1,0 +1,205 @@
+"""Secret redaction for failure text, after the Go scheduler's ``sanitizeTaskError``.
+
+Failure messages and tracebacks end up in stores, logs, metrics labels and the CLI,
+where far more people can read them than could read the task's configuration. An
+exception such as ``ConnectionError("login failed: password=hunter2")`` must not carry
+the password along. Every layer that stores failure text passes it through
+:func:`redact` (one-line messages) or :func:`redact_traceback` (multi-line text).
+
+What is redacted, exactly as the Go scheduler does it:
+
+- ``key=value`` and ``key: value`` pairs, the value bare or quoted with ``"`` or ``'``,
+  whose key (case-insensitive) is one of ``password``, ``passwd``, ``pwd``, ``secret``,
+  ``token``, ``api_key``/``api-key``/``apikey``, ``access_token``, ``refresh_token``,
+  ``authorization``, ``credential``. The whole pair becomes ``key=[REDACTED]``.
+- ``Bearer <token>`` becomes ``Bearer [REDACTED]``.
+
+Hardening beyond the Go version (a strict superset: every input the Go code redacts
+is redacted here to the same text):
+
+- Control characters are removed *before* matching, so ``pass\\x00word=x`` cannot
+  slip past the pattern and reassemble afterwards. C1 controls (U+0080..U+009F, which
+  include the terminal's CSI) are removed too; Go keeps them.
+- Keys may carry a snake/kebab prefix (``db_password``, ``client_secret``,
+  ``x-api-key``, ``--password``), may be quoted (``"password": "x"`` in JSON,
+  ``{'token': 'x'}`` in a Python repr), the full-width ``：`` and ``＝`` of Chinese
+  text separate like ``:`` and ``=``, and ``credentials`` counts as well as
+  ``credential``.
+
+Over-redaction (``token: 5`` in an innocent message) is accepted; a leak is not.
+Both functions are idempotent: redacting redacted text changes nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from typing import TYPE_CHECKING, Final
+
+from chongming_task.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from chongming_task.model import Failure
+
+__all__ = [
+    "MESSAGE_MAX_LENGTH",
+    "REDACTED",
+    "TRACEBACK_MAX_LENGTH",
+    "redact",
+    "redact_failure",
+    "redact_secrets",
+    "redact_traceback",
+]
+
+#: What a secret is replaced with.
+REDACTED: Final = "[REDACTED]"
+
+#: Cap of :func:`redact` in characters (code points), then ``"..."``. Same as the Go
+#: scheduler's ``taskErrorMaxLength``: long enough for any useful message, short
+#: enough for a table cell and a log line.
+MESSAGE_MAX_LENGTH: Final = 512
+
+#: Cap of :func:`redact_traceback`, marker included. A deep traceback with its
+#: chained causes is a few kilobytes; more than this is a runaway repr, not context.
+TRACEBACK_MAX_LENGTH: Final = 8192
+
+_ELLIPSIS: Final = "..."
+
+_KEYS: Final = (
+    r"(?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?token"
+    r"|refresh[_-]?token|authorization|credentials?)"
+)
+
+# ASCII mode on purpose: Go's RE2 treats \b and \s as ASCII, so "用户token=x" is still
+# a key at a word boundary. The lookbehind starts a match only at the beginning of an
+# identifier run, which keeps matching linear; the optional prefix then reaches keys
+# inside runs like "db_password" or "--password".
+_PAIR_PATTERN: Final = re.compile(
+    r"(?<![A-Za-z0-9_-])"
+    r"(?P<key>(?:[A-Za-z0-9_-]*[_-])?" + _KEYS + r")\b"
+    r"(?P<quote>[\"']?)"
+    r"\s*[:=\uff1a\uff1d]\s*"
+    r"(?P<value>\"[^\"]*\"|'[^']*'|[^\s,;]+)",
+    re.IGNORECASE | re.ASCII,
+)
+
+_BEARER_PATTERN: Final = re.compile(r"\bbearer\s+[A-Za-z0-9._~+/\-=]+", re.IGNORECASE | re.ASCII)
+
+
+def _control_table(*, keep_newlines: bool) -> dict[int, str | None]:
+    """``str.translate`` table: tab/CR/LF/NEL -> space (or kept), other controls -> gone."""
+    table: dict[int, str | None] = dict.fromkeys([*range(0x20), 0x7F, *range(0x80, 0xA0)])
+    if keep_newlines:
+        table[ord("\n")] = "\n"
+        table[0x85] = "\n"
+    else:
+        table[ord("\n")] = " "
+        table[ord("\r")] = " "
+        table[ord("\t")] = " "
+        table[0x85] = " "
+    return table
+
+
+_MESSAGE_CONTROLS: Final = _control_table(keep_newlines=False)
+_TRACEBACK_CONTROLS: Final = _control_table(keep_newlines=True)
+
+
+def _replace_pair(match: re.Match[str]) -> str:
+    return f"{match.group('key')}{match.group('quote')}={REDACTED}"
+
+
+def redact_secrets(text: str) -> str:
+    """Replace secrets in ``text`` and nothing else (no control or length handling).
+
+    The building block of :func:`redact` and :func:`redact_traceback`; useful alone
+    for text whose layout must survive untouched, such as a log record's message.
+    """
+    text = _BEARER_PATTERN.sub(f"Bearer {REDACTED}", text)
+    return _PAIR_PATTERN.sub(_replace_pair, text)
+
+
+def redact(text: str | None) -> str | None:
+    """One clean line of at most 512 characters, secrets replaced by ``[REDACTED]``.
+
+    Control characters are removed, runs of whitespace (line breaks included) become
+    one space, and text longer than :data:`MESSAGE_MAX_LENGTH` is cut there with
+    ``"..."`` appended. ``None`` stays ``None`` so optional fields pass straight
+    through.
+
+    Args:
+        text: A failure message, a stop reason, any text about to be stored.
+
+    Returns:
+        The redacted text, ``""`` for blank input, or ``None`` for ``None``.
+    """
+    if text is None:
+        return None
+    cleaned = redact_secrets(str(text).translate(_MESSAGE_CONTROLS))
+    cleaned = " ".join(cleaned.split())
+    if len(cleaned) > MESSAGE_MAX_LENGTH:
+        return cleaned[:MESSAGE_MAX_LENGTH] + _ELLIPSIS
+    return cleaned
+
+
+def redact_traceback(text: str | None, *, max_length: int = TRACEBACK_MAX_LENGTH) -> str | None:
+    """Like :func:`redact` but keeps the line structure of a traceback.
+
+    Line endings become ``\\n``, tabs become spaces, other control characters are
+    removed and trailing spaces are stripped; indentation is kept. Pairs are matched
+    line by line. Text longer than ``max_length`` keeps its first quarter and its
+    end (where the exception itself is), cut at line breaks where possible, joined
+    by a line saying how much was dropped; the result never exceeds ``max_length``.
+
+    Args:
+        text: Traceback text, e.g. ``"".join(traceback.format_exception(exc))``.
+        max_length: Cap in characters; at least 256 so the marker and some context fit.
+
+    Returns:
+        The redacted text, ``""`` for blank input, or ``None`` for ``None``.
+    """
+    if text is None:
+        return None
+    if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 256:
+        raise ConfigurationError(f"max_length must be an integer >= 256, got {max_length!r}")
+    normalised = str(text).replace("\r\n", "\n").replace("\r", "\n").expandtabs(4)
+    normalised = normalised.translate(_TRACEBACK_CONTROLS)
+    lines = [redact_secrets(line).rstrip() for line in normalised.split("\n")]
+    cleaned = "\n".join(lines).strip("\n")
+    if len(cleaned) <= max_length:
+        return cleaned
+    return _truncate_middle(cleaned, max_length)
+
+
+def _truncate_middle(text: str, max_length: int) -> str:
+    # Reserve room for the marker with the widest count it could print.
+    reserve = len(_marker(len(text)))
+    budget = max_length - reserve
+    head_budget = budget // 4
+    head = text[:head_budget]
+    cut = head.rfind("\n")
+    if cut > 0:
+        head = head[:cut]
+    head = head.rstrip()
+    tail = text[len(text) - (budget - head_budget) :]
+    cut = tail.find("\n")
+    if 0 <= cut < len(tail) - 1:
+        tail = tail[cut + 1 :]
+    removed = len(text) - len(head) - len(tail)
+    return head + _marker(removed) + tail
+
+
+def _marker(removed: int) -> str:
+    return f"\n... [{removed} characters truncated] ...\n"
+
+
+def redact_failure(failure: Failure) -> Failure:
+    """A copy of ``failure`` with its message and traceback redacted.
+
+    What every store and runtime path should call before a failure leaves the
+    process that raised it.
+    """
+    message = redact(failure.message) or ""
+    traceback = redact_traceback(failure.traceback)
+    if message == failure.message and traceback == failure.traceback:
+        return failure
+    return replace(failure, message=message, traceback=traceback)
