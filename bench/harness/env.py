@@ -12,6 +12,7 @@ import platform
 import sqlite3
 import subprocess
 import sys
+import tempfile
 from importlib import metadata
 from pathlib import Path
 
@@ -64,9 +65,24 @@ def _usable_cores() -> int | None:
         return os.cpu_count()
 
 
+def _filesystem(path: str) -> str:
+    """Filesystem type holding ``path`` (where the SQLite files live: fsync cost)."""
+    best, fstype = "", "?"
+    try:
+        for line in Path("/proc/mounts").read_text().splitlines():
+            parts = line.split()
+            if len(parts) > 2 and path.startswith(parts[1]) and len(parts[1]) > len(best):
+                best, fstype = parts[1], f"{parts[2]} ({parts[0]} on {parts[1]})"
+    except OSError:
+        pass
+    return fstype
+
+
 def machine() -> dict[str, object]:
-    """Cores, memory and CPU model."""
+    """Cores, memory, CPU model and the filesystem of the temporary directory."""
     return {
+        "temp_dir": tempfile.gettempdir(),
+        "temp_filesystem": _filesystem(os.path.realpath(tempfile.gettempdir())),
         "cpu_model": _cpu_model(),
         "logical_cores": os.cpu_count(),
         "usable_cores": _usable_cores(),
