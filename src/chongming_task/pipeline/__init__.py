@@ -1,5 +1,34 @@
-"""DAG pipelines (guide §8.12): placeholder until the orchestrator lands."""
+"""DAG pipelines (guide §8.12): registered tasks joined by dependencies.
+
+Build a :class:`Pipeline` with :meth:`Pipeline.node`, submit it with
+``controller.submit_pipeline(pipeline)`` (or :func:`submit_pipeline`), and wait on the
+returned :class:`PipelineRun` for a :class:`PipelineOutcome`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
 
 from chongming_task.pipeline.graph import Node, Pipeline
+from chongming_task.pipeline.outcome import NodeFailure, NodeOutcome, PipelineOutcome
+from chongming_task.pipeline.run import PipelineRun
+from chongming_task.pipeline.submit import submit_to_port
 
-__all__ = ["Node", "Pipeline"]
+__all__ = [
+    "Node",
+    "NodeFailure",
+    "NodeOutcome",
+    "Pipeline",
+    "PipelineOutcome",
+    "PipelineRun",
+    "submit_pipeline",
+]
+
+
+def submit_pipeline(
+    controller: Any, pipeline: Pipeline, *, run_id: str | None = None
+) -> PipelineRun:
+    """Validate ``pipeline`` and run it on ``controller``; see ``Controller.submit_pipeline``."""
+    from chongming_task.pipeline.adapter import ControllerAdapter
+
+    return submit_to_port(ControllerAdapter(controller), pipeline, run_id=run_id)

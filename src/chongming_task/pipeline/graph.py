@@ -64,6 +64,30 @@ def _aggregation(value: object) -> AggregationPolicy:
     )
 
 
+#: ``controller.submit`` options that the pipeline sets itself, with the reason.
+_PIPELINE_OWNED = {
+    "task_id": "node task ids are '<run_id>/<node_id>'; choose the node_id instead",
+    "blocked": "the pipeline blocks a node until its join mode releases it",
+}
+
+
+def _check_options(task_name: str, kwargs: Mapping[str, Any]) -> None:
+    for option, why in _PIPELINE_OWNED.items():
+        if option in kwargs:
+            raise ConfigurationError(f"node({task_name!r}, ...) cannot take {option}=: {why}")
+    metadata = kwargs.get("metadata")
+    if metadata is None:
+        return
+    if not isinstance(metadata, Mapping):
+        raise ConfigurationError(f"metadata must be a mapping, got {metadata!r}")
+    clash = sorted({"pipeline", "pipeline_run", "node"} & set(metadata))
+    if clash:
+        raise ConfigurationError(
+            f"metadata keys {clash} are written by the pipeline itself (pipeline name, run id, "
+            "node id); use other keys"
+        )
+
+
 def _join(value: object) -> JoinMode:
     if isinstance(value, JoinMode):
         return value
@@ -126,6 +150,7 @@ class Pipeline:
             raise ConfigurationError(
                 f"the first argument of node() is a registered task name, got {task_name!r}"
             )
+        _check_options(task_name, kwargs)
         if node_id is None:
             node_id = self._free_id(task_name)
         elif not isinstance(node_id, str) or not node_id.strip():
