@@ -17,7 +17,14 @@ from typing import Any
 
 from chongming_task.core.clock import Clock, SystemClock
 from chongming_task.errors import AttemptsExhausted, ConfigurationError, InvalidTransition
-from chongming_task.model import Failure, FailureKind, JSONValue, TaskSnapshot, Transition
+from chongming_task.model import (
+    Failure,
+    FailureKind,
+    JSONValue,
+    TaskSnapshot,
+    Transition,
+    ensure_json,
+)
 from chongming_task.states import TERMINAL, TRANSITIONS, TaskStatus
 
 __all__ = ["StateMachine", "Triggers"]
@@ -50,8 +57,13 @@ class Triggers:
     FORCED = "machine:forced"
 
 
-#: Sources from which a resurrecting ``retry()`` is allowed (guide §1.4).
+#: Sources from which a resurrecting ``retry()`` is allowed (guide §1.4). ``succeeded``
+#: and ``skipped`` are not failures; running them again is a new task or a ``reset()``.
 RETRYABLE_TERMINALS = frozenset({S.FAILED, S.STOPPED, S.CANCELLED, S.LOST})
+
+#: States without a current attempt: entering one of them clears ``started_at``, so a
+#: later pause cannot be mistaken for a pause in place (which resumes to ``running``).
+_NO_CURRENT_ATTEMPT = frozenset({S.PENDING, S.BLOCKED, S.QUEUED, S.RETRY_WAIT})
 
 #: Where a stop request goes from each non-terminal state: occupying states need the
 #: ``stopping`` buffer, the others stop at once (guide §9.2, closing rule).
@@ -75,7 +87,14 @@ _PAUSE_TARGET = {
 
 
 class StateMachine:
-    """Owns one task's snapshot and its transition history."""
+    """Owns one task's snapshot and its transition history.
+
+    Build a new task with :meth:`create`, or rehydrate a stored one with
+    ``StateMachine(snapshot, transitions, clock=clock)``. Each ``mark_*`` method is one
+    kind of edge; it raises :class:`InvalidTransition` when the table or a guard of
+    guide §9.3 forbids it, and then changes nothing. ``retry()``, ``reset()`` and
+    ``force_transition()`` are the explicit escapes from terminal states.
+    """
 
     def __init__(
         self,
@@ -106,7 +125,11 @@ class StateMachine:
         metadata: Mapping[str, JSONValue] | None = None,
         clock: Clock | None = None,
     ) -> StateMachine:
-        """A new task in ``pending`` at version 0, with its creation record."""
+        """A new task in ``pending`` at version 0, with its creation record.
+
+        Raises:
+            ConfigurationError: An argument is malformed (the message names it).
+        """
         if not isinstance(task_id, str) or not task_id:
             raise ConfigurationError(f"task_id must be a non-empty string, got {task_id!r}")
         if "\x00" in task_id:
@@ -117,10 +140,28 @@ class StateMachine:
             raise ConfigurationError(
                 f"max_attempts must be an integer >= 1 (1 means no retry), got {max_attempts!r}"
             )
+        if isinstance(tags, str):
+            raise ConfigurationError(
+                f"tags must be a collection of strings, not the string {tags!r}; "
+                f"write tags=[{tags!r}]"
+            )
         tag_set = frozenset(tags)
         for tag in tag_set:
             if not isinstance(tag, str):
                 raise ConfigurationError(f"tags must be strings, got {tag!r}")
+        for field_name, text in (("label", label), ("bucket_key", bucket_key), ("owner", owner)):
+            if text is not None and not isinstance(text, str):
+                raise ConfigurationError(f"{field_name} must be a string or None, got {text!r}")
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise ConfigurationError(f"priority must be an integer, got {priority!r}")
+        if bucket is not None and (
+            isinstance(bucket, bool) or not isinstance(bucket, int) or bucket < 0
+        ):
+            raise ConfigurationError(f"bucket must be an integer >= 0 or None, got {bucket!r}")
+        if metadata is not None:
+            if not isinstance(metadata, Mapping):
+                raise ConfigurationError(f"metadata must be a mapping, got {metadata!r}")
+            ensure_json(dict(metadata), "metadata")
         clock = clock or SystemClock()
         now = clock.now()
         snapshot = TaskSnapshot(
@@ -154,18 +195,22 @@ class StateMachine:
 
     @property
     def snapshot(self) -> TaskSnapshot:
+        """The current frozen snapshot (a new object after every change)."""
         return self._snapshot
 
     @property
     def status(self) -> TaskStatus:
+        """The current lifecycle stage."""
         return self._snapshot.status
 
     @property
     def transitions(self) -> tuple[Transition, ...]:
+        """Every accepted transition, oldest first, starting with the creation record."""
         return tuple(self._transitions)
 
     @property
     def task_id(self) -> str:
+        """The task's id."""
         return self._snapshot.task_id
 
     def can(self, target: TaskStatus) -> bool:
@@ -173,32 +218,60 @@ class StateMachine:
         return target in TRANSITIONS[self.status]
 
     def can_stop(self) -> bool:
+        """Whether :meth:`request_stop` would be accepted now."""
         return self.status in _STOP_TARGET
 
     def can_pause(self) -> bool:
+        """Whether :meth:`request_pause` would be accepted now."""
         return self.status in _PAUSE_TARGET
 
     def can_resume(self) -> bool:
+        """Whether :meth:`resume` would be accepted now."""
         return self.status is S.PAUSED
 
     def can_retry(self) -> bool:
+        """Whether :meth:`retry` would be accepted now (failed, stopped, cancelled, lost)."""
         return self.status in RETRYABLE_TERMINALS
 
     # ------------------------------------------------------------ edges
 
     def mark_blocked(self, *, reason: str | None = None, trigger: str = Triggers.BLOCKED) -> None:
+        """Waiting for upstream nodes (from pending).
+
+        Raises:
+            InvalidTransition: The current state has no edge to ``blocked``.
+        """
         self._apply(S.BLOCKED, trigger, reason=reason)
 
     def mark_queued(
         self, *, actor: str | None = None, reason: str | None = None, trigger: str = Triggers.QUEUED
     ) -> None:
-        """Accepted and waiting for a slot (from pending, blocked or retry_wait)."""
-        self._apply(S.QUEUED, trigger, actor=actor, reason=reason, queued_at=self._clock.now())
+        """Accepted and waiting for a slot (from pending, blocked, paused or retry_wait).
+
+        Clears ``started_at``: a queued task has no current attempt, and a stale start
+        time would later make a pause look like a pause in place.
+
+        Raises:
+            InvalidTransition: The current state has no edge to ``queued``.
+        """
+        self._apply(
+            S.QUEUED,
+            trigger,
+            actor=actor,
+            reason=reason,
+            queued_at=self._clock.now(),
+            started_at=None,
+        )
 
     def mark_starting(
         self, *, executor: str | None = None, trigger: str = Triggers.STARTING
     ) -> None:
-        """Begin a new attempt. Raises ``AttemptsExhausted`` past ``max_attempts``."""
+        """Begin a new attempt (from queued or retry_wait): ``attempt`` grows by one.
+
+        Raises:
+            InvalidTransition: The current state has no edge to ``starting``.
+            AttemptsExhausted: ``attempt + 1`` would exceed ``max_attempts`` (§9.3).
+        """
         snap = self._snapshot
         self._check_edge(S.STARTING, trigger)
         if snap.attempt + 1 > snap.max_attempts:
@@ -215,7 +288,13 @@ class StateMachine:
         )
 
     def mark_running(self, *, trigger: str = Triggers.LAUNCHED) -> None:
-        """The body is executing. Guard: the attempt must have started (``started_at``)."""
+        """The body is executing (from starting).
+
+        Raises:
+            InvalidTransition: Not in ``starting`` (``paused -> running`` is
+                :meth:`resume`, ``pausing -> running`` is :meth:`abort_pause`), or the
+                attempt has no ``started_at`` (guard of §9.3).
+        """
         self._check_edge(S.RUNNING, trigger)
         if self.status is not S.STARTING:
             # paused/pausing -> running are resume and abort; they have their own methods.
@@ -230,18 +309,31 @@ class StateMachine:
         reason: str | None = None,
         trigger: str = Triggers.PAUSE_REQUESTED,
     ) -> None:
+        """A pause was requested of a task holding a slot (from starting or running).
+
+        Raises:
+            InvalidTransition: The current state has no edge to ``pausing``.
+        """
         self._apply(S.PAUSING, trigger, actor=actor, reason=reason)
 
     def mark_paused(
         self, *, actor: str | None = None, reason: str | None = None, trigger: str = Triggers.PAUSED
     ) -> None:
-        """Confirmed in place (from pausing) or immediately (from queued/retry_wait)."""
+        """Confirmed in place (from pausing) or immediately (from queued/retry_wait).
+
+        Raises:
+            InvalidTransition: The current state has no edge to ``paused``.
+        """
         self._apply(S.PAUSED, trigger, actor=actor, reason=reason)
 
     def abort_pause(
         self, *, reason: str | None = None, trigger: str = Triggers.PAUSE_ABORTED
     ) -> None:
-        """Roll an unconfirmed pause back to running. Guard: must be in ``pausing``."""
+        """Roll an unconfirmed pause back to ``running`` (guide §4.2).
+
+        Raises:
+            InvalidTransition: Not in ``pausing`` (guard of §9.3).
+        """
         if self.status is not S.PAUSING:
             raise self._invalid(S.RUNNING, trigger, "abort_pause() is only legal from pausing")
         self._apply(S.RUNNING, trigger, reason=reason)
@@ -253,7 +345,14 @@ class StateMachine:
         reason: str | None = None,
         trigger: str = Triggers.RESUMED,
     ) -> TaskStatus:
-        """Undo a pause: back to ``running`` if paused in place, else to ``queued`` (§4.3)."""
+        """Undo a pause: back to ``running`` if paused in place, else to ``queued`` (§4.3).
+
+        Returns:
+            The state the task is in now.
+
+        Raises:
+            InvalidTransition: Not in ``paused``.
+        """
         if self.status is not S.PAUSED:
             raise self._invalid(S.RUNNING, trigger, "resume() is only legal from paused")
         target = S.RUNNING if self.paused_in_place else S.QUEUED
@@ -273,6 +372,11 @@ class StateMachine:
         reason: str | None = None,
         trigger: str = Triggers.STOP_REQUESTED,
     ) -> None:
+        """A stop was requested of a task holding a slot; the graceful window starts.
+
+        Raises:
+            InvalidTransition: The current state has no edge to ``stopping``.
+        """
         self._apply(S.STOPPING, trigger, actor=actor, reason=reason)
 
     def mark_stopped(
@@ -283,14 +387,25 @@ class StateMachine:
         failure: Failure | None = None,
         trigger: str = Triggers.STOPPED,
     ) -> None:
-        """A manual stop took effect. The failure kind is ``cancelled``, never retryable."""
+        """A manual stop took effect. The failure kind is ``cancelled``, never retryable.
+
+        Raises:
+            InvalidTransition: The current state has no edge to ``stopped``.
+        """
         failure = failure or Failure(
             kind=FailureKind.CANCELLED, message=reason or "stopped", retryable=False
         )
         self._finish(S.STOPPED, trigger, actor=actor, reason=reason, failure=failure)
 
     def request_stop(self, *, actor: str | None = None, reason: str | None = None) -> TaskStatus:
-        """Apply a stop request: ``stopping`` if the task occupies a slot, else ``stopped``."""
+        """Apply a stop request: ``stopping`` if the task occupies a slot, else ``stopped``.
+
+        Returns:
+            The state the task is in now.
+
+        Raises:
+            InvalidTransition: The task is terminal or already ``stopping``.
+        """
         target = _STOP_TARGET.get(self.status)
         if target is None:
             raise self._invalid(S.STOPPING, Triggers.STOP_REQUESTED, "the task cannot be stopped")
@@ -301,7 +416,15 @@ class StateMachine:
         return target
 
     def request_pause(self, *, actor: str | None = None, reason: str | None = None) -> TaskStatus:
-        """Apply a pause request: ``pausing`` if the task occupies a slot, else ``paused``."""
+        """Apply a pause request: ``pausing`` if the task occupies a slot, else ``paused``.
+
+        Returns:
+            The state the task is in now.
+
+        Raises:
+            InvalidTransition: ``can_pause()`` is false (terminal, stopping, or
+                already pausing/paused, or not yet queued).
+        """
         target = _PAUSE_TARGET.get(self.status)
         if target is None:
             raise self._invalid(S.PAUSING, Triggers.PAUSE_REQUESTED, "the task cannot be paused")
@@ -318,9 +441,19 @@ class StateMachine:
         reason: str | None = None,
         trigger: str = Triggers.SUCCEEDED,
     ) -> None:
+        """The body returned (from running, or from stopping when it finished first, §4.4).
+
+        Raises:
+            InvalidTransition: The current state has no edge to ``succeeded``.
+        """
         self._finish(S.SUCCEEDED, trigger, reason=reason, outcome=outcome, failure=None)
 
     def mark_failed(self, failure: Failure, *, trigger: str = Triggers.FAILED) -> None:
+        """The task failed for good: no retry is due or possible.
+
+        Raises:
+            InvalidTransition: The current state has no edge to ``failed``.
+        """
         self._finish(S.FAILED, trigger, reason=failure.message, failure=failure)
 
     def mark_retry_wait(
@@ -330,7 +463,16 @@ class StateMachine:
         delay: float | None = None,
         trigger: str = Triggers.RETRY_SCHEDULED,
     ) -> None:
-        """The attempt failed and another is due after a backoff of ``delay`` seconds."""
+        """The attempt failed and another is due after a backoff of ``delay`` seconds.
+
+        Raises:
+            InvalidTransition: The current state has no edge to ``retry_wait``.
+            AttemptsExhausted: No attempt is left, so waiting for one would be a lie.
+        """
+        self._check_edge(S.RETRY_WAIT, trigger)
+        snap = self._snapshot
+        if snap.attempt >= snap.max_attempts:
+            raise AttemptsExhausted(snap.task_id, snap.attempt, snap.max_attempts)
         reason = failure.message if delay is None else f"retry in {delay:.3g}s: {failure.message}"
         self._apply(S.RETRY_WAIT, trigger, reason=reason, failure=failure, started_at=None)
 
@@ -342,7 +484,11 @@ class StateMachine:
         failure: Failure | None = None,
         trigger: str = Triggers.CANCELLED,
     ) -> None:
-        """Cancelled by orchestration (fail_fast), not by a person (that is ``stopped``)."""
+        """Cancelled by orchestration (fail_fast), not by a person (that is ``stopped``).
+
+        Raises:
+            InvalidTransition: The current state has no edge to ``cancelled``.
+        """
         failure = failure or Failure(kind=FailureKind.CANCELLED, message=reason, retryable=False)
         self._finish(S.CANCELLED, trigger, actor=actor, reason=reason, failure=failure)
 
@@ -354,6 +500,11 @@ class StateMachine:
         actor: str | None = None,
         trigger: str = Triggers.SKIPPED,
     ) -> None:
+        """Not run: a condition was false, an upstream failed, or the body said so.
+
+        Raises:
+            InvalidTransition: The current state has no edge to ``skipped``.
+        """
         failure = failure or Failure(
             kind=FailureKind.CONDITION_FALSE, message=reason, retryable=False
         )
@@ -367,7 +518,14 @@ class StateMachine:
         reason: str | None = None,
         trigger: str = Triggers.LOST,
     ) -> None:
-        """The carrier is gone or was abandoned: the result is unknown (retryable)."""
+        """The carrier is gone or was abandoned: the result is unknown (retryable).
+
+        Pass a ``failure`` saying why (§9.3): ``lost`` means "we do not know", and the
+        reason is what lets an operator decide between re-running and checking by hand.
+
+        Raises:
+            InvalidTransition: The current state has no edge to ``lost``.
+        """
         failure = failure or Failure(
             kind=FailureKind.LOST, message=reason or "result unknown", retryable=True
         )
@@ -383,6 +541,10 @@ class StateMachine:
         """Resurrect a failed/stopped/cancelled/lost task to ``queued``, keeping its history.
 
         ``max_attempts`` grows so that ``extra_attempts`` more attempts are possible.
+
+        Raises:
+            InvalidTransition: Not in failed, stopped, cancelled or lost.
+            ConfigurationError: ``extra_attempts`` is not an integer >= 1.
         """
         if not self.can_retry():
             raise self._invalid(
@@ -390,8 +552,14 @@ class StateMachine:
                 Triggers.RETRY,
                 "retry() is only legal from failed, stopped, cancelled or lost",
             )
-        if extra_attempts < 1:
-            raise ConfigurationError(f"extra_attempts must be >= 1, got {extra_attempts!r}")
+        if (
+            isinstance(extra_attempts, bool)
+            or not isinstance(extra_attempts, int)
+            or extra_attempts < 1
+        ):
+            raise ConfigurationError(
+                f"extra_attempts must be an integer >= 1, got {extra_attempts!r}"
+            )
         snap = self._snapshot
         self._apply(
             S.QUEUED,
@@ -410,11 +578,24 @@ class StateMachine:
     def reset(
         self, *, confirm: bool = False, actor: str | None = None, reason: str | None = None
     ) -> None:
-        """Back to ``pending``, discarding the attempt history. Demands ``confirm=True``."""
+        """Back to ``pending`` from a terminal state, discarding the attempt count.
+
+        The audit trail is kept: the reset is one more transition in it. Only terminal
+        tasks can be reset: a live one has a carrier that would keep running under a
+        snapshot claiming it never started (stop it first).
+
+        Raises:
+            ConfigurationError: ``confirm`` is not ``True``.
+            InvalidTransition: The task is not in a terminal state.
+        """
         if confirm is not True:
             raise ConfigurationError(
                 "reset() discards every attempt of the task; call reset(confirm=True) "
                 "if that is what you want, or retry() to keep the history"
+            )
+        if self.status not in TERMINAL:
+            raise self._invalid(
+                S.PENDING, Triggers.RESET, "reset() is only legal from a terminal state"
             )
         self._apply(
             S.PENDING,
@@ -432,15 +613,44 @@ class StateMachine:
             progress=None,
         )
 
-    def force_transition(self, target: TaskStatus, *, actor: str, reason: str) -> None:
-        """Move to any state, bypassing the table. The only such door: it must be audited."""
+    def force_transition(
+        self,
+        target: TaskStatus,
+        *,
+        actor: str,
+        reason: str,
+        failure: Failure | None = None,
+    ) -> None:
+        """Move to any state, bypassing the table. The only such door: it must be audited.
+
+        For an operator who checked a ``lost`` task's side effects by hand, for example.
+        ``finished_at`` is set when entering a terminal state and cleared when leaving
+        one; ``started_at`` is cleared when entering a state without a current attempt.
+        ``failure``, when given, replaces the snapshot's failure.
+
+        Raises:
+            ConfigurationError: ``actor`` or ``reason`` is empty, or ``target`` is not
+                a status (§9.3: no audit information, no forced move).
+        """
         if not isinstance(actor, str) or not actor.strip():
             raise ConfigurationError("force_transition() needs a non-empty actor (who did this)")
         if not isinstance(reason, str) or not reason.strip():
             raise ConfigurationError("force_transition() needs a non-empty reason (why)")
+        try:
+            target = TaskStatus(target)
+        except ValueError:
+            raise ConfigurationError(
+                f"force_transition() target must be a TaskStatus, got {target!r}"
+            ) from None
         extra: dict[str, Any] = {}
         if target in TERMINAL:
             extra["finished_at"] = self._clock.now()
+        else:
+            extra["finished_at"] = None
+        if target in _NO_CURRENT_ATTEMPT:
+            extra["started_at"] = None
+        if failure is not None:
+            extra["failure"] = failure
         self._apply(target, Triggers.FORCED, actor=actor, reason=reason, check=False, **extra)
 
     # ------------------------------------------------------------ internals
@@ -512,6 +722,12 @@ class StateMachine:
         if forbidden:
             raise ConfigurationError(
                 f"update() cannot change {sorted(forbidden)}; use the mark_* methods"
+            )
+        unknown = set(changes) - set(TaskSnapshot.__dataclass_fields__)
+        if unknown:
+            raise ConfigurationError(
+                f"update() got unknown snapshot field(s) {sorted(unknown)}; "
+                f"TaskSnapshot has {sorted(TaskSnapshot.__dataclass_fields__)}"
             )
         self._snapshot = self._snapshot.replace(**changes)
         return self._snapshot
