@@ -40,6 +40,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--out", type=Path, default=BENCH / "results", help="directory for latest.json/md"
     )
+    parser.add_argument(
+        "--update-docs",
+        action="store_true",
+        help="also copy the table into docs/benchmarks.md (between its latest markers)",
+    )
     return parser.parse_args(argv)
 
 
@@ -87,8 +92,29 @@ def main(argv: list[str] | None = None) -> int:
     markdown = report.document(_header(record), results)
     (args.out / "latest.md").write_text(markdown)
     print(markdown)
+    if args.update_docs:
+        update_docs(markdown)
     stderr_log(f"wrote {args.out / 'latest.json'} and latest.md in {seconds:.0f} s")
     return 0
+
+
+DOCS = BENCH.parent / "docs" / "benchmarks.md"
+BEGIN, END = "<!-- latest:begin -->", "<!-- latest:end -->"
+
+
+def update_docs(markdown: str) -> None:
+    """Replace the table between the markers of docs/benchmarks.md with ``markdown``."""
+    text = DOCS.read_text()
+    if BEGIN not in text or END not in text:
+        stderr_log(f"{DOCS} has no {BEGIN} / {END} markers; not updated")
+        return
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    body = markdown.replace("# Benchmark results", "#### Benchmark results", 1)
+    body = body.replace("\n## All targets", "\n#### All targets")
+    body = body.replace("\n### W", "\n#### W")
+    DOCS.write_text(f"{head}{BEGIN}\n{body}{END}{tail}")
+    stderr_log(f"updated {DOCS}")
 
 
 def _header(record: dict[str, object]) -> dict[str, object]:
