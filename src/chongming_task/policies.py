@@ -17,7 +17,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Final, Literal
 
-from chongming_task.errors import ConfigurationError, TaskCancelled
+from chongming_task.errors import ConfigurationError, TaskCancelled, TaskTimeout
 
 __all__ = [
     "AggregationPolicy",
@@ -34,13 +34,33 @@ __all__ = [
 ]
 
 
-def _number(value: object, name: str, *, minimum: float = 0.0, allow_none: bool = False) -> None:
+def _number(
+    value: object,
+    name: str,
+    *,
+    minimum: float = 0.0,
+    allow_none: bool = False,
+    unit: str = "a number of seconds",
+) -> None:
     if value is None and allow_none:
         return
     if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
-        raise ConfigurationError(f"{name} must be a number of seconds, got {value!r}")
+        raise ConfigurationError(f"{name} must be {unit}, got {value!r}")
     if value < minimum or math.isinf(value):
         raise ConfigurationError(f"{name} must be a finite number >= {minimum:g}, got {value!r}")
+
+
+def _jitter(value: object, name: str) -> Jitter:
+    """Accept a ``Jitter`` member or its string value ("none", "full", "equal")."""
+    if isinstance(value, Jitter):
+        return value
+    if isinstance(value, str):
+        try:
+            return Jitter(value)
+        except ValueError:
+            pass
+    allowed = ", ".join(f"Jitter.{member.name}" for member in Jitter)
+    raise ConfigurationError(f"{name} must be one of {allowed}, got {value!r}")
 
 
 def _positive_int(value: object, name: str, *, minimum: int = 1) -> None:
@@ -62,6 +82,7 @@ class Jitter(StrEnum):
     """``delay / 2`` plus uniform in ``[0, delay / 2)``: a floor with spread above it."""
 
     def apply(self, delay: float, rng: Callable[[], float]) -> float:
+        """Randomise ``delay`` with ``rng`` (uniform in ``[0, 1)``, like ``random.random``)."""
         if self is Jitter.NONE or delay <= 0:
             return delay
         if self is Jitter.FULL:
@@ -74,14 +95,15 @@ class FixedBackoff:
     """The same delay before every retry. ``FixedBackoff(0)`` removes waiting in tests."""
 
     delay: float = 1.0
+    """Seconds before every retry (>= 0)."""
     jitter: Jitter = Jitter.NONE
+    """No jitter by default: a fixed delay is usually chosen to be exact."""
 
     def __init__(self, delay: float = 1.0, *, jitter: Jitter = Jitter.NONE) -> None:
+        # Positional ``delay`` on purpose: the guide writes ``FixedBackoff(0)``.
         _number(delay, "FixedBackoff.delay")
-        if not isinstance(jitter, Jitter):
-            raise ConfigurationError(f"jitter must be a Jitter member, got {jitter!r}")
         object.__setattr__(self, "delay", float(delay))
-        object.__setattr__(self, "jitter", jitter)
+        object.__setattr__(self, "jitter", _jitter(jitter, "FixedBackoff.jitter"))
 
     def delay_for(self, attempt: int, rng: Callable[[], float] = random.random) -> float:
         """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
@@ -93,22 +115,26 @@ class ExponentialBackoff:
     """``base * factor ** (attempt - 1)``, capped at ``max_delay``, then jittered."""
 
     base: float = 1.0
+    """Seconds before the first retry, before jitter."""
     factor: float = 2.0
+    """Growth per attempt (>= 1; 1 makes it a fixed backoff with a cap)."""
     max_delay: float = 300.0
+    """Cap on the computed delay, applied before jitter."""
     jitter: Jitter = Jitter.FULL
+    """Full jitter by default, so a batch that failed together does not retry together."""
 
     def __post_init__(self) -> None:
         _number(self.base, "ExponentialBackoff.base")
-        _number(self.factor, "ExponentialBackoff.factor", minimum=1.0)
+        _number(self.factor, "ExponentialBackoff.factor", minimum=1.0, unit="a number")
         _number(self.max_delay, "ExponentialBackoff.max_delay")
         if self.max_delay < self.base:
             raise ConfigurationError(
                 f"ExponentialBackoff.max_delay ({self.max_delay!r}) must be >= base ({self.base!r})"
             )
-        if not isinstance(self.jitter, Jitter):
-            raise ConfigurationError(f"jitter must be a Jitter member, got {self.jitter!r}")
+        object.__setattr__(self, "jitter", _jitter(self.jitter, "ExponentialBackoff.jitter"))
 
     def delay_for(self, attempt: int, rng: Callable[[], float] = random.random) -> float:
+        """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
         exponent = max(0, attempt - 1)
         # Cap the exponent before pow: factor ** 10_000 would overflow a float.
         raw = self.max_delay if exponent > 1024 else self.base * self.factor**exponent
@@ -126,8 +152,11 @@ class RetryDecision:
     """The result of :meth:`RetryPolicy.decide`."""
 
     retry: bool
+    """Whether another attempt should follow."""
     delay: float = 0.0
+    """Seconds to wait before it (0 when ``retry`` is false)."""
     reason: str = ""
+    """Why, in words, for the transition's ``reason`` and the logs."""
 
 
 _DEFAULT_RETRY_ON: Final[tuple[type[BaseException], ...]] = (Exception,)
@@ -144,9 +173,13 @@ class RetryPolicy:
     """
 
     max_attempts: int = 1
+    """Every attempt including the first; 1 (the default) means no retry."""
     backoff: FixedBackoff | ExponentialBackoff = field(default_factory=ExponentialBackoff)
+    """Delay before each retry; exponential with full jitter by default."""
     retry_on: tuple[type[BaseException], ...] = _DEFAULT_RETRY_ON
+    """Exception classes worth retrying (a single class is accepted too)."""
     give_up_on: tuple[type[BaseException], ...] = ()
+    """Exception classes that end the task at once; they win over ``retry_on``."""
     retry_timeouts: bool = True
     """Whether ``start``/``attempt``/``idle`` timeouts are retried (they usually are transient)."""
 
@@ -168,6 +201,10 @@ class RetryPolicy:
                         f"RetryPolicy.{name} must hold exception classes, got {item!r}"
                     )
             object.__setattr__(self, name, value)
+        if not isinstance(self.retry_timeouts, bool):
+            raise ConfigurationError(
+                f"RetryPolicy.retry_timeouts must be True or False, got {self.retry_timeouts!r}"
+            )
 
     def decide(
         self,
@@ -179,21 +216,46 @@ class RetryPolicy:
     ) -> RetryDecision:
         """Whether failed attempt ``attempt`` (1-based) should be followed by another.
 
-        ``error`` is the exception raised by the body, or ``None`` for a timeout
-        (then ``timeout_scope`` names it: ``total`` timeouts are never retried).
+        The rules, in order: no attempt left -> no; cancellation -> never; an error in
+        ``give_up_on`` -> no; a timeout (``timeout_scope`` given, or ``error`` is a
+        :class:`TaskTimeout`) -> ``total`` never, the others per ``retry_timeouts``;
+        any other error -> yes if it is in ``retry_on``. ``error=None`` without a
+        scope (a crash, a non-zero exit) is retried.
+
+        Args:
+            error: The exception raised by the body, or ``None`` for a failure
+                without one (a timeout, a dead process).
+            attempt: The attempt that just failed, 1-based.
+            timeout_scope: ``"start"``, ``"attempt"``, ``"idle"`` or ``"total"`` when a
+                timeout ended the attempt.
+            rng: Source of jitter, uniform in ``[0, 1)``; injected in tests.
+
+        Raises:
+            ConfigurationError: ``attempt`` is not an integer >= 1, or
+                ``timeout_scope`` is not one of the four scopes.
         """
+        if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1:
+            raise ConfigurationError(f"attempt must be an integer >= 1, got {attempt!r}")
+        if timeout_scope is None and isinstance(error, TaskTimeout):
+            timeout_scope = error.scope
+        if timeout_scope is not None and timeout_scope not in _TIMEOUT_SCOPES:
+            raise ConfigurationError(
+                f"timeout_scope must be one of {', '.join(_TIMEOUT_SCOPES)} or None, "
+                f"got {timeout_scope!r}"
+            )
         if attempt >= self.max_attempts:
             return RetryDecision(False, reason=f"attempt {attempt} of {self.max_attempts} used")
         if isinstance(error, TaskCancelled):
             return RetryDecision(False, reason="cancellation is never retried")
-        if error is None:
-            if timeout_scope == "total" or not self.retry_timeouts:
+        if error is not None and self.give_up_on and isinstance(error, self.give_up_on):
+            return RetryDecision(False, reason=f"{type(error).__name__} is in give_up_on")
+        if timeout_scope is not None:
+            if timeout_scope == "total":
+                return RetryDecision(False, reason="the total timeout is never retried")
+            if not self.retry_timeouts:
                 return RetryDecision(False, reason=f"{timeout_scope} timeout is not retried")
-        else:
-            if self.give_up_on and isinstance(error, self.give_up_on):
-                return RetryDecision(False, reason=f"{type(error).__name__} is in give_up_on")
-            if not isinstance(error, self.retry_on):
-                return RetryDecision(False, reason=f"{type(error).__name__} is not in retry_on")
+        elif error is not None and not isinstance(error, self.retry_on):
+            return RetryDecision(False, reason=f"{type(error).__name__} is not in retry_on")
         return RetryDecision(True, self.backoff.delay_for(attempt, rng), "retryable")
 
 
@@ -201,6 +263,8 @@ class RetryPolicy:
 
 
 TimeoutScope = Literal["start", "attempt", "idle", "total"]
+
+_TIMEOUT_SCOPES: Final = ("start", "attempt", "idle", "total")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -213,12 +277,18 @@ class Timeout:
       attempt and never while paused.
     - ``total``: the whole run across all attempts and backoff waits (the scheduler's
       max runtime); never retried.
+
+    All times are monotonic seconds (``clock.monotonic()``), never wall time.
     """
 
     start: float | None = None
+    """Seconds from submission to the first start; ``None`` = no limit."""
     per_attempt: float | None = None
+    """Seconds one attempt may run, paused time excluded; ``None`` = no limit."""
     idle: float | None = None
+    """Seconds between checkpoints/heartbeats inside an attempt; ``None`` = no limit."""
     total: float | None = None
+    """Seconds from submission to the end, across attempts; ``None`` = no limit."""
 
     def __post_init__(self) -> None:
         for name in ("start", "per_attempt", "idle", "total"):
@@ -231,6 +301,7 @@ class Timeout:
 
     @property
     def is_unlimited(self) -> bool:
+        """True when no scope is set, so nothing can ever expire."""
         return all(v is None for v in (self.start, self.per_attempt, self.idle, self.total))
 
     def expired(
@@ -242,12 +313,11 @@ class Timeout:
         last_beat_at: float | None,
         paused: bool = False,
         paused_seconds: float = 0.0,
+        started_before: bool = False,
     ) -> TimeoutScope | None:
         """The scope that has expired at monotonic time ``now``, or ``None``.
 
-        ``paused_seconds`` is time spent paused within the current attempt; it does not
-        count toward ``per_attempt`` or ``idle``. While ``paused`` nothing but ``total``
-        can expire.
+        Takes the arguments of :meth:`next_deadline`, plus ``now``.
         """
         deadline = self.next_deadline(
             submitted_at=submitted_at,
@@ -255,6 +325,7 @@ class Timeout:
             last_beat_at=last_beat_at,
             paused=paused,
             paused_seconds=paused_seconds,
+            started_before=started_before,
         )
         if deadline is not None and now >= deadline[0]:
             return deadline[1]
@@ -268,21 +339,43 @@ class Timeout:
         last_beat_at: float | None,
         paused: bool = False,
         paused_seconds: float = 0.0,
+        started_before: bool = False,
     ) -> tuple[float, TimeoutScope] | None:
-        """The earliest (monotonic deadline, scope) pair, or ``None`` if nothing can expire."""
+        """The earliest (monotonic deadline, scope) pair, or ``None`` if nothing can expire.
+
+        Args:
+            submitted_at: When the task was submitted (``total`` and ``start`` count
+                from here).
+            attempt_started_at: When the current attempt started, or ``None`` between
+                attempts (queued, retry_wait).
+            last_beat_at: The last checkpoint or heartbeat of the current attempt;
+                the runtime must beat when a paused attempt resumes, or the pause
+                itself would read as silence.
+            paused: The task is paused: nothing but ``total`` can expire.
+            paused_seconds: Time spent paused in the current attempt; it does not
+                count toward ``per_attempt``.
+            started_before: Some earlier attempt started, so ``start`` no longer
+                applies even while no attempt is current (e.g. in retry_wait).
+        """
         candidates: list[tuple[float, TimeoutScope]] = []
         if self.total is not None:
             candidates.append((submitted_at + self.total, "total"))
-        if attempt_started_at is None:
-            if self.start is not None:
+        if paused:
+            pass
+        elif attempt_started_at is None:
+            if self.start is not None and not started_before:
                 candidates.append((submitted_at + self.start, "start"))
-        elif not paused:
+        else:
             if self.per_attempt is not None:
                 candidates.append(
                     (attempt_started_at + paused_seconds + self.per_attempt, "attempt")
                 )
             if self.idle is not None:
-                beat = max(last_beat_at or attempt_started_at, attempt_started_at)
+                beat = (
+                    attempt_started_at
+                    if last_beat_at is None
+                    else max(last_beat_at, attempt_started_at)
+                )
                 candidates.append((beat + self.idle, "idle"))
         if not candidates:
             return None
@@ -301,7 +394,9 @@ class ConcurrencyPolicy:
     """
 
     max_parallel: int = 4
+    """Tasks that may hold an execution slot at once in this process."""
     limits: Mapping[str, int] = field(default_factory=dict)
+    """Per-tag caps on active tasks; read-only after construction."""
     priority: int = 0
     """Default priority of submissions; higher runs first, FIFO within one priority."""
 
@@ -316,7 +411,9 @@ class ConcurrencyPolicy:
                 raise ConfigurationError(f"limit tags must be non-empty strings, got {tag!r}")
             _positive_int(limit, f"ConcurrencyPolicy.limits[{tag!r}]")
         if isinstance(self.priority, bool) or not isinstance(self.priority, int):
-            raise ConfigurationError(f"priority must be an integer, got {self.priority!r}")
+            raise ConfigurationError(
+                f"ConcurrencyPolicy.priority must be an integer, got {self.priority!r}"
+            )
         object.__setattr__(self, "limits", MappingProxyType(dict(self.limits)))
 
 
@@ -332,11 +429,17 @@ class BucketPolicy:
     """
 
     num_buckets: int = 64
+    """Buckets are ``0..num_buckets-1``. Changing it moves keys: pick it once."""
 
     def __post_init__(self) -> None:
         _positive_int(self.num_buckets, "BucketPolicy.num_buckets")
 
     def bucket_for(self, key: str) -> int:
+        """The bucket of ``key``: blake2b (8 bytes, big-endian) modulo ``num_buckets``.
+
+        Raises:
+            ConfigurationError: ``key`` is not a non-empty string.
+        """
         if not isinstance(key, str) or not key:
             raise ConfigurationError(f"bucket_key must be a non-empty string, got {key!r}")
         digest = hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest()
@@ -373,11 +476,18 @@ class AggregationPolicy:
     """How a whole pipeline settles: ``fail_fast()`` (default) or ``all_settled()``."""
 
     mode: Literal["fail_fast", "all_settled"] = "fail_fast"
+    """Prefer the ``fail_fast()`` / ``all_settled()`` constructors to spelling it."""
 
     def __post_init__(self) -> None:
-        if self.mode not in ("fail_fast", "all_settled"):
+        mode: object = self.mode
+        if mode not in ("fail_fast", "all_settled"):
+            hint = (
+                " (quorum is refused on purpose; see AggregationPolicy.quorum)"
+                if mode == "quorum"
+                else ""
+            )
             raise ConfigurationError(
-                f"aggregation mode must be 'fail_fast' or 'all_settled', got {self.mode!r}"
+                f"AggregationPolicy.mode must be 'fail_fast' or 'all_settled', got {mode!r}{hint}"
             )
 
     @classmethod
@@ -401,4 +511,5 @@ class AggregationPolicy:
 
     @property
     def is_fail_fast(self) -> bool:
+        """True for ``fail_fast``."""
         return self.mode == "fail_fast"

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from datetime import UTC, datetime, timedelta
+
+from chongming_task.errors import ConfigurationError
 
 __all__ = ["FakeClock"]
 
@@ -21,13 +24,18 @@ class FakeClock:
     timeouts, backoff, leases and schedules are tested without real waiting.
     ``wait_for_sleepers(n)`` lets the test know that the code has reached its wait
     before it advances, which removes the race that a bare ``sleep`` would paper over.
+
+    ``now()`` starts at ``start`` (2026-01-01 UTC by default) and ``monotonic()`` at
+    ``0.0``; both move together and only forwards.
     """
 
     def __init__(self, start: datetime | None = None) -> None:
         if start is None:
             start = datetime(2026, 1, 1, tzinfo=UTC)
-        if start.tzinfo is None:
-            raise ValueError("FakeClock start must be timezone-aware")
+        if not isinstance(start, datetime) or start.tzinfo is None:
+            raise ConfigurationError(
+                f"FakeClock start must be a timezone-aware datetime, got {start!r}"
+            )
         self._start = start
         self._offset = 0.0
         self._cond = threading.Condition()
@@ -36,14 +44,17 @@ class FakeClock:
     # -- Clock protocol -------------------------------------------------------
 
     def now(self) -> datetime:
+        """Wall time: ``start`` plus every ``advance`` so far."""
         with self._cond:
             return self._start + timedelta(seconds=self._offset)
 
     def monotonic(self) -> float:
+        """Seconds advanced since construction."""
         with self._cond:
             return self._offset
 
     def sleep(self, seconds: float) -> None:
+        """Block until the clock has been advanced by ``seconds`` (no-op if <= 0)."""
         if seconds <= 0:
             return
         with self._cond:
@@ -57,6 +68,7 @@ class FakeClock:
                 self._sleepers -= 1
 
     def wait(self, event: threading.Event, timeout: float | None) -> bool:
+        """Block until ``event`` is set (True) or ``timeout`` fake seconds pass (False)."""
         if event.is_set():
             return True
         with self._cond:
@@ -75,15 +87,32 @@ class FakeClock:
     # -- test controls --------------------------------------------------------
 
     def advance(self, seconds: float) -> None:
-        """Move time forward and release every waiter whose deadline has come."""
+        """Move time forward and release every waiter whose deadline has come.
+
+        Raises:
+            ConfigurationError: ``seconds`` is negative or not a finite number (time
+                only moves forwards; a ``ValueError`` for callers that catch that).
+        """
+        if (
+            isinstance(seconds, bool)
+            or not isinstance(seconds, int | float)
+            or not math.isfinite(seconds)
+        ):
+            raise ConfigurationError(f"advance() needs a finite number of seconds, got {seconds!r}")
         if seconds < 0:
-            raise ValueError("time cannot go backwards")
+            raise ConfigurationError(f"time cannot go backwards: advance({seconds!r})")
         with self._cond:
             self._offset += seconds
             self._cond.notify_all()
 
     def set(self, when: datetime) -> None:
-        """Jump to wall time ``when`` (not earlier than now)."""
+        """Jump to wall time ``when`` (not earlier than now).
+
+        Raises:
+            ConfigurationError: ``when`` is naive or earlier than ``now()``.
+        """
+        if not isinstance(when, datetime) or when.tzinfo is None:
+            raise ConfigurationError(f"set() needs a timezone-aware datetime, got {when!r}")
         with self._cond:
             delta = (when - (self._start + timedelta(seconds=self._offset))).total_seconds()
         self.advance(delta)
