@@ -96,7 +96,7 @@ class TaskRegistry:
 
     def register(
         self,
-        name: str | Callable[..., Any],
+        name: str | Callable[..., Any] | None,
         fn: Callable[..., Any] | None = None,
         *,
         tags: Iterable[str] | None = None,
@@ -113,14 +113,14 @@ class TaskRegistry:
                 parameter of ``fn`` collides with a ``submit()`` option.
         """
         if fn is None and callable(name):
-            fn, name = name, ""
+            fn, name = name, None
         if fn is None or not callable(fn):
             raise ConfigurationError(
                 f"register() needs a callable task function, got {fn!r}; "
                 "write register('name', fn) or register(fn) for an @task function"
             )
         spec = getattr(fn, SPEC_ATTRIBUTE, None)
-        if not name:
+        if name is None:
             name = getattr(spec, "name", None) or getattr(fn, "__name__", "")
         if not isinstance(name, str) or not name.strip():
             raise ConfigurationError(f"task name must be a non-empty string, got {name!r}")

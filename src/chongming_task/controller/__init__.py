@@ -1,0 +1,52 @@
+"""The management layer: ``Controller``, restart recovery reports and ``render_table`` (guide §8).
+
+``from chongming_task.controller import Controller, render_table`` is the import the
+guide uses; the names are also re-exported from ``chongming_task``. They resolve on
+first access, so importing a leaf module (``controller.table`` for a CLI that only
+renders) does not pull in the runtime.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from chongming_task.controller.controller import Controller
+    from chongming_task.controller.reconcile import ReconcileReport
+    from chongming_task.controller.registry import TaskDefinition
+    from chongming_task.controller.stats import ControllerStats
+    from chongming_task.controller.table import render_table
+    from chongming_task.controller.writethrough import PersistFailure
+
+_LAZY = {
+    "Controller": "chongming_task.controller.controller",
+    "ControllerStats": "chongming_task.controller.stats",
+    "PersistFailure": "chongming_task.controller.writethrough",
+    "ReconcileReport": "chongming_task.controller.reconcile",
+    "TaskDefinition": "chongming_task.controller.registry",
+    "render_table": "chongming_task.controller.table",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module_name = _LAZY.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'chongming_task.controller' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module_name), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
+__all__ = [
+    "Controller",
+    "ControllerStats",
+    "PersistFailure",
+    "ReconcileReport",
+    "TaskDefinition",
+    "render_table",
+]

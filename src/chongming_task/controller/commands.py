@@ -1,0 +1,209 @@
+"""Cross-process control: commands in the store, and the poller that applies them (§8.9).
+
+A controller that does not hold a task cannot touch its ``TaskRun``; it writes a
+*command* addressed to the task's owner instead. The owner's poller claims commands
+under a lease (a crashed claimant's commands become claimable again), applies each
+through the same ``TaskRun`` methods a local call would use, and completes it with a
+result. A command for a task this controller does not hold is handed back at once
+with ``release_command`` -- completing it would mean the real holder never sees it.
+
+One thread per controller. It starts at the first submission, or at construction
+for a node that declares ``owned_buckets`` (§8.14); a query-only controller never
+polls, so it can never take someone else's commands.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Protocol
+
+from chongming_task.core.clock import Clock
+from chongming_task.model import JSONValue, TaskSnapshot
+from chongming_task.stores.base import ClaimLost, Command, TaskStore
+
+__all__ = ["ACTIONS", "CommandPoller", "issue_command"]
+
+log = logging.getLogger("chongming_task.controller")
+
+#: Task actions a poller knows how to apply.
+ACTIONS = frozenset({"stop", "pause", "resume"})
+#: Claims per round trip; more are picked up at once on the next pass.
+CLAIM_BATCH = 20
+
+
+class _Controllable(Protocol):
+    """The part of ``TaskRun`` a command is applied through."""
+
+    def stop(self, reason: str | None = None, *, actor: str | None = None) -> bool: ...
+
+    def pause(self, timeout: float | None = None, *, actor: str | None = None) -> bool: ...
+
+    def resume(self, *, actor: str | None = None) -> bool: ...
+
+
+def issue_command(
+    store: TaskStore,
+    snapshot: TaskSnapshot,
+    action: str,
+    *,
+    issued_by: str,
+    clock: Clock,
+    reason: str | None = None,
+) -> Command:
+    """Write a task command addressed to the holder of ``snapshot``."""
+    payload: dict[str, JSONValue] = {}
+    if reason is not None:
+        payload["reason"] = reason
+    command = Command.new(
+        kind="task",
+        target=snapshot.task_id,
+        action=action,
+        issued_by=issued_by,
+        issued_at=clock.now(),
+        payload=payload,
+        target_owner=snapshot.lease_owner or snapshot.owner,
+    )
+    return store.submit_command(command)
+
+
+class CommandPoller:
+    """Claims and applies the task commands addressed to one controller."""
+
+    def __init__(
+        self,
+        *,
+        store: TaskStore,
+        owner: str,
+        lookup: Callable[[str], _Controllable | None],
+        interval: float,
+        lease: float,
+        pause_timeout: float,
+        on_failure: Callable[[str | None, str, BaseException], None],
+    ) -> None:
+        self._store = store
+        self._owner = owner
+        self._lookup = lookup
+        self._interval = interval
+        self._lease = lease
+        self._pause_timeout = pause_timeout
+        self._on_failure = on_failure
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._helpers: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self.applied = 0
+        self.released = 0
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and not self._stop.is_set()
+
+    def start(self) -> None:
+        """Start polling (idempotent; never after ``stop``)."""
+        with self._lock:
+            if self._thread is not None or self._stop.is_set():
+                return
+            self._thread = threading.Thread(
+                target=self._loop, name=f"chongming-commands[{self._owner}]", daemon=True
+            )
+            self._thread.start()
+
+    def stop(self, timeout: float | None = 5.0) -> None:
+        with self._lock:
+            self._stop.set()
+            thread = self._thread
+            helpers = list(self._helpers)
+        if thread is not None:
+            thread.join(timeout)
+        for helper in helpers:
+            helper.join(timeout)
+
+    def poll_once(self) -> int:
+        """Claim and handle one batch; returns how many commands were claimed."""
+        commands = self._store.claim_commands(
+            self._owner, lease=self._lease, limit=CLAIM_BATCH, kinds=("task",)
+        )
+        for command in commands:
+            self._handle(command)
+        return len(commands)
+
+    # ------------------------------------------------------------ internals
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                if self.poll_once():
+                    continue
+            except Exception as exc:
+                self._on_failure(None, "claim_commands", exc)
+            if self._stop.is_set():
+                return
+            try:
+                self._store.wait_for_commands(self._interval)
+            except Exception as exc:
+                self._on_failure(None, "wait_for_commands", exc)
+                self._stop.wait(self._interval)
+
+    def _handle(self, command: Command) -> None:
+        token = command.claim_token or ""
+        run = self._lookup(command.target)
+        if run is None:
+            if command.target_owner == self._owner:
+                # Addressed to us, yet we do not hold it: pruned, or held by an earlier
+                # process under the same owner name. Nobody else will take it.
+                self._finish(command, token, {"applied": False, "error": "task is not held"})
+            else:
+                # Not ours to apply: hand it back at once so the holder still gets it.
+                self._finish(command, token, release=True)
+            return
+        if command.action not in ACTIONS:
+            self._finish(
+                command, token, {"applied": False, "error": f"unknown action {command.action!r}"}
+            )
+            return
+        if command.action == "pause":
+            # pause() waits for confirmation; do not hold up other commands meanwhile.
+            helper = threading.Thread(
+                target=self._apply, args=(run, command, token), name="chongming-pause", daemon=True
+            )
+            with self._lock:
+                self._helpers = [t for t in self._helpers if t.is_alive()]
+                self._helpers.append(helper)
+            helper.start()
+            return
+        self._apply(run, command, token)
+
+    def _apply(self, run: _Controllable, command: Command, token: str) -> None:
+        actor = command.issued_by
+        reason = command.payload.get("reason")
+        text = reason if isinstance(reason, str) else None
+        try:
+            if command.action == "stop":
+                applied = run.stop(text, actor=actor)
+            elif command.action == "pause":
+                applied = run.pause(self._pause_timeout, actor=actor)
+            else:
+                applied = run.resume(actor=actor)
+        except Exception as exc:
+            self._finish(
+                command, token, {"applied": False, "error": f"{type(exc).__name__}: {exc}"}
+            )
+            return
+        self.applied += 1
+        self._finish(command, token, {"applied": bool(applied)})
+
+    def _finish(
+        self, command: Command, token: str, result: JSONValue = None, *, release: bool = False
+    ) -> None:
+        try:
+            if release:
+                self._store.release_command(command.command_id, token)
+                self.released += 1
+            else:
+                self._store.complete_command(command.command_id, token, result)
+        except ClaimLost as exc:
+            log.warning("command %s: %s", command.command_id, exc)
+        except Exception as exc:
+            self._on_failure(command.target, "command", exc)

@@ -1,0 +1,623 @@
+"""``Controller``: the management entry of guide §8 -- a thin façade over its parts.
+
+It holds the whitelist of task definitions, the runs it supervises and their slots;
+the CLI, the scheduler, pipelines and any dashboard stand on it. Each concern lives
+in its own module and this class only wires them together:
+
+==================  ====================================================
+``registry``        names -> definitions; ``submit`` only takes names (§8.5)
+``admission``       ready queue, global/tag/bucket limits, priority + FIFO (§8.4, §8.8)
+``dispatch``        held runs, slot accounting per transition, the pump
+``writethrough``    every transition -> the store, failures kept (§8.9)
+``leases``          one thread: lease renewal, progress/heartbeat ``touch``
+``commands``        one thread: control of tasks held by other processes
+``reconcile``       restart recovery by lease (§8.11)
+``events``          transition fan-out to subscribers
+==================  ====================================================
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from types import ModuleType, TracebackType
+from typing import Any, Literal
+
+from chongming_task.controller import buckets as bucket_rules
+from chongming_task.controller.commands import CommandPoller, issue_command
+from chongming_task.controller.dispatch import Dispatcher
+from chongming_task.controller.events import EventBus, Subscriber
+from chongming_task.controller.leases import LeaseKeeper
+from chongming_task.controller.reconcile import ReconcileReport, reconcile
+from chongming_task.controller.registry import TaskDefinition, TaskRegistry
+from chongming_task.controller.stats import ControllerStats
+from chongming_task.controller.waiting import outcome_of, wait_for_runs, wait_in_store
+from chongming_task.controller.writethrough import PersistFailure, WriteThrough
+from chongming_task.core.clock import Clock, SystemClock
+from chongming_task.errors import ConfigurationError
+from chongming_task.model import JSONValue, TaskSnapshot, Transition, ensure_json
+from chongming_task.policies import BucketPolicy, ConcurrencyPolicy, RetryPolicy, Timeout
+from chongming_task.run import TaskOutcome, TaskRun
+from chongming_task.states import TaskStatus
+from chongming_task.stores.base import TaskQuery, TaskStore
+
+__all__ = ["Controller"]
+
+log = logging.getLogger("chongming_task.controller")
+
+DEFAULT_LEASE_TTL = 30.0
+DEFAULT_COMMAND_POLL_INTERVAL = 0.2
+
+
+def default_owner() -> str:
+    """``hostname:pid``: who pressed stop, readable after the fact (§8.9)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class Controller:
+    """Registers task definitions, runs submissions within limits, and controls them.
+
+    Args:
+        store: Where every transition is written and every query is read;
+            ``None`` makes a private ``InMemoryTaskStore``.
+        max_parallel: Tasks executing at once (shorthand for ``concurrency``).
+        concurrency: Global cap, named-resource limits per tag, default priority.
+        max_parallel_per_bucket: Executing tasks allowed per bucket.
+        num_buckets: Buckets of the default ``BucketPolicy`` (64).
+        bucket_policy: How ``bucket_key`` maps to a bucket (alternative to ``num_buckets``).
+        owned_buckets: The buckets this node runs (§8.14); ``None`` for all of them.
+        owner: Identity written on tasks, leases and commands (default ``hostname:pid``).
+        executor: Executor of every run (default: a thread per run).
+        clock: Time source (``FakeClock`` in tests).
+        lease_ttl: Seconds a lease lasts; how soon another process may call us dead.
+        command_poll_interval: Longest wait between command polls.
+        graceful_stop: Grace window of each run's stop (guide §4.1).
+        pause_timeout: How long ``pause()`` waits for confirmation by default.
+        artifact_dir: Root of the runs' artifact directories.
+
+    Raises:
+        ConfigurationError: Contradictory or out-of-range settings.
+    """
+
+    def __init__(
+        self,
+        store: TaskStore | None = None,
+        *,
+        max_parallel: int | None = None,
+        concurrency: ConcurrencyPolicy | None = None,
+        max_parallel_per_bucket: int | None = None,
+        num_buckets: int | None = None,
+        bucket_policy: BucketPolicy | None = None,
+        owned_buckets: Iterable[int] | None = None,
+        owner: str | None = None,
+        executor: Any = None,
+        clock: Clock | None = None,
+        lease_ttl: float = DEFAULT_LEASE_TTL,
+        command_poll_interval: float = DEFAULT_COMMAND_POLL_INTERVAL,
+        graceful_stop: float = 5.0,
+        pause_timeout: float = 5.0,
+        artifact_dir: str | os.PathLike[str] | None = None,
+    ) -> None:
+        self.clock: Clock = clock or SystemClock()
+        self.concurrency = _concurrency(max_parallel, concurrency)
+        self.bucket_policy: BucketPolicy = bucket_rules.policy(num_buckets, bucket_policy)
+        self.owned_buckets: frozenset[int] | None = bucket_rules.owned(
+            self.bucket_policy, owned_buckets
+        )
+        if owner is not None and (not isinstance(owner, str) or not owner.strip()):
+            raise ConfigurationError(f"owner must be a non-empty string, got {owner!r}")
+        self.owner: str = owner or default_owner()
+        for name, value in (
+            ("lease_ttl", lease_ttl),
+            ("command_poll_interval", command_poll_interval),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                raise ConfigurationError(
+                    f"{name} must be a positive number of seconds, got {value!r}"
+                )
+        self.lease_ttl = float(lease_ttl)
+        self._owns_store = store is None
+        if store is None:
+            from chongming_task.stores.memory import InMemoryTaskStore
+
+            store = InMemoryTaskStore(clock=self.clock)
+        self.store: TaskStore = store
+        self.registry = TaskRegistry()
+        self._executor = executor
+        self._graceful_stop = graceful_stop
+        self._pause_timeout = pause_timeout
+        self._artifact_dir = artifact_dir
+        self._dispatch = Dispatcher(
+            max_parallel=self.concurrency.max_parallel,
+            limits=self.concurrency.limits,
+            max_parallel_per_bucket=max_parallel_per_bucket,
+        )
+        self.max_parallel_per_bucket = max_parallel_per_bucket
+        self._writes = WriteThrough(
+            store, clock=self.clock, owner=self.owner, lease_ttl=self.lease_ttl
+        )
+        self._events = EventBus(name=f"chongming-events[{self.owner}]")
+        self._leases = LeaseKeeper(
+            store=store,
+            clock=self.clock,
+            owner=self.owner,
+            lease_ttl=self.lease_ttl,
+            held=self._dispatch.live_snapshots,
+            lease_until=self._writes.lease_until,
+            on_failure=self._record,
+        )
+        self._poller = CommandPoller(
+            store=store,
+            owner=self.owner,
+            lookup=self._dispatch.get,
+            interval=command_poll_interval,
+            lease=max(self.lease_ttl, pause_timeout * 2),
+            pause_timeout=pause_timeout,
+            on_failure=self._record,
+        )
+        self._command_poll_interval = command_poll_interval
+        self._lock = threading.Lock()
+        self._closed = False
+        if self.owned_buckets is not None:
+            # A node with declared buckets serves commands from the start (§8.14): a
+            # stop for one of its queued tasks must not wait for its first submission.
+            self._poller.start()
+
+    # ------------------------------------------------------------ registry
+
+    def register(
+        self,
+        name: str | Callable[..., Any],
+        fn: Callable[..., Any] | None = None,
+        *,
+        tags: Iterable[str] | None = None,
+        description: str | None = None,
+        retry: RetryPolicy | None = None,
+        timeout: Timeout | None = None,
+    ) -> TaskDefinition:
+        """Whitelist ``fn`` under ``name`` (see :meth:`TaskRegistry.register`)."""
+        return self.registry.register(
+            name, fn, tags=tags, description=description, retry=retry, timeout=timeout
+        )
+
+    def register_all(self, *fns: Callable[..., Any]) -> list[TaskDefinition]:
+        """Register ``@task`` functions under their own names."""
+        return self.registry.register_all(*fns)
+
+    def register_module(self, module: ModuleType) -> list[TaskDefinition]:
+        """Register every ``@task`` function of ``module``."""
+        return self.registry.register_module(module)
+
+    def task_names(self) -> list[str]:
+        return self.registry.names()
+
+    def definitions(self) -> list[TaskDefinition]:
+        return self.registry.definitions()
+
+    # ------------------------------------------------------------ submission
+
+    def submit(
+        self,
+        name: str,
+        /,
+        *args: Any,
+        task_id: str | None = None,
+        label: str | None = None,
+        tags: Iterable[str] | None = None,
+        priority: int | None = None,
+        bucket_key: str | None = None,
+        metadata: Mapping[str, JSONValue] | None = None,
+        blocked: bool = False,
+        **kwargs: Any,
+    ) -> TaskRun:
+        """Submit registered task ``name`` with its arguments; returns its ``TaskRun``.
+
+        The run is written to the store, then queued (or ``blocked`` with
+        ``blocked=True``, for pipeline nodes waiting on upstream: they take no slot
+        until :meth:`release`). Arguments other than the keyword options go to the task.
+
+        Raises:
+            ConfigurationError: Unregistered name, duplicate ``task_id``, non-string
+                tags, non-JSON metadata, a bucket this node does not own, or a closed
+                controller.
+        """
+        if self._closed:
+            raise ConfigurationError("this controller is closed; create a new Controller")
+        definition = self.registry.require(name)
+        all_tags = definition.tags | _tags(tags)
+        if priority is None:
+            priority = self.concurrency.priority
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise ConfigurationError(f"priority must be an integer, got {priority!r}")
+        bucket = bucket_rules.bucket_for_submit(self.bucket_policy, self.owned_buckets, bucket_key)
+        meta = dict(metadata or {})
+        ensure_json(meta, "metadata")
+        if task_id is None:
+            task_id = f"{name}-{uuid.uuid4().hex[:12]}"
+        if self._dispatch.get(task_id) is not None:
+            raise ConfigurationError(
+                f"task id {task_id!r} already exists in this controller; submit under a new id"
+            )
+        run = TaskRun(
+            definition.fn,
+            args,
+            kwargs,
+            task_id=task_id,
+            name=name,
+            label=label,
+            retry=definition.retry,
+            timeout=definition.timeout,
+            executor=self._executor,
+            graceful_stop=self._graceful_stop,
+            artifact_dir=self._artifact_dir,
+            clock=self.clock,
+            tags=all_tags,
+            priority=priority,
+            bucket=bucket,
+            bucket_key=bucket_key,
+            owner=self.owner,
+            metadata=meta,
+            pause_timeout=self._pause_timeout,
+        )
+        # Held before it is visible in the store: a stop command that races the
+        # submission must find the run.
+        self._dispatch.hold(run, priority=priority, tags=all_tags, bucket=bucket)
+        try:
+            self._writes.create(run.snapshot, run.transitions)
+        except BaseException:
+            self._dispatch.drop(task_id)
+            raise
+        run.add_listener(self._on_transition)
+        self._start_background()
+        for record in run.transitions:
+            self._events.publish(record, run.snapshot)
+        if blocked:
+            run.block(reason="waiting for upstream")
+        else:
+            run.enqueue(actor=self.owner)
+        return run
+
+    def release(self, task_id: str) -> None:
+        """Move a ``blocked`` run to the ready queue (its upstream is satisfied)."""
+        self._held(task_id).release()
+
+    def skip(self, task_id: str, *, reason: str) -> None:
+        """End a run that has not started as ``skipped`` (it should not run at all)."""
+        self._held(task_id).skip(reason=reason)
+
+    def cancel(self, task_id: str, *, reason: str) -> None:
+        """Cancel a run on behalf of orchestration (fail_fast), not of a person."""
+        self._held(task_id).cancel(reason=reason, actor=self.owner)
+
+    # ------------------------------------------------------------ control
+
+    def stop(self, task_id: str, *, reason: str | None = None) -> bool:
+        """Request a stop; ``True`` if the task was found (locally or in the store).
+
+        For a task held by another process this writes a command and returns at once
+        ("accepted"); the holder applies it within its poll interval.
+        """
+        run = self._dispatch.get(task_id)
+        if run is not None:
+            run.stop(reason, actor=self.owner)
+            return True
+        return self._remote(task_id, "stop", reason=reason)
+
+    def pause(self, task_id: str, *, timeout: float | None = None) -> bool:
+        """Pause and wait for confirmation; ``True`` only when confirmed paused.
+
+        Across processes there is no way to confirm, so a remote pause is written as
+        a command and returns ``False`` ("unconfirmed"): poll :meth:`get` to see it.
+        """
+        run = self._dispatch.get(task_id)
+        if run is not None:
+            wait = self._pause_timeout if timeout is None else timeout
+            return run.pause(wait, actor=self.owner)
+        self._remote(task_id, "pause")
+        return False
+
+    def resume(self, task_id: str) -> bool:
+        """Undo a pause; for another process's task, ``True`` means "accepted"."""
+        run = self._dispatch.get(task_id)
+        if run is not None:
+            return run.resume(actor=self.owner)
+        return self._remote(task_id, "resume")
+
+    def stop_all(self, *, reason: str | None = None) -> int:
+        """Request a stop of every run this controller holds; returns requests issued."""
+        issued = 0
+        for run in self._dispatch.live_runs():
+            if run.stop(reason, actor=self.owner):
+                issued += 1
+        return issued
+
+    def wait(self, task_id: str, timeout: float | None = None) -> TaskOutcome:
+        """Wait for a task to settle and return its outcome.
+
+        Raises:
+            TimeoutError: ``timeout`` passed first (the task is not affected).
+            ConfigurationError: No such task, here or in the store.
+        """
+        run = self._dispatch.get(task_id)
+        if run is not None:
+            return run.wait(timeout)
+        snapshot = wait_in_store(
+            self.store, task_id, timeout=timeout, interval=self._command_poll_interval
+        )
+        return outcome_of(snapshot)
+
+    def wait_all(self, timeout: float | None = None) -> list[TaskOutcome]:
+        """Wait until every held run has settled; outcomes in submission order.
+
+        Raises:
+            TimeoutError: Some run was still unfinished when ``timeout`` passed.
+        """
+        return wait_for_runs(self._dispatch.runs(), timeout)
+
+    def close(
+        self,
+        *,
+        reason: str | None = "controller closed",
+        timeout: float | None = None,
+        close_store: bool = False,
+    ) -> int:
+        """Stop everything this controller holds, wait, and release its threads.
+
+        Queued (and blocked) runs never execute their body: they go straight to
+        ``stopped``. Running ones get the usual graceful window. Returns how many
+        stop requests were issued. Idempotent.
+
+        Args:
+            reason: Recorded on every stop transition.
+            timeout: Longest wait for the runs to settle (``None``: as long as their
+                grace windows take).
+            close_store: Also close the store (always done for a private store).
+        """
+        with self._lock:
+            already = self._closed
+            self._closed = True
+        issued = 0
+        if not already:
+            self._dispatch.close()
+            issued = self.stop_all(reason=reason)
+            try:
+                wait_for_runs(self._dispatch.runs(), timeout)
+            except TimeoutError as exc:
+                log.warning("close(): %s", exc)
+            self._poller.stop()
+            self._leases.stop()
+            self._events.close()
+        if close_store or self._owns_store:
+            self.store.close()
+        return issued
+
+    def __enter__(self) -> Controller:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ queries (the store)
+
+    def get(self, task_id: str) -> TaskSnapshot | None:
+        """The stored snapshot of ``task_id`` (any process's); ``None`` if unknown."""
+        return self.store.get(task_id)
+
+    def list_tasks(
+        self,
+        *,
+        status: TaskStatus | str | Iterable[TaskStatus | str] | None = None,
+        name_prefix: str | None = None,
+        tag: str | None = None,
+        bucket: int | None = None,
+        buckets: Iterable[int] | None = None,
+        owner: str | None = None,
+        metadata_eq: Mapping[str, str] | None = None,
+        limit: int | None = None,
+        order: Literal["created", "-created", "updated", "-updated", "priority"] = "created",
+    ) -> list[TaskSnapshot]:
+        """Tasks in the store matching every given filter."""
+        return self.store.query(
+            TaskQuery(
+                statuses=_statuses(status),
+                name_prefix=name_prefix,
+                tag=tag,
+                bucket=bucket,
+                buckets=None if buckets is None else frozenset(buckets),
+                owner=owner,
+                metadata_eq=metadata_eq,
+                limit=limit,
+                order=order,
+            )
+        )
+
+    def history(self, task_id: str) -> list[Transition]:
+        """The stored transitions of ``task_id``, oldest first."""
+        return self.store.history(task_id)
+
+    def stats(self) -> ControllerStats:
+        """Counts per status in the store, with ``unfinished``."""
+        return ControllerStats.from_counts(self.store.count_by_status())
+
+    def bucket_counts(self) -> dict[int, int]:
+        """Tasks per bucket in the store: the input for assigning buckets to nodes."""
+        return self.store.count_by_bucket()
+
+    def prune(self, *, keep_terminal: int) -> int:
+        """Drop the oldest terminal tasks beyond ``keep_terminal`` (store and memory)."""
+        removed = self.store.prune(keep_terminal)
+        terminal = self._dispatch.terminal_ids()
+        for task_id in terminal[: max(0, len(terminal) - keep_terminal)]:
+            self._dispatch.drop(task_id)
+            self._writes.forget(task_id)
+        return removed
+
+    # ------------------------------------------------------------ local state
+
+    def runs(self) -> list[TaskRun]:
+        """Every ``TaskRun`` this controller holds (terminal ones until pruned)."""
+        return self._dispatch.runs()
+
+    def run(self, task_id: str) -> TaskRun | None:
+        """The held run of ``task_id``, if this controller holds it."""
+        return self._dispatch.get(task_id)
+
+    @property
+    def active_count(self) -> int:
+        """Runs holding an execution slot (paused-in-place ones included)."""
+        return self._dispatch.active_count
+
+    @property
+    def queued_count(self) -> int:
+        """Runs waiting for a slot (not blocked ones: they wait for upstream)."""
+        return self._dispatch.queued_count
+
+    def active_in_bucket(self, bucket: int) -> int:
+        return self._dispatch.active_in_bucket(bucket)
+
+    @property
+    def owns_all_buckets(self) -> bool:
+        """True when this node is no partition: no ``owned_buckets``, or all of them."""
+        return bucket_rules.owns_all(self.bucket_policy, self.owned_buckets)
+
+    def owns_bucket(self, bucket: int) -> bool:
+        return self.owned_buckets is None or bucket in self.owned_buckets
+
+    @property
+    def persist_failures(self) -> deque[PersistFailure]:
+        """The last 20 failed store operations (a store failure never fails a task)."""
+        return self._writes.persist_failures
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # ------------------------------------------------------------ events, recovery
+
+    def subscribe(self, fn: Subscriber, *, inline: bool = False) -> Callable[[], None]:
+        """Receive every accepted transition (after write-through), in order per task.
+
+        ``fn(transition, snapshot_after)`` runs on the controller's event thread, or
+        in the transition's own thread with ``inline=True`` (keep those quick). Its
+        exceptions are counted and logged, never raised into a run. Returns a
+        callable that unsubscribes.
+        """
+        return self._events.subscribe(fn, inline=inline)
+
+    @property
+    def subscriber_errors(self) -> int:
+        return self._events.errors
+
+    def reconcile(self, *, dry_run: bool = False) -> ReconcileReport:
+        """Mark tasks whose supervisor died (guide §8.11); only this node's buckets."""
+        buckets = None if self.owns_all_buckets else self.owned_buckets
+        return reconcile(
+            self.store,
+            clock=self.clock,
+            actor=self.owner,
+            buckets=buckets,
+            held=[run.task_id for run in self._dispatch.live_runs()],
+            dry_run=dry_run,
+        )
+
+    # ------------------------------------------------------------ internals
+
+    def _on_transition(self, transition: Transition, snapshot: TaskSnapshot) -> None:
+        self._writes.write(transition, snapshot)
+        freed = self._dispatch.on_transition(transition)
+        self._events.publish(transition, snapshot)
+        if freed:
+            self._dispatch.pump()
+
+    def _start_background(self) -> None:
+        self._leases.start()
+        self._poller.start()
+
+    def _held(self, task_id: str) -> TaskRun:
+        run = self._dispatch.get(task_id)
+        if run is None:
+            raise ConfigurationError(f"task {task_id!r} is not held by this controller")
+        return run
+
+    def _remote(self, task_id: str, action: str, *, reason: str | None = None) -> bool:
+        snapshot = self.store.get(task_id)
+        if snapshot is None:
+            return False
+        if snapshot.is_terminal:
+            return True
+        holder = snapshot.lease_owner or snapshot.owner
+        if holder == self.owner:
+            log.warning(
+                "task %s is recorded as held by %s, but this controller does not hold it "
+                "(an earlier process with the same owner?); run reconcile()",
+                task_id,
+                self.owner,
+            )
+            return False
+        issue_command(
+            self.store, snapshot, action, issued_by=self.owner, clock=self.clock, reason=reason
+        )
+        return True
+
+    def _record(self, task_id: str | None, operation: str, error: BaseException) -> None:
+        self._writes.record(task_id, operation, error)
+
+    def __repr__(self) -> str:
+        return (
+            f"Controller(owner={self.owner!r}, max_parallel={self.concurrency.max_parallel}, "
+            f"active={self.active_count}, queued={self.queued_count})"
+        )
+
+
+def _concurrency(max_parallel: int | None, policy: ConcurrencyPolicy | None) -> ConcurrencyPolicy:
+    if policy is None:
+        return (
+            ConcurrencyPolicy()
+            if max_parallel is None
+            else ConcurrencyPolicy(max_parallel=max_parallel)
+        )
+    if not isinstance(policy, ConcurrencyPolicy):
+        raise ConfigurationError(f"concurrency must be a ConcurrencyPolicy, got {policy!r}")
+    if max_parallel is not None and max_parallel != policy.max_parallel:
+        raise ConfigurationError(
+            f"max_parallel={max_parallel} contradicts concurrency.max_parallel="
+            f"{policy.max_parallel}; give it in one place"
+        )
+    return policy
+
+
+def _tags(tags: Iterable[str] | None) -> frozenset[str]:
+    if tags is None:
+        return frozenset()
+    if isinstance(tags, str):
+        raise ConfigurationError(f"tags must be a collection of strings; write [{tags!r}]")
+    result = frozenset(tags)
+    for tag in result:
+        if not isinstance(tag, str) or not tag:
+            raise ConfigurationError(
+                f"tags must be non-empty strings (the contract is frozenset[str]), got {tag!r}"
+            )
+    return result
+
+
+def _statuses(
+    status: TaskStatus | str | Iterable[TaskStatus | str] | None,
+) -> frozenset[TaskStatus] | None:
+    if status is None:
+        return None
+    items = [status] if isinstance(status, str) else list(status)
+    try:
+        return frozenset(TaskStatus(item) for item in items)
+    except ValueError as exc:
+        known = ", ".join(s.value for s in TaskStatus)
+        raise ConfigurationError(f"unknown status in {status!r}; known: {known}") from exc

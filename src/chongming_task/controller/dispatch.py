@@ -1,0 +1,200 @@
+"""The runs a controller holds, and the pump that starts them as slots free up.
+
+The dispatcher reacts to transitions rather than to its own calls, so a run
+controlled through its ``TaskRun`` handle (``controller.runs()``) stays accounted for
+exactly like one controlled through the controller:
+
+- ``-> queued``: the run waits for a slot (any slot it held is returned first);
+- ``queued/retry_wait -> paused`` (a pause before the body started): it leaves the
+  queue and gives back any slot; resuming sends it through ``queued`` again;
+- ``-> starting`` without an admission (someone called ``run.start()``): the ledger
+  records the slot anyway -- it must describe reality;
+- terminal: the slot, bucket slot and tag units are returned.
+
+A pause *in place* (``pausing -> paused``) keeps its slot and its tag units (§8.4):
+the body's stack is still in memory, and so is whatever resource it holds.
+
+Starting runs happens outside the lock, in whichever thread freed a slot. The pump is
+not re-entrant: a run that finishes inside ``start()`` (the ``InlineExecutor``) only
+flags another round, so 10,000 inline tasks never recurse 10,000 deep.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from chongming_task.controller.admission import Admission
+from chongming_task.model import TaskSnapshot, Transition
+from chongming_task.run import TaskRun
+from chongming_task.states import TaskStatus
+
+__all__ = ["Dispatcher"]
+
+log = logging.getLogger("chongming_task.controller")
+
+S = TaskStatus
+
+
+@dataclass(frozen=True, slots=True)
+class _Placement:
+    priority: int
+    tags: frozenset[str]
+    bucket: int | None
+
+
+class Dispatcher:
+    """Held runs, their admission, and the pump."""
+
+    def __init__(
+        self,
+        *,
+        max_parallel: int,
+        limits: Mapping[str, int],
+        max_parallel_per_bucket: int | None,
+    ) -> None:
+        self._lock = threading.Lock()
+        self._admission = Admission(
+            max_parallel=max_parallel,
+            limits=limits,
+            max_parallel_per_bucket=max_parallel_per_bucket,
+        )
+        self._runs: dict[str, TaskRun] = {}
+        self._placements: dict[str, _Placement] = {}
+        self._live: dict[str, None] = {}  # non-terminal held ids, in submission order
+        self._pumping = False
+        self._pump_again = False
+        self._closed = False
+
+    # ------------------------------------------------------------ holding
+
+    def hold(self, run: TaskRun, *, priority: int, tags: Iterable[str], bucket: int | None) -> None:
+        """Start accounting for ``run`` (before any of its transitions is seen)."""
+        with self._lock:
+            self._runs[run.task_id] = run
+            self._placements[run.task_id] = _Placement(priority, frozenset(tags), bucket)
+            self._live[run.task_id] = None
+
+    def drop(self, task_id: str) -> None:
+        """Forget a run (its creation failed, or it was pruned)."""
+        with self._lock:
+            self._runs.pop(task_id, None)
+            self._placements.pop(task_id, None)
+            self._live.pop(task_id, None)
+            self._admission.remove(task_id)
+            self._admission.release(task_id)
+
+    def get(self, task_id: str) -> TaskRun | None:
+        with self._lock:
+            return self._runs.get(task_id)
+
+    def runs(self) -> list[TaskRun]:
+        with self._lock:
+            return list(self._runs.values())
+
+    def live_runs(self) -> list[TaskRun]:
+        """Held runs that are not terminal, in submission order."""
+        with self._lock:
+            return [self._runs[task_id] for task_id in self._live]
+
+    def live_snapshots(self) -> list[TaskSnapshot]:
+        return [run.snapshot for run in self.live_runs()]
+
+    def terminal_ids(self) -> list[str]:
+        with self._lock:
+            return [task_id for task_id in self._runs if task_id not in self._live]
+
+    # ------------------------------------------------------------ counters
+
+    @property
+    def active_count(self) -> int:
+        with self._lock:
+            return self._admission.active_count
+
+    @property
+    def queued_count(self) -> int:
+        with self._lock:
+            return self._admission.queued_count
+
+    def active_in_bucket(self, bucket: int) -> int:
+        with self._lock:
+            return self._admission.active_in_bucket(bucket)
+
+    def tag_usage(self, tag: str) -> int:
+        with self._lock:
+            return self._admission.tag_usage(tag)
+
+    # ------------------------------------------------------------ reacting
+
+    def on_transition(self, transition: Transition) -> bool:
+        """Update the ledger for one transition; ``True`` if a slot or a task came free."""
+        task_id = transition.task_id
+        target, source = transition.to_status, transition.from_status
+        with self._lock:
+            placement = self._placements.get(task_id)
+            if placement is None:
+                return False
+            admission = self._admission
+            if target is S.QUEUED:
+                admission.release(task_id)
+                admission.push(
+                    task_id,
+                    priority=placement.priority,
+                    tags=placement.tags,
+                    bucket=placement.bucket,
+                )
+                return True
+            if target is S.STARTING and not admission.is_active(task_id):
+                admission.admit(task_id, tags=placement.tags, bucket=placement.bucket)
+                return False
+            if target is S.PAUSED and source is not S.PAUSING:
+                changed = admission.remove(task_id)
+                return admission.release(task_id) or changed
+            if target.is_terminal:
+                self._live.pop(task_id, None)
+                admission.remove(task_id)
+                return admission.release(task_id)
+            return False
+
+    def close(self) -> None:
+        """Admit nothing from now on (queued tasks are about to be stopped)."""
+        with self._lock:
+            self._closed = True
+
+    def pump(self) -> None:
+        """Start queued runs while slots are free; returns when nothing more may start."""
+        with self._lock:
+            if self._pumping:
+                self._pump_again = True
+                return
+            self._pumping = True
+        try:
+            while True:
+                with self._lock:
+                    task_id = None if self._closed else self._admission.pop_eligible()
+                    if task_id is None:
+                        if self._pump_again and not self._closed:
+                            self._pump_again = False
+                            continue
+                        self._pumping = False
+                        self._pump_again = False
+                        return
+                    run = self._runs[task_id]
+                self._start(run)
+        except BaseException:
+            with self._lock:
+                self._pumping = False
+            raise
+
+    def _start(self, run: TaskRun) -> None:
+        try:
+            run.start()
+        except Exception:
+            # Stopped or paused between admission and start (the transition already
+            # returned the slot), or an executor failure: give the slot back either way.
+            with self._lock:
+                self._admission.release(run.task_id)
+            if run.status is S.QUEUED:
+                log.exception("run %s could not be started and stays queued", run.task_id)

@@ -1,0 +1,151 @@
+"""Lease renewal and the progress/heartbeat side channel: one thread per controller.
+
+A controller proves it still supervises its tasks by renewing their lease
+(``lease_owner``/``lease_until``) before it runs out; ``reconcile()`` in another
+process judges a task by that lease, never by the task's heartbeat (guide §8.11).
+Progress and heartbeats reach the store on the same thread through ``touch``, which
+never moves ``status_version`` (guide §8.13), so a chatty task cannot race the state
+writes.
+
+One thread serves every task the controller holds: a thread per task would cost
+thousands of threads for a big batch, and a lease is a property of the *supervisor*,
+so one renewal call (``renew_leases``) covers all of them.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from chongming_task.core.clock import Clock
+from chongming_task.model import Progress, TaskSnapshot
+from chongming_task.stores.base import TaskStore
+
+__all__ = ["LeaseKeeper"]
+
+log = logging.getLogger("chongming_task.controller")
+
+#: Renew when a third of the lease is used: two renewals may fail before it expires.
+RENEW_FRACTION = 1 / 3
+#: Upper bound on how stale ``PROGRESS`` in the store may be.
+PROGRESS_INTERVAL = 1.0
+
+
+@dataclass(slots=True)
+class _Seen:
+    progress: Progress | None
+    heartbeat: datetime | None
+    pid: int | None
+
+
+class LeaseKeeper:
+    """Renews this controller's leases and flushes progress, on one daemon thread.
+
+    Args:
+        store: Where leases and progress go (``renew_leases``, ``touch``).
+        clock: Time source; waits go through it, so a ``FakeClock`` drives the thread.
+        owner: The lease owner written on every task.
+        lease_ttl: Seconds a lease lasts after each renewal.
+        held: Returns the snapshots of the non-terminal tasks this controller holds.
+        lease_until: Computes a fresh ``lease_until`` (shared with the write-through).
+        on_failure: Called with ``(task_id, operation, error)`` for a failed store call.
+    """
+
+    def __init__(
+        self,
+        *,
+        store: TaskStore,
+        clock: Clock,
+        owner: str,
+        lease_ttl: float,
+        held: Callable[[], Sequence[TaskSnapshot]],
+        lease_until: Callable[[], datetime],
+        on_failure: Callable[[str | None, str, BaseException], None],
+        progress_interval: float = PROGRESS_INTERVAL,
+    ) -> None:
+        self._store = store
+        self._clock = clock
+        self._owner = owner
+        self._held = held
+        self._lease_until = lease_until
+        self._on_failure = on_failure
+        self.renew_interval = lease_ttl * RENEW_FRACTION
+        self.tick = min(progress_interval, self.renew_interval)
+        self._seen: dict[str, _Seen] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._next_renewal = 0.0
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        """Start the thread (idempotent)."""
+        with self._lock:
+            if self._thread is not None or self._stop.is_set():
+                return
+            self._next_renewal = self._clock.monotonic() + self.renew_interval
+            self._thread = threading.Thread(
+                target=self._loop, name=f"chongming-leases[{self._owner}]", daemon=True
+            )
+            self._thread.start()
+
+    def stop(self, timeout: float | None = 5.0) -> None:
+        """Stop the thread; one last progress flush runs first so the store is current."""
+        with self._lock:
+            self._stop.set()
+            thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+
+    def run_once(self, *, renew: bool) -> None:
+        """One pass: flush changed progress/heartbeat/pid, and renew leases if asked."""
+        snapshots = self._held()
+        live = {snapshot.task_id for snapshot in snapshots}
+        for snapshot in snapshots:
+            self._flush(snapshot)
+        for task_id in [task_id for task_id in self._seen if task_id not in live]:
+            del self._seen[task_id]
+        if renew and snapshots:
+            try:
+                self._store.renew_leases(self._owner, sorted(live), self._lease_until())
+            except Exception as exc:
+                self._on_failure(None, "renew_leases", exc)
+
+    # ------------------------------------------------------------ internals
+
+    def _flush(self, snapshot: TaskSnapshot) -> None:
+        seen = self._seen.get(snapshot.task_id)
+        progress, beat, pid = snapshot.progress, snapshot.last_heartbeat_at, snapshot.pid
+        if seen is None:
+            # Known at creation: the first write carried them.
+            self._seen[snapshot.task_id] = seen = _Seen(None, None, None)
+        new_progress = progress if progress is not None and progress != seen.progress else None
+        new_beat = beat if beat is not None and beat != seen.heartbeat else None
+        new_pid = pid if pid is not None and pid != seen.pid else None
+        if new_progress is None and new_beat is None and new_pid is None:
+            return
+        try:
+            self._store.touch(
+                snapshot.task_id, progress=new_progress, heartbeat_at=new_beat, pid=new_pid
+            )
+        except Exception as exc:
+            self._on_failure(snapshot.task_id, "touch", exc)
+            return
+        seen.progress, seen.heartbeat, seen.pid = progress, beat, pid
+
+    def _loop(self) -> None:
+        while not self._clock.wait(self._stop, self.tick):
+            now = self._clock.monotonic()
+            renew = now >= self._next_renewal
+            if renew:
+                self._next_renewal = now + self.renew_interval
+            try:
+                self.run_once(renew=renew)
+            except Exception:  # never let the keeper die: leases would silently expire
+                log.exception("lease keeper pass failed; retrying on the next tick")
+        try:
+            self.run_once(renew=False)
+        except Exception:
+            log.exception("final progress flush failed")

@@ -1,0 +1,133 @@
+"""Restart recovery: mark tasks whose supervisor is gone, honestly (guide §8.11).
+
+The question is "is anyone still supervising it?", answered by the task's *lease*
+(renewed by its controller's lease keeper), never by its heartbeat: a healthy task
+deep in a long computation stops beating, and judging liveness by the beat would
+mark it ``lost`` and abandon a process that is fine.
+
+==========================================  ===================================
+Situation                                   Action
+==========================================  ===================================
+lease not expired                           untouched: a live process holds it
+expired, occupying (starting/running/       ``lost`` -- the carrier is gone
+pausing/stopping)
+expired, not occupying (pending/blocked/    unchanged, reported ``adoptable``
+queued/paused/retry_wait)
+the holder wrote first (version conflict)   let go, reported ``skipped``
+==========================================  ===================================
+
+It never re-executes anything: the store keeps states, not recipes (function and
+arguments were never stored), so re-running is the caller's decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+
+from chongming_task.core.clock import Clock
+from chongming_task.core.state_machine import StateMachine
+from chongming_task.errors import ConcurrencyConflict
+from chongming_task.model import Failure, FailureKind, TaskSnapshot
+from chongming_task.states import OCCUPYING, TERMINAL, TaskStatus
+from chongming_task.stores.base import TaskQuery, TaskStore
+
+__all__ = ["RECONCILE_TRIGGER", "ReconcileReport", "reconcile"]
+
+#: The trigger of the ``-> lost`` transitions written by reconcile.
+RECONCILE_TRIGGER = "reconcile:lease_expired"
+
+_UNFINISHED = frozenset(set(TaskStatus) - TERMINAL)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReconcileReport:
+    """What one ``reconcile()`` found, by task id."""
+
+    lost: tuple[str, ...] = ()
+    """Occupying tasks whose lease expired: marked ``lost`` (or would be, on a dry run)."""
+    adoptable: tuple[str, ...] = ()
+    """Non-occupying tasks whose lease expired: nobody holds them; resubmit to run them."""
+    skipped: tuple[str, ...] = ()
+    """Tasks that changed under us (their holder came back and wrote first): left alone."""
+    dry_run: bool = False
+    """True when nothing was written."""
+
+    @property
+    def clean(self) -> bool:
+        """True when nothing needed attention."""
+        return not (self.lost or self.adoptable or self.skipped)
+
+
+def _lost_failure(snapshot: TaskSnapshot, actor: str) -> Failure:
+    holder = snapshot.lease_owner or snapshot.owner or "an unknown owner"
+    until = snapshot.lease_until.isoformat() if snapshot.lease_until else "never set"
+    return Failure(
+        kind=FailureKind.LOST,
+        message=(
+            f"supervisor {holder} stopped renewing its lease (expired {until}) while the "
+            f"task was {snapshot.status.value}; the result is unknown (found by {actor})"
+        ),
+        retryable=True,
+    )
+
+
+def reconcile(
+    store: TaskStore,
+    *,
+    clock: Clock,
+    actor: str,
+    buckets: Collection[int] | None = None,
+    held: Collection[str] = (),
+    dry_run: bool = False,
+) -> ReconcileReport:
+    """Apply the table above to every unfinished task in ``buckets`` (all when ``None``).
+
+    Args:
+        store: Where the tasks are.
+        clock: Decides which leases have expired.
+        actor: Who is reconciling (written on the ``lost`` transitions).
+        buckets: Only these buckets (a node's own, guide §8.14); ``None`` for every task.
+        held: Task ids the caller supervises right now: never touched.
+        dry_run: Report only, write nothing.
+
+    Raises:
+        StoreError: The store failed while reading or writing.
+    """
+    query = TaskQuery(
+        statuses=_UNFINISHED,
+        buckets=None if buckets is None else frozenset(buckets),
+    )
+    now = clock.now()
+    lost: list[str] = []
+    adoptable: list[str] = []
+    skipped: list[str] = []
+    held_ids = frozenset(held)
+    for snapshot in store.query(query):
+        if snapshot.task_id in held_ids:
+            continue
+        if snapshot.lease_until is not None and snapshot.lease_until > now:
+            continue  # a live process holds it
+        if snapshot.status not in OCCUPYING:
+            adoptable.append(snapshot.task_id)
+            continue
+        if dry_run:
+            lost.append(snapshot.task_id)
+            continue
+        machine = StateMachine(snapshot, clock=clock)
+        failure = _lost_failure(snapshot, actor)
+        machine.mark_lost(failure, actor=actor, reason=failure.message, trigger=RECONCILE_TRIGGER)
+        marked = machine.snapshot.replace(lease_until=None)
+        try:
+            store.save(
+                marked,
+                expect_version=snapshot.status_version,
+                transitions=machine.transitions[-1:],
+            )
+        except ConcurrencyConflict:
+            skipped.append(snapshot.task_id)
+            continue
+        lost.append(snapshot.task_id)
+    return ReconcileReport(
+        lost=tuple(lost), adoptable=tuple(adoptable), skipped=tuple(skipped), dry_run=dry_run
+    )
