@@ -1,17 +1,21 @@
-"""The ``chongming-task`` console script (placeholder until the CLI lands)."""
+"""The ``chongming-task`` console script: a thin adapter over the Controller (guide §8.10).
+
+``main(argv) -> int`` runs one invocation and returns its exit code (tests call it
+in-process); ``entry_point()`` is what the console script calls. Exit codes: 0
+success, 1 command failed, 2 usage error, 3 the command succeeded but the task did
+not. The walkthrough with real output is docs/cli.md.
+"""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
 
+from chongming_task.cli.app import main
+from chongming_task.cli.errors import ExitCode
 
-def main(argv: Sequence[str] | None = None) -> int:
-    from chongming_task import __version__
-
-    print(f"chongming-task {__version__}")
-    return 0
+__all__ = ["ExitCode", "entry_point", "main"]
 
 
 def entry_point() -> None:
+    """The ``chongming-task`` console script."""
     sys.exit(main(sys.argv[1:]))

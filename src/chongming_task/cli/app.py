@@ -1,0 +1,140 @@
+"""``main(argv) -> int``: the parser, the dispatch and the error boundary.
+
+The CLI is a thin adapter over the Controller (guide §8.10): it parses, calls the
+library, renders. Everything that can go wrong is turned into one line on stderr and
+an exit code here, in one place, so no command can leak a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from typing import NoReturn, TextIO
+
+from chongming_task.cli.errors import ExitCode, UsageError, describe
+from chongming_task.cli.render import Output
+from chongming_task.cli.session import Session
+
+__all__ = ["Handler", "build_parser", "main"]
+
+#: A subcommand's implementation: parsed arguments in, exit code out.
+Handler = Callable[[argparse.Namespace, Session], int]
+
+PROG = "chongming-task"
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose errors become one line and exit code 2.
+
+    argparse's default prints the whole usage block before the error; a usage error
+    here is one sentence like every other error, with ``--help`` one flag away.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see {self.prog} --help)")
+
+
+def add_global_options(parser: argparse.ArgumentParser) -> None:
+    """The options every command accepts, before or after the subcommand name.
+
+    Defaults are suppressed so a value given before the subcommand is not overwritten
+    by the subparser's default; fallbacks to ``CHONGMING_*`` happen in ``Session``.
+    """
+    group = parser.add_argument_group("global options")
+    group.add_argument(
+        "--db",
+        default=argparse.SUPPRESS,
+        metavar="PATH|URL",
+        help="SQLite file, or a postgresql:// URL (env CHONGMING_DB; default ./chongming.db)",
+    )
+    group.add_argument(
+        "--dsn",
+        default=argparse.SUPPRESS,
+        metavar="URL",
+        help="PostgreSQL URL; an alternative to --db URL (env CHONGMING_DSN)",
+    )
+    group.add_argument(
+        "--num-buckets",
+        default=argparse.SUPPRESS,
+        metavar="N",
+        help="number of buckets keys hash into (env CHONGMING_NUM_BUCKETS; default 64)",
+    )
+    group.add_argument(
+        "--owned-buckets",
+        default=argparse.SUPPRESS,
+        metavar="RANGES",
+        help="buckets this node owns, e.g. 0-15,32,40-47 (env CHONGMING_OWNED_BUCKETS)",
+    )
+    group.add_argument(
+        "--owner",
+        default=argparse.SUPPRESS,
+        help="this process's owner id (env CHONGMING_OWNER; default hostname:pid)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command line: global options and one subparser per command."""
+    from chongming_task import __version__
+    from chongming_task.cli.commands import register_all
+
+    parser = _Parser(
+        prog=PROG,
+        description="Run, watch and control chongming-task tasks from the shell.",
+        epilog="Exit codes: 0 success, 1 command failed, 2 usage error, "
+        "3 command succeeded but the task did not succeed.",
+    )
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    add_global_options(parser)
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    subparsers.required = True
+    register_all(subparsers)
+    return parser
+
+
+def _run(argv: Sequence[str], output: Output) -> int:
+    parser = build_parser()
+    try:
+        with contextlib.redirect_stdout(output.stdout):
+            args = parser.parse_args(list(argv))
+    except SystemExit as exc:  # --help / --version
+        return int(exc.code or 0) if not isinstance(exc.code, str) else ExitCode.USAGE
+    handler: Handler = args.handler
+    session = Session(args, output)
+    try:
+        return int(handler(args, session))
+    finally:
+        session.close()
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+) -> int:
+    """Run one ``chongming-task`` invocation and return its exit code.
+
+    Args:
+        argv: The arguments after the program name (default ``sys.argv[1:]``).
+        stdout: Where results go (tests pass a ``StringIO``).
+        stderr: Where the one-line errors go.
+
+    Returns:
+        0 success, 1 command failed, 2 usage error, 3 the task did not succeed.
+    """
+    output = Output(stdout, stderr)
+    try:
+        return _run(sys.argv[1:] if argv is None else argv, output)
+    except KeyboardInterrupt:
+        output.error("interrupted")
+        return ExitCode.FAILED
+    except Exception as exc:
+        message, code = describe(exc)
+        if os.environ.get("CHONGMING_DEBUG"):
+            traceback.print_exception(exc, file=output.stderr)
+        output.error(message)
+        return code

@@ -1,0 +1,235 @@
+"""Pieces shared by several commands: parser helpers, controllers, task look-up.
+
+Every command builds its controller here, so the rules live in one place: a console
+(query or control) controller never declares owned buckets, because a node that
+declares buckets polls commands from construction (§8.14) and a console must never
+take commands meant for a worker.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from chongming_task.cli.errors import CommandFailed, UsageError
+from chongming_task.cli.parsing import parse_task_kwargs
+from chongming_task.policies import BucketPolicy
+
+if TYPE_CHECKING:
+    from chongming_task.cli.session import Session
+    from chongming_task.controller import Controller
+    from chongming_task.model import TaskSnapshot
+    from chongming_task.stores.base import TaskStore
+
+__all__ = [
+    "SubmissionRequest",
+    "add_json_flag",
+    "add_submission_options",
+    "console_controller",
+    "new_parser",
+    "node_controller",
+    "require_task",
+]
+
+
+def new_parser(
+    subparsers: argparse._SubParsersAction[Any],
+    name: str,
+    *,
+    help: str,
+    description: str | None = None,
+    handler: Callable[[argparse.Namespace, Session], int],
+    json: bool = True,
+) -> argparse.ArgumentParser:
+    """A subparser with the global options, ``--json`` and its handler attached."""
+    from chongming_task.cli.app import add_global_options
+
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        name, help=help, description=description or help
+    )
+    add_global_options(parser)
+    if json:
+        add_json_flag(parser)
+    parser.set_defaults(handler=handler)
+    return parser
+
+
+def add_json_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print a JSON document (schema in docs/cli.md) instead of text",
+    )
+
+
+def add_tasks_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--tasks",
+        metavar="MODULE",
+        help="module (myapp.tasks) or file (tasks.py) that defines the tasks (env CHONGMING_TASKS)",
+    )
+
+
+def add_submission_options(parser: argparse.ArgumentParser) -> None:
+    """``TASK --tasks MODULE [--arg k=v ...] [--args-json OBJ] [--task-id] ...``."""
+    parser.add_argument("task", metavar="TASK", help="registered task name")
+    add_tasks_option(parser)
+    parser.add_argument(
+        "--arg",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a keyword argument; VALUE is parsed as JSON when valid (n=5 is 5), "
+        "else taken as a string (repeatable)",
+    )
+    parser.add_argument(
+        "--args-json", metavar="OBJECT", help="all keyword arguments as one JSON object"
+    )
+    parser.add_argument("--task-id", help="the task id (default: generated)")
+    parser.add_argument("--label", help="a display name for ps")
+    parser.add_argument(
+        "--bucket-key",
+        help="business key that picks the bucket; required when --owned-buckets partitions",
+    )
+    parser.add_argument("--priority", type=int, help="higher runs first (default 0)")
+    parser.add_argument("--tag", action="append", metavar="TAG", help="extra tag (repeatable)")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubmissionRequest:
+    """What ``run`` and ``submit`` were asked to submit, parsed and checked."""
+
+    name: str
+    kwargs: dict[str, Any]
+    task_id: str | None
+    label: str | None
+    bucket_key: str | None
+    priority: int | None
+    tags: tuple[str, ...]
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, session: Session) -> SubmissionRequest:
+        """Parse the options and check the bucket rules of §4.5 / §8.14.
+
+        Raises:
+            UsageError: Bad ``--arg``/``--args-json``, an empty tag, a missing
+                ``--bucket-key`` while ``--owned-buckets`` partitions, or a key whose
+                bucket this node does not own.
+        """
+        kwargs = parse_task_kwargs(args.arg, args.args_json)
+        tags = tuple(args.tag or ())
+        if any(not tag.strip() for tag in tags):
+            raise UsageError("--tag must not be empty")
+        if args.task_id is not None and not args.task_id.strip():
+            raise UsageError("--task-id must not be empty")
+        options = session.options
+        if args.bucket_key is not None and not args.bucket_key:
+            raise UsageError("--bucket-key must not be empty")
+        if options.partitions:
+            owned = options.owned_buckets or frozenset()
+            if args.bucket_key is None:
+                raise UsageError(
+                    "--bucket-key is required when --owned-buckets covers only some buckets: "
+                    "a task without a bucket would never be claimed by any node"
+                )
+            bucket = BucketPolicy(options.num_buckets).bucket_for(args.bucket_key)
+            if bucket not in owned:
+                from chongming_task.cli.parsing import format_buckets
+
+                raise UsageError(
+                    f"bucket {bucket} (from --bucket-key {args.bucket_key!r}) is not owned by "
+                    f"this node (--owned-buckets {format_buckets(owned)}); a task written into "
+                    "another node's bucket would never be run by this node"
+                )
+        return cls(
+            name=args.task,
+            kwargs=kwargs,
+            task_id=args.task_id,
+            label=args.label,
+            bucket_key=args.bucket_key,
+            priority=args.priority,
+            tags=tags,
+        )
+
+
+def _controller(session: Session, store: TaskStore | None, **options: Any) -> Controller:
+    from chongming_task.controller import Controller
+
+    controller = Controller(
+        store=store,
+        bucket_policy=BucketPolicy(session.options.num_buckets),
+        **options,
+    )
+    return session.track(controller)
+
+
+def console_controller(session: Session, store: TaskStore) -> Controller:
+    """A query/control controller: never owns buckets, so it never takes commands."""
+    return _controller(session, store, owner=session.issuer)
+
+
+def node_controller(
+    session: Session, store: TaskStore | None, *, max_parallel: int = 1
+) -> Controller:
+    """A controller that runs tasks, with this node's owner and owned buckets."""
+    options: dict[str, Any] = {"max_parallel": max_parallel}
+    if session.options.owner:
+        options["owner"] = session.options.owner
+    if session.options.owned_buckets is not None:
+        options["owned_buckets"] = sorted(session.options.owned_buckets)
+    return _controller(session, store, **options)
+
+
+def require_task(controller: Controller, store: TaskStore, task_id: str) -> TaskSnapshot:
+    """The task's snapshot, or one honest line about why there is none.
+
+    A task handed to a worker by ``submit`` exists only as a pending submission until a
+    worker takes it; saying "unknown task id" then would be a lie.
+
+    Raises:
+        CommandFailed: No such task (with the submission's state when there is one).
+    """
+    snapshot = controller.get(task_id)
+    if snapshot is not None:
+        return snapshot
+    from chongming_task.worker import describe_submission, find_submission
+
+    submission = find_submission(store, task_id)
+    if submission is not None:
+        raise CommandFailed(f"task {task_id!r} {describe_submission(submission)}")
+    raise CommandFailed(f"unknown task id {task_id!r} (see `chongming-task ps`)")
+
+
+def check_arguments(controller: Controller, name: str, kwargs: dict[str, Any]) -> None:
+    """Refuse a submission whose arguments cannot bind to the task's parameters.
+
+    Checked before anything is written, so a typo in ``--arg`` is a usage error
+    instead of a task that fails with ``TypeError`` after it was queued.
+
+    Raises:
+        UsageError: ``name`` is not registered, or the arguments do not fit.
+    """
+    import inspect
+
+    definition = controller.registry.get(name)
+    if definition is None:
+        known = ", ".join(controller.registry.names())
+        raise UsageError(f"unknown task {name!r}; this module registers: {known}")
+    try:
+        signature = inspect.signature(definition.fn)
+    except (TypeError, ValueError):
+        return
+    parameters = list(signature.parameters.values())
+    if parameters and _is_context(parameters[0]):
+        signature = signature.replace(parameters=parameters[1:])
+    try:
+        signature.bind(**kwargs)
+    except TypeError as exc:
+        raise UsageError(f"arguments do not fit task {name!r}{signature}: {exc}") from None
+
+
+def _is_context(parameter: Any) -> bool:
+    annotation = parameter.annotation
+    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
+    return parameter.name in ("ctx", "context") or text in ("TaskContext", "RuntimeContext")

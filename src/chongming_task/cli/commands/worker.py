@@ -1,0 +1,163 @@
+"""``worker --tasks MODULE``: the long-lived daemon, in the foreground.
+
+Meant for systemd, nohup or a container: it logs what it does as plain lines,
+reconciles at start, takes submitted tasks, serves commands from other processes
+and, on SIGTERM or Ctrl-C, stops what it holds within ``--shutdown-timeout`` and
+reports each task it stopped. Exit code 0 when every task stopped in time, 1 when
+some did not (their leases expire and ``reconcile`` will mark them ``lost``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from chongming_task.cli.commands._common import add_tasks_option, new_parser, node_controller
+from chongming_task.cli.errors import ExitCode, UsageError
+from chongming_task.cli.loader import load_task_module, register_tasks
+from chongming_task.cli.parsing import env, format_buckets
+from chongming_task.cli.signals import on_shutdown_signals
+
+if TYPE_CHECKING:
+    from chongming_task.cli.render import Output
+    from chongming_task.cli.session import Session
+
+__all__ = ["add_parsers"]
+
+
+def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
+    parser = new_parser(
+        subparsers,
+        "worker",
+        help="run a worker daemon in the foreground (takes submitted tasks)",
+        handler=cmd_worker,
+        json=False,
+    )
+    add_tasks_option(parser)
+    parser.add_argument(
+        "--max-parallel",
+        type=int,
+        default=None,
+        metavar="N",
+        help="tasks run at once (env CHONGMING_MAX_PARALLEL; default 4)",
+    )
+    parser.add_argument(
+        "--shutdown-timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="how long SIGTERM waits for running tasks to stop (default 30)",
+    )
+    parser.add_argument(
+        "--poll-interval",
+        type=float,
+        default=0.5,
+        metavar="SECONDS",
+        help="longest wait between looks for submissions (default 0.5)",
+    )
+
+
+class _LineHandler(logging.Handler):
+    """Worker log records as plain lines: INFO on stdout, warnings on stderr."""
+
+    def __init__(self, output: Output) -> None:
+        super().__init__(logging.INFO)
+        self.output = output
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = record.getMessage()
+            if record.levelno >= logging.WARNING:
+                self.output.notice(f"{record.levelname.lower()}: {text}")
+            else:
+                self.output.print(text)
+        except Exception:  # a broken pipe must not kill the worker
+            self.handleError(record)
+
+
+@contextlib.contextmanager
+def _worker_logging(output: Output) -> Iterator[None]:
+    handler = _LineHandler(output)
+    library = logging.getLogger("chongming_task")
+    worker = logging.getLogger("chongming_task.worker")
+    old_level = worker.level
+    worker.setLevel(logging.INFO)
+    library.addHandler(handler)
+    try:
+        yield
+    finally:
+        library.removeHandler(handler)
+        worker.setLevel(old_level)
+
+
+def _max_parallel(args: argparse.Namespace) -> int:
+    raw = args.max_parallel if args.max_parallel is not None else env("MAX_PARALLEL", "4")
+    try:
+        value = int(raw)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise UsageError(f"--max-parallel must be a positive integer, got {raw!r}") from None
+    if value < 1:
+        raise UsageError(f"--max-parallel must be a positive integer, got {value}")
+    return value
+
+
+def cmd_worker(args: argparse.Namespace, session: Session) -> int:
+    from chongming_task.worker import Worker
+
+    max_parallel = _max_parallel(args)
+    if args.shutdown_timeout <= 0 or args.poll_interval <= 0:
+        raise UsageError("--shutdown-timeout and --poll-interval must be > 0 seconds")
+    spec = args.tasks or env("TASKS") or ""
+    module = load_task_module(spec)
+    output = session.output
+    with _worker_logging(output):
+        store = session.open_store(create=True)
+        controller = node_controller(session, store, max_parallel=max_parallel)
+        names = register_tasks(controller, module, spec)
+        worker = Worker(controller, max_parallel=max_parallel, poll_interval=args.poll_interval)
+        owned = session.options.owned_buckets
+        output.print(
+            f"worker {controller.owner} on {session.options.db}: tasks {', '.join(names)}; "
+            f"max_parallel {max_parallel}; buckets "
+            f"{'all' if owned is None else format_buckets(owned)} of "
+            f"{session.options.num_buckets}"
+        )
+        received: list[str] = []
+
+        def on_signal(name: str) -> None:
+            received.append(name)
+            worker.request_shutdown()
+
+        with on_shutdown_signals(on_signal):
+            report = worker.start()
+            output.print(
+                f"reconciled: {len(report.lost)} lost, {len(report.adoptable)} adoptable, "
+                f"{len(report.skipped)} skipped"
+            )
+            output.print("ready; stop with Ctrl-C or SIGTERM")
+            try:
+                while not worker.wait(0.5):
+                    pass
+            except KeyboardInterrupt:  # a signal raced the handler installation
+                received.append("SIGINT")
+            signal_name = received[0] if received else "shutdown"
+            held = sum(1 for run in controller.runs() if not run.done)
+            output.print(
+                f"{signal_name}: shutting down; stopping {held} task(s) "
+                f"(deadline {args.shutdown_timeout:g}s)"
+            )
+            shutdown = worker.shutdown(
+                reason=f"worker shutdown ({signal_name})", timeout=args.shutdown_timeout
+            )
+        for task in shutdown.tasks:
+            note = "" if task.finished else "  (did not stop in time)"
+            output.print(f"  {task.task_id} ({task.name}): {task.before} -> {task.after}{note}")
+        output.print(
+            f"worker {controller.owner} stopped: took {worker.accepted} task(s), "
+            f"stopped {len(shutdown.tasks) - len(shutdown.unfinished)}, "
+            f"unfinished {len(shutdown.unfinished)}"
+        )
+    return ExitCode.OK if shutdown.clean else ExitCode.FAILED

@@ -1,0 +1,170 @@
+"""Value parsers for the command line: task arguments, bucket ranges, environment.
+
+Each parser raises :class:`~chongming_task.cli.errors.UsageError` with a message
+that quotes the offending text and shows the accepted form, because the person
+reading it is looking at a shell prompt, not at this code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
+
+from chongming_task.cli.errors import UsageError
+
+__all__ = [
+    "ENV_PREFIX",
+    "RESERVED_ARG_NAMES",
+    "env",
+    "format_buckets",
+    "parse_arg_value",
+    "parse_bucket_ranges",
+    "parse_task_kwargs",
+]
+
+#: Every environment fallback of the CLI starts with this prefix.
+ENV_PREFIX: Final = "CHONGMING_"
+
+#: Option names of ``submit`` that a task argument may not take (the runtime refuses
+#: such parameters too); each maps to the CLI option that sets it instead.
+RESERVED_ARG_NAMES: Final[Mapping[str, str]] = {
+    "task_id": "--task-id",
+    "name": "TASK",
+    "label": "--label",
+    "tags": "--tag",
+    "priority": "--priority",
+    "bucket_key": "--bucket-key",
+    "metadata": "the submission (not settable from the CLI)",
+    "blocked": "the submission (not settable from the CLI)",
+    "retry": "the task definition",
+    "timeout": "the task definition",
+    "executor": "the task definition",
+    "graceful_stop": "the task definition",
+    "artifact_dir": "the task definition",
+    "clock": "the task definition",
+}
+
+
+def env(name: str, default: str | None = None) -> str | None:
+    """``CHONGMING_<name>`` from the environment; empty counts as unset."""
+    value = os.environ.get(ENV_PREFIX + name, "")
+    return value if value else default
+
+
+def _refuse_constant(text: str) -> Any:
+    # NaN and Infinity are not JSON (other languages and jsonb reject them), so an
+    # argument spelled that way is kept as the string the user typed.
+    raise ValueError(text)
+
+
+def parse_arg_value(text: str) -> Any:
+    """The value of ``--arg key=value``: JSON when it is valid JSON, else the string.
+
+    ``5`` is the integer 5, ``true`` a boolean, ``null`` None, ``[1,2]`` a list and
+    ``'"5"'`` (quoted for the shell) the string ``"5"``; ``kafka://orders`` is not
+    JSON and stays a string.
+    """
+    try:
+        return json.loads(text, parse_constant=_refuse_constant)
+    except ValueError:
+        return text
+
+
+def _parse_one(item: str) -> tuple[str, Any]:
+    key, sep, value = item.partition("=")
+    key = key.strip()
+    if not sep:
+        raise UsageError(f"--arg {item!r} must have the form key=value (e.g. --arg n=5)")
+    if not key.isidentifier():
+        raise UsageError(
+            f"--arg {item!r}: {key!r} is not a valid argument name "
+            "(use a Python identifier, e.g. --arg batch_size=100)"
+        )
+    return key, parse_arg_value(value)
+
+
+def _refuse_reserved(key: str, origin: str) -> None:
+    option = RESERVED_ARG_NAMES.get(key)
+    if option is not None:
+        raise UsageError(
+            f"{origin} {key!r} is an option of the submission, not a task argument; "
+            f"set it with {option}"
+        )
+
+
+def parse_task_kwargs(args: Sequence[str] | None, args_json: str | None) -> dict[str, Any]:
+    """Merge ``--args-json`` (a whole JSON object) and ``--arg key=value`` items.
+
+    A key given twice, in either form, is refused rather than silently overwritten.
+    """
+    kwargs: dict[str, Any] = {}
+    if args_json is not None:
+        try:
+            document = json.loads(args_json, parse_constant=_refuse_constant)
+        except ValueError as exc:
+            raise UsageError(f"--args-json is not valid JSON: {exc}") from None
+        if not isinstance(document, dict):
+            raise UsageError(
+                f"--args-json must be a JSON object of keyword arguments "
+                f"(e.g. '{{\"n\": 5}}'), got {type(document).__name__}"
+            )
+        for key, value in document.items():
+            if not key.isidentifier():
+                raise UsageError(f"--args-json key {key!r} is not a valid argument name")
+            _refuse_reserved(key, "--args-json key")
+            kwargs[key] = value
+    for item in args or ():
+        key, value = _parse_one(item)
+        _refuse_reserved(key, "--arg")
+        if key in kwargs:
+            raise UsageError(f"task argument {key!r} is given twice (--arg / --args-json)")
+        kwargs[key] = value
+    return kwargs
+
+
+def parse_bucket_ranges(
+    text: str, *, num_buckets: int, option: str = "--owned-buckets"
+) -> frozenset[int]:
+    """Parse ``0-15,32,40-47`` into bucket numbers, each checked against ``num_buckets``.
+
+    A bucket outside ``0..num_buckets-1`` is refused here: a node that "owns" a bucket
+    no key maps to would wait for tasks that can never arrive.
+    """
+    buckets: set[int] = set()
+    parts = [part.strip() for part in text.split(",")]
+    if not text.strip() or any(not part for part in parts):
+        raise UsageError(f"{option} {text!r} has an empty item; use ranges like 0-15,32,40-47")
+    for part in parts:
+        low_text, dash, high_text = part.partition("-")
+        try:
+            low = int(low_text)
+            high = int(high_text) if dash else low
+        except ValueError:
+            raise UsageError(
+                f"{option} {text!r}: {part!r} is not a bucket number or a range like 40-47"
+            ) from None
+        if low > high:
+            raise UsageError(
+                f"{option} {text!r}: range {part!r} runs backwards; write {high}-{low}"
+            )
+        for bucket in (low, high):
+            if not 0 <= bucket < num_buckets:
+                raise UsageError(
+                    f"bucket {bucket} in {option} is outside 0..{num_buckets - 1} "
+                    f"(--num-buckets {num_buckets}); a task there would never run"
+                )
+        buckets.update(range(low, high + 1))
+    return frozenset(buckets)
+
+
+def format_buckets(buckets: Iterable[int]) -> str:
+    """The inverse of :func:`parse_bucket_ranges`: ``{0, 1, 2, 5}`` -> ``0-2,5``."""
+    runs: list[list[int]] = []
+    for bucket in sorted(set(buckets)):
+        if runs and bucket == runs[-1][1] + 1:
+            runs[-1][1] = bucket
+        else:
+            runs.append([bucket, bucket])
+    return ",".join(str(low) if low == high else f"{low}-{high}" for low, high in runs)

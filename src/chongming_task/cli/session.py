@@ -1,0 +1,161 @@
+"""The resolved global options of one invocation and the resources they open.
+
+Global options may come from flags (before or after the subcommand) or from
+``CHONGMING_*`` environment variables; flags win. Resolution happens before anything
+is opened, so a bad value is refused before the store is touched.
+
+A query or control command opens the store without creating it: running ``ps``
+against a mistyped path must say so, not leave an empty database behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from chongming_task.cli.errors import CommandFailed, UsageError
+from chongming_task.cli.parsing import env, parse_bucket_ranges
+from chongming_task.cli.render import Output
+
+if TYPE_CHECKING:
+    from chongming_task.controller import Controller
+    from chongming_task.stores.base import TaskStore
+
+__all__ = ["DEFAULT_DB", "GlobalOptions", "Session", "is_postgres_url"]
+
+#: The SQLite file used when neither ``--db``/``--dsn`` nor the environment names one.
+DEFAULT_DB = "chongming.db"
+DEFAULT_NUM_BUCKETS = 64
+
+
+def is_postgres_url(value: str) -> bool:
+    """Whether ``--db`` names a PostgreSQL server rather than a SQLite file."""
+    return value.startswith(("postgresql://", "postgres://"))
+
+
+def _int_option(value: Any, option: str) -> int:
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise UsageError(f"{option} must be a positive integer, got {value!r}") from None
+    if number < 1:
+        raise UsageError(f"{option} must be a positive integer, got {number}")
+    return number
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GlobalOptions:
+    """Global options after flags and ``CHONGMING_*`` fallbacks are merged."""
+
+    db: str
+    """A SQLite file path or a PostgreSQL URL."""
+    num_buckets: int
+    owned_buckets: frozenset[int] | None
+    """``None``: this process does not restrict itself to a bucket subset."""
+    owner: str | None
+    """``None``: the controller's default (``hostname:pid``)."""
+
+    @property
+    def is_postgres(self) -> bool:
+        return is_postgres_url(self.db)
+
+    @property
+    def partitions(self) -> bool:
+        """True when ``--owned-buckets`` covers only part of the buckets (§8.14)."""
+        return self.owned_buckets is not None and len(self.owned_buckets) < self.num_buckets
+
+    @classmethod
+    def resolve(cls, args: argparse.Namespace) -> GlobalOptions:
+        """Merge flags and environment; raise ``UsageError`` on a bad value."""
+        db_flag = getattr(args, "db", None)
+        dsn_flag = getattr(args, "dsn", None)
+        if db_flag and dsn_flag:
+            raise UsageError("give either --db or --dsn, not both")
+        if dsn_flag and not is_postgres_url(dsn_flag):
+            raise UsageError(f"--dsn must be a postgresql:// URL, got {dsn_flag!r}")
+        db = dsn_flag or db_flag or env("DSN") or env("DB") or DEFAULT_DB
+        num_raw = getattr(args, "num_buckets", None) or env("NUM_BUCKETS")
+        num_buckets = (
+            _int_option(num_raw, "--num-buckets") if num_raw is not None else DEFAULT_NUM_BUCKETS
+        )
+        owned_raw = getattr(args, "owned_buckets", None) or env("OWNED_BUCKETS")
+        owned = parse_bucket_ranges(owned_raw, num_buckets=num_buckets) if owned_raw else None
+        owner = getattr(args, "owner", None) or env("OWNER")
+        return cls(db=db, num_buckets=num_buckets, owned_buckets=owned, owner=owner)
+
+
+class Session:
+    """One invocation's output and the store/controllers it opened (closed at the end)."""
+
+    def __init__(self, args: argparse.Namespace, output: Output) -> None:
+        self.args = args
+        self.output = output
+        self.options = GlobalOptions.resolve(args)
+        self._stores: list[TaskStore] = []
+        self._controllers: list[Controller] = []
+
+    @property
+    def json(self) -> bool:
+        """Whether ``--json`` was given."""
+        return bool(getattr(self.args, "json", False))
+
+    @property
+    def issuer(self) -> str:
+        """Who this process is in commands it writes (``--owner`` or ``cli@host:pid``)."""
+        return self.options.owner or f"cli@{socket.gethostname()}:{os.getpid()}"
+
+    def open_store(self, *, create: bool) -> TaskStore:
+        """Open the store named by the global options.
+
+        Args:
+            create: Whether a missing SQLite file may be created (``run``, ``worker``,
+                ``submit``). Query and control commands pass ``False``.
+
+        Raises:
+            CommandFailed: The file is missing (when not creating), is a directory, or
+                the database cannot be opened or read.
+        """
+        db = self.options.db
+        store: TaskStore
+        if self.options.is_postgres:
+            try:
+                from chongming_task.stores.postgres import PostgresTaskStore
+            except ImportError as exc:
+                raise CommandFailed(
+                    'PostgreSQL needs the driver: pip install "chongming-task[postgres]"'
+                ) from exc
+            store = PostgresTaskStore(db)
+        else:
+            path = Path(db).expanduser()
+            if path.is_dir():
+                raise CommandFailed(f"--db {db!r} is a directory; give a database file path")
+            if not create and not path.exists():
+                raise CommandFailed(
+                    f"no database at {db!r} (--db / CHONGMING_DB): nothing has been run "
+                    "there yet, or the path is mistyped"
+                )
+            if create and not path.parent.exists():
+                raise CommandFailed(f"--db {db!r}: directory {str(path.parent)!r} does not exist")
+            from chongming_task.stores.sqlite import SqliteTaskStore
+
+            store = SqliteTaskStore(str(path))
+        self._stores.append(store)
+        return store
+
+    def track(self, controller: Controller) -> Controller:
+        """Close ``controller`` (and its store) when the session ends."""
+        self._controllers.append(controller)
+        return controller
+
+    def close(self) -> None:
+        """Close every controller, then every store, ignoring what is already closed."""
+        for controller in reversed(self._controllers):
+            controller.close(close_store=False)
+        for store in reversed(self._stores):
+            store.close()
+        self._controllers.clear()
+        self._stores.clear()

@@ -1,0 +1,236 @@
+"""``Worker``: a Controller left running to take submitted tasks (the CLI's ``worker``).
+
+Life of a worker:
+
+1. ``start()`` reconciles (§8.11: tasks of a dead predecessor become ``lost`` or are
+   reported ``adoptable``), starts the scheduler when one is attached, and starts
+   the intake thread.
+2. The intake thread claims submission commands (``chongming_task.worker.submission``)
+   while the worker has a free slot, and submits each to the controller; the
+   controller's own poller serves stop/pause/resume for the tasks it holds.
+3. ``shutdown()`` stops the intake first (pending submissions stay for another
+   worker), then closes the controller within the deadline and reports, task by task,
+   what it stopped and what did not stop in time.
+
+The intake takes work only while ``active + queued < max_parallel``: a worker that
+grabbed every submission would queue them in its memory while other workers idle,
+and would have to stop them all on shutdown.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+from chongming_task.errors import ConfigurationError, TaskError
+from chongming_task.stores.base import ClaimLost, Command
+from chongming_task.worker.report import ShutdownReport, StoppedTask
+from chongming_task.worker.submission import SUBMIT_ACTION, Submission
+
+if TYPE_CHECKING:
+    from chongming_task.controller import Controller, ReconcileReport
+    from chongming_task.run import TaskRun
+
+__all__ = ["Worker"]
+
+log = logging.getLogger("chongming_task.worker")
+
+#: How long a claimed submission stays ours before another worker may take it.
+CLAIM_LEASE: Final = 30.0
+
+
+class Worker:
+    """Runs submitted tasks on ``controller`` until shut down.
+
+    Args:
+        controller: A controller with a store, its tasks registered.
+        max_parallel: Free slots the intake fills; match the controller's limit.
+        poll_interval: Longest wait between intake polls (commands also wake it).
+        scheduler: Optional object with ``start()`` and ``stop()`` (a
+            ``chongming_task.schedule.Scheduler``) started and stopped with the worker.
+
+    Raises:
+        ConfigurationError: The controller has no store (nothing could be submitted).
+    """
+
+    def __init__(
+        self,
+        controller: Controller,
+        *,
+        max_parallel: int = 1,
+        poll_interval: float = 0.5,
+        scheduler: Any | None = None,
+    ) -> None:
+        if controller.store is None:
+            raise ConfigurationError("a Worker needs a Controller with a store")
+        if max_parallel < 1:
+            raise ConfigurationError(f"max_parallel must be >= 1, got {max_parallel!r}")
+        self.controller = controller
+        self.store = controller.store
+        self.owner: str = controller.owner
+        self.max_parallel = max_parallel
+        self.poll_interval = poll_interval
+        self.scheduler = scheduler
+        self.accepted = 0
+        """Submissions this worker turned into tasks."""
+        self.refused = 0
+        """Submissions it completed with an error (unknown task, bad arguments...)."""
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start(self) -> ReconcileReport:
+        """Reconcile, then start the scheduler and the intake; returns the reconcile report."""
+        report = self.controller.reconcile()
+        if self.scheduler is not None:
+            self.scheduler.start()
+        self._thread = threading.Thread(
+            target=self._intake_loop, name=f"chongming-worker[{self.owner}]", daemon=True
+        )
+        self._thread.start()
+        return report
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until :meth:`request_shutdown`; True when it was requested."""
+        return self._stop.wait(timeout)
+
+    def request_shutdown(self) -> None:
+        """Ask the worker to stop taking work (safe from a signal handler)."""
+        self._stop.set()
+
+    def shutdown(self, *, reason: str = "worker shutdown", timeout: float = 30.0) -> ShutdownReport:
+        """Stop intake and scheduler, stop every held task within ``timeout``, report.
+
+        Tasks that do not reach a terminal state in time are reported as unfinished;
+        their lease expires and the next ``reconcile()`` anywhere marks them ``lost``.
+        """
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        if self.scheduler is not None:
+            self.scheduler.stop()
+        held = [run for run in self.controller.runs() if not run.done]
+        before = {run.task_id: (run.name, run.status.value) for run in held}
+        self.controller.close(reason=reason, timeout=timeout, close_store=False)
+        tasks = tuple(
+            StoppedTask(
+                task_id=task_id,
+                name=name,
+                before=status,
+                after=self._status_of(held, task_id),
+            )
+            for task_id, (name, status) in before.items()
+        )
+        return ShutdownReport(reason=reason, tasks=tasks)
+
+    @staticmethod
+    def _status_of(runs: list[TaskRun], task_id: str) -> str:
+        for run in runs:
+            if run.task_id == task_id:
+                return run.status.value
+        return "unknown"
+
+    # ------------------------------------------------------------ intake
+
+    def free_slots(self) -> int:
+        """How many more submissions this worker may take right now."""
+        busy = self.controller.active_count + self.controller.queued_count
+        return max(0, self.max_parallel - busy)
+
+    def poll_once(self) -> int:
+        """Claim and handle one batch of submissions; returns how many became tasks."""
+        free = self.free_slots()
+        if free == 0:
+            return 0
+        commands = self.store.claim_commands(
+            self.owner, lease=CLAIM_LEASE, limit=free, kinds=("task",)
+        )
+        taken = 0
+        for command in commands:
+            taken += self._handle(command)
+        return taken
+
+    def _intake_loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                if self.poll_once():
+                    continue
+            except Exception:
+                log.exception("worker %s: claiming submissions failed", self.owner)
+            if self._stop.is_set():
+                return
+            if self.free_slots():
+                try:
+                    self.store.wait_for_commands(self.poll_interval)
+                except Exception:
+                    log.exception("worker %s: waiting for commands failed", self.owner)
+            # Either no slot is free or nothing was claimable: wait, but wake on stop.
+            self._stop.wait(self.poll_interval / 5)
+
+    def _handle(self, command: Command) -> int:
+        token = command.claim_token or ""
+        if command.action != SUBMIT_ACTION:
+            # A stop/pause/resume: the controller's own poller applies those.
+            self._settle(command, token, release=True)
+            return 0
+        try:
+            submission = Submission.from_payload(command.payload)
+        except ConfigurationError as exc:
+            self._refuse(command, token, str(exc))
+            return 0
+        if not self._owns(submission):
+            self._settle(command, token, release=True)
+            return 0
+        options = submission.options()
+        try:
+            run = self.controller.submit(
+                submission.name, *submission.args, **options, **dict(submission.kwargs)
+            )
+        except (TaskError, TypeError, ValueError) as exc:
+            self._refuse(command, token, f"{type(exc).__name__}: {exc}")
+            return 0
+        self.accepted += 1
+        log.info(
+            "worker %s: took %s (%s) submitted by %s",
+            self.owner,
+            run.task_id,
+            submission.name,
+            command.issued_by,
+        )
+        self._settle(
+            command, token, {"accepted": True, "task_id": run.task_id, "worker": self.owner}
+        )
+        return 1
+
+    def _owns(self, submission: Submission) -> bool:
+        if self.controller.owns_all_buckets:
+            return True
+        if submission.bucket_key is None:
+            return False
+        return self.controller.owns_bucket(
+            self.controller.bucket_policy.bucket_for(submission.bucket_key)
+        )
+
+    def _refuse(self, command: Command, token: str, error: str) -> None:
+        self.refused += 1
+        log.warning("worker %s: refused submission of %s: %s", self.owner, command.target, error)
+        self._settle(command, token, {"accepted": False, "error": error, "worker": self.owner})
+
+    def _settle(
+        self,
+        command: Command,
+        token: str,
+        result: Mapping[str, Any] | None = None,
+        *,
+        release: bool = False,
+    ) -> None:
+        try:
+            if release:
+                self.store.release_command(command.command_id, token)
+            else:
+                self.store.complete_command(command.command_id, token, dict(result or {}))
+        except ClaimLost as exc:
+            log.warning("worker %s: %s", self.owner, exc)
