@@ -110,12 +110,17 @@ class CommandPoller:
             )
             self._thread.start()
 
+    def request_stop(self) -> None:
+        """Ask the thread to end after its current wait (it does not block)."""
+        self._stop.set()
+
     def stop(self, timeout: float | None = 5.0) -> None:
+        """End polling and join the thread and any pause helpers."""
         with self._lock:
             self._stop.set()
             thread = self._thread
             helpers = list(self._helpers)
-        if thread is not None:
+        if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
         for helper in helpers:
             helper.join(timeout)
@@ -137,12 +142,16 @@ class CommandPoller:
                 if self.poll_once():
                     continue
             except Exception as exc:
+                if self._stop.is_set():
+                    return  # the store is closing with us
                 self._on_failure(None, "claim_commands", exc)
             if self._stop.is_set():
                 return
             try:
                 self._store.wait_for_commands(self._interval)
             except Exception as exc:
+                if self._stop.is_set():
+                    return
                 self._on_failure(None, "wait_for_commands", exc)
                 self._stop.wait(self._interval)
 

@@ -389,11 +389,13 @@ class Controller:
                 wait_for_runs(self._dispatch.runs(), timeout)
             except TimeoutError as exc:
                 log.warning("close(): %s", exc)
-            self._poller.stop()
+            self._poller.request_stop()
             self._leases.stop()
             self._events.close()
         if close_store or self._owns_store:
-            self.store.close()
+            self.store.close()  # also wakes the poller out of wait_for_commands
+        if not already:
+            self._poller.stop(timeout=self._command_poll_interval + 1.0)
         return issued
 
     def __enter__(self) -> Controller:

@@ -1,0 +1,313 @@
+"""Write-through, persist failures, events and the command poller, without real runs."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from chongming_task.controller.commands import CommandPoller, issue_command
+from chongming_task.controller.events import EventBus
+from chongming_task.controller.writethrough import MAX_PERSIST_FAILURES, WriteThrough
+from chongming_task.core.clock import SystemClock
+from chongming_task.core.state_machine import StateMachine
+from chongming_task.errors import ConfigurationError, StoreError
+from chongming_task.model import TaskSnapshot, Transition
+from chongming_task.states import TaskStatus
+from chongming_task.stores.base import Command
+from chongming_task.stores.memory import InMemoryTaskStore
+from chongming_task.testing import FakeClock, wait_until
+
+S = TaskStatus
+
+
+@pytest.fixture
+def store() -> Iterator[InMemoryTaskStore]:
+    with InMemoryTaskStore() as store:
+        yield store
+
+
+class FlakyStore(InMemoryTaskStore):
+    """Fails every write while ``broken`` is set."""
+
+    broken = False
+
+    def create(self, snapshot: TaskSnapshot, transitions: Any = ()) -> None:
+        if self.broken:
+            raise StoreError("disk full")
+        super().create(snapshot, transitions)
+
+    def save(self, snapshot: TaskSnapshot, *, expect_version: int, transitions: Any = ()) -> None:
+        if self.broken:
+            raise StoreError("disk full")
+        super().save(snapshot, expect_version=expect_version, transitions=transitions)
+
+
+def walk(writer: WriteThrough, machine: StateMachine, *steps: str) -> None:
+    for step in steps:
+        getattr(machine, step)()
+        writer.write(machine.transitions[-1], machine.snapshot)
+
+
+def test_every_transition_is_written_with_the_lease() -> None:
+    clock = FakeClock()
+    with InMemoryTaskStore(clock=clock) as store:
+        writer = WriteThrough(store, clock=clock, owner="node-a", lease_ttl=30)
+        machine = StateMachine.create("t1", "job", clock=clock)
+        writer.create(machine.snapshot, machine.transitions)
+        walk(writer, machine, "mark_queued", "mark_starting", "mark_running")
+        stored = store.get("t1")
+        assert stored is not None
+        assert stored.status is S.RUNNING
+        assert stored.lease_owner == "node-a"
+        assert stored.lease_until == datetime(2026, 1, 1, 0, 0, 30, tzinfo=UTC)
+        walk(writer, machine, "mark_succeeded")
+        stored = store.get("t1")
+        assert stored is not None
+        assert stored.lease_until is None  # nobody needs to hold a finished task
+        assert [t.to_status for t in store.history("t1")] == [
+            S.PENDING,
+            S.QUEUED,
+            S.STARTING,
+            S.RUNNING,
+            S.SUCCEEDED,
+        ]
+        assert writer.is_current("t1", 4)
+        assert not writer.persist_failures
+
+
+def test_duplicate_ids_are_refused_by_the_store() -> None:
+    with InMemoryTaskStore() as store:
+        store.create(StateMachine.create("dup", "job").snapshot)
+        writer = WriteThrough(store, clock=SystemClock(), owner="a", lease_ttl=30)
+        machine = StateMachine.create("dup", "job")
+        with pytest.raises(ConfigurationError, match="already exists"):
+            writer.create(machine.snapshot, machine.transitions)
+        with pytest.raises(ConfigurationError, match="already exists"):
+            writer.create(machine.snapshot, machine.transitions)  # no leftover state
+
+
+def test_store_failures_are_kept_never_raised_and_writes_heal() -> None:
+    with FlakyStore() as store:
+        writer = WriteThrough(store, clock=SystemClock(), owner="a", lease_ttl=30)
+        machine = StateMachine.create("t1", "job")
+        store.broken = True
+        writer.create(machine.snapshot, machine.transitions)  # does not raise
+        walk(writer, machine, "mark_queued", "mark_starting")
+        assert [f.operation for f in writer.persist_failures] == ["create", "create", "create"]
+        assert writer.persist_failures[0].task_id == "t1"
+        assert "disk full" in writer.persist_failures[0].error
+        assert store.get("t1") is None
+        store.broken = False
+        walk(writer, machine, "mark_running")
+        # Created late, with the whole trail that was missing.
+        assert [t.to_status for t in store.history("t1")] == [
+            S.PENDING,
+            S.QUEUED,
+            S.STARTING,
+            S.RUNNING,
+        ]
+        store.broken = True
+        walk(writer, machine, "mark_succeeded")
+        store.broken = False
+        assert store.get("t1").status is S.RUNNING  # type: ignore[union-attr]
+        assert writer.failure_count == 4
+
+
+def test_persist_failures_keep_the_last_twenty() -> None:
+    with InMemoryTaskStore() as store:
+        writer = WriteThrough(store, clock=SystemClock(), owner="a", lease_ttl=30)
+        for index in range(MAX_PERSIST_FAILURES + 5):
+            writer.record(f"t{index}", "touch", StoreError("x"))
+        assert len(writer.persist_failures) == MAX_PERSIST_FAILURES
+        assert writer.persist_failures[0].task_id == "t5"
+        assert writer.failure_count == MAX_PERSIST_FAILURES + 5
+
+
+def test_a_conflict_is_recorded_not_overwritten() -> None:
+    with InMemoryTaskStore() as store:
+        writer = WriteThrough(store, clock=SystemClock(), owner="a", lease_ttl=30)
+        machine = StateMachine.create("t1", "job")
+        writer.create(machine.snapshot, machine.transitions)
+        walk(writer, machine, "mark_queued")
+        # Another process (a reconcile elsewhere) moves the task on.
+        other = StateMachine(store.get("t1"))  # type: ignore[arg-type]
+        other.mark_stopped(reason="elsewhere")
+        store.save(other.snapshot, expect_version=1, transitions=other.transitions[-1:])
+        walk(writer, machine, "mark_starting")
+        assert "ConcurrencyConflict" in writer.persist_failures[-1].error
+        assert store.get("t1").status is S.STOPPED  # type: ignore[union-attr]
+
+
+# ---------------------------------------------------------------- events
+
+
+def transition(task_id: str, version: int) -> tuple[Transition, TaskSnapshot]:
+    machine = StateMachine.create(task_id, "job")
+    return machine.transitions[0].__class__(
+        task_id=task_id,
+        from_status=S.PENDING,
+        to_status=S.QUEUED,
+        trigger="t",
+        version=version,
+        at=machine.snapshot.created_at,
+    ), machine.snapshot
+
+
+def test_events_in_order_and_subscriber_errors_are_contained() -> None:
+    bus = EventBus()
+    seen: list[tuple[str, int]] = []
+    inline_seen: list[int] = []
+    thread_names: set[str] = set()
+
+    def record(t: Transition, s: TaskSnapshot) -> None:
+        thread_names.add(threading.current_thread().name)
+        seen.append((t.task_id, t.version))
+
+    def broken(t: Transition, s: TaskSnapshot) -> None:
+        raise RuntimeError("exporter down")
+
+    bus.subscribe(record)
+    bus.subscribe(broken)
+    unsubscribe = bus.subscribe(lambda t, s: inline_seen.append(t.version), inline=True)
+    for version in range(1, 101):
+        bus.publish(*transition("a", version))
+    unsubscribe()
+    unsubscribe()  # idempotent
+    bus.publish(*transition("a", 101))
+    assert bus.flush(5)
+    assert seen == [("a", v) for v in range(1, 102)]
+    assert inline_seen == list(range(1, 101))
+    assert bus.errors == 101
+    assert thread_names == {"chongming-events"}
+    bus.close()
+
+
+def test_a_slow_subscriber_does_not_block_the_publisher() -> None:
+    bus = EventBus()
+    gate = threading.Event()
+    bus.subscribe(lambda t, s: gate.wait(5))
+    for version in range(10):
+        bus.publish(*transition("a", version))  # returns at once
+    assert not bus.flush(0.05)
+    gate.set()
+    assert bus.flush(5)
+    bus.close()
+
+
+# ---------------------------------------------------------------- commands
+
+
+class FakeRun:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str | None, str | None]] = []
+
+    def stop(self, reason: str | None = None, *, actor: str | None = None) -> bool:
+        self.calls.append(("stop", reason, actor))
+        return True
+
+    def pause(self, timeout: float | None = None, *, actor: str | None = None) -> bool:
+        self.calls.append(("pause", None, actor))
+        return True
+
+    def resume(self, *, actor: str | None = None) -> bool:
+        self.calls.append(("resume", None, actor))
+        return True
+
+
+def stored_task(store: InMemoryTaskStore, task_id: str, owner: str) -> TaskSnapshot:
+    machine = StateMachine.create(task_id, "job", owner=owner)
+    store.create(machine.snapshot.replace(lease_owner=owner), machine.transitions)
+    snapshot = store.get(task_id)
+    assert snapshot is not None
+    return snapshot
+
+
+def make_poller(store: InMemoryTaskStore, owner: str, runs: dict[str, FakeRun]) -> CommandPoller:
+    failures: list[tuple[str | None, str, BaseException]] = []
+    return CommandPoller(
+        store=store,
+        owner=owner,
+        lookup=runs.get,
+        interval=0.05,
+        lease=30,
+        pause_timeout=1,
+        on_failure=lambda *args: failures.append(args),
+    )
+
+
+def test_the_holder_applies_commands_with_the_issuer_as_actor(store: InMemoryTaskStore) -> None:
+    run = FakeRun()
+    poller = make_poller(store, "worker-1", {"job-1": run})
+    snapshot = stored_task(store, "job-1", "worker-1")
+    stop = issue_command(
+        store, snapshot, "stop", issued_by="ops", clock=SystemClock(), reason="maintenance"
+    )
+    assert stop.target_owner == "worker-1"
+    pause = issue_command(store, snapshot, "pause", issued_by="ops", clock=SystemClock())
+    poller.start()
+    try:
+        wait_until(lambda: len(run.calls) == 2, timeout=5)
+        wait_until(
+            lambda: all(
+                (c := store.get_command(x.command_id)) is not None and c.status == "completed"
+                for x in (stop, pause)
+            ),
+            timeout=5,
+        )
+    finally:
+        poller.stop()
+    assert ("stop", "maintenance", "ops") in run.calls
+    assert ("pause", None, "ops") in run.calls
+    assert store.get_command(stop.command_id).result == {"applied": True}  # type: ignore[union-attr]
+
+
+def test_a_command_for_a_task_not_held_is_released_at_once(store: InMemoryTaskStore) -> None:
+    # target_owner None lets anyone claim it; a poller that does not hold it gives it back.
+    command = store.submit_command(
+        Command.new(
+            kind="task",
+            target="job-9",
+            action="stop",
+            issued_by="ops",
+            issued_at=SystemClock().now(),
+            target_owner=None,
+        )
+    )
+    poller = make_poller(store, "bystander", {})
+    assert poller.poll_once() == 1
+    stored = store.get_command(command.command_id)
+    assert stored is not None
+    assert stored.status == "pending"
+    assert stored.claims == 1
+    assert poller.released == 1
+
+
+def test_a_command_for_another_owner_is_never_claimed(store: InMemoryTaskStore) -> None:
+    snapshot = stored_task(store, "job-1", "worker-1")
+    command = issue_command(store, snapshot, "stop", issued_by="ops", clock=SystemClock())
+    assert make_poller(store, "worker-2", {}).poll_once() == 0
+    assert store.get_command(command.command_id).claims == 0  # type: ignore[union-attr]
+
+
+def test_a_command_addressed_to_us_for_a_task_we_lost_is_completed(
+    store: InMemoryTaskStore,
+) -> None:
+    snapshot = stored_task(store, "job-1", "worker-1")
+    command = issue_command(store, snapshot, "resume", issued_by="ops", clock=SystemClock())
+    assert make_poller(store, "worker-1", {}).poll_once() == 1
+    stored = store.get_command(command.command_id)
+    assert stored is not None
+    assert stored.status == "completed"
+    assert stored.result == {"applied": False, "error": "task is not held"}
+
+
+def test_unknown_actions_complete_with_an_error(store: InMemoryTaskStore) -> None:
+    snapshot = stored_task(store, "job-1", "w")
+    command = issue_command(store, snapshot, "explode", issued_by="ops", clock=SystemClock())
+    make_poller(store, "w", {"job-1": FakeRun()}).poll_once()
+    result = store.get_command(command.command_id).result  # type: ignore[union-attr]
+    assert result == {"applied": False, "error": "unknown action 'explode'"}
