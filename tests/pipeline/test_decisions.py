@@ -14,6 +14,7 @@ from chongming_task.pipeline.decisions import (
     fail_fast_plan,
     settle_status,
     skip_failure,
+    slot_free_first,
     triggers_fail_fast,
 )
 from chongming_task.policies import JoinMode
@@ -135,8 +136,20 @@ def test_fail_fast_cancels_released_and_skips_the_rest() -> None:
     }
     released = {"done", "boom", "running", "queued", "paused", "retrying"}
     cancel, skip = fail_fast_plan(statuses, released)
-    assert cancel == ["running", "queued", "paused", "retrying"]
+    # Slot-free nodes first, so that cancelling "running" cannot start "queued".
+    assert cancel == ["queued", "paused", "retrying", "running"]
     assert skip == ["blocked", "pending"]
+
+
+def test_stop_order_puts_slot_free_nodes_first() -> None:
+    statuses = {
+        "a": S.RUNNING,
+        "b": S.BLOCKED,
+        "c": S.SUCCEEDED,
+        "d": S.STOPPING,
+        "e": S.QUEUED,
+    }
+    assert slot_free_first(statuses) == ["b", "e", "a", "d"]
 
 
 @pytest.mark.parametrize(

@@ -25,6 +25,7 @@ __all__ = [
     "fail_fast_plan",
     "settle_status",
     "skip_failure",
+    "slot_free_first",
     "triggers_fail_fast",
 ]
 
@@ -131,14 +132,29 @@ def fail_fast_plan(
     Released nodes that have not settled (queued, running, paused, waiting to retry)
     were meant to run: they are *cancelled*. Nodes never released (blocked) were not
     going to run yet: they are *skipped*. Terminal nodes are left alone.
+
+    Nodes that hold no slot come first in ``cancel``: cancelling a running node frees
+    its slot, and a queued node still waiting would otherwise be started into it.
     """
-    cancel: list[str] = []
+    waiting: list[str] = []
+    occupying: list[str] = []
     skip: list[str] = []
     for node_id, status in statuses.items():
         if status.is_terminal:
             continue
-        (cancel if node_id in released else skip).append(node_id)
-    return cancel, skip
+        if node_id not in released:
+            skip.append(node_id)
+        elif status.occupies_slot:
+            occupying.append(node_id)
+        else:
+            waiting.append(node_id)
+    return [*waiting, *occupying], skip
+
+
+def slot_free_first(statuses: Mapping[str, TaskStatus]) -> list[str]:
+    """Unsettled node ids, those holding no slot first (the order to stop them in)."""
+    unsettled = [node_id for node_id, status in statuses.items() if not status.is_terminal]
+    return sorted(unsettled, key=lambda node_id: statuses[node_id].occupies_slot)
 
 
 def settle_status(

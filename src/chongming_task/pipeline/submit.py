@@ -13,6 +13,7 @@ import uuid
 from chongming_task.errors import ConfigurationError
 from chongming_task.model import JSONValue
 from chongming_task.pipeline.graph import Pipeline
+from chongming_task.pipeline.orchestrator import Orchestrator
 from chongming_task.pipeline.port import ControllerPort
 from chongming_task.pipeline.run import PipelineRun
 
@@ -64,7 +65,7 @@ def submit_to_port(
             "node": node_id,
         }
 
-    run = PipelineRun(
+    orchestrator = Orchestrator(
         port,
         pipeline_name=pipeline.name,
         run_id=run_id,
@@ -72,7 +73,7 @@ def submit_to_port(
         nodes=nodes,
         task_ids=task_ids,
     )
-    unsubscribe = port.subscribe(run._on_transition)
+    unsubscribe = port.subscribe(orchestrator.on_transition)
     roots = [node_id for node_id in order if not nodes[node_id].depends_on]
     waiting = [node_id for node_id in order if nodes[node_id].depends_on]
     created: list[str] = []
@@ -89,7 +90,7 @@ def submit_to_port(
                 blocked=bool(node.depends_on),
             )
             created.append(node_id)
-            run._attach(node_id, handle)
+            orchestrator.attach(node_id, handle)
     except BaseException as exc:
         # The controller refused a node (a bad argument the registry check cannot
         # see). Nothing has run: roots are submitted last, so every created node is
@@ -101,5 +102,5 @@ def submit_to_port(
                 continue
         unsubscribe()
         raise
-    run._start(unsubscribe, roots)
-    return run
+    orchestrator.start(unsubscribe, roots)
+    return PipelineRun(orchestrator)
