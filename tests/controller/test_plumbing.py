@@ -278,7 +278,7 @@ def test_a_command_for_a_task_not_held_is_released_at_once(store: InMemoryTaskSt
         )
     )
     poller = make_poller(store, "bystander", {})
-    assert poller.poll_once() == 1
+    assert poller.poll_once() == (1, 1)
     stored = store.get_command(command.command_id)
     assert stored is not None
     assert stored.status == "pending"
@@ -289,7 +289,7 @@ def test_a_command_for_a_task_not_held_is_released_at_once(store: InMemoryTaskSt
 def test_a_command_for_another_owner_is_never_claimed(store: InMemoryTaskStore) -> None:
     snapshot = stored_task(store, "job-1", "worker-1")
     command = issue_command(store, snapshot, "stop", issued_by="ops", clock=SystemClock())
-    assert make_poller(store, "worker-2", {}).poll_once() == 0
+    assert make_poller(store, "worker-2", {}).poll_once() == (0, 0)
     assert store.get_command(command.command_id).claims == 0  # type: ignore[union-attr]
 
 
@@ -298,7 +298,7 @@ def test_a_command_addressed_to_us_for_a_task_we_lost_is_completed(
 ) -> None:
     snapshot = stored_task(store, "job-1", "worker-1")
     command = issue_command(store, snapshot, "resume", issued_by="ops", clock=SystemClock())
-    assert make_poller(store, "worker-1", {}).poll_once() == 1
+    assert make_poller(store, "worker-1", {}).poll_once() == (1, 0)
     stored = store.get_command(command.command_id)
     assert stored is not None
     assert stored.status == "completed"
@@ -311,3 +311,29 @@ def test_unknown_actions_complete_with_an_error(store: InMemoryTaskStore) -> Non
     make_poller(store, "w", {"job-1": FakeRun()}).poll_once()
     result = store.get_command(command.command_id).result  # type: ignore[union-attr]
     assert result == {"applied": False, "error": "unknown action 'explode'"}
+
+
+def test_a_foreign_action_is_handed_back_without_spinning(store: InMemoryTaskStore) -> None:
+    # A worker's "submit" is a task command for anyone; a controller poller must not
+    # keep claiming it in a tight loop (its own release would wake it again at once).
+    command = store.submit_command(
+        Command.new(
+            kind="task",
+            target="new-task",
+            action="submit",
+            issued_by="cli",
+            issued_at=SystemClock().now(),
+            target_owner=None,
+        )
+    )
+    poller = make_poller(store, "worker-1", {})
+    poller.start()
+    try:
+        wait_until(lambda: (c := store.get_command(command.command_id)) and c.claims >= 1)
+        threading.Event().wait(0.3)  # let a spinning loop show itself (interval is 0.05)
+    finally:
+        poller.stop()
+    stored = store.get_command(command.command_id)
+    assert stored is not None
+    assert stored.status == "pending"
+    assert stored.claims <= 10

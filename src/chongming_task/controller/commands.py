@@ -125,28 +125,36 @@ class CommandPoller:
         for helper in helpers:
             helper.join(timeout)
 
-    def poll_once(self) -> int:
-        """Claim and handle one batch; returns how many commands were claimed."""
+    def poll_once(self) -> tuple[int, int]:
+        """Claim and handle one batch; returns (claimed, handed back) counts."""
         commands = self._store.claim_commands(
             self._owner, lease=self._lease, limit=CLAIM_BATCH, kinds=("task",)
         )
+        released = 0
         for command in commands:
-            self._handle(command)
-        return len(commands)
+            released += self._handle(command)
+        return len(commands), released
 
     # ------------------------------------------------------------ internals
 
     def _loop(self) -> None:
         while not self._stop.is_set():
+            handed_back = 0
             try:
-                if self.poll_once():
-                    continue
+                claimed, handed_back = self.poll_once()
+                if claimed > handed_back:
+                    continue  # there may be more
             except Exception as exc:
                 if self._stop.is_set():
                     return  # the store is closing with us
                 self._on_failure(None, "claim_commands", exc)
             if self._stop.is_set():
                 return
+            if handed_back:
+                # Our own release woke every waiter, us included: without a plain wait
+                # we would claim the same foreign command again at once, forever.
+                self._stop.wait(self._interval)
+                continue
             try:
                 self._store.wait_for_commands(self._interval)
             except Exception as exc:
@@ -155,7 +163,8 @@ class CommandPoller:
                 self._on_failure(None, "wait_for_commands", exc)
                 self._stop.wait(self._interval)
 
-    def _handle(self, command: Command) -> None:
+    def _handle(self, command: Command) -> int:
+        """Apply, complete or hand back one claimed command; 1 if handed back."""
         token = command.claim_token or ""
         run = self._lookup(command.target)
         if run is None:
@@ -166,12 +175,17 @@ class CommandPoller:
             else:
                 # Not ours to apply: hand it back at once so the holder still gets it.
                 self._finish(command, token, release=True)
-            return
+                return 1
+            return 0
         if command.action not in ACTIONS:
+            if command.target_owner is None:
+                # An action for another consumer (a worker's "submit"): hand it back.
+                self._finish(command, token, release=True)
+                return 1
             self._finish(
                 command, token, {"applied": False, "error": f"unknown action {command.action!r}"}
             )
-            return
+            return 0
         if command.action == "pause":
             # pause() waits for confirmation; do not hold up other commands meanwhile.
             helper = threading.Thread(
@@ -181,8 +195,9 @@ class CommandPoller:
                 self._helpers = [t for t in self._helpers if t.is_alive()]
                 self._helpers.append(helper)
             helper.start()
-            return
+            return 0
         self._apply(run, command, token)
+        return 0
 
     def _apply(self, run: _Controllable, command: Command, token: str) -> None:
         actor = command.issued_by
