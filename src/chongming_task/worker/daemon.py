@@ -25,13 +25,14 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from chongming_task.errors import ConfigurationError, TaskError
+from chongming_task.states import TaskStatus
 from chongming_task.stores.base import ClaimLost, Command
 from chongming_task.worker.report import ShutdownReport, StoppedTask
 from chongming_task.worker.submission import SUBMIT_ACTION, Submission
 
 if TYPE_CHECKING:
     from chongming_task.controller import Controller, ReconcileReport
-    from chongming_task.run import TaskRun
+    from chongming_task.model import TaskSnapshot, Transition
 
 __all__ = ["Worker"]
 
@@ -39,6 +40,12 @@ log = logging.getLogger("chongming_task.worker")
 
 #: How long a claimed submission stays ours before another worker may take it.
 CLAIM_LEASE: Final = 30.0
+
+#: Transitions logged at INFO (the rest, but terminal ones, at DEBUG).
+_LOGGED: Final = frozenset({TaskStatus.RUNNING, TaskStatus.PAUSED, TaskStatus.STOPPING})
+
+# What _handle did with one claimed command.
+_TAKEN, _HANDED_BACK, _REFUSED = "taken", "handed back", "refused"
 
 
 class Worker:
@@ -78,7 +85,9 @@ class Worker:
         self.refused = 0
         """Submissions it completed with an error (unknown task, bad arguments...)."""
         self._stop = threading.Event()
+        self._slot_freed = threading.Event()
         self._thread: threading.Thread | None = None
+        self._unsubscribe = controller.subscribe(self._on_transition)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -100,6 +109,7 @@ class Worker:
     def request_shutdown(self) -> None:
         """Ask the worker to stop taking work (safe from a signal handler)."""
         self._stop.set()
+        self._slot_freed.set()
 
     def shutdown(self, *, reason: str = "worker shutdown", timeout: float = 30.0) -> ShutdownReport:
         """Stop intake and scheduler, stop every held task within ``timeout``, report.
@@ -108,30 +118,24 @@ class Worker:
         their lease expires and the next ``reconcile()`` anywhere marks them ``lost``.
         """
         self._stop.set()
+        self._slot_freed.set()
         if self._thread is not None:
             self._thread.join(timeout)
         if self.scheduler is not None:
             self.scheduler.stop()
         held = [run for run in self.controller.runs() if not run.done]
-        before = {run.task_id: (run.name, run.status.value) for run in held}
+        before = {run.task_id: run.status.value for run in held}
         self.controller.close(reason=reason, timeout=timeout, close_store=False)
         tasks = tuple(
             StoppedTask(
-                task_id=task_id,
-                name=name,
-                before=status,
-                after=self._status_of(held, task_id),
+                task_id=run.task_id,
+                name=run.name,
+                before=before[run.task_id],
+                after=run.status.value,
             )
-            for task_id, (name, status) in before.items()
+            for run in held
         )
         return ShutdownReport(reason=reason, tasks=tasks)
-
-    @staticmethod
-    def _status_of(runs: list[TaskRun], task_id: str) -> str:
-        for run in runs:
-            if run.task_id == task_id:
-                return run.status.value
-        return "unknown"
 
     # ------------------------------------------------------------ intake
 
@@ -140,50 +144,83 @@ class Worker:
         busy = self.controller.active_count + self.controller.queued_count
         return max(0, self.max_parallel - busy)
 
-    def poll_once(self) -> int:
-        """Claim and handle one batch of submissions; returns how many became tasks."""
+    def poll_once(self) -> tuple[int, int]:
+        """Claim and handle one batch; returns (submissions taken, commands handed back)."""
         free = self.free_slots()
         if free == 0:
-            return 0
+            return 0, 0
         commands = self.store.claim_commands(
             self.owner, lease=CLAIM_LEASE, limit=free, kinds=("task",)
         )
-        taken = 0
+        taken = handed_back = 0
         for command in commands:
-            taken += self._handle(command)
-        return taken
+            outcome = self._handle(command)
+            taken += outcome == _TAKEN
+            handed_back += outcome == _HANDED_BACK
+        return taken, handed_back
 
     def _intake_loop(self) -> None:
         while not self._stop.is_set():
+            if not self.free_slots():
+                # Full: wait for a task to end (or for shutdown), not for commands.
+                self._slot_freed.wait(self.poll_interval)
+                self._slot_freed.clear()
+                continue
+            handed_back = 0
             try:
-                if self.poll_once():
-                    continue
+                taken, handed_back = self.poll_once()
+                if taken:
+                    continue  # there may be more
             except Exception:
                 log.exception("worker %s: claiming submissions failed", self.owner)
             if self._stop.is_set():
                 return
-            if self.free_slots():
-                try:
-                    self.store.wait_for_commands(self.poll_interval)
-                except Exception:
-                    log.exception("worker %s: waiting for commands failed", self.owner)
-            # Either no slot is free or nothing was claimable: wait, but wake on stop.
-            self._stop.wait(self.poll_interval / 5)
+            if handed_back:
+                # Our own release wakes every waiter, us included: a plain wait keeps us
+                # from claiming the same foreign command again at once.
+                self._stop.wait(self.poll_interval)
+                continue
+            try:
+                self.store.wait_for_commands(self.poll_interval)
+            except Exception:
+                log.exception("worker %s: waiting for commands failed", self.owner)
+                self._stop.wait(self.poll_interval)
 
-    def _handle(self, command: Command) -> int:
+    def _on_transition(self, transition: Transition, snapshot: TaskSnapshot) -> None:
+        status = transition.to_status
+        if status.is_terminal:
+            self._slot_freed.set()
+        level = logging.INFO if status in _LOGGED or status.is_terminal else logging.DEBUG
+        if log.isEnabledFor(level):
+            source = transition.from_status.value if transition.from_status else "-"
+            extra = f" by {transition.actor}" if transition.actor else ""
+            if transition.reason:
+                extra += f": {transition.reason}"
+            log.log(
+                level,
+                "%s %s -> %s (%s%s)",
+                transition.task_id,
+                source,
+                status.value,
+                transition.trigger,
+                extra,
+                extra={"task_id": transition.task_id, "task_name": snapshot.name},
+            )
+
+    def _handle(self, command: Command) -> str:
         token = command.claim_token or ""
         if command.action != SUBMIT_ACTION:
             # A stop/pause/resume: the controller's own poller applies those.
             self._settle(command, token, release=True)
-            return 0
+            return _HANDED_BACK
         try:
             submission = Submission.from_payload(command.payload)
         except ConfigurationError as exc:
             self._refuse(command, token, str(exc))
-            return 0
+            return _REFUSED
         if not self._owns(submission):
             self._settle(command, token, release=True)
-            return 0
+            return _HANDED_BACK
         options = submission.options()
         try:
             run = self.controller.submit(
@@ -191,19 +228,13 @@ class Worker:
             )
         except (TaskError, TypeError, ValueError) as exc:
             self._refuse(command, token, f"{type(exc).__name__}: {exc}")
-            return 0
+            return _REFUSED
         self.accepted += 1
-        log.info(
-            "worker %s: took %s (%s) submitted by %s",
-            self.owner,
-            run.task_id,
-            submission.name,
-            command.issued_by,
-        )
+        log.info("took %s (%s) from %s", run.task_id, submission.name, command.issued_by)
         self._settle(
             command, token, {"accepted": True, "task_id": run.task_id, "worker": self.owner}
         )
-        return 1
+        return _TAKEN
 
     def _owns(self, submission: Submission) -> bool:
         if self.controller.owns_all_buckets:

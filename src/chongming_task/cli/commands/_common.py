@@ -133,7 +133,7 @@ class SubmissionRequest:
                     "--bucket-key is required when --owned-buckets covers only some buckets: "
                     "a task without a bucket would never be claimed by any node"
                 )
-            bucket = BucketPolicy(options.num_buckets).bucket_for(args.bucket_key)
+            bucket = BucketPolicy(num_buckets=options.num_buckets).bucket_for(args.bucket_key)
             if bucket not in owned:
                 from chongming_task.cli.parsing import format_buckets
 
@@ -158,7 +158,7 @@ def _controller(session: Session, store: TaskStore | None, **options: Any) -> Co
 
     controller = Controller(
         store=store,
-        bucket_policy=BucketPolicy(session.options.num_buckets),
+        bucket_policy=BucketPolicy(num_buckets=session.options.num_buckets),
         **options,
     )
     return session.track(controller)

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 from chongming_task.cli.commands._common import (
     console_controller,
     new_parser,
-    node_controller,
     require_task,
 )
 from chongming_task.cli.errors import CommandFailed, ExitCode, UsageError
@@ -159,9 +158,22 @@ def cmd_resume(args: argparse.Namespace, session: Session) -> int:
 
 
 def cmd_reconcile(args: argparse.Namespace, session: Session) -> int:
+    from chongming_task.controller.reconcile import reconcile
+
     store = session.open_store(create=False)
-    controller = node_controller(session, store)
-    report = controller.reconcile(dry_run=args.dry_run)
+    controller = console_controller(session, store)
+    # Through the reconcile function rather than a node controller: a controller that
+    # declares owned buckets starts polling commands at once (§8.14), and a console
+    # must never take commands meant for a worker.
+    owned = session.options.owned_buckets if session.options.partitions else None
+    report = reconcile(
+        store,
+        clock=controller.clock,
+        actor=controller.owner,
+        buckets=owned,
+        held=(),
+        dry_run=args.dry_run,
+    )
     if session.json:
         session.output.json(
             document(
