@@ -1,0 +1,225 @@
+"""Rows in, rows out: the parameters and decoders both SQL stores share.
+
+A task row carries the snapshot document plus copies of the fields queries filter on,
+and five side-channel columns that ``touch`` writes without rewriting the document
+(they win over the document's copies on read). Dialects differ only in how an instant
+and a list are bound, which the caller passes in as two small functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, Final
+
+from chongming_task.errors import StoreError
+from chongming_task.model import TaskSnapshot, dumps, loads, parse_datetime
+from chongming_task.states import TaskStatus
+from chongming_task.stores.codec import encode_snapshot
+from chongming_task.stores.records import Command, ScheduleRecord, TaskQuery
+
+__all__ = [
+    "ORDER_SQL",
+    "QueryParts",
+    "build_filters",
+    "decode_command",
+    "decode_schedule",
+    "decode_task",
+    "prefix_upper_bound",
+    "task_params",
+]
+
+#: ``ORDER BY`` per ``TaskQuery.order``; ``seq`` (insertion order) breaks ties so that
+#: pages are stable. Each one is backed by an index in both dialects.
+ORDER_SQL: Final = {
+    "created": "t.created_at, t.seq",
+    "-created": "t.created_at DESC, t.seq DESC",
+    "updated": "t.updated_at, t.seq",
+    "-updated": "t.updated_at DESC, t.seq DESC",
+    "priority": "t.priority DESC, t.created_at, t.seq",
+}
+
+#: Metadata keys with their own indexed column (what the scheduler and pipelines ask for).
+_INDEXED_METADATA: Final = {"schedule": "meta_schedule", "pipeline": "meta_pipeline"}
+
+Bind = Callable[[Any], Any]
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+def task_params(snapshot: TaskSnapshot, instant: Bind, array: Bind) -> dict[str, Any]:
+    """Every column of a task row (the document encoded exactly once)."""
+    metadata = snapshot.metadata
+    schedule = metadata.get("schedule")
+    pipeline = metadata.get("pipeline")
+    progress = snapshot.progress
+    return {
+        "task_id": snapshot.task_id,
+        "name": snapshot.name,
+        "status": snapshot.status.value,
+        "status_version": snapshot.status_version,
+        "created_at": instant(snapshot.created_at),
+        "updated_at": instant(snapshot.updated_at),
+        "priority": snapshot.priority,
+        "bucket": snapshot.bucket,
+        "owner": snapshot.owner,
+        "meta_schedule": schedule if isinstance(schedule, str) else None,
+        "meta_pipeline": pipeline if isinstance(pipeline, str) else None,
+        "tags": array(sorted(snapshot.tags)),
+        "progress": None if progress is None else dumps(progress.to_dict()),
+        "heartbeat_at": _iso(snapshot.last_heartbeat_at),
+        "lease_owner": snapshot.lease_owner,
+        "lease_until": _iso(snapshot.lease_until),
+        "pid": snapshot.pid,
+        "doc": encode_snapshot(snapshot),
+    }
+
+
+def decode_task(row: Sequence[Any]) -> TaskSnapshot:
+    """``(doc, progress, heartbeat_at, lease_owner, lease_until, pid)`` to a snapshot."""
+    try:
+        data = loads(row[0], "task snapshot")
+        if not isinstance(data, dict):
+            raise StoreError(f"corrupt task snapshot: expected a JSON object, got {data!r:.80}")
+        data["progress"] = None if row[1] is None else loads(row[1], "progress")
+        data["last_heartbeat_at"] = row[2]
+        data["lease_owner"] = row[3]
+        data["lease_until"] = row[4]
+        data["pid"] = row[5]
+        return TaskSnapshot.from_dict(data)
+    except StoreError:
+        raise
+    except Exception as exc:
+        raise StoreError(f"corrupt task row: {exc!r}") from exc
+
+
+def decode_status(value: object) -> TaskStatus:
+    """A status column value; anything unknown is a corrupt row."""
+    try:
+        return TaskStatus(str(value))
+    except ValueError as exc:
+        raise StoreError(f"corrupt task row: unknown status {value!r} in the database") from exc
+
+
+def decode_command(row: Sequence[Any], instant_out: Callable[[Any], datetime]) -> Command:
+    """The 13 command columns (``select_command`` order) to a ``Command``."""
+    try:
+        (command_id, kind, target, action, target_owner, status, claimed_by, claim_token) = row[:8]
+        lease_until, claims, completed_at, result, doc = row[8:13]
+        data = loads(doc, "command")
+        issued_at = parse_datetime(data["issued_at"], "command issued_at")
+        assert issued_at is not None
+        return Command(
+            command_id=command_id,
+            kind=kind,
+            target=target,
+            action=action,
+            payload=data["payload"],
+            issued_by=data["issued_by"],
+            issued_at=issued_at,
+            target_owner=target_owner,
+            status=status,
+            claimed_by=claimed_by,
+            claim_token=claim_token,
+            lease_until=None if lease_until is None else instant_out(lease_until),
+            claims=int(claims),
+            completed_at=None if completed_at is None else instant_out(completed_at),
+            result=None if result is None else loads(result, "command result"),
+        )
+    except StoreError:
+        raise
+    except Exception as exc:
+        raise StoreError(f"corrupt command row: {exc!r}") from exc
+
+
+def decode_schedule(row: Sequence[Any], instant_out: Callable[[Any], datetime]) -> ScheduleRecord:
+    """``(name, revision, updated_at, data)`` to a ``ScheduleRecord``."""
+    data = loads(row[3], "schedule data")
+    if not isinstance(data, dict):
+        raise StoreError(f"corrupt schedule {row[0]!r}: data is not a JSON object")
+    return ScheduleRecord(
+        name=row[0], data=data, revision=int(row[1]), updated_at=instant_out(row[2])
+    )
+
+
+def prefix_upper_bound(prefix: str) -> str | None:
+    """The least string greater than every string that starts with ``prefix``.
+
+    ``name >= prefix AND name < bound`` is then exactly "starts with prefix" under
+    code-point (= UTF-8 byte) order, and an index range scan; no LIKE pattern, so no
+    ``%``/``_`` escaping to get wrong. ``None`` means there is no upper bound.
+    """
+    chars = list(prefix)
+    while chars:
+        code = ord(chars[-1]) + 1
+        if 0xD800 <= code <= 0xDFFF:
+            code = 0xE000  # surrogates cannot be stored; skip to the next real character
+        if code <= 0x10FFFF:
+            chars[-1] = chr(code)
+            return "".join(chars)
+        chars.pop()
+    return None
+
+
+class QueryParts:
+    """A ``WHERE`` clause and its parameters, built from the dialect's filter sections."""
+
+    __slots__ = ("empty", "params", "where")
+
+    def __init__(self, where: str, params: dict[str, Any], *, empty: bool = False) -> None:
+        self.where = where
+        self.params = params
+        self.empty = empty
+        """True when the filters can match nothing (an empty ``statuses`` set)."""
+
+
+def build_filters(query: TaskQuery | None, sql: Mapping[str, str], array: Bind) -> QueryParts:
+    """Compose the ``WHERE`` of ``query`` from constant fragments; values stay parameters."""
+    clauses: list[str] = []
+    params: dict[str, Any] = {}
+    if query is None:
+        return QueryParts("", params)
+    if query.statuses is not None:
+        if not query.statuses:
+            return QueryParts("", params, empty=True)
+        if len(query.statuses) == 1:
+            clauses.append(sql["filter_status"])
+            params["status"] = next(iter(query.statuses)).value
+        else:
+            clauses.append(sql["filter_statuses"])
+            params["statuses"] = array(sorted(status.value for status in query.statuses))
+    if query.name_prefix:
+        params["name_low"] = query.name_prefix
+        high = prefix_upper_bound(query.name_prefix)
+        if high is None:
+            clauses.append(sql["filter_name_from"])
+        else:
+            clauses.append(sql["filter_name_range"])
+            params["name_high"] = high
+    if query.tag is not None:
+        clauses.append(sql["filter_tag"])
+        params["tag"] = query.tag
+    if query.bucket is not None:
+        clauses.append(sql["filter_bucket"])
+        params["bucket"] = query.bucket
+    if query.buckets is not None:
+        if not query.buckets:
+            return QueryParts("", params, empty=True)
+        clauses.append(sql["filter_buckets"])
+        params["buckets"] = array(sorted(query.buckets))
+    if query.owner is not None:
+        clauses.append(sql["filter_owner"])
+        params["owner"] = query.owner
+    for index, (key, value) in enumerate(sorted((query.metadata_eq or {}).items())):
+        column = _INDEXED_METADATA.get(key)
+        if column is not None:
+            clauses.append(sql[f"filter_{column}"])
+            params[column] = value
+        else:
+            clauses.append(sql["filter_meta_key"].replace("{i}", str(index)))
+            params[f"meta_key_{index}"] = key
+            params[f"meta_value_{index}"] = value
+    where = " WHERE " + " AND ".join(clauses) if clauses else ""
+    return QueryParts(where, params)

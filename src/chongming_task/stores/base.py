@@ -1,0 +1,321 @@
+"""The persistence contract: what every store keeps, and how it behaves under concurrency.
+
+Four kinds of data with different write rates live behind one interface (guide §8.7):
+
+* **snapshots** (``create``/``save``/``get``/``query``): optimistic concurrency on
+  ``status_version``, so two writers can never silently overwrite each other;
+* **the audit trail** (``append``/``history``): append-only and idempotent;
+* **the side channel** (``touch``/``renew_leases``): progress, heartbeats and leases,
+  which never move ``status_version`` (they would otherwise race every state write);
+* **commands** (``submit_command``/``claim_commands``/...): cross-process control,
+  claimed under a lease and fenced by a claim token;
+
+plus two records for the scheduler: schedule control records (compare-and-set on a
+revision) and firing claims (exactly once per schedule and scheduled time).
+
+Every method raises :class:`~chongming_task.errors.StoreError` (the driver's exception
+as ``__cause__``) when the backend fails, and a failed write leaves nothing
+half-written. ``docs/store-guide.md`` is the long form of this module; the shipped
+``chongming_task.testing.store_contract.StoreContract`` is its executable form.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Collection, Mapping, Sequence
+from datetime import datetime
+from types import TracebackType
+from typing import NamedTuple, Self
+
+from chongming_task.core.clock import Clock, SystemClock
+from chongming_task.errors import ConcurrencyConflict, StoreError
+from chongming_task.model import JSONValue, Progress, TaskSnapshot, Transition
+from chongming_task.states import TaskStatus
+from chongming_task.stores.records import (
+    OUTCOME_MAX_BYTES,
+    ClaimLost,
+    Command,
+    ScheduleConflict,
+    ScheduleRecord,
+    TaskNotFound,
+    TaskQuery,
+)
+
+__all__ = [
+    "OUTCOME_MAX_BYTES",
+    "ClaimLost",
+    "Command",
+    "ScheduleConflict",
+    "ScheduleRecord",
+    "SnapshotWrite",
+    "TaskNotFound",
+    "TaskQuery",
+    "TaskStore",
+]
+
+
+class SnapshotWrite(NamedTuple):
+    """One ``save`` for :meth:`TaskStore.save_many`."""
+
+    snapshot: TaskSnapshot
+    expect_version: int
+    transitions: Sequence[Transition] = ()
+
+
+class TaskStore(ABC):
+    """Where snapshots, history, commands and schedule records live.
+
+    Implementations must be safe to call from many threads at once. Time (lease
+    expiry, ``updated_at`` of schedules, command timestamps) comes from ``self.clock``,
+    read at call time, so a test can swap in a ``FakeClock`` after construction.
+    """
+
+    clock: Clock
+
+    def __init__(self, *, clock: Clock | None = None) -> None:
+        self.clock = clock if clock is not None else SystemClock()
+
+    # ------------------------------------------------------------ snapshots
+
+    @abstractmethod
+    def create(self, snapshot: TaskSnapshot, transitions: Sequence[Transition] = ()) -> None:
+        """Insert a new task and its first transitions, atomically.
+
+        Raises:
+            ConfigurationError: a task with this id exists ("task id 'x' already exists").
+            ConfigurationError: the outcome is larger than ``OUTCOME_MAX_BYTES``.
+            StoreError: the backend failed; nothing was written.
+        """
+
+    @abstractmethod
+    def save(
+        self,
+        snapshot: TaskSnapshot,
+        *,
+        expect_version: int,
+        transitions: Sequence[Transition] = (),
+    ) -> None:
+        """Replace the stored snapshot if its ``status_version`` is ``expect_version``.
+
+        The whole snapshot is written, side-channel fields included; ``transitions``
+        are appended in the same atomic write (duplicates ignored, as in ``append``).
+
+        Raises:
+            ConcurrencyConflict: the stored version differs; nothing was written.
+            TaskNotFound: no such task (a ``StoreError`` and a ``KeyError``).
+            ConfigurationError: the outcome is larger than ``OUTCOME_MAX_BYTES``.
+            StoreError: the backend failed; nothing was written.
+        """
+
+    def save_many(
+        self, writes: Sequence[SnapshotWrite]
+    ) -> list[ConcurrencyConflict | StoreError | None]:
+        """Apply several independent ``save`` calls, batching them where the backend can.
+
+        Each write succeeds or fails on its own (a conflict on one does not undo the
+        others); the result lists ``None`` or the error per write, in order. SQL stores
+        commit the batch once, which is what makes group commit cheap. Backend failures
+        of the batch as a whole still raise ``StoreError``.
+        """
+        results: list[ConcurrencyConflict | StoreError | None] = []
+        for write in writes:
+            try:
+                self.save(
+                    write.snapshot,
+                    expect_version=write.expect_version,
+                    transitions=write.transitions,
+                )
+            except (ConcurrencyConflict, TaskNotFound) as exc:
+                results.append(exc)
+            else:
+                results.append(None)
+        return results
+
+    @abstractmethod
+    def get(self, task_id: str) -> TaskSnapshot | None:
+        """The stored snapshot, or ``None``. A row that cannot be decoded is a ``StoreError``."""
+
+    @abstractmethod
+    def query(self, query: TaskQuery = TaskQuery()) -> list[TaskSnapshot]:  # noqa: B008
+        """Snapshots matching every filter of ``query``, in ``query.order``, up to ``limit``."""
+
+    @abstractmethod
+    def count_by_status(self, query: TaskQuery | None = None) -> dict[TaskStatus, int]:
+        """Task counts per status (only statuses present), filtered like ``query``.
+
+        ``limit`` and ``order`` of the query are ignored.
+        """
+
+    @abstractmethod
+    def count_by_bucket(self) -> dict[int, int]:
+        """Task counts per bucket, over tasks that have a bucket."""
+
+    @abstractmethod
+    def prune(self, keep_terminal: int) -> int:
+        """Delete all but the ``keep_terminal`` most recent terminal tasks, with their history.
+
+        "Recent" is by ``updated_at`` (when they finished), ties by insertion order.
+        Non-terminal tasks are never pruned. Returns how many tasks were deleted.
+        """
+
+    # ------------------------------------------------------------ audit trail
+
+    @abstractmethod
+    def append(self, transition: Transition) -> None:
+        """Add one transition to the audit trail; a second write of the same
+        ``(task_id, version)`` is ignored, so a retried write cannot duplicate history."""
+
+    @abstractmethod
+    def history(self, task_id: str) -> list[Transition]:
+        """Every stored transition of the task, ordered by ``version`` (empty if none)."""
+
+    # ------------------------------------------------------------ side channel
+
+    @abstractmethod
+    def touch(
+        self,
+        task_id: str,
+        *,
+        progress: Progress | None = None,
+        heartbeat_at: datetime | None = None,
+        lease_owner: str | None = None,
+        lease_until: datetime | None = None,
+        pid: int | None = None,
+    ) -> bool:
+        """Overwrite the given side-channel fields (``None`` leaves a field alone).
+
+        Never changes ``status_version``, ``status`` or ``updated_at``, so it cannot
+        conflict with state writes. Returns ``False`` when the task does not exist.
+        """
+
+    @abstractmethod
+    def renew_leases(self, owner: str, task_ids: Collection[str], lease_until: datetime) -> int:
+        """Set ``lease_until`` on those of ``task_ids`` whose ``lease_owner`` is ``owner``.
+
+        One write for a whole supervisor's worth of tasks; a task whose lease another
+        owner has taken is left alone. Returns how many tasks were renewed.
+        """
+
+    # ------------------------------------------------------------ commands
+
+    @abstractmethod
+    def submit_command(self, command: Command) -> Command:
+        """Store a pending command and wake waiters; returns the stored command.
+
+        Submitting a ``command_id`` that already exists is idempotent: the stored
+        command is returned unchanged (a retried submit cannot issue twice).
+        """
+
+    @abstractmethod
+    def claim_commands(
+        self,
+        owner: str,
+        *,
+        lease: float,
+        limit: int = 10,
+        kinds: Collection[str] | None = None,
+    ) -> list[Command]:
+        """Claim up to ``limit`` commands for ``owner`` for ``lease`` seconds, oldest first.
+
+        Eligible: pending commands whose ``target_owner`` is ``owner`` or ``None``, and
+        claimed ones (same owner rule) whose lease has expired. Each returned command
+        has a fresh ``claim_token``, ``claimed_by=owner`` and ``claims`` incremented.
+        No command is ever returned to two callers with overlapping leases.
+        """
+
+    @abstractmethod
+    def complete_command(self, command_id: str, claim_token: str, result: JSONValue = None) -> None:
+        """Mark a claimed command done with ``result``.
+
+        Raises:
+            ClaimLost: the token is not the current claim (expired and re-claimed,
+                released, or already completed).
+            StoreError: no such command, or the backend failed.
+        """
+
+    @abstractmethod
+    def release_command(self, command_id: str, claim_token: str) -> None:
+        """Give a claimed command back (pending, no claimant) so its rightful owner gets it.
+
+        Raises ``ClaimLost``/``StoreError`` like ``complete_command``.
+        """
+
+    @abstractmethod
+    def extend_command(self, command_id: str, claim_token: str, lease: float) -> None:
+        """Push the claim's lease to ``now + lease`` while the work is still going on.
+
+        Raises ``ClaimLost``/``StoreError`` like ``complete_command``.
+        """
+
+    @abstractmethod
+    def get_command(self, command_id: str) -> Command | None:
+        """The command as stored, or ``None``."""
+
+    @abstractmethod
+    def wait_for_commands(self, timeout: float) -> None:
+        """Block up to ``timeout`` seconds (of ``self.clock``) until a command may have arrived.
+
+        A hint, not a guarantee: callers claim after it returns either way. Returns at
+        once if a command was submitted since this thread's last ``claim_commands``,
+        and promptly when the store is closed.
+        """
+
+    # ------------------------------------------------------------ schedules
+
+    @abstractmethod
+    def put_schedule(
+        self, name: str, data: Mapping[str, JSONValue], *, expect_revision: int | None
+    ) -> ScheduleRecord:
+        """Insert (``expect_revision=None``) or compare-and-set a schedule record.
+
+        Raises:
+            ScheduleConflict: the insert found the record, or the revision differs.
+        """
+
+    @abstractmethod
+    def get_schedule(self, name: str) -> ScheduleRecord | None:
+        """The record, or ``None``."""
+
+    @abstractmethod
+    def list_schedules(self) -> list[ScheduleRecord]:
+        """Every record, ordered by name."""
+
+    @abstractmethod
+    def delete_schedule(self, name: str) -> bool:
+        """Delete the record (its firing claims stay); ``False`` if there was none."""
+
+    @abstractmethod
+    def claim_firing(self, schedule: str, scheduled_at: datetime, owner: str, task_id: str) -> bool:
+        """Claim one firing; ``True`` for exactly one caller per (schedule, instant).
+
+        ``scheduled_at`` is compared as an instant: the same moment in two timezones
+        is the same firing. Exactly once holds across threads and processes.
+        """
+
+    def prune_firings(self, before: datetime) -> int:
+        """Forget firing claims scheduled before ``before``; returns how many.
+
+        Claims only need to outlive the window in which two schedulers could race for
+        the same firing. The default keeps everything (returns 0).
+        """
+        return 0
+
+    # ------------------------------------------------------------ lifecycle
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release every resource (connections, threads) and wake waiters. Idempotent.
+
+        Any later call raises ``StoreError``.
+        """
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -1,0 +1,292 @@
+"""The store vocabulary: queries, commands, schedule records and the store's own errors.
+
+These are defined here and re-exported from :mod:`chongming_task.stores.base`, their
+documented home (``__module__`` says so, for pickling and for the docs).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Final, Literal
+
+from chongming_task.errors import ConcurrencyConflict, ConfigurationError, StoreError
+from chongming_task.model import JSONValue, TaskSnapshot, parse_datetime
+from chongming_task.states import TaskStatus
+
+__all__ = [
+    "OUTCOME_MAX_BYTES",
+    "ClaimLost",
+    "Command",
+    "ScheduleConflict",
+    "ScheduleRecord",
+    "TaskNotFound",
+    "TaskQuery",
+]
+
+_PUBLIC_MODULE: Final = "chongming_task.stores.base"
+
+#: The largest task outcome a store accepts, measured as UTF-8 bytes of its compact JSON.
+#: Outcomes are results, not payloads: a bigger value belongs in the artifact directory
+#: with its path returned. The cap keeps one row readable in one page-in and keeps
+#: ``ps`` fast; every store enforces it with a ``ConfigurationError``.
+OUTCOME_MAX_BYTES: Final = 1024 * 1024
+
+Order = Literal["created", "-created", "updated", "-updated", "priority"]
+CommandKind = Literal["task", "schedule"]
+CommandStatus = Literal["pending", "claimed", "completed"]
+
+_ORDERS: Final = frozenset({"created", "-created", "updated", "-updated", "priority"})
+
+
+# ---------------------------------------------------------------- errors
+
+
+class TaskNotFound(StoreError, KeyError):
+    """``save`` named a task the store does not hold (create it first)."""
+
+    def __init__(self, task_id: str) -> None:
+        self.task_id = task_id
+        super().__init__(f"task {task_id!r} does not exist in the store; create() it first")
+
+    def __str__(self) -> str:
+        # KeyError would quote the message; this is a sentence, not a key.
+        return str(self.args[0])
+
+
+class ClaimLost(ConcurrencyConflict):
+    """A command claim is no longer ours: its token is stale or the command moved on.
+
+    Raised by ``complete_command``/``release_command``/``extend_command`` when the
+    token does not match the current claim, typically because our lease expired and
+    another owner re-claimed the command. The caller must not act on the command.
+    """
+
+    def __init__(self, command_id: str, claim_token: str, detail: str) -> None:
+        # Deliberately not ConcurrencyConflict.__init__: that message is about tasks.
+        Exception.__init__(
+            self, f"claim on command {command_id!r} lost (token {claim_token!r}): {detail}"
+        )
+        self.task_id = command_id
+        self.command_id = command_id
+        self.claim_token = claim_token
+        self.detail = detail
+        self.expected = None
+        self.actual = None
+
+
+class ScheduleConflict(ConcurrencyConflict):
+    """``put_schedule`` lost a compare-and-set: the stored revision is not the expected one.
+
+    ``expected`` is ``None`` for an insert that found the schedule already there;
+    ``actual`` is ``None`` when the schedule does not exist.
+    """
+
+    def __init__(self, name: str, expected: int | None, actual: int | None) -> None:
+        if expected is None:
+            message = f"schedule {name!r} already exists (revision {actual}); pass expect_revision"
+        elif actual is None:
+            message = f"schedule {name!r} does not exist (expected revision {expected})"
+        else:
+            message = f"schedule {name!r} is at revision {actual}, expected {expected}"
+        Exception.__init__(self, message)
+        self.task_id = name
+        self.schedule = name
+        self.expected = expected
+        self.actual = actual
+
+
+# ---------------------------------------------------------------- records
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskQuery:
+    """Filters for ``query``/``count_by_status``; every filter present must match (AND)."""
+
+    statuses: frozenset[TaskStatus] | None = None
+    """Any of these statuses; ``None`` means every status."""
+    name_prefix: str | None = None
+    """Task names starting with this exact, case-sensitive text (no wildcards)."""
+    tag: str | None = None
+    """Tasks carrying this tag."""
+    bucket: int | None = None
+    buckets: frozenset[int] | None = None
+    """Any of these buckets (the set a node owns, guide §8.14)."""
+    owner: str | None = None
+    metadata_eq: Mapping[str, str] | None = None
+    """Top-level metadata keys whose value is exactly this string (``{"schedule": "n"}``)."""
+    limit: int | None = None
+    order: Order = "created"
+    """``created``/``updated`` ascending, ``-`` for descending; ``priority`` is highest
+    first, then oldest first. Ties break on insertion order, so pages are stable."""
+
+    def __post_init__(self) -> None:
+        if self.statuses is not None:
+            statuses = frozenset(self.statuses)
+            for status in statuses:
+                if not isinstance(status, TaskStatus):
+                    raise ConfigurationError(
+                        f"TaskQuery.statuses must hold TaskStatus values, got {status!r}"
+                    )
+            object.__setattr__(self, "statuses", statuses)
+        if self.buckets is not None:
+            object.__setattr__(self, "buckets", frozenset(self.buckets))
+        if self.limit is not None and (isinstance(self.limit, bool) or self.limit < 0):
+            raise ConfigurationError(f"TaskQuery.limit must be >= 0 or None, got {self.limit!r}")
+        if self.order not in _ORDERS:
+            raise ConfigurationError(
+                f"TaskQuery.order must be one of {sorted(_ORDERS)}, got {self.order!r}"
+            )
+        if self.metadata_eq is not None:
+            for key, value in self.metadata_eq.items():
+                if not isinstance(key, str) or not isinstance(value, str):
+                    raise ConfigurationError(
+                        f"TaskQuery.metadata_eq maps str to str, got {key!r}: {value!r}"
+                    )
+
+    def matches(self, snapshot: TaskSnapshot) -> bool:
+        """Whether ``snapshot`` passes every filter (the reference semantics)."""
+        if self.statuses is not None and snapshot.status not in self.statuses:
+            return False
+        if self.name_prefix is not None and not snapshot.name.startswith(self.name_prefix):
+            return False
+        if self.tag is not None and self.tag not in snapshot.tags:
+            return False
+        if self.bucket is not None and snapshot.bucket != self.bucket:
+            return False
+        if self.buckets is not None and snapshot.bucket not in self.buckets:
+            return False
+        if self.owner is not None and snapshot.owner != self.owner:
+            return False
+        if self.metadata_eq:
+            for key, value in self.metadata_eq.items():
+                found = snapshot.metadata.get(key)
+                if not isinstance(found, str) or found != value:
+                    return False
+        return True
+
+
+@dataclass(frozen=True, kw_only=True)
+class Command:
+    """A control request written to the store for the task's holder (guide §8.9)."""
+
+    command_id: str
+    kind: CommandKind
+    target: str
+    """The task id (``kind="task"``) or the schedule name (``kind="schedule"``)."""
+    action: str
+    payload: Mapping[str, JSONValue]
+    issued_by: str
+    issued_at: datetime
+    target_owner: str | None
+    """Who should apply it; ``None`` lets any owner claim it."""
+    status: CommandStatus = "pending"
+    claimed_by: str | None = None
+    claim_token: str | None = None
+    """Fencing token, new on every claim: only its holder may complete/release/extend."""
+    lease_until: datetime | None = None
+    claims: int = 0
+    """How many times the command was claimed (> 1 means a claimant died or released)."""
+    completed_at: datetime | None = None
+    result: JSONValue = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("task", "schedule"):
+            raise ConfigurationError(
+                f"Command.kind must be 'task' or 'schedule', got {self.kind!r}"
+            )
+        if self.status not in ("pending", "claimed", "completed"):
+            raise ConfigurationError(f"Command.status is invalid: {self.status!r}")
+        for name in ("issued_at", "lease_until", "completed_at"):
+            value = getattr(self, name)
+            if value is not None and value.tzinfo is None:
+                raise ConfigurationError(f"Command.{name} must be timezone-aware, got {value!r}")
+        object.__setattr__(self, "payload", dict(self.payload))
+
+    @classmethod
+    def new(
+        cls,
+        *,
+        kind: CommandKind,
+        target: str,
+        action: str,
+        issued_by: str,
+        issued_at: datetime,
+        payload: Mapping[str, JSONValue] | None = None,
+        target_owner: str | None = None,
+    ) -> Command:
+        """A fresh pending command with a random ``command_id``."""
+        return cls(
+            command_id=uuid.uuid4().hex,
+            kind=kind,
+            target=target,
+            action=action,
+            payload=dict(payload or {}),
+            issued_by=issued_by,
+            issued_at=issued_at,
+            target_owner=target_owner,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (datetimes as ISO-8601), exact under ``from_dict``."""
+        return {
+            "command_id": self.command_id,
+            "kind": self.kind,
+            "target": self.target,
+            "action": self.action,
+            "payload": dict(self.payload),
+            "issued_by": self.issued_by,
+            "issued_at": self.issued_at.isoformat(),
+            "target_owner": self.target_owner,
+            "status": self.status,
+            "claimed_by": self.claimed_by,
+            "claim_token": self.claim_token,
+            "lease_until": None if self.lease_until is None else self.lease_until.isoformat(),
+            "claims": self.claims,
+            "completed_at": None if self.completed_at is None else self.completed_at.isoformat(),
+            "result": self.result,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Command:
+        """Inverse of :meth:`to_dict`; malformed data becomes ``StoreError``."""
+        try:
+            issued_at = parse_datetime(data["issued_at"], "command issued_at")
+            assert issued_at is not None
+            return cls(
+                command_id=data["command_id"],
+                kind=data["kind"],
+                target=data["target"],
+                action=data["action"],
+                payload=data.get("payload") or {},
+                issued_by=data["issued_by"],
+                issued_at=issued_at,
+                target_owner=data.get("target_owner"),
+                status=data.get("status", "pending"),
+                claimed_by=data.get("claimed_by"),
+                claim_token=data.get("claim_token"),
+                lease_until=parse_datetime(data.get("lease_until"), "command lease_until"),
+                claims=int(data.get("claims", 0)),
+                completed_at=parse_datetime(data.get("completed_at"), "command completed_at"),
+                result=data.get("result"),
+            )
+        except (KeyError, TypeError, ValueError, AssertionError) as exc:
+            raise StoreError(f"corrupt command: {exc!r}") from exc
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScheduleRecord:
+    """A scheduler control record. The store keeps ``data`` opaque and versions it."""
+
+    name: str
+    data: Mapping[str, JSONValue] = field(default_factory=dict)
+    revision: int
+    """1 after the first put, +1 on every successful put."""
+    updated_at: datetime
+
+
+for _public in (TaskNotFound, ClaimLost, ScheduleConflict, TaskQuery, Command, ScheduleRecord):
+    _public.__module__ = _PUBLIC_MODULE
+del _public

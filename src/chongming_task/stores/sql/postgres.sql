@@ -1,0 +1,328 @@
+-- SQL of PostgresTaskStore, in named sections (loaded by stores/_sqlfile.py).
+--
+-- Same section and parameter names as sqlite.sql; differences are the dialect's:
+-- * instants are timestamptz; tags are a text[] with a GIN index;
+-- * documents are `json`, not `jsonb`: json keeps the codec's text exactly, while
+--   jsonb rewrites numbers (1e300 would come back as a 301-digit integer, 1e16 as an
+--   int). Nothing filters inside a document except arbitrary metadata keys, which the
+--   json operators handle; every hot filter is its own typed, indexed column;
+-- * names and ids use the "C" collation: byte order makes prefix ranges exact and
+--   index-backed whatever the database's locale;
+-- * writes that touch two tables are one statement (data-modifying CTEs): atomic in
+--   autocommit mode and a single round trip;
+-- * command claims lock with FOR UPDATE SKIP LOCKED so concurrent claimers never wait
+--   on, or double-claim, the same row.
+
+-- name: migrate_1
+CREATE TABLE IF NOT EXISTS ct_meta (
+    key text PRIMARY KEY,
+    value bigint NOT NULL
+);
+
+INSERT INTO ct_meta (key, value) VALUES ('commands_rev', 0) ON CONFLICT DO NOTHING;
+
+CREATE TABLE IF NOT EXISTS ct_tasks (
+    seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    task_id text COLLATE "C" NOT NULL UNIQUE,
+    name text COLLATE "C" NOT NULL,
+    status text NOT NULL,
+    status_version bigint NOT NULL,
+    created_at timestamptz NOT NULL,
+    updated_at timestamptz NOT NULL,
+    priority integer NOT NULL,
+    bucket integer,
+    owner text,
+    meta_schedule text,
+    meta_pipeline text,
+    tags text[] NOT NULL,
+    progress json,
+    heartbeat_at text,
+    lease_owner text,
+    lease_until text,
+    pid integer,
+    doc json NOT NULL
+);
+
+CREATE INDEX IF NOT EXISTS ct_tasks_status_created ON ct_tasks (status, created_at, seq);
+CREATE INDEX IF NOT EXISTS ct_tasks_created ON ct_tasks (created_at, seq);
+CREATE INDEX IF NOT EXISTS ct_tasks_updated ON ct_tasks (updated_at, seq);
+CREATE INDEX IF NOT EXISTS ct_tasks_priority ON ct_tasks (priority DESC, created_at, seq);
+CREATE INDEX IF NOT EXISTS ct_tasks_name ON ct_tasks (name, created_at, seq);
+CREATE INDEX IF NOT EXISTS ct_tasks_bucket ON ct_tasks (bucket, created_at, seq)
+    WHERE bucket IS NOT NULL;
+CREATE INDEX IF NOT EXISTS ct_tasks_owner ON ct_tasks (owner, created_at, seq)
+    WHERE owner IS NOT NULL;
+CREATE INDEX IF NOT EXISTS ct_tasks_schedule ON ct_tasks (meta_schedule, created_at, seq)
+    WHERE meta_schedule IS NOT NULL;
+CREATE INDEX IF NOT EXISTS ct_tasks_pipeline ON ct_tasks (meta_pipeline, created_at, seq)
+    WHERE meta_pipeline IS NOT NULL;
+CREATE INDEX IF NOT EXISTS ct_tasks_tags ON ct_tasks USING gin (tags);
+
+CREATE TABLE IF NOT EXISTS ct_transitions (
+    task_id text COLLATE "C" NOT NULL,
+    version bigint NOT NULL,
+    doc json NOT NULL,
+    PRIMARY KEY (task_id, version)
+);
+
+CREATE TABLE IF NOT EXISTS ct_commands (
+    seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    command_id text NOT NULL UNIQUE,
+    kind text NOT NULL,
+    target text NOT NULL,
+    action text NOT NULL,
+    target_owner text,
+    status text NOT NULL,
+    claimed_by text,
+    claim_token text,
+    lease_until timestamptz,
+    claims integer NOT NULL,
+    completed_at timestamptz,
+    result json,
+    doc json NOT NULL
+);
+
+CREATE INDEX IF NOT EXISTS ct_commands_status ON ct_commands (status, seq);
+
+-- name: migrate_2
+-- Version 2 adds the scheduler's control records and firing claims.
+CREATE TABLE IF NOT EXISTS ct_schedules (
+    name text PRIMARY KEY,
+    revision bigint NOT NULL,
+    updated_at timestamptz NOT NULL,
+    data json NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS ct_firings (
+    schedule text NOT NULL,
+    scheduled_at timestamptz NOT NULL,
+    owner text NOT NULL,
+    task_id text NOT NULL,
+    claimed_at timestamptz NOT NULL,
+    PRIMARY KEY (schedule, scheduled_at)
+);
+
+CREATE INDEX IF NOT EXISTS ct_firings_scheduled_at ON ct_firings (scheduled_at);
+
+-- name: schema_exists
+SELECT count(*) FROM (SELECT to_regclass('ct_meta') AS t) r WHERE r.t IS NOT NULL;
+
+-- name: schema_version
+SELECT value FROM ct_meta WHERE key = 'schema_version';
+
+-- name: set_schema_version
+INSERT INTO ct_meta (key, value) VALUES ('schema_version', %(version)s)
+ON CONFLICT (key) DO UPDATE SET value = excluded.value;
+
+-- name: migration_lock
+SELECT pg_advisory_xact_lock(hashtext(current_schema() || '.chongming_task.schema'));
+
+-- name: current_schema
+SELECT current_schema();
+
+-- name: insert_task
+WITH task AS (
+    INSERT INTO ct_tasks (
+        task_id, name, status, status_version, created_at, updated_at, priority, bucket,
+        owner, meta_schedule, meta_pipeline, tags, progress, heartbeat_at, lease_owner,
+        lease_until, pid, doc
+    ) VALUES (
+        %(task_id)s, %(name)s, %(status)s, %(status_version)s, %(created_at)s,
+        %(updated_at)s, %(priority)s, %(bucket)s, %(owner)s, %(meta_schedule)s,
+        %(meta_pipeline)s, %(tags)s, %(progress)s::json, %(heartbeat_at)s,
+        %(lease_owner)s, %(lease_until)s, %(pid)s, %(doc)s::json
+    )
+    RETURNING task_id
+)
+INSERT INTO ct_transitions (task_id, version, doc)
+SELECT e ->> 'task_id', (e ->> 'version')::bigint, e
+FROM task, json_array_elements(%(transitions)s::json) AS e
+ON CONFLICT DO NOTHING;
+
+-- name: update_task
+WITH task AS (
+    UPDATE ct_tasks SET
+        name = %(name)s, status = %(status)s, status_version = %(status_version)s,
+        created_at = %(created_at)s, updated_at = %(updated_at)s, priority = %(priority)s,
+        bucket = %(bucket)s, owner = %(owner)s, meta_schedule = %(meta_schedule)s,
+        meta_pipeline = %(meta_pipeline)s, tags = %(tags)s, progress = %(progress)s::json,
+        heartbeat_at = %(heartbeat_at)s, lease_owner = %(lease_owner)s,
+        lease_until = %(lease_until)s, pid = %(pid)s, doc = %(doc)s::json
+    WHERE task_id = %(task_id)s AND status_version = %(expect_version)s
+    RETURNING task_id
+), history AS (
+    INSERT INTO ct_transitions (task_id, version, doc)
+    SELECT e ->> 'task_id', (e ->> 'version')::bigint, e
+    FROM task, json_array_elements(%(transitions)s::json) AS e
+    ON CONFLICT DO NOTHING
+)
+SELECT count(*) FROM task;
+
+-- name: task_version
+SELECT status_version FROM ct_tasks WHERE task_id = %(task_id)s;
+
+-- name: insert_transition
+INSERT INTO ct_transitions (task_id, version, doc)
+VALUES (%(task_id)s, %(version)s, %(doc)s::json)
+ON CONFLICT DO NOTHING;
+
+-- name: select_task
+SELECT doc::text, progress::text, heartbeat_at, lease_owner, lease_until, pid
+FROM ct_tasks WHERE task_id = %(task_id)s;
+
+-- name: select_tasks
+SELECT t.doc::text, t.progress::text, t.heartbeat_at, t.lease_owner, t.lease_until, t.pid
+FROM ct_tasks t
+
+-- name: count_tasks
+SELECT t.status, count(*) FROM ct_tasks t
+
+-- name: count_buckets
+SELECT bucket, count(*) FROM ct_tasks WHERE bucket IS NOT NULL GROUP BY bucket;
+
+-- name: filter_status
+t.status = %(status)s
+
+-- name: filter_statuses
+t.status = ANY(%(statuses)s)
+
+-- name: filter_name_range
+(t.name >= %(name_low)s AND t.name < %(name_high)s)
+
+-- name: filter_name_from
+t.name >= %(name_low)s
+
+-- name: filter_tag
+t.tags @> ARRAY[%(tag)s]::text[]
+
+-- name: filter_bucket
+t.bucket = %(bucket)s
+
+-- name: filter_buckets
+t.bucket = ANY(%(buckets)s)
+
+-- name: filter_owner
+t.owner = %(owner)s
+
+-- name: filter_meta_schedule
+t.meta_schedule = %(meta_schedule)s
+
+-- name: filter_meta_pipeline
+t.meta_pipeline = %(meta_pipeline)s
+
+-- name: filter_meta_key
+(json_typeof(t.doc -> 'metadata' -> %(meta_key_{i})s) = 'string'
+ AND t.doc -> 'metadata' ->> %(meta_key_{i})s = %(meta_value_{i})s)
+
+-- name: limit
+LIMIT %(limit)s
+
+-- name: prune_history
+DELETE FROM ct_transitions WHERE task_id IN (
+    SELECT task_id FROM ct_tasks WHERE status = ANY(%(terminal)s)
+    ORDER BY updated_at DESC, seq DESC OFFSET %(keep)s
+);
+
+-- name: prune_tasks
+DELETE FROM ct_tasks WHERE seq IN (
+    SELECT seq FROM ct_tasks WHERE status = ANY(%(terminal)s)
+    ORDER BY updated_at DESC, seq DESC OFFSET %(keep)s
+);
+
+-- name: select_history
+SELECT doc::text FROM ct_transitions WHERE task_id = %(task_id)s ORDER BY version;
+
+-- name: touch_task
+UPDATE ct_tasks SET
+    progress = COALESCE(%(progress)s::json, progress),
+    heartbeat_at = COALESCE(%(heartbeat_at)s, heartbeat_at),
+    lease_owner = COALESCE(%(lease_owner)s, lease_owner),
+    lease_until = COALESCE(%(lease_until)s, lease_until),
+    pid = COALESCE(%(pid)s, pid)
+WHERE task_id = %(task_id)s;
+
+-- name: renew_leases
+UPDATE ct_tasks SET lease_until = %(lease_until)s
+WHERE lease_owner = %(owner)s AND task_id = ANY(%(task_ids)s);
+
+-- name: insert_command
+WITH inserted AS (
+    INSERT INTO ct_commands (
+        command_id, kind, target, action, target_owner, status, claims, doc
+    ) VALUES (
+        %(command_id)s, %(kind)s, %(target)s, %(action)s, %(target_owner)s, 'pending', 0,
+        %(doc)s::json
+    ) ON CONFLICT (command_id) DO NOTHING
+    RETURNING command_id
+)
+SELECT pg_notify(%(channel)s, command_id) FROM inserted;
+
+-- name: select_command
+SELECT command_id, kind, target, action, target_owner, status, claimed_by, claim_token,
+       lease_until, claims, completed_at, result::text, doc::text
+FROM ct_commands WHERE command_id = %(command_id)s;
+
+-- name: claim_commands
+UPDATE ct_commands c SET
+    status = 'claimed', claimed_by = %(owner)s,
+    claim_token = replace(gen_random_uuid()::text, '-', ''),
+    lease_until = %(lease_until)s, claims = c.claims + 1
+FROM (
+    SELECT seq FROM ct_commands
+    WHERE status IN ('pending', 'claimed')
+      AND (status = 'pending' OR lease_until <= %(now)s)
+      AND (target_owner = %(owner)s OR target_owner IS NULL)
+      AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))
+    ORDER BY seq LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+) AS picked
+WHERE c.seq = picked.seq
+RETURNING c.seq, c.command_id, c.kind, c.target, c.action, c.target_owner, c.status,
+          c.claimed_by, c.claim_token, c.lease_until, c.claims, c.completed_at,
+          c.result::text, c.doc::text;
+
+-- name: complete_command
+UPDATE ct_commands SET status = 'completed', completed_at = %(now)s, lease_until = NULL,
+    result = %(result)s::json
+WHERE command_id = %(command_id)s AND claim_token = %(claim_token)s AND status = 'claimed';
+
+-- name: release_command
+WITH released AS (
+    UPDATE ct_commands SET status = 'pending', claimed_by = NULL, claim_token = NULL,
+        lease_until = NULL
+    WHERE command_id = %(command_id)s AND claim_token = %(claim_token)s
+      AND status = 'claimed'
+    RETURNING command_id
+)
+SELECT pg_notify(%(channel)s, command_id) FROM released;
+
+-- name: extend_command
+UPDATE ct_commands SET lease_until = %(lease_until)s
+WHERE command_id = %(command_id)s AND claim_token = %(claim_token)s AND status = 'claimed';
+
+-- name: insert_schedule
+INSERT INTO ct_schedules (name, revision, updated_at, data)
+VALUES (%(name)s, 1, %(updated_at)s, %(data)s::json)
+ON CONFLICT (name) DO NOTHING;
+
+-- name: update_schedule
+UPDATE ct_schedules SET revision = revision + 1, updated_at = %(updated_at)s,
+    data = %(data)s::json
+WHERE name = %(name)s AND revision = %(expect_revision)s;
+
+-- name: select_schedule
+SELECT name, revision, updated_at, data::text FROM ct_schedules WHERE name = %(name)s;
+
+-- name: select_schedules
+SELECT name, revision, updated_at, data::text FROM ct_schedules ORDER BY name;
+
+-- name: delete_schedule
+DELETE FROM ct_schedules WHERE name = %(name)s;
+
+-- name: claim_firing
+INSERT INTO ct_firings (schedule, scheduled_at, owner, task_id, claimed_at)
+VALUES (%(schedule)s, %(scheduled_at)s, %(owner)s, %(task_id)s, %(now)s)
+ON CONFLICT (schedule, scheduled_at) DO NOTHING;
+
+-- name: prune_firings
+DELETE FROM ct_firings WHERE scheduled_at < %(before)s;

@@ -1,0 +1,325 @@
+-- SQL of SqliteTaskStore, in named sections (loaded by stores/_sqlfile.py).
+--
+-- Conventions shared with postgres.sql (same section names, same parameter names):
+-- * instants used for ordering are INTEGER microseconds since the Unix epoch (UTC);
+-- * `doc` is the codec's JSON of the whole snapshot, the only thing a read decodes;
+-- * the side-channel columns (progress, heartbeat_at, lease_owner, lease_until, pid)
+--   are written by both save and touch and override the same fields of `doc` on read,
+--   so touch never rewrites the document and never moves status_version;
+-- * the other columns are copies of snapshot fields that queries filter or sort on.
+-- Parameters are always bound (:name); no value is ever spliced into the text.
+
+-- name: migrate_1
+CREATE TABLE ct_meta (
+    key TEXT PRIMARY KEY,
+    value INTEGER NOT NULL
+) WITHOUT ROWID;
+
+INSERT INTO ct_meta (key, value) VALUES ('commands_rev', 0);
+
+CREATE TABLE ct_tasks (
+    seq INTEGER PRIMARY KEY,
+    task_id TEXT NOT NULL UNIQUE,
+    name TEXT NOT NULL,
+    status TEXT NOT NULL,
+    status_version INTEGER NOT NULL,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    priority INTEGER NOT NULL,
+    bucket INTEGER,
+    owner TEXT,
+    meta_schedule TEXT,
+    meta_pipeline TEXT,
+    tags TEXT NOT NULL,
+    progress TEXT,
+    heartbeat_at TEXT,
+    lease_owner TEXT,
+    lease_until TEXT,
+    pid INTEGER,
+    doc TEXT NOT NULL
+);
+
+CREATE INDEX ct_tasks_status_created ON ct_tasks (status, created_at, seq);
+CREATE INDEX ct_tasks_created ON ct_tasks (created_at, seq);
+CREATE INDEX ct_tasks_updated ON ct_tasks (updated_at, seq);
+CREATE INDEX ct_tasks_priority ON ct_tasks (priority DESC, created_at, seq);
+CREATE INDEX ct_tasks_name ON ct_tasks (name, created_at, seq);
+CREATE INDEX ct_tasks_bucket ON ct_tasks (bucket, created_at, seq) WHERE bucket IS NOT NULL;
+CREATE INDEX ct_tasks_owner ON ct_tasks (owner, created_at, seq) WHERE owner IS NOT NULL;
+CREATE INDEX ct_tasks_schedule ON ct_tasks (meta_schedule, created_at, seq)
+    WHERE meta_schedule IS NOT NULL;
+CREATE INDEX ct_tasks_pipeline ON ct_tasks (meta_pipeline, created_at, seq)
+    WHERE meta_pipeline IS NOT NULL;
+
+-- Tags are mirrored from ct_tasks.tags (a sorted JSON array) by triggers, so every
+-- write path keeps them consistent inside its own transaction.
+CREATE TABLE ct_task_tags (
+    tag TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    PRIMARY KEY (tag, seq)
+) WITHOUT ROWID;
+
+CREATE INDEX ct_task_tags_seq ON ct_task_tags (seq);
+
+CREATE TRIGGER ct_tasks_tags_insert AFTER INSERT ON ct_tasks WHEN new.tags <> '[]'
+BEGIN
+    INSERT OR IGNORE INTO ct_task_tags (tag, seq) SELECT value, new.seq FROM json_each(new.tags);
+END;
+
+CREATE TRIGGER ct_tasks_tags_update AFTER UPDATE OF tags ON ct_tasks
+WHEN old.tags IS NOT new.tags
+BEGIN
+    DELETE FROM ct_task_tags WHERE seq = old.seq;
+    INSERT OR IGNORE INTO ct_task_tags (tag, seq) SELECT value, new.seq FROM json_each(new.tags);
+END;
+
+CREATE TRIGGER ct_tasks_tags_delete AFTER DELETE ON ct_tasks WHEN old.tags <> '[]'
+BEGIN
+    DELETE FROM ct_task_tags WHERE seq = old.seq;
+END;
+
+CREATE TABLE ct_transitions (
+    task_id TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    doc TEXT NOT NULL,
+    PRIMARY KEY (task_id, version)
+) WITHOUT ROWID;
+
+CREATE TABLE ct_commands (
+    seq INTEGER PRIMARY KEY,
+    command_id TEXT NOT NULL UNIQUE,
+    kind TEXT NOT NULL,
+    target TEXT NOT NULL,
+    action TEXT NOT NULL,
+    target_owner TEXT,
+    status TEXT NOT NULL,
+    claimed_by TEXT,
+    claim_token TEXT,
+    lease_until INTEGER,
+    claims INTEGER NOT NULL,
+    completed_at INTEGER,
+    result TEXT,
+    doc TEXT NOT NULL
+);
+
+CREATE INDEX ct_commands_status ON ct_commands (status, seq);
+
+-- commands_rev changes whenever a command becomes claimable by someone new; waiters in
+-- other processes poll this one row instead of the commands table.
+CREATE TRIGGER ct_commands_rev_insert AFTER INSERT ON ct_commands
+BEGIN
+    UPDATE ct_meta SET value = value + 1 WHERE key = 'commands_rev';
+END;
+
+CREATE TRIGGER ct_commands_rev_release AFTER UPDATE OF status ON ct_commands
+WHEN new.status = 'pending'
+BEGIN
+    UPDATE ct_meta SET value = value + 1 WHERE key = 'commands_rev';
+END;
+
+-- name: migrate_2
+-- Version 2 adds the scheduler's control records and firing claims.
+CREATE TABLE ct_schedules (
+    name TEXT PRIMARY KEY,
+    revision INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    data TEXT NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE ct_firings (
+    schedule TEXT NOT NULL,
+    scheduled_at INTEGER NOT NULL,
+    owner TEXT NOT NULL,
+    task_id TEXT NOT NULL,
+    claimed_at INTEGER NOT NULL,
+    PRIMARY KEY (schedule, scheduled_at)
+) WITHOUT ROWID;
+
+CREATE INDEX ct_firings_scheduled_at ON ct_firings (scheduled_at);
+
+-- name: schema_exists
+SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'ct_meta';
+
+-- name: schema_version
+SELECT value FROM ct_meta WHERE key = 'schema_version';
+
+-- name: set_schema_version
+INSERT INTO ct_meta (key, value) VALUES ('schema_version', :version)
+ON CONFLICT (key) DO UPDATE SET value = excluded.value;
+
+-- name: insert_task
+INSERT INTO ct_tasks (
+    task_id, name, status, status_version, created_at, updated_at, priority, bucket,
+    owner, meta_schedule, meta_pipeline, tags, progress, heartbeat_at, lease_owner,
+    lease_until, pid, doc
+) VALUES (
+    :task_id, :name, :status, :status_version, :created_at, :updated_at, :priority, :bucket,
+    :owner, :meta_schedule, :meta_pipeline, :tags, :progress, :heartbeat_at, :lease_owner,
+    :lease_until, :pid, :doc
+);
+
+-- name: update_task
+UPDATE ct_tasks SET
+    name = :name, status = :status, status_version = :status_version,
+    created_at = :created_at, updated_at = :updated_at, priority = :priority,
+    bucket = :bucket, owner = :owner, meta_schedule = :meta_schedule,
+    meta_pipeline = :meta_pipeline, tags = :tags, progress = :progress,
+    heartbeat_at = :heartbeat_at, lease_owner = :lease_owner, lease_until = :lease_until,
+    pid = :pid, doc = :doc
+WHERE task_id = :task_id AND status_version = :expect_version;
+
+-- name: task_version
+SELECT status_version FROM ct_tasks WHERE task_id = :task_id;
+
+-- name: insert_transition
+INSERT OR IGNORE INTO ct_transitions (task_id, version, doc) VALUES (:task_id, :version, :doc);
+
+-- name: select_task
+SELECT doc, progress, heartbeat_at, lease_owner, lease_until, pid
+FROM ct_tasks WHERE task_id = :task_id;
+
+-- name: select_tasks
+SELECT t.doc, t.progress, t.heartbeat_at, t.lease_owner, t.lease_until, t.pid FROM ct_tasks t
+
+-- name: count_tasks
+SELECT t.status, count(*) FROM ct_tasks t
+
+-- name: count_buckets
+SELECT bucket, count(*) FROM ct_tasks WHERE bucket IS NOT NULL GROUP BY bucket;
+
+-- name: filter_status
+t.status = :status
+
+-- name: filter_statuses
+t.status IN (SELECT value FROM json_each(:statuses))
+
+-- name: filter_name_range
+(t.name >= :name_low AND t.name < :name_high)
+
+-- name: filter_name_from
+t.name >= :name_low
+
+-- name: filter_tag
+t.seq IN (SELECT g.seq FROM ct_task_tags g WHERE g.tag = :tag)
+
+-- name: filter_bucket
+t.bucket = :bucket
+
+-- name: filter_buckets
+t.bucket IN (SELECT value FROM json_each(:buckets))
+
+-- name: filter_owner
+t.owner = :owner
+
+-- name: filter_meta_schedule
+t.meta_schedule = :meta_schedule
+
+-- name: filter_meta_pipeline
+t.meta_pipeline = :meta_pipeline
+
+-- name: filter_meta_key
+EXISTS (
+    SELECT 1 FROM json_each(t.doc, '$.metadata') m
+    WHERE m.key = :meta_key_{i} AND m.type = 'text' AND m.value = :meta_value_{i}
+)
+
+-- name: limit
+LIMIT :limit
+
+-- name: prune_history
+DELETE FROM ct_transitions WHERE task_id IN (
+    SELECT task_id FROM ct_tasks WHERE status IN (SELECT value FROM json_each(:terminal))
+    ORDER BY updated_at DESC, seq DESC LIMIT -1 OFFSET :keep
+);
+
+-- name: prune_tasks
+DELETE FROM ct_tasks WHERE seq IN (
+    SELECT seq FROM ct_tasks WHERE status IN (SELECT value FROM json_each(:terminal))
+    ORDER BY updated_at DESC, seq DESC LIMIT -1 OFFSET :keep
+);
+
+-- name: select_history
+SELECT doc FROM ct_transitions WHERE task_id = :task_id ORDER BY version;
+
+-- name: touch_task
+UPDATE ct_tasks SET
+    progress = COALESCE(:progress, progress),
+    heartbeat_at = COALESCE(:heartbeat_at, heartbeat_at),
+    lease_owner = COALESCE(:lease_owner, lease_owner),
+    lease_until = COALESCE(:lease_until, lease_until),
+    pid = COALESCE(:pid, pid)
+WHERE task_id = :task_id;
+
+-- name: renew_leases
+UPDATE ct_tasks SET lease_until = :lease_until
+WHERE lease_owner = :owner AND task_id IN (SELECT value FROM json_each(:task_ids));
+
+-- name: insert_command
+INSERT INTO ct_commands (
+    command_id, kind, target, action, target_owner, status, claims, doc
+) VALUES (
+    :command_id, :kind, :target, :action, :target_owner, 'pending', 0, :doc
+) ON CONFLICT (command_id) DO NOTHING;
+
+-- name: select_command
+SELECT command_id, kind, target, action, target_owner, status, claimed_by, claim_token,
+       lease_until, claims, completed_at, result, doc
+FROM ct_commands WHERE command_id = :command_id;
+
+-- name: claim_commands
+UPDATE ct_commands SET
+    status = 'claimed', claimed_by = :owner, claim_token = lower(hex(randomblob(16))),
+    lease_until = :lease_until, claims = claims + 1
+WHERE seq IN (
+    SELECT seq FROM ct_commands
+    WHERE status IN ('pending', 'claimed')
+      AND (status = 'pending' OR lease_until <= :now)
+      AND (target_owner = :owner OR target_owner IS NULL)
+      AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
+    ORDER BY seq LIMIT :limit
+)
+RETURNING seq, command_id, kind, target, action, target_owner, status, claimed_by,
+          claim_token, lease_until, claims, completed_at, result, doc;
+
+-- name: complete_command
+UPDATE ct_commands SET status = 'completed', completed_at = :now, lease_until = NULL,
+    result = :result
+WHERE command_id = :command_id AND claim_token = :claim_token AND status = 'claimed';
+
+-- name: release_command
+UPDATE ct_commands SET status = 'pending', claimed_by = NULL, claim_token = NULL,
+    lease_until = NULL
+WHERE command_id = :command_id AND claim_token = :claim_token AND status = 'claimed';
+
+-- name: extend_command
+UPDATE ct_commands SET lease_until = :lease_until
+WHERE command_id = :command_id AND claim_token = :claim_token AND status = 'claimed';
+
+-- name: commands_rev
+SELECT value FROM ct_meta WHERE key = 'commands_rev';
+
+-- name: insert_schedule
+INSERT INTO ct_schedules (name, revision, updated_at, data)
+VALUES (:name, 1, :updated_at, :data)
+ON CONFLICT (name) DO NOTHING;
+
+-- name: update_schedule
+UPDATE ct_schedules SET revision = revision + 1, updated_at = :updated_at, data = :data
+WHERE name = :name AND revision = :expect_revision;
+
+-- name: select_schedule
+SELECT name, revision, updated_at, data FROM ct_schedules WHERE name = :name;
+
+-- name: select_schedules
+SELECT name, revision, updated_at, data FROM ct_schedules ORDER BY name;
+
+-- name: delete_schedule
+DELETE FROM ct_schedules WHERE name = :name;
+
+-- name: claim_firing
+INSERT INTO ct_firings (schedule, scheduled_at, owner, task_id, claimed_at)
+VALUES (:schedule, :scheduled_at, :owner, :task_id, :now)
+ON CONFLICT (schedule, scheduled_at) DO NOTHING;
+
+-- name: prune_firings
+DELETE FROM ct_firings WHERE scheduled_at < :before;

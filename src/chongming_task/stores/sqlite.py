@@ -1,0 +1,284 @@
+"""SQLite: the default store, one file shared by every process on the machine.
+
+Connections and threads
+    Writes go through one connection guarded by a lock: SQLite admits one writer at a
+    time anyway, and a Python lock hands over in microseconds where SQLite's busy
+    handler sleeps in milliseconds. Reads use a small pool of extra connections (one
+    per concurrently reading thread), which WAL lets run beside the writer. Other
+    processes contend through SQLite's own locking with a busy timeout (``timeout``).
+    ``":memory:"`` has a single connection (a second one would be a different
+    database), so there everything is serialised by the lock.
+
+Durability
+    ``journal_mode=WAL`` with ``synchronous=NORMAL`` (the default): a commit is
+    durable against a crash of the *process* as soon as ``save`` returns; after a
+    power loss or OS crash the last transactions may roll back, but the file is never
+    corrupt. Pass ``synchronous="FULL"`` to fsync on every commit if that matters more
+    than write throughput.
+
+Cross-process command wake-ups
+    SQLite has no notifications, so ``wait_for_commands`` polls one counter row
+    (``commands_rev``, bumped by triggers when a command becomes claimable) every
+    ``command_poll_interval`` seconds, plus an in-process signal for same-process
+    submits.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Sequence
+from contextlib import suppress
+from datetime import datetime
+from typing import Any, Final, Literal, TypeVar
+
+from chongming_task.core.clock import Clock
+from chongming_task.errors import ConfigurationError, StoreError
+from chongming_task.model import dumps
+from chongming_task.stores._sql import SCHEMA_VERSION, Cursor, SqlTaskStore
+from chongming_task.stores._sqlfile import split_statements
+from chongming_task.stores.codec import from_micros, to_micros
+
+__all__ = ["SqliteTaskStore"]
+
+T = TypeVar("T")
+
+#: RETURNING (claims) needs 3.35; json_each is built in from 3.38 and in practice before.
+_MIN_SQLITE: Final = (3, 35, 0)
+#: Page cache per connection (KiB) and memory-mapped I/O size: a warm million-task
+#: database answers ``ps`` from the OS page cache shared by every connection.
+_CACHE_KIB: Final = 16 * 1024
+_MMAP_BYTES: Final = 256 * 1024 * 1024
+
+
+class SqliteTaskStore(SqlTaskStore):
+    """A :class:`~chongming_task.stores.base.TaskStore` in a SQLite file (or ``":memory:"``).
+
+    Args:
+        path: the database file, ``":memory:"``, or a ``file:`` URI (e.g. ``?mode=ro``).
+        clock: time source for leases and timestamps (``SystemClock`` by default).
+        timeout: seconds to wait for another process's write lock before ``StoreError``.
+        synchronous: ``"NORMAL"`` (durable against process crashes) or ``"FULL"``.
+        command_poll_interval: how often ``wait_for_commands`` looks for commands from
+            other processes.
+    """
+
+    dialect = "sqlite"
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        clock: Clock | None = None,
+        timeout: float = 5.0,
+        synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
+        command_poll_interval: float = 0.01,
+    ) -> None:
+        if sqlite3.sqlite_version_info < _MIN_SQLITE:
+            raise ConfigurationError(
+                f"SqliteTaskStore needs SQLite >= 3.35 (RETURNING); this Python links "
+                f"{sqlite3.sqlite_version}. Upgrade Python or use PostgresTaskStore."
+            )
+        if synchronous not in ("NORMAL", "FULL"):
+            raise ConfigurationError(f"synchronous must be 'NORMAL' or 'FULL', got {synchronous!r}")
+        super().__init__(clock=clock)
+        self._path = os.fspath(path)
+        self._uri = self._path.startswith("file:")
+        self._memory = self._path in ("", ":memory:") or "mode=memory" in self._path
+        self._timeout = timeout
+        self._synchronous = synchronous
+        self._poll_interval = command_poll_interval
+        self._write_lock = threading.Lock()
+        self._pool_lock = threading.Lock()
+        self._connections: list[sqlite3.Connection] = []
+        self._idle: list[sqlite3.Connection] = []
+        self._local = threading.local()
+        self._writer = self._connect(writer=True)
+        try:
+            self._migrate()
+        except BaseException:
+            self._closed = True
+            self._close_resources()
+            raise
+
+    # ------------------------------------------------------------ connections
+
+    def _connect(self, *, writer: bool) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(
+                self._path,
+                timeout=self._timeout,
+                isolation_level=None,
+                check_same_thread=False,
+                uri=self._uri,
+                cached_statements=256,
+            )
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open SQLite database {self._path!r}: {exc}") from exc
+        try:
+            if writer and not self._memory:
+                with suppress(sqlite3.OperationalError):  # a read-only file keeps its mode
+                    conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(f"PRAGMA synchronous={self._synchronous}")
+            conn.execute("PRAGMA temp_store=MEMORY")
+            conn.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
+            if not self._memory:
+                conn.execute(f"PRAGMA mmap_size={_MMAP_BYTES}")
+        except sqlite3.Error as exc:
+            conn.close()
+            raise StoreError(f"cannot configure SQLite database {self._path!r}: {exc}") from exc
+        with self._pool_lock:
+            self._connections.append(conn)
+        return conn
+
+    def _discard(self, conn: sqlite3.Connection) -> None:
+        with self._pool_lock:
+            if conn in self._connections:
+                self._connections.remove(conn)
+        conn.close()
+
+    def _acquire_reader(self) -> sqlite3.Connection:
+        with self._pool_lock:
+            if self._idle:
+                return self._idle.pop()
+        return self._connect(writer=False)
+
+    def _release_reader(self, conn: sqlite3.Connection) -> None:
+        with self._pool_lock:
+            if not self._closed:
+                self._idle.append(conn)
+                return
+        self._discard(conn)
+
+    @property
+    def open_connections(self) -> int:
+        """Connections currently open (the contract's teardown checks it drops to 0)."""
+        with self._pool_lock:
+            return len(self._connections)
+
+    # ------------------------------------------------------------ dialect hooks
+
+    def _run(self, fn: Callable[[Cursor], T], *, write: bool, atomic: bool = False) -> T:
+        if write or self._memory:
+            with self._write_lock:
+                self._check_open()
+                return self._call(self._writer, fn, atomic)
+        self._check_open()
+        conn = self._acquire_reader()
+        try:
+            return self._call(conn, fn, False)
+        finally:
+            self._release_reader(conn)
+
+    def _call(self, conn: sqlite3.Connection, fn: Callable[[Cursor], T], atomic: bool) -> T:
+        try:
+            if atomic:
+                conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = fn(conn.cursor())
+                if atomic:
+                    conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    with suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
+                raise
+            return result
+        except sqlite3.Error as exc:
+            raise StoreError(f"SQLite store {self._path!r} failed: {exc}") from exc
+
+    def _instant(self, value: datetime) -> int:
+        return to_micros(value)
+
+    def _instant_out(self, raw: Any) -> datetime:
+        return from_micros(int(raw))
+
+    def _array(self, values: Sequence[Any]) -> str:
+        return dumps(list(values))
+
+    def _is_unique_violation(self, exc: BaseException) -> bool:
+        return isinstance(exc, sqlite3.IntegrityError) and "UNIQUE" in str(exc)
+
+    def _commands_rev(self) -> int:
+        found = self._run(
+            lambda cur: cur.execute(self._sql["commands_rev"], {}).fetchone(), write=False
+        )
+        return int(found[0])
+
+    def _before_claim(self) -> None:
+        super()._before_claim()
+        if not self._memory:
+            self._local.commands_rev = self._commands_rev()
+
+    def _poll_commands(self) -> Callable[[], bool] | None:
+        if self._memory:
+            return None
+
+        def changed() -> bool:
+            if self._closed:
+                return True
+            current = self._commands_rev()
+            seen = getattr(self._local, "commands_rev", None)
+            self._local.commands_rev = current
+            return seen is not None and seen != current
+
+        return changed
+
+    def _close_resources(self) -> None:
+        with self._write_lock, self._pool_lock:
+            doomed = [*self._idle, self._writer] if hasattr(self, "_writer") else []
+            self._idle.clear()
+            for conn in doomed:
+                if conn in self._connections:
+                    self._connections.remove(conn)
+        for conn in doomed:
+            conn.close()
+
+    # ------------------------------------------------------------ schema
+
+    def _schema_version(self) -> int:
+        conn = self._writer
+        if not conn.execute(self._sql["schema_exists"]).fetchone()[0]:
+            return 0
+        found = conn.execute(self._sql["schema_version"]).fetchone()
+        return 0 if found is None else int(found[0])
+
+    def _migrate(self) -> None:
+        try:
+            version = self._schema_version()
+            if version == SCHEMA_VERSION:
+                return
+            self._refuse_newer(version)
+            self._writer.execute("BEGIN IMMEDIATE")
+            try:
+                version = self._schema_version()  # another process may have migrated
+                self._refuse_newer(version)
+                for step in range(version + 1, SCHEMA_VERSION + 1):
+                    for statement in split_statements(self._sql[f"migrate_{step}"]):
+                        self._writer.execute(statement)
+                if version < SCHEMA_VERSION:
+                    self._writer.execute(
+                        self._sql["set_schema_version"], {"version": SCHEMA_VERSION}
+                    )
+                self._writer.execute("COMMIT")
+            except BaseException:
+                with suppress(sqlite3.Error):
+                    self._writer.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as exc:
+            raise StoreError(
+                f"cannot create or migrate the schema of SQLite database {self._path!r} "
+                f"to version {SCHEMA_VERSION}: {exc}"
+            ) from exc
+
+    def _refuse_newer(self, version: int) -> None:
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"SQLite database {self._path!r} has schema version {version}, newer than "
+                f"this chongming-task understands ({SCHEMA_VERSION}); upgrade chongming-task "
+                "(older versions must not write to it)"
+            )
+
+    def __repr__(self) -> str:
+        return f"SqliteTaskStore({self._path!r})"
