@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from enum import StrEnum
 from typing import Any, Final, TypeAlias
 
@@ -86,7 +87,24 @@ def parse_datetime(value: object, name: str = "datetime") -> datetime | None:
         raise StoreError(f"corrupt {name}: {value!r} is not ISO-8601") from exc
     if parsed.tzinfo is None:
         raise StoreError(f"corrupt {name}: {value!r} has no timezone")
+    tail = _SUBSECOND_OFFSET.search(value)
+    if tail is not None:
+        # CPython 3.11 reads "+00:00:00.000001" as UTC: rebuild such offsets by hand.
+        sign = -1 if tail["sign"] == "-" else 1
+        offset = sign * timedelta(
+            hours=int(tail["h"]),
+            minutes=int(tail["m"]),
+            seconds=int(tail["s"]),
+            microseconds=int(tail["us"]),
+        )
+        if parsed.utcoffset() != offset:
+            parsed = parsed.replace(tzinfo=timezone(offset))
     return parsed
+
+
+_SUBSECOND_OFFSET: Final = re.compile(
+    r"(?P<sign>[+-])(?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)\.(?P<us>\d{6})$"
+)
 
 
 def ensure_json(value: object, what: str = "value") -> None:

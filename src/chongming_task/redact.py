@@ -70,6 +70,9 @@ _KEYS: Final = (
     r"|refresh[_-]?token|authorization|credentials?)"
 )
 
+# A value that already reads [REDACTED] stops there, so a second pass over
+# "f(password=[REDACTED])" keeps the ")" (the bare form would swallow it): redaction
+# is applied by several layers and must be idempotent.
 # ASCII mode on purpose: Go's RE2 treats \b and \s as ASCII, so "用户token=x" is still
 # a key at a word boundary. The lookbehind starts a match only at the beginning of an
 # identifier run, which keeps matching linear; the optional prefix then reaches keys
@@ -79,7 +82,7 @@ _PAIR_PATTERN: Final = re.compile(
     r"(?P<key>(?:[A-Za-z0-9_-]*[_-])?" + _KEYS + r")\b"
     r"(?P<quote>[\"']?)"
     r"\s*[:=\uff1a\uff1d]\s*"
-    r"(?P<value>\"[^\"]*\"|'[^']*'|[^\s,;]+)",
+    r"(?P<value>\[REDACTED\]|\"[^\"]*\"|'[^']*'|[^\s,;]+)",
     re.IGNORECASE | re.ASCII,
 )
 

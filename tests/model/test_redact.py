@@ -1,0 +1,273 @@
+"""Secret redaction: the Go scheduler's sanitizeTaskError, plus a traceback variant."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from chongming_task.errors import ConfigurationError
+from chongming_task.model import Failure, FailureKind
+from chongming_task.redact import (
+    MESSAGE_MAX_LENGTH,
+    TRACEBACK_MAX_LENGTH,
+    redact,
+    redact_failure,
+    redact_secrets,
+    redact_traceback,
+)
+
+# A literal port of the Go code (go-scheduler.go.diff, sanitizeTaskError), the reference
+# that redact() must match on every input the Go patterns were written for.
+_GO_PAIR = re.compile(
+    r"\b(password|passwd|pwd|secret|token|api[_-]?key|access[_-]?token|refresh[_-]?token"
+    r"|authorization|credential)\b\s*[:=]\s*(\"[^\"]*\"|'[^']*'|[^\s,;]+)",
+    re.IGNORECASE | re.ASCII,
+)
+_GO_BEARER = re.compile(r"\bbearer\s+[A-Za-z0-9._~+/\-=]+", re.IGNORECASE | re.ASCII)
+
+
+def go_sanitize(message: str) -> str:
+    message = message.strip()
+    if not message:
+        return ""
+    text = _GO_BEARER.sub("Bearer [REDACTED]", message)
+    text = _GO_PAIR.sub(r"\1=[REDACTED]", text)
+    text = "".join(
+        " " if ch in "\n\r\t" else "" if ord(ch) < 0x20 or ord(ch) == 0x7F else ch for ch in text
+    )
+    text = " ".join(text.split())
+    return text[:512] + "..." if len(text) > 512 else text
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("login failed: password=hunter2", "login failed: password=[REDACTED]"),
+        ("PASSWORD: hunter2", "PASSWORD=[REDACTED]"),
+        ("passwd = 'two words'", "passwd=[REDACTED]"),
+        ('pwd="two words" then', "pwd=[REDACTED] then"),
+        ("secret:abc,next", "secret=[REDACTED],next"),
+        ("token=abc;rest", "token=[REDACTED];rest"),
+        ("api_key=k api-key=k apikey=k", "api_key=[REDACTED] api-key=[REDACTED] apikey=[REDACTED]"),
+        ("access_token=a refresh-token=b", "access_token=[REDACTED] refresh-token=[REDACTED]"),
+        ("credential: c", "credential=[REDACTED]"),
+        ("Authorization: Bearer x", "Authorization=[REDACTED] [REDACTED]"),
+        ("GET /api failed, bearer abc.def-ghi", "GET /api failed, Bearer [REDACTED]"),
+        (
+            "connect(user=bob, password=s3cr3t, token='t t') failed; api_key: \"k k\"",
+            "connect(user=bob, password=[REDACTED], token=[REDACTED]) failed; api_key=[REDACTED]",
+        ),
+        ("tokenizer=ok mytoken=ok token_count=5", "tokenizer=ok mytoken=ok token_count=5"),
+        ("密码错误: password=密码123 用户=张三", "密码错误: password=[REDACTED] 用户=张三"),
+        ("用户token=值 ok", "用户token=[REDACTED] ok"),
+        ("line one\n\tline two\r\n  password =\n x", "line one line two password=[REDACTED]"),
+        ("bell\x07 null\x00 del\x7f esc\x1b[31m", "bell null del esc[31m"),
+        ("   ", ""),
+        ("", ""),
+    ],
+)
+def test_redact_cases(raw: str, expected: str) -> None:
+    assert redact(raw) == expected
+
+
+def test_none_passes_through() -> None:
+    assert redact(None) is None
+    assert redact_traceback(None) is None
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ('{"password": "hunter2", "user": "bob"}', '{"password"=[REDACTED], "user": "bob"}'),
+        ("{'token': 'abc'}", "{'token'=[REDACTED]}"),
+        ("db_password=x client_secret=y", "db_password=[REDACTED] client_secret=[REDACTED]"),
+        ("--password=x -p", "--password=[REDACTED] -p"),
+        ("X-Api-Key: k", "X-Api-Key=[REDACTED]"),
+        ("credentials=c", "credentials=[REDACTED]"),
+        ("pass\x00word=hunter2", "password=[REDACTED]"),
+        ("password\x01=hunter2", "password=[REDACTED]"),
+        ("password：hunter2 token＝abc", "password=[REDACTED] token=[REDACTED]"),
+        ("csi\x9b31m nel\x85end", "csi31m nel end"),
+    ],
+)
+def test_hardening_beyond_go(raw: str, expected: str) -> None:
+    """Cases the Go patterns leak or keep; redact() is a strict superset."""
+    assert redact(raw) == expected
+
+
+def test_several_secrets_on_one_line_leave_nothing_behind() -> None:
+    secrets = ["hunter2", "s3cr3t", "tok-123", "k3y", "Zm9vYmFy"]
+    raw = (
+        f"password={secrets[0]} secret: '{secrets[1]}' token=\"{secrets[2]}\", "
+        f"api_key={secrets[3]}; Authorization: Bearer {secrets[4]}"
+    )
+    result = redact(raw)
+    assert result is not None
+    for secret in secrets:
+        assert secret not in result
+    assert result.count("[REDACTED]") == 6
+
+
+def test_length_cap_is_512_code_points_plus_ellipsis() -> None:
+    assert redact("界" * 512) == "界" * 512
+    assert redact("界" * 513) == "界" * 512 + "..."
+    long = redact("word " * 500)
+    assert long is not None
+    assert len(long) == MESSAGE_MAX_LENGTH + 3
+    assert long.endswith("...")
+
+
+TRACEBACK = (
+    "Traceback (most recent call last):\r\n"
+    '  File "/app/jobs/sync.py", line 42, in run\r\n'
+    '    client.login(user="bob", password="hunter2")\r\n'
+    '  File "/app/client.py", line 7, in login\n'
+    "\traise AuthError(f'token={token} rejected')\n"
+    "AuthError: token=abc123 rejected; Authorization: Bearer eyJhbGciOi.x.y   \n"
+    "\n"
+)
+
+
+def test_traceback_keeps_lines_and_indentation() -> None:
+    assert redact_traceback(TRACEBACK) == (
+        "Traceback (most recent call last):\n"
+        '  File "/app/jobs/sync.py", line 42, in run\n'
+        '    client.login(user="bob", password=[REDACTED])\n'
+        '  File "/app/client.py", line 7, in login\n'
+        "    raise AuthError(f'token=[REDACTED] rejected')\n"
+        "AuthError: token=[REDACTED] rejected; Authorization=[REDACTED] [REDACTED]"
+    )
+
+
+def test_message_form_of_a_traceback_is_one_line() -> None:
+    result = redact(TRACEBACK)
+    assert result is not None
+    assert "\n" not in result
+    assert "hunter2" not in result
+    assert "abc123" not in result
+    assert "eyJhbGciOi" not in result
+
+
+def test_long_traceback_keeps_head_and_tail_within_the_cap() -> None:
+    frames = "".join(
+        f'  File "/app/m{i}.py", line {i}, in f{i}\n    f{i + 1}()\n' for i in range(900)
+    )
+    text = "Traceback (most recent call last):\n" + frames + "ValueError: token=abc final\n"
+    result = redact_traceback(text)
+    assert result is not None
+    assert len(result) <= TRACEBACK_MAX_LENGTH
+    assert result.startswith("Traceback (most recent call last):\n")
+    assert result.endswith("ValueError: token=[REDACTED] final")
+    marker = re.search(r"\n\.\.\. \[(\d+) characters truncated\] \.\.\.\n", result)
+    assert marker is not None
+    head, tail = result[: marker.start()], result[marker.end() :]
+    full = redact_traceback(text, max_length=10**9)
+    assert full is not None
+    assert int(marker.group(1)) == len(full) - len(head) - len(tail)
+    assert full.startswith(head)
+    assert full.endswith(tail)
+    assert tail.startswith("  File") or tail.startswith("    f")
+
+
+def test_long_single_line_traceback_is_cut_hard() -> None:
+    result = redact_traceback("x" * 20_000, max_length=1000)
+    assert result is not None
+    assert len(result) <= 1000
+    assert "characters truncated" in result
+
+
+def test_traceback_cap_is_validated() -> None:
+    with pytest.raises(ConfigurationError, match="max_length"):
+        redact_traceback("x", max_length=10)
+
+
+def test_redact_failure_touches_only_text() -> None:
+    failure = Failure(
+        kind=FailureKind.EXCEPTION,
+        message="login failed:\npassword=hunter2",
+        retryable=True,
+        exception_type="app.AuthError",
+        traceback=TRACEBACK,
+    )
+    clean = redact_failure(failure)
+    assert clean.message == "login failed: password=[REDACTED]"
+    assert clean.traceback is not None
+    assert "hunter2" not in clean.traceback
+    assert (clean.kind, clean.retryable, clean.exception_type) == (
+        FailureKind.EXCEPTION,
+        True,
+        "app.AuthError",
+    )
+    assert redact_failure(clean) is clean
+
+
+def test_redact_secrets_keeps_layout() -> None:
+    assert redact_secrets("a\n  token: x\n") == "a\n  token=[REDACTED]\n"
+
+
+def test_pathological_input_is_linear() -> None:
+    """No catastrophic backtracking on long identifier runs or unclosed quotes."""
+    for text in ("a-" * 50_000, "a_" * 50_000 + "=", 'password="' + "x " * 50_000, "=" * 100_000):
+        started = time.perf_counter()
+        redact(text)
+        redact_traceback(text)
+        assert time.perf_counter() - started < 2.0
+
+
+# ----------------------------------------------------------------- properties
+
+_KEYS = ["password", "PassWord", "passwd", "pwd", "secret", "token", "api_key", "api-key"]
+_KEYS += ["apikey", "access_token", "refresh-token", "authorization", "credential"]
+_words = st.text(alphabet="abcxyz0123.-/", min_size=1, max_size=8)
+_values = (
+    st.text(alphabet="abcXYZ019-+/=._~", min_size=1, max_size=10)
+    | st.text(alphabet="ab 12,;:=", max_size=8).map(lambda v: f'"{v}"')
+    | st.text(alphabet="ab 12,;:=", max_size=8).map(lambda v: f"'{v}'")
+)
+_pairs = st.tuples(st.sampled_from(_KEYS), st.sampled_from(["=", ": ", " = ", ":"]), _values).map(
+    "".join
+)
+_bearer = _values.map(lambda v: f"Bearer {v}")
+_fragments = st.lists(
+    _words | _pairs | _bearer | st.sampled_from([",", ";", ":", "=", "界", "\n", "\t", "é"]),
+    max_size=12,
+)
+
+
+@given(_fragments, st.sampled_from([" ", "  ", "\n"]))
+def test_matches_the_go_reference(fragments: list[str], sep: str) -> None:
+    text = sep.join(fragments)
+    assert redact(text) == go_sanitize(text)
+
+
+@given(st.text(max_size=600) | _fragments.map(" ".join))
+def test_redact_is_idempotent_and_clean(text: str) -> None:
+    once = redact(text)
+    assert once is not None
+    assert redact(once) == once
+    assert len(once) <= MESSAGE_MAX_LENGTH + 3
+    assert not any(ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0 for ch in once)
+    assert once == once.strip()
+    assert "  " not in once
+
+
+@given(st.text(max_size=300) | _fragments.map("\n".join), st.integers(256, 400))
+def test_redact_traceback_is_idempotent_and_capped(text: str, cap: int) -> None:
+    once = redact_traceback(text, max_length=cap)
+    assert once is not None
+    assert len(once) <= cap
+    assert redact_traceback(once, max_length=cap) == once
+    assert not any(ord(ch) < 0x20 and ch != "\n" for ch in once)
+
+
+@given(st.sampled_from(_KEYS), st.text(alphabet="abcdefghXYZ0123456789", min_size=6, max_size=12))
+def test_secret_value_never_survives(key: str, secret: str) -> None:
+    for template in ("{k}={s}", "{k}: {s}", "x {k} = '{s}' y", '{{"{k}": "{s}"}}', "a,{k}={s};b"):
+        text = template.format(k=key, s=secret)
+        for result in (redact(text), redact_traceback(text)):
+            assert result is not None
+            assert secret not in result, (text, result)
