@@ -1,0 +1,206 @@
+"""When a schedule fires: cron expressions with a timezone, and fixed intervals.
+
+Both triggers are pure: ``next_after(dt)`` maps an aware instant to the next firing
+instant (always in UTC, so it can key a firing claim) with no clock reads. Parsing
+and iteration are croniter's job, imported on first use so ``import chongming_task``
+does not load it. This module adds what croniter leaves open: six fields with
+seconds *first* (Go ``cron.WithSeconds()``), Go's ``@every <duration>``, strict
+validation, and one stated rule for daylight saving time:
+
+1. Intervals (``@every``, :class:`IntervalTrigger`) count elapsed seconds; DST does
+   not exist for them.
+2. A cron expression whose hour field is ``*`` (``@hourly``, ``*/5 * * * *``) follows
+   elapsed time: wall-clock times skipped by a spring-forward do not fire, and the
+   repeated hour of a fall-back fires in both passes (it is another real hour).
+3. Every other cron expression names wall-clock hours: a time that does not exist
+   (spring-forward) fires once, at the first instant after the gap (02:30
+   Europe/Berlin fires at 03:00 CEST), several such times collapsing into that one
+   firing; a time that occurs twice (fall-back) fires once, at its first occurrence.
+
+This is Vixie cron's behaviour, decided per expression rather than per job run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta, tzinfo
+from typing import Final, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from chongming_task.errors import ConfigurationError
+from chongming_task.schedule.durations import format_duration, parse_duration
+from chongming_task.schedule.expressions import ALLOWED_FORMS, split_cron_tz, validate_fields
+from chongming_task.schedule.walltime import next_firing
+
+__all__ = ["EPOCH", "CronTrigger", "IntervalTrigger", "Trigger", "load_timezone", "make_trigger"]
+
+#: Default anchor of interval grids. Every node derives the same firing times from it
+#: without coordination, which is what makes (schedule, scheduled time) a usable key.
+EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def load_timezone(name: str) -> tzinfo:
+    """The IANA zone ``name`` (``"UTC"`` needs no tz database).
+
+    Raises:
+        ConfigurationError: ``name`` is not a known IANA timezone.
+    """
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigurationError(f"timezone must be an IANA name such as 'UTC', got {name!r}")
+    if name == "UTC":
+        return UTC
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError, OSError) as exc:
+        raise ConfigurationError(
+            f"timezone {name!r} is not a known IANA timezone; use a name such as "
+            "'UTC', 'Europe/Berlin' or 'Asia/Shanghai'"
+        ) from exc
+
+
+def _require_aware(dt: object) -> datetime:
+    if not isinstance(dt, datetime) or dt.tzinfo is None or dt.utcoffset() is None:
+        raise ConfigurationError(f"next_after needs a timezone-aware datetime, got {dt!r}")
+    return dt
+
+
+@dataclass(frozen=True, slots=True, init=False)
+class IntervalTrigger:
+    """Fire every ``seconds`` on the grid ``anchor + k * seconds``.
+
+    The grid is absolute, not "``seconds`` after the last run": schedulers on several
+    nodes compute identical firing times, and a late run does not shift later ones.
+    """
+
+    seconds: int
+    """Whole seconds between firings (>= 1)."""
+    anchor: datetime
+    """An instant on the grid; UTC 1970-01-01 by default."""
+
+    def __init__(self, seconds: float | timedelta, anchor: datetime | None = None) -> None:
+        if isinstance(seconds, timedelta):
+            seconds = seconds.total_seconds()
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+            raise ConfigurationError(f"interval must be a number of seconds, got {seconds!r}")
+        if not seconds >= 1 or seconds != int(seconds):
+            raise ConfigurationError(
+                f"interval must be a whole number of seconds >= 1, got {seconds!r}"
+            )
+        anchor = EPOCH if anchor is None else anchor
+        if not isinstance(anchor, datetime) or anchor.utcoffset() is None:
+            raise ConfigurationError(f"interval anchor must be timezone-aware, got {anchor!r}")
+        object.__setattr__(self, "seconds", int(seconds))
+        object.__setattr__(self, "anchor", anchor.astimezone(UTC))
+
+    @property
+    def kind(self) -> Literal["interval"]:
+        return "interval"
+
+    @property
+    def pattern(self) -> str:
+        """The Go-compatible pattern text, e.g. ``@every 1m30s``."""
+        return f"@every {format_duration(self.seconds)}"
+
+    @property
+    def timezone(self) -> str:
+        return "UTC"
+
+    def next_after(self, dt: datetime) -> datetime:
+        """The first grid instant strictly after ``dt``, in UTC (the anchor if later)."""
+        step = timedelta(seconds=self.seconds)
+        elapsed = _require_aware(dt).astimezone(UTC) - self.anchor
+        count = max(0, elapsed // step + 1)
+        return self.anchor + count * step
+
+    def describe(self) -> str:
+        return f"every {format_duration(self.seconds)}"
+
+
+@dataclass(frozen=True, slots=True, init=False)
+class CronTrigger:
+    """A cron expression read in an IANA timezone (the module docstring states the DST rule).
+
+    ``@every <duration>`` is accepted as well, because the Go scheduler stores
+    intervals that way; such a trigger has ``kind == "interval"`` and fires on the
+    epoch-anchored grid of :class:`IntervalTrigger`.
+
+    Raises:
+        ConfigurationError: the expression or the timezone is invalid; the message
+            names the expression and the forms that are allowed.
+    """
+
+    expression: str
+    timezone: str
+    _tz: tzinfo = field(repr=False, compare=False)
+    _fields: tuple[str, ...] = field(repr=False, compare=False)
+    _interval: IntervalTrigger | None = field(repr=False, compare=False)
+
+    def __init__(self, expression: str, timezone: str = "UTC") -> None:
+        if not isinstance(expression, str) or not expression.strip():
+            raise ConfigurationError(f"cron expression is empty; use {ALLOWED_FORMS}")
+        text, timezone = split_cron_tz(" ".join(expression.split()), timezone)
+        object.__setattr__(self, "expression", text)
+        object.__setattr__(self, "timezone", timezone)
+        object.__setattr__(self, "_tz", load_timezone(timezone))
+        interval: IntervalTrigger | None = None
+        fields: tuple[str, ...] = ()
+        if text.lower().startswith("@every"):
+            try:
+                interval = IntervalTrigger(parse_duration(text[len("@every") :]))
+            except ConfigurationError as exc:
+                raise ConfigurationError(f"cron expression {text!r}: {exc}") from exc
+        else:
+            fields = validate_fields(text)
+        object.__setattr__(self, "_fields", fields)
+        object.__setattr__(self, "_interval", interval)
+
+    @property
+    def kind(self) -> Literal["cron", "interval"]:
+        return "interval" if self._interval is not None else "cron"
+
+    @property
+    def pattern(self) -> str:
+        return self.expression
+
+    @property
+    def interval(self) -> IntervalTrigger | None:
+        """The interval an ``@every`` expression stands for, else ``None``."""
+        return self._interval
+
+    @property
+    def follows_elapsed_time(self) -> bool:
+        """DST rule 1 or 2 applies: an interval, or the hour field is ``*``."""
+        if self._interval is not None:
+            return True
+        hour = self._fields[2] if len(self._fields) == 6 else self._fields[1]
+        return hour == "*"
+
+    def next_after(self, dt: datetime) -> datetime:
+        """The first firing instant strictly after ``dt``, in UTC."""
+        after = _require_aware(dt)
+        if self._interval is not None:
+            return self._interval.next_after(after)
+        return next_firing(self._fields, self._tz, self.follows_elapsed_time, after)
+
+    def describe(self) -> str:
+        if self._interval is not None:
+            return self._interval.describe()
+        return f"cron {self.expression!r} in {self.timezone}"
+
+
+Trigger = CronTrigger | IntervalTrigger
+"""Either trigger; both offer ``kind``, ``pattern``, ``timezone``, ``next_after``, ``describe``."""
+
+
+def make_trigger(pattern: str, timezone: str = "UTC", anchor: datetime | None = None) -> Trigger:
+    """The trigger that a persisted (pattern, timezone) pair describes.
+
+    ``@every`` patterns become an :class:`IntervalTrigger` on ``anchor``'s grid.
+
+    Raises:
+        ConfigurationError: the pattern or the timezone is invalid.
+    """
+    trigger = CronTrigger(pattern, timezone)
+    if trigger.interval is not None:
+        return IntervalTrigger(trigger.interval.seconds, anchor)
+    return trigger
