@@ -1,0 +1,557 @@
+"""``TaskRun`` and ``run_task``: one task supervised from submission to its final state.
+
+``run_task`` is the one-liner that blocks until the end (guide §3.1). ``TaskRun`` is the
+handle for everything in between (§3.2): ``start``, ``stop``, ``pause``, ``resume``,
+``wait``, and the ``snapshot`` / ``transitions`` to watch. It is thread-safe: every
+state-machine write happens under one lock, and listeners hear every transition in
+order, outside that lock.
+
+The pieces behind it live in ``chongming_task.runtime``: the driver runs attempts on
+the executor's carrier, the supervisor watches deadlines on the injected clock.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from chongming_task.core.clock import Clock, SystemClock
+from chongming_task.core.state_machine import StateMachine
+from chongming_task.errors import ConfigurationError
+from chongming_task.model import Failure, JSONValue, TaskSnapshot, Transition, ensure_json
+from chongming_task.policies import RetryPolicy, Timeout
+from chongming_task.runtime.attempt import TaskCall
+from chongming_task.runtime.context import LogEntry
+from chongming_task.runtime.driver import Driver
+from chongming_task.runtime.events import Outbox
+from chongming_task.runtime.executors.base import Executor
+from chongming_task.runtime.state import RunState
+from chongming_task.runtime.supervisor import Supervisor
+from chongming_task.states import TaskStatus
+from chongming_task.task import RESERVED_OPTIONS, reserved_collisions, spec_of
+
+__all__ = ["TaskOutcome", "TaskRun", "run_task"]
+
+S = TaskStatus
+
+#: Shared by every run created without ``clock=``, so they share one timer thread.
+_SYSTEM_CLOCK = SystemClock()
+_DEFAULT_EXECUTOR: Executor | None = None
+
+
+def _default_executor() -> Executor:
+    global _DEFAULT_EXECUTOR  # noqa: PLW0603 - one stateless default, created lazily
+    if _DEFAULT_EXECUTOR is None:
+        from chongming_task.runtime.executors.thread import ThreadExecutor
+
+        _DEFAULT_EXECUTOR = ThreadExecutor()
+    return _DEFAULT_EXECUTOR
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskOutcome:
+    """How a run ended (guide §3.3)."""
+
+    ok: bool
+    """Whether the run ``succeeded``."""
+    status: TaskStatus
+    value: Any
+    """What the body returned; ``None`` unless the run succeeded."""
+    failure: Failure | None
+    snapshot: TaskSnapshot
+    """The final snapshot: attempts, timestamps, progress, failure."""
+
+
+class TaskRun:
+    """A handle on one task run: start it, control it, watch it, wait for it."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        args: Iterable[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        *,
+        task_id: str | None = None,
+        name: str | None = None,
+        label: str | None = None,
+        retry: RetryPolicy | None = None,
+        timeout: Timeout | None = None,
+        executor: Executor | None = None,
+        graceful_stop: float = 5.0,
+        artifact_dir: str | Path | None = None,
+        clock: Clock | None = None,
+        tags: Iterable[str] | None = None,
+        priority: int = 0,
+        bucket: int | None = None,
+        bucket_key: str | None = None,
+        owner: str | None = None,
+        metadata: Mapping[str, JSONValue] | None = None,
+        upstream: Mapping[str, JSONValue] | None = None,
+        pause_timeout: float = 5.0,
+    ) -> None:
+        """Create the run in ``pending``; nothing executes before :meth:`start`.
+
+        Raises:
+            ConfigurationError: ``fn`` is not callable or the arguments do not fit its
+                signature, an option has the wrong type, or the executor cannot run
+                this call (the ProcessExecutor names what to change).
+        """
+        if not callable(fn):
+            raise ConfigurationError(f"a task must be callable, got {fn!r}")
+        spec = spec_of(fn)
+        call = TaskCall(fn, _tuple(args), _mapping(kwargs, "kwargs"), _mapping(upstream, "upstream"))
+        run_name = name or (spec.name if spec else None) or _callable_name(fn)
+        _check_signature(fn, call, run_name)
+        retry = retry if retry is not None else (spec.retry if spec else None) or RetryPolicy()
+        timeout = timeout if timeout is not None else (spec.timeout if spec else None)
+        _check_options(retry, timeout, graceful_stop, pause_timeout)
+        if tags is None:
+            tags = spec.tags if spec else ()
+        elif isinstance(tags, str):
+            raise ConfigurationError(f"tags must be a collection of strings, not {tags!r}")
+        if metadata is not None:
+            ensure_json(dict(metadata), "metadata")
+        clock = clock or _SYSTEM_CLOCK
+        executor = executor or _default_executor()
+        if not isinstance(executor, Executor):
+            raise ConfigurationError(f"executor must be an Executor, got {executor!r}")
+        executor.check(call)
+        machine = StateMachine.create(
+            task_id if task_id is not None else uuid.uuid4().hex,
+            run_name,
+            max_attempts=retry.max_attempts,
+            label=label,
+            tags=tags,
+            priority=priority,
+            bucket=bucket,
+            bucket_key=bucket_key,
+            owner=owner,
+            metadata=metadata,
+            clock=clock,
+        )
+        self._pause_timeout = float(pause_timeout)
+        self._state = RunState(
+            machine=machine,
+            call=call,
+            executor=executor,
+            clock=clock,
+            retry=retry,
+            timeout=None if timeout is None or timeout.is_unlimited else timeout,
+            graceful_stop=float(graceful_stop),
+            artifact_root=None if artifact_dir is None else Path(artifact_dir),
+            outbox=Outbox(self),
+        )
+        self._supervisor = Supervisor(self._state)
+        self._driver = Driver(self._state, self._supervisor)
+
+    # ------------------------------------------------------------ reading
+
+    @property
+    def task_id(self) -> str:
+        return self._state.machine.task_id
+
+    @property
+    def name(self) -> str:
+        return self._state.machine.snapshot.name
+
+    @property
+    def status(self) -> TaskStatus:
+        return self._state.machine.status
+
+    @property
+    def done(self) -> bool:
+        """Whether the run is in a terminal state."""
+        return self._state.machine.status.is_terminal
+
+    @property
+    def snapshot(self) -> TaskSnapshot:
+        """The current snapshot; safe to read at any time from any thread."""
+        with self._state.lock:
+            self._state.sync_heartbeat_locked()
+            return self._state.machine.snapshot
+
+    @property
+    def transitions(self) -> tuple[Transition, ...]:
+        """Every transition so far, oldest first."""
+        with self._state.lock:
+            return self._state.machine.transitions
+
+    @property
+    def machine(self) -> StateMachine:
+        """The run's state machine, for reading only: write through this handle."""
+        return self._state.machine
+
+    @property
+    def logs(self) -> list[LogEntry]:
+        """The last 200 entries the task logged through ``ctx.log`` and friends."""
+        return list(self._state.logs)
+
+    @property
+    def executor(self) -> Executor:
+        return self._state.executor
+
+    @property
+    def outcome(self) -> TaskOutcome | None:
+        """The outcome once the run is terminal, else ``None`` (never blocks)."""
+        snapshot = self.snapshot
+        if not snapshot.status.is_terminal:
+            return None
+        ok = snapshot.status is S.SUCCEEDED
+        return TaskOutcome(
+            ok=ok,
+            status=snapshot.status,
+            value=self._state.value if ok else None,
+            failure=snapshot.failure,
+            snapshot=snapshot,
+        )
+
+    def wait(self, timeout: float | None = None) -> TaskOutcome:
+        """Block until the run is terminal and every listener has heard it.
+
+        ``timeout`` is in real seconds (a caller's patience, not task time).
+
+        Raises:
+            TimeoutError: Still not terminal after ``timeout``. Nothing about the run
+                changes: call :meth:`stop` to end it.
+        """
+        if not self._state.outbox.done.wait(timeout):
+            raise TimeoutError(
+                f"task {self.task_id!r} is still {self.status.value} after {timeout}s; "
+                "wait() changes nothing, call stop() to end it"
+            )
+        outcome = self.outcome
+        assert outcome is not None
+        return outcome
+
+    # ------------------------------------------------------------ listeners
+
+    def add_listener(self, fn: Callable[[Transition, TaskSnapshot], None]) -> None:
+        """Call ``fn(transition, snapshot)`` for every later transition, in order.
+
+        Listeners run outside the run's lock, in whichever thread made the transition
+        (or one that is delivering before it). Their exceptions are logged, never
+        raised into the run. Do not ``wait()`` inside one.
+        """
+        self._state.outbox.add_listener(fn)
+
+    def add_done_callback(self, fn: Callable[[TaskRun], None]) -> None:
+        """Call ``fn(run)`` once the terminal transition reached the listeners (or now)."""
+        self._state.outbox.add_done_callback(fn)
+
+    def update_fields(self, **changes: Any) -> None:
+        """Change non-status fields (lease, metadata...) under the run's lock."""
+        with self._state.lock:
+            self._state.machine.update(**changes)
+
+    # ------------------------------------------------------------ lifecycle
+
+    def enqueue(self, *, actor: str | None = None, reason: str | None = None) -> None:
+        """``pending -> queued`` on behalf of a queue owner, who later calls :meth:`start`.
+
+        Such a *managed* run goes back to its owner after a pause taken while it held
+        no slot: resuming it re-queues it and it waits for ``start()`` again.
+        """
+        state = self._state
+        with state.transaction(self._supervisor.check_locked) as machine:
+            state.managed = True
+            state.apply(machine.mark_queued, actor=actor, reason=reason)
+
+    def block(self, *, reason: str | None = None) -> None:
+        """``pending -> blocked``: waiting for upstream nodes (holds no slot)."""
+        state = self._state
+        with state.transaction(self._supervisor.check_locked) as machine:
+            state.managed = True
+            state.apply(machine.mark_blocked, reason=reason)
+
+    def release(
+        self, *, upstream: Mapping[str, JSONValue] | None = None, reason: str | None = None
+    ) -> None:
+        """``blocked -> queued``; ``upstream`` becomes ``ctx.upstream`` of every attempt."""
+        state = self._state
+        with state.transaction(self._supervisor.check_locked) as machine:
+            if upstream is not None:
+                call = state.call
+                new_call = TaskCall(call.fn, call.args, call.kwargs, dict(upstream))
+                state.executor.check(new_call)
+                state.call = new_call
+            state.apply(machine.mark_queued, reason=reason, trigger="pipeline:released")
+
+    def skip(self, *, reason: str, failure: Failure | None = None) -> None:
+        """End a run that has not started as ``skipped`` (it should not run at all)."""
+        state = self._state
+        with state.transaction(self._supervisor.check_locked) as machine:
+            state.apply(machine.mark_skipped, reason=reason, failure=failure)
+
+    def cancel(self, *, reason: str, actor: str | None = None) -> bool:
+        """End the run as ``cancelled`` (orchestration, not a person); stops a running body.
+
+        Returns False if the run is already terminal or stopping.
+        """
+        state = self._state
+        with state.transaction(self._supervisor.check_locked) as machine:
+            if machine.status.is_terminal or machine.status is S.STOPPING:
+                return False
+            state.apply(machine.mark_cancelled, reason=reason, actor=actor)
+            self._supervisor.stop_attempt_locked(reason, "cancel")
+            state.wake.set()
+            return True
+
+    def start(self) -> None:
+        """Start supervised execution (``queued -> starting -> running``) and return at once.
+
+        With the InlineExecutor it returns when the run is over.
+
+        Raises:
+            ConfigurationError: The run is not pending or queued, or is already running
+                (a run executes once: create a new ``TaskRun`` to run again).
+        """
+        state = self._state
+        with state.transaction(self._supervisor.check_locked) as machine:
+            status = machine.status
+            if state.driving or status not in (S.PENDING, S.QUEUED):
+                raise ConfigurationError(
+                    f"task {self.task_id!r} cannot start: it is {status.value}"
+                    + (" and already running" if state.driving else "")
+                    + "; a TaskRun executes once, create a new one to run again"
+                )
+            if status is S.PENDING:
+                state.apply(machine.mark_queued)
+            state.started = True
+            state.driving = True
+            self._driver.begin_attempt_locked()
+        try:
+            state.executor.launch(self._driver.drive, name=f"chongming-task:{self.task_id}")
+        except Exception as exc:  # e.g. "can't start new thread"
+            self._driver.fail_internally(exc)
+
+    def stop(self, reason: str | None = None, *, actor: str | None = None) -> bool:
+        """Request a stop (guide §4.1); returns at once. False if already terminal.
+
+        An occupying run goes to ``stopping`` and gets ``graceful_stop`` seconds to reach
+        a checkpoint; after that a thread is abandoned (``lost``) and a child process is
+        terminated. A run holding no slot stops at once.
+        """
+        state = self._state
+        with state.transaction(self._supervisor.check_locked) as machine:
+            status = machine.status
+            if status.is_terminal:
+                return False
+            if status is S.STOPPING:
+                return True
+            state.apply(machine.request_stop, actor=actor, reason=reason)
+            self._supervisor.stop_attempt_locked(reason, "stop")
+            state.wake.set()
+            return True
+
+    def pause(self, timeout: float | None = None, *, actor: str | None = None) -> bool:
+        """Pause and wait up to ``timeout`` seconds (clock time) for the confirmation.
+
+        True only once the run is ``paused``. A running body pauses in place at its
+        next checkpoint; if it does not get there in time the pause is rolled back to
+        ``running`` (``runtime:pause_aborted``) and this returns False (guide §4.2).
+        """
+        wait = self._pause_timeout if timeout is None else _seconds(timeout, "pause timeout")
+        state = self._state
+        with state.transaction(self._supervisor.check_locked) as machine:
+            status = machine.status
+            if status is S.PAUSED:
+                return True
+            if status in (S.QUEUED, S.RETRY_WAIT):
+                state.apply(machine.request_pause, actor=actor)
+                state.wake.set()
+                return True
+            if status not in (S.STARTING, S.RUNNING, S.PAUSING):
+                return False
+            if not state.executor.supports_pause:
+                return False
+            attempt = state.attempt
+            if status is not S.PAUSING and attempt is not None:
+                state.apply(machine.request_pause, actor=actor)
+                attempt.control.request_pause()
+            if state.pause_event is None:
+                state.pause_event = threading.Event()
+            event = state.pause_event
+        state.clock.wait(event, wait)
+        with state.transaction(self._supervisor.check_locked) as machine:
+            if machine.status is S.PAUSED:
+                return True
+            if machine.status is S.PAUSING:
+                state.apply(
+                    machine.abort_pause,
+                    reason=f"the task did not reach a checkpoint within {wait:g}s",
+                )
+                if state.attempt is not None:
+                    state.attempt.control.cancel_pause()
+            return False
+
+    def resume(self, *, actor: str | None = None) -> bool:
+        """Undo a pause: back to ``running`` in place, or to ``queued`` (guide §4.3).
+
+        A pause still waiting for its confirmation is withdrawn. False if not paused.
+        """
+        state = self._state
+        with state.transaction(self._supervisor.check_locked) as machine:
+            attempt = state.attempt
+            if machine.status is S.PAUSING:
+                state.apply(machine.abort_pause, reason="resumed before the pause was confirmed")
+                if attempt is not None:
+                    attempt.control.cancel_pause()
+                return True
+            if machine.status is not S.PAUSED:
+                return False
+            target = state.apply(machine.resume, actor=actor)
+            if target is S.RUNNING and attempt is not None and attempt.live:
+                now = state.clock.monotonic()
+                if attempt.paused_since is not None:
+                    attempt.paused_total += now - attempt.paused_since
+                    attempt.paused_since = None
+                self._supervisor.body_began_locked(attempt)
+                attempt.control.cancel_pause()
+            state.wake.set()
+            return True
+
+    def __repr__(self) -> str:
+        snap = self._state.machine.snapshot
+        return (
+            f"TaskRun(task_id={snap.task_id!r}, name={snap.name!r}, status={snap.status.value}, "
+            f"attempt={snap.attempt}/{snap.max_attempts})"
+        )
+
+
+def run_task(
+    fn: Callable[..., Any],
+    /,
+    *task_args: Any,
+    args: Iterable[Any] | None = None,
+    kwargs: Mapping[str, Any] | None = None,
+    task_id: str | None = None,
+    name: str | None = None,
+    label: str | None = None,
+    retry: RetryPolicy | None = None,
+    timeout: Timeout | None = None,
+    executor: Executor | None = None,
+    graceful_stop: float = 5.0,
+    artifact_dir: str | Path | None = None,
+    clock: Clock | None = None,
+    tags: Iterable[str] | None = None,
+    priority: int = 0,
+    bucket_key: str | None = None,
+    **task_kwargs: Any,
+) -> TaskOutcome:
+    """Run ``fn`` to its terminal state and return the outcome (guide §3.1).
+
+    Positional arguments and unknown keywords go to the task; the keywords above are
+    options. A task with a parameter named like an option must be called with explicit
+    ``args=(...)`` / ``kwargs={...}`` instead, so the two never mix. Blocks until the
+    end: use :class:`TaskRun` to intervene meanwhile.
+
+    Raises:
+        ConfigurationError: Bad options or arguments, or a task parameter that
+            collides with an option name.
+    """
+    if args is not None or kwargs is not None:
+        if task_args or task_kwargs:
+            raise ConfigurationError(
+                "pass the task's arguments either directly or through args=/kwargs=, not both"
+            )
+        call_args: Iterable[Any] = args or ()
+        call_kwargs: Mapping[str, Any] = kwargs or {}
+    else:
+        collisions = reserved_collisions(fn, RESERVED_OPTIONS | {"args", "kwargs"})
+        if collisions:
+            raise ConfigurationError(
+                f"task {_callable_name(fn)!r} has parameter(s) {', '.join(collisions)} named "
+                "like run_task options; call run_task(fn, args=(...), kwargs={...}) so the "
+                "task's arguments and the options cannot be confused"
+            )
+        call_args, call_kwargs = task_args, task_kwargs
+    run = TaskRun(
+        fn,
+        call_args,
+        call_kwargs,
+        task_id=task_id,
+        name=name,
+        label=label,
+        retry=retry,
+        timeout=timeout,
+        executor=executor,
+        graceful_stop=graceful_stop,
+        artifact_dir=artifact_dir,
+        clock=clock,
+        tags=tags,
+        priority=priority,
+        bucket_key=bucket_key,
+    )
+    run.start()
+    return run.wait()
+
+
+# ---------------------------------------------------------------- validation
+
+
+def _tuple(args: Iterable[Any]) -> tuple[Any, ...]:
+    if isinstance(args, str | bytes) or isinstance(args, Mapping):
+        raise ConfigurationError(
+            f"args must be a tuple or list of positional arguments, got {args!r}"
+        )
+    try:
+        return tuple(args)
+    except TypeError as exc:
+        raise ConfigurationError(f"args must be iterable, got {args!r}") from exc
+
+
+def _mapping(value: Mapping[str, Any] | None, what: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ConfigurationError(f"{what} must be a mapping, got {value!r}")
+    return dict(value)
+
+
+def _seconds(value: object, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        raise ConfigurationError(f"{what} must be a number of seconds, got {value!r}")
+    if value < 0 or math.isinf(value):
+        raise ConfigurationError(f"{what} must be a finite number >= 0, got {value!r}")
+    return float(value)
+
+
+def _check_options(
+    retry: object, timeout: object, graceful_stop: object, pause_timeout: object
+) -> None:
+    if not isinstance(retry, RetryPolicy):
+        raise ConfigurationError(f"retry must be a RetryPolicy, got {retry!r}")
+    if timeout is not None and not isinstance(timeout, Timeout):
+        raise ConfigurationError(f"timeout must be a Timeout, got {timeout!r}")
+    _seconds(graceful_stop, "graceful_stop")
+    _seconds(pause_timeout, "pause_timeout")
+
+
+def _callable_name(fn: Callable[..., Any]) -> str:
+    name = getattr(fn, "__name__", None)
+    if isinstance(name, str) and name:
+        return name
+    inner = getattr(fn, "func", None)  # functools.partial
+    if inner is not None:
+        return _callable_name(inner)
+    return type(fn).__name__
+
+
+def _check_signature(fn: Callable[..., Any], call: TaskCall, name: str) -> None:
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return  # builtins and some C callables: nothing to check against
+    try:
+        signature.bind(None, *call.args, **call.kwargs)
+    except TypeError as exc:
+        raise ConfigurationError(
+            f"arguments do not fit task {name!r}{signature}: {exc}; the first parameter "
+            "receives the TaskContext, so do not pass it yourself"
+        ) from exc

@@ -1,0 +1,174 @@
+"""One attempt of a run, as the executors see it, and how an attempt can end.
+
+An executor receives an :class:`Attempt` and returns an :data:`AttemptEnd`. Between
+the two it reports what happens (running, paused, progress, logs, beats, pid) through
+the attempt, which forwards to its run under the run's lock. The attempt also carries
+the per-attempt supervision state: its timing, the timeout that fired in it, and the
+stop and kill deadlines of its graceful window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from chongming_task.model import JSONValue, Progress
+from chongming_task.runtime.context import LogEntry, RuntimeContext
+from chongming_task.runtime.control import Control
+
+__all__ = [
+    "Attempt",
+    "AttemptEnd",
+    "AttemptOwner",
+    "Exited",
+    "InvalidResult",
+    "Raised",
+    "Returned",
+    "TaskCall",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class TaskCall:
+    """The function and the arguments a run calls on every attempt."""
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    kwargs: Mapping[str, Any]
+    upstream: Mapping[str, JSONValue] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------- endings
+
+
+@dataclass(frozen=True, slots=True)
+class Returned:
+    """The body returned ``value``."""
+
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Raised:
+    """The body (or the carrier before it) raised ``error``."""
+
+    error: BaseException
+    traceback: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class InvalidResult:
+    """The body returned something that cannot be stored or sent back."""
+
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Exited:
+    """The carrier (a child process) ended without reporting a result."""
+
+    exitcode: int | None
+    pid: int | None = None
+
+
+AttemptEnd = Returned | Raised | InvalidResult | Exited
+
+
+# ---------------------------------------------------------------- the attempt
+
+
+class AttemptOwner(Protocol):
+    """What an attempt forwards to (implemented by ``TaskRun``)."""
+
+    def _attempt_context(self, attempt: Attempt) -> RuntimeContext: ...
+
+    def _attempt_running(self, attempt: Attempt) -> None: ...
+
+    def _attempt_pause_reached(self, attempt: Attempt, seq: int) -> bool: ...
+
+    def _attempt_progress(self, attempt: Attempt, progress: Progress) -> None: ...
+
+    def _attempt_log(
+        self, attempt: Attempt, level: int, message: str, at: datetime | None, stacklevel: int
+    ) -> None: ...
+
+    def _attempt_beat(self, attempt: Attempt) -> None: ...
+
+    def _attempt_pid(self, attempt: Attempt, pid: int) -> None: ...
+
+    def _recent_logs(self) -> list[LogEntry]: ...
+
+
+class Attempt:
+    """One try of a run: its flags, its timing and its carrier's handle."""
+
+    def __init__(
+        self,
+        *,
+        owner: AttemptOwner,
+        number: int,
+        call: TaskCall,
+        control: Control,
+        task_id: str,
+        task_name: str,
+        artifact_root: Path | None,
+    ) -> None:
+        self.owner = owner
+        self.number = number
+        self.call = call
+        self.control = control
+        self.task_id = task_id
+        self.task_name = task_name
+        self.artifact_root = artifact_root
+        # Supervision state, written under the run's lock.
+        self.started_at: float | None = None
+        """Monotonic time the body began (``running``); ``None`` before."""
+        self.paused_since: float | None = None
+        self.paused_total = 0.0
+        self.timeout_scope: str | None = None
+        """The timeout that asked this attempt to stop, if one did."""
+        self.stop_deadline: float | None = None
+        self.kill_deadline: float | None = None
+        self.hard_stopped = False
+        """The executor was told to end the carrier by force."""
+        self.live = True
+        """False once the executor returned the attempt's end."""
+        self.handle: Any = None
+        """Executor-private state (the ProcessExecutor's child)."""
+
+    # ------------------------------------------------------------ for executors
+
+    def make_context(self) -> RuntimeContext:
+        """The ``TaskContext`` to run the body with in this process."""
+        return self.owner._attempt_context(self)
+
+    def mark_running(self) -> None:
+        """The body is about to run (``starting -> running``)."""
+        self.owner._attempt_running(self)
+
+    def confirm_pause(self, seq: int) -> bool:
+        """The body reached a checkpoint with pause ``seq`` pending; True if it should block."""
+        return self.owner._attempt_pause_reached(self, seq)
+
+    def set_pid(self, pid: int) -> None:
+        self.owner._attempt_pid(self, pid)
+
+    def report_beat(self) -> None:
+        self.owner._attempt_beat(self)
+
+    def report_progress(self, progress: Progress) -> None:
+        self.owner._attempt_progress(self, progress)
+
+    def report_log(
+        self, level: int, message: str, at: datetime | None = None, *, stacklevel: int = 1
+    ) -> None:
+        self.owner._attempt_log(self, level, message, at, stacklevel + 1)
+
+    def recent_logs(self) -> list[LogEntry]:
+        return self.owner._recent_logs()
+
+    def __repr__(self) -> str:
+        return f"Attempt(task_id={self.task_id!r}, number={self.number}, live={self.live})"

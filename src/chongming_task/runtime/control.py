@@ -1,0 +1,153 @@
+"""The flags a task body reads at its checkpoints, and the waits built on them.
+
+One :class:`Control` belongs to one attempt. The supervisor writes it (stop, pause,
+resume); the body reads it in ``ctx.checkpoint()``. Reads are plain attribute reads,
+so a checkpoint with nothing requested costs two boolean checks; every write happens
+under a condition so that a paused body wakes exactly when it should.
+
+The same class serves the ProcessExecutor's child: there a small I/O thread applies the
+parent's messages to a local ``Control`` instead of the supervisor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from chongming_task.errors import TaskCancelled
+
+__all__ = ["Control", "StopSource"]
+
+#: Who asked the body to stop: a person (``stop``), a timeout, or orchestration (``cancel``).
+StopSource = str
+
+Message = tuple[Any, ...]
+
+
+class Control:
+    """Stop and pause requests for one attempt, plus its last heartbeat."""
+
+    __slots__ = (
+        "_cond",
+        "_forward",
+                "_wakers",
+        "beat",
+        "on_pause",
+        "pause_requested",
+        "pause_seq",
+        "stop_reason",
+        "stop_requested",
+        "stop_source",
+    )
+
+    def __init__(
+        self, *, beat: float = 0.0, on_pause: Callable[[int], bool] | None = None
+    ) -> None:
+        self.stop_requested = False
+        self.pause_requested = False
+        self.stop_reason: str | None = None
+        self.stop_source: StopSource = "stop"
+        self.pause_seq = 0
+        #: Monotonic time of the last checkpoint or ``heartbeat.beat()``.
+        self.beat = beat
+        self._cond = threading.Condition(threading.Lock())
+        # Called when the body reaches a checkpoint with a pause pending; it confirms the
+        # pause (pausing -> paused) and says whether the body should block.
+        self.on_pause = on_pause
+        self._wakers: list[Callable[[], None]] = []
+        self._forward: Callable[[Message], None] | None = None
+
+    # ------------------------------------------------------------ requests (supervisor side)
+
+    def request_stop(self, reason: str | None, source: StopSource = "stop") -> bool:
+        """Ask the body to stop at its next checkpoint. False if a stop was already asked."""
+        with self._cond:
+            if self.stop_requested:
+                return False
+            self.stop_reason = reason
+            self.stop_source = source
+            self.stop_requested = True
+            self._changed_locked(("stop", reason, source))
+        return True
+
+    def request_pause(self, seq: int | None = None) -> int:
+        """Ask the body to pause at its next checkpoint; returns the request's sequence."""
+        with self._cond:
+            self.pause_seq = self.pause_seq + 1 if seq is None else seq
+            self.pause_requested = True
+            self._changed_locked(("pause", self.pause_seq))
+            return self.pause_seq
+
+    def cancel_pause(self) -> None:
+        """Withdraw a pause request (resume, or abort of an unconfirmed pause)."""
+        with self._cond:
+            if not self.pause_requested:
+                return
+            self.pause_requested = False
+            self._changed_locked(("resume",))
+
+    def forward_to(self, send: Callable[[Message], None] | None) -> None:
+        """Mirror every request to ``send`` (the child process), replaying the current state."""
+        with self._cond:
+            self._forward = send
+            if send is None:
+                return
+            if self.pause_requested:
+                send(("pause", self.pause_seq))
+            if self.stop_requested:
+                send(("stop", self.stop_reason, self.stop_source))
+
+    def _changed_locked(self, message: Message) -> None:
+        self._cond.notify_all()
+        for wake in list(self._wakers):
+            wake()
+        if self._forward is not None:
+            self._forward(message)
+
+    # ------------------------------------------------------------ waits (body side)
+
+    def cancelled(self) -> TaskCancelled:
+        """The exception a checkpoint raises for the pending stop request."""
+        return TaskCancelled(self.stop_reason, self.stop_source)
+
+    def _blocked_locked(self) -> bool:
+        return self.pause_requested and not self.stop_requested
+
+    def wait_while_paused(self) -> None:
+        """Confirm the pending pause, then block until it is withdrawn or a stop arrives."""
+        if self.on_pause is not None and not self.on_pause(self.pause_seq):
+            return
+        with self._cond:
+            while self._blocked_locked():
+                self._cond.wait()
+
+    async def await_while_paused(self) -> None:
+        """Like :meth:`wait_while_paused` without blocking the event loop's thread."""
+        if self.on_pause is not None and not self.on_pause(self.pause_seq):
+            return
+        loop = asyncio.get_running_loop()
+        while True:
+            future: asyncio.Future[None] = loop.create_future()
+
+            def wake(future: asyncio.Future[None] = future) -> None:
+                try:
+                    loop.call_soon_threadsafe(_resolve, future)
+                except RuntimeError:  # the loop is already closed: nobody is waiting
+                    pass
+
+            with self._cond:
+                if not self._blocked_locked():
+                    return
+                self._wakers.append(wake)
+            try:
+                await future
+            finally:
+                with self._cond:
+                    self._wakers.remove(wake)
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)

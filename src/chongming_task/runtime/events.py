@@ -1,0 +1,101 @@
+"""Ordered delivery of a run's transitions to its listeners, outside the state lock.
+
+Transitions are recorded under the run's lock (so there is one writer), but listeners
+(store write-through, metrics, pipeline orchestration) run outside it: a slow store
+must not stall ``stop()``, and a listener that calls back into the run must not
+deadlock. The outbox keeps their order anyway: records are queued in the order they
+were made and delivered by one thread at a time.
+
+Delivery never blocks the caller. Whoever finds the delivery lock taken leaves its
+record to the thread that holds it, which re-checks the queue after releasing the
+lock, so no record is stranded. A listener calling back into the run only queues
+more records; the outer delivery loop hands them out after the current one, in order.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+from chongming_task.model import TaskSnapshot, Transition
+
+__all__ = ["Listener", "Outbox"]
+
+log = logging.getLogger("chongming_task.run")
+
+Listener = Callable[[Transition, TaskSnapshot], None]
+RunT = TypeVar("RunT")
+
+
+class Outbox(Generic[RunT]):
+    """Listeners, done callbacks and the done event of one run."""
+
+    def __init__(self, run: RunT) -> None:
+        self._run = run
+        self._queue: deque[tuple[Transition, TaskSnapshot]] = deque()
+        self._deliver_lock = threading.Lock()
+        self._listeners: list[Listener] = []
+        self._done_callbacks: list[Callable[[RunT], None]] = []
+        self._state_lock = threading.Lock()
+        self._finished = False
+        self.done = threading.Event()
+        """Set once the terminal transition reached every listener and done callback."""
+
+    def add_listener(self, listener: Listener) -> None:
+        with self._state_lock:
+            self._listeners = [*self._listeners, listener]
+
+    def add_done_callback(self, callback: Callable[[RunT], None]) -> None:
+        with self._state_lock:
+            if not self._finished:
+                self._done_callbacks.append(callback)
+                return
+        self._call_done(callback)
+
+    def put(self, record: Transition, snapshot: TaskSnapshot) -> None:
+        """Queue one record; call under the run's lock, in transition order."""
+        self._queue.append((record, snapshot))
+
+    def deliver(self) -> None:
+        """Hand queued records to the listeners; call after releasing the run's lock."""
+        while self._queue:
+            if not self._deliver_lock.acquire(blocking=False):
+                return  # the holder re-checks the queue after it lets go
+            try:
+                while True:
+                    try:
+                        record, snapshot = self._queue.popleft()
+                    except IndexError:
+                        break
+                    self._deliver_one(record, snapshot)
+            finally:
+                self._deliver_lock.release()
+
+    def _deliver_one(self, record: Transition, snapshot: TaskSnapshot) -> None:
+        for listener in self._listeners:
+            try:
+                listener(record, snapshot)
+            except Exception:
+                log.exception(
+                    "listener %r failed on %s %s -> %s; the run goes on",
+                    listener,
+                    record.task_id,
+                    record.from_status,
+                    record.to_status,
+                )
+        if record.to_status.is_terminal:
+            with self._state_lock:
+                self._finished = True
+                callbacks, self._done_callbacks = self._done_callbacks, []
+            for callback in callbacks:
+                self._call_done(callback)
+            self.done.set()
+
+    def _call_done(self, callback: Callable[[RunT], None]) -> None:
+        try:
+            callback(self._run)
+        except Exception:
+            log.exception("done callback %r failed; the run goes on", callback)

@@ -1,0 +1,1 @@
+"""Executors: where a task body runs (``inline``, ``thread``, ``process``)."""

@@ -1,0 +1,96 @@
+"""What an executor is, and the in-process way to run one attempt.
+
+An executor decides *where* a task body runs (the caller's thread, a thread of its
+own, a child process) and how hard it can be stopped. The run decides everything
+else: states, retries, timeouts. The contract:
+
+- :meth:`Executor.check` runs at submission and refuses, with a ``ConfigurationError``
+  naming the fix, what this executor cannot run (the ProcessExecutor needs picklable,
+  importable things);
+- :meth:`Executor.launch` starts the run's attempt loop on a carrier and returns
+  (the InlineExecutor runs it to the end first: that is its point);
+- :meth:`Executor.run_attempt` runs one attempt on the carrier and says how it ended;
+- :meth:`Executor.terminate` / :meth:`Executor.kill` end a carrier that ignored a stop
+  past its graceful window; ``terminate`` returns False when the executor cannot
+  (threads), and the run then reports ``lost`` instead of pretending.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+from chongming_task.runtime.attempt import Attempt, AttemptEnd, Raised, Returned, TaskCall
+from chongming_task.runtime.context import RuntimeContext
+from chongming_task.runtime.failures import format_traceback
+
+__all__ = ["Executor", "call_body", "run_in_this_thread"]
+
+T = TypeVar("T")
+
+
+@runtime_checkable
+class Executor(Protocol):
+    """Where a task body runs. Implementations: inline, thread, process."""
+
+    name: str
+    """Short name recorded on the ``starting`` transition (``thread``, ``process``...)."""
+    supports_pause: bool
+    """Whether a running body can be paused in place (the InlineExecutor cannot)."""
+    kill_after: float
+    """Seconds between ``terminate()`` and ``kill()`` when a carrier ignores both."""
+
+    def check(self, call: TaskCall) -> None:
+        """Refuse at submission what this executor cannot run (``ConfigurationError``)."""
+        ...
+
+    def launch(self, drive: Callable[[], None], *, name: str) -> None:
+        """Run ``drive`` (the run's attempt loop) on a carrier."""
+        ...
+
+    def run_attempt(self, attempt: Attempt) -> AttemptEnd:
+        """Run one attempt on the current carrier and report how it ended."""
+        ...
+
+    def terminate(self, attempt: Attempt) -> bool:
+        """End the attempt's carrier gently by force; False if this executor cannot."""
+        ...
+
+    def kill(self, attempt: Attempt) -> None:
+        """End the attempt's carrier unconditionally (after ``terminate`` did not)."""
+        ...
+
+
+def call_body(
+    fn: Callable[..., Any],
+    ctx: RuntimeContext,
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+) -> Any:
+    """Call the task; an ``async def`` task runs to completion on a loop of its own."""
+    result = fn(ctx, *args, **kwargs)
+    if inspect.isawaitable(result):
+        return asyncio.run(_await(result))
+    return result
+
+
+async def _await(awaitable: Awaitable[T]) -> T:
+    return await awaitable
+
+
+def run_in_this_thread(attempt: Attempt) -> AttemptEnd:
+    """Run ``attempt`` in the calling thread (the thread and inline executors)."""
+    ctx = attempt.make_context()
+    call = attempt.call
+    try:
+        attempt.set_pid(os.getpid())
+        attempt.mark_running()
+        # A stop or pause that arrived while starting takes effect before the body.
+        ctx.checkpoint()
+        value = call_body(call.fn, ctx, call.args, call.kwargs)
+    except BaseException as exc:
+        return Raised(exc, format_traceback(exc))
+    return Returned(value)

@@ -1,0 +1,134 @@
+"""How each way of not succeeding becomes a :class:`Failure` (guide §5.2).
+
+Every builder redacts its text: a failure leaves this process (store, logs, CLI) and
+is read by far more people than could read the task's configuration.
+"""
+
+from __future__ import annotations
+
+import signal
+import traceback as traceback_module
+
+from chongming_task.errors import TaskCancelled, TaskError
+from chongming_task.model import Failure, FailureKind
+from chongming_task.policies import RetryPolicy, Timeout
+from chongming_task.redact import redact_failure
+
+__all__ = [
+    "CarrierCrashed",
+    "crash_failure",
+    "describe_exit",
+    "exception_failure",
+    "format_traceback",
+    "is_retryable",
+    "lost_failure",
+    "result_failure",
+    "timeout_failure",
+    "timeout_message",
+    "timeout_seconds",
+]
+
+_TIMEOUT_KINDS = {
+    "start": FailureKind.TIMEOUT_START,
+    "attempt": FailureKind.TIMEOUT_ATTEMPT,
+    "idle": FailureKind.TIMEOUT_IDLE,
+    "total": FailureKind.TIMEOUT_TOTAL,
+}
+
+
+class CarrierCrashed(TaskError):
+    """The process carrying an attempt died without a result (a native crash, ``os._exit``).
+
+    It is what the retry policy sees for such an attempt, so ``retry_on=(Exception,)``
+    retries crashes and ``give_up_on=(CarrierCrashed,)`` does not.
+    """
+
+
+def qualified_name(error: BaseException) -> str:
+    kind = type(error)
+    return kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+
+
+def format_traceback(error: BaseException) -> str:
+    return "".join(traceback_module.format_exception(error))
+
+
+def is_retryable(policy: RetryPolicy, error: BaseException) -> bool:
+    """Whether retrying could help, whatever the attempt budget (``Failure.retryable``)."""
+    if isinstance(error, TaskCancelled):
+        return False
+    if policy.give_up_on and isinstance(error, policy.give_up_on):
+        return False
+    return isinstance(error, policy.retry_on)
+
+
+def exception_failure(
+    error: BaseException, traceback: str | None, *, retryable: bool
+) -> Failure:
+    text = str(error)
+    message = f"{type(error).__name__}: {text}" if text else type(error).__name__
+    return redact_failure(
+        Failure(
+            kind=FailureKind.EXCEPTION,
+            message=message,
+            retryable=retryable,
+            exception_type=qualified_name(error),
+            traceback=traceback,
+        )
+    )
+
+
+def timeout_seconds(timeout: Timeout, scope: str) -> float:
+    value = {
+        "start": timeout.start,
+        "attempt": timeout.per_attempt,
+        "idle": timeout.idle,
+        "total": timeout.total,
+    }[scope]
+    return float(value or 0.0)
+
+
+def timeout_message(timeout: Timeout, scope: str) -> str:
+    return f"{scope} timeout of {timeout_seconds(timeout, scope):g}s expired"
+
+
+def timeout_failure(timeout: Timeout, scope: str, *, retryable: bool) -> Failure:
+    return Failure(
+        kind=_TIMEOUT_KINDS[scope],
+        message=timeout_message(timeout, scope),
+        retryable=retryable,
+        exception_type="chongming_task.errors.TaskTimeout",
+    )
+
+
+def lost_failure(message: str) -> Failure:
+    return redact_failure(Failure(kind=FailureKind.LOST, message=message, retryable=True))
+
+
+def result_failure(message: str) -> Failure:
+    return redact_failure(
+        Failure(kind=FailureKind.RESULT_INVALID, message=message, retryable=False)
+    )
+
+
+def describe_exit(exitcode: int | None, pid: int | None) -> str:
+    """``child process 123 was killed by signal SIGSEGV (exit code -11)`` and the like."""
+    who = f"child process {pid}" if pid is not None else "child process"
+    if exitcode is None:
+        return f"{who} vanished without an exit code"
+    if exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        return f"{who} was killed by signal {name} (exit code {exitcode})"
+    return f"{who} exited with code {exitcode} before reporting a result"
+
+
+def crash_failure(exitcode: int | None, pid: int | None, *, retryable: bool) -> Failure:
+    return Failure(
+        kind=FailureKind.CRASHED,
+        message=describe_exit(exitcode, pid),
+        retryable=retryable,
+        exception_type=f"{CarrierCrashed.__module__}.{CarrierCrashed.__qualname__}",
+    )

@@ -1,0 +1,137 @@
+"""The shared, locked state of one run: its state machine, current attempt and outbox.
+
+``TaskRun`` (the public handle), the driver (the attempt loop) and the supervisor
+(timeouts, graceful windows) all work on one :class:`RunState`. Every state-machine
+write goes through :meth:`RunState.apply` under :attr:`RunState.lock`, which keeps the
+"single writer" invariant of guide §3.2 while several threads control the run.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+
+from chongming_task.core.clock import Clock
+from chongming_task.core.state_machine import StateMachine
+from chongming_task.policies import RetryPolicy, Timeout
+from chongming_task.runtime.attempt import Attempt, TaskCall
+from chongming_task.runtime.context import LOG_KEEP, LogEntry
+from chongming_task.runtime.events import Outbox
+from chongming_task.states import TaskStatus
+
+if TYPE_CHECKING:
+    from chongming_task.runtime.executors.base import Executor
+
+__all__ = ["RunState"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class RunState:
+    """Everything about one run that more than one thread touches."""
+
+    def __init__(
+        self,
+        *,
+        machine: StateMachine,
+        call: TaskCall,
+        executor: Executor,
+        clock: Clock,
+        retry: RetryPolicy,
+        timeout: Timeout | None,
+        graceful_stop: float,
+        artifact_root: Path | None,
+        outbox: Outbox[Any],
+    ) -> None:
+        self.machine = machine
+        self.call = call
+        self.executor = executor
+        self.clock = clock
+        self.retry = retry
+        self.timeout = timeout
+        self.graceful_stop = graceful_stop
+        self.artifact_root = artifact_root
+        self.outbox = outbox
+        self.lock = threading.Lock()
+        self.attempt: Attempt | None = None
+        """The latest attempt; it stays here after it ends (``attempt.live`` says so)."""
+        self.value: Any = None
+        """The body's return value once the run succeeded (the object itself, not JSON)."""
+        self.logs: deque[LogEntry] = deque(maxlen=LOG_KEEP)
+        self.wake = threading.Event()
+        """Set whenever the driver, waiting between attempts, should look again."""
+        self.started = False
+        """``start()`` was called at least once."""
+        self.driving = False
+        """A carrier is running the attempt loop right now."""
+        self.managed = False
+        """Queued by someone (a controller) who calls ``start()`` again after a re-queue."""
+        self.retry_at = 0.0
+        self.submitted_at = clock.monotonic()
+        self.pause_event: threading.Event | None = None
+        self._seen = len(machine.transitions)
+        self._synced_beat: float | None = None
+
+    @property
+    def status(self) -> TaskStatus:
+        return self.machine.status
+
+    # ------------------------------------------------------------ writes
+
+    def apply(self, op: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
+        """Run one state-machine operation and queue its transitions. Hold :attr:`lock`."""
+        self.sync_heartbeat_locked()
+        try:
+            return op(*args, **kwargs)
+        finally:
+            self._record_locked()
+
+    @contextmanager
+    def transaction(self, after: Callable[[], None] | None = None) -> Iterator[StateMachine]:
+        """Hold the lock for a group of writes; run ``after`` under it, deliver outside it."""
+        try:
+            with self.lock:
+                yield self.machine
+                if after is not None:
+                    after()
+        finally:
+            self.outbox.deliver()
+
+    def _record_locked(self) -> None:
+        transitions = self.machine.transitions
+        if len(transitions) == self._seen:
+            return
+        snapshot = self.machine.snapshot
+        for record in transitions[self._seen :]:
+            self.outbox.put(record, snapshot)
+        self._seen = len(transitions)
+        status = snapshot.status
+        if self.pause_event is not None and status is not TaskStatus.PAUSING:
+            self.pause_event.set()  # confirmed, aborted or overtaken: pause() may look
+            self.pause_event = None
+        if status.is_terminal:
+            self.wake.set()
+
+    # ------------------------------------------------------------ heartbeat
+
+    def sync_heartbeat_locked(self) -> None:
+        """Copy the attempt's last beat into the snapshot (``last_heartbeat_at``).
+
+        Checkpoints only store a monotonic reading, which is what keeps them nearly
+        free; the wall-clock timestamp is derived here, when someone looks.
+        """
+        attempt = self.attempt
+        if attempt is None or attempt.started_at is None or self.machine.status.is_terminal:
+            return
+        beat = attempt.control.beat
+        if beat == self._synced_beat:
+            return
+        self._synced_beat = beat
+        age = max(0.0, self.clock.monotonic() - beat)
+        self.machine.update(last_heartbeat_at=self.clock.now() - timedelta(seconds=age))
