@@ -136,8 +136,14 @@ class ExponentialBackoff:
     def delay_for(self, attempt: int, rng: Callable[[], float] = random.random) -> float:
         """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
         exponent = max(0, attempt - 1)
-        # Cap the exponent before pow: factor ** 10_000 would overflow a float.
-        raw = self.max_delay if exponent > 1024 else self.base * self.factor**exponent
+        if self.base == 0 or self.factor == 1:
+            raw = float(self.base)
+        elif exponent * math.log(self.factor) >= math.log(self.max_delay / self.base):
+            # Already at the cap; comparing logs first keeps factor ** exponent from
+            # overflowing a float (6.0 ** 400 raises OverflowError).
+            raw = float(self.max_delay)
+        else:
+            raw = self.base * float(self.factor) ** exponent
         return self.jitter.apply(min(raw, self.max_delay), rng)
 
 
