@@ -1,0 +1,99 @@
+"""The curated public namespace: sorted, resolvable, lazy where it should be.
+
+Tolerant for now: lazily exported names whose module is not written yet are skipped
+(other parts of the package are being built in parallel); once a module exists,
+every name mapped to it must resolve.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+
+import pytest
+
+import chongming_task
+
+
+def _module_exists(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def test_all_is_sorted_and_unique() -> None:
+    names = list(chongming_task.__all__)
+    assert names == sorted(names)
+    assert len(names) == len(set(names))
+
+
+@pytest.mark.parametrize("name", chongming_task.__all__)
+def test_every_name_in_all_resolves(name: str) -> None:
+    assert getattr(chongming_task, name) is not None
+
+
+#: Known problem for the lead: the submodule ``chongming_task/task.py`` shadows the
+#: lazy ``task`` decorator. Importing a submodule sets it as an attribute of the
+#: package, so once anything imports ``chongming_task.task``, the guide's
+#: ``from chongming_task import task`` returns the module and ``@task`` fails.
+#: Rename the module (e.g. ``chongming_task/decorator.py``) and drop these marks.
+_SHADOWED = pytest.mark.xfail(
+    reason="submodule chongming_task.task shadows the lazy name 'task'", strict=True
+)
+
+
+def _lazy_params() -> list[object]:
+    return [
+        pytest.param(name, marks=_SHADOWED) if _module_exists(f"chongming_task.{name}") else name
+        for name in sorted(chongming_task._LAZY)
+    ]
+
+
+@pytest.mark.parametrize("name", _lazy_params())
+def test_lazy_name_resolves_once_its_module_exists(name: str) -> None:
+    module_name = chongming_task._LAZY[name]
+    if not _module_exists(module_name):
+        pytest.skip(f"{module_name} is not written yet")
+    module = importlib.import_module(module_name)
+    value = getattr(chongming_task, name)
+    assert value is getattr(module, name)
+    assert name in dir(chongming_task)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(name, marks=_SHADOWED) if _module_exists(f"chongming_task.{name}") else name
+        for name in sorted(set(chongming_task._LAZY) | set(chongming_task.__all__))
+    ],
+)
+def test_no_submodule_shadows_a_public_name(name: str) -> None:
+    """A submodule named like a public name would replace it on the package once imported."""
+    assert not _module_exists(f"chongming_task.{name}")
+
+
+def test_lazy_names_do_not_shadow_eager_ones() -> None:
+    eager = {name for name in chongming_task.__all__ if name not in chongming_task._LAZY}
+    assert not eager & set(chongming_task._LAZY)
+
+
+def test_unknown_attribute_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no attribute 'NoSuchThing'"):
+        _ = chongming_task.NoSuchThing  # type: ignore[attr-defined]
+    assert not hasattr(chongming_task, "NoSuchThing")
+
+
+def test_version_is_exported() -> None:
+    assert isinstance(chongming_task.__version__, str)
+    assert chongming_task.__version__.count(".") >= 2
+
+
+def test_model_names_have_one_public_home() -> None:
+    """The guide imports these from the package root and from their modules alike."""
+    from chongming_task import policies, states
+    from chongming_task.core import state_machine
+
+    assert chongming_task.TaskStatus is states.TaskStatus
+    assert chongming_task.RetryPolicy is policies.RetryPolicy
+    assert state_machine.StateMachine.__module__ == "chongming_task.core.state_machine"
