@@ -105,7 +105,9 @@ class TaskRun:
         if not callable(fn):
             raise ConfigurationError(f"a task must be callable, got {fn!r}")
         spec = spec_of(fn)
-        call = TaskCall(fn, _tuple(args), _mapping(kwargs, "kwargs"), _mapping(upstream, "upstream"))
+        call = TaskCall(
+            fn, _tuple(args), _mapping(kwargs, "kwargs"), _mapping(upstream, "upstream")
+        )
         run_name = name or (spec.name if spec else None) or _callable_name(fn)
         _check_signature(fn, call, run_name)
         retry = retry if retry is not None else (spec.retry if spec else None) or RetryPolicy()
@@ -496,7 +498,7 @@ def run_task(
 
 
 def _tuple(args: Iterable[Any]) -> tuple[Any, ...]:
-    if isinstance(args, str | bytes) or isinstance(args, Mapping):
+    if isinstance(args, str | bytes | Mapping):
         raise ConfigurationError(
             f"args must be a tuple or list of positional arguments, got {args!r}"
         )

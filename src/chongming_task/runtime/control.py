@@ -12,6 +12,7 @@ parent's messages to a local ``Control`` instead of the supervisor.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -32,7 +33,7 @@ class Control:
     __slots__ = (
         "_cond",
         "_forward",
-                "_wakers",
+        "_wakers",
         "beat",
         "on_pause",
         "pause_requested",
@@ -42,9 +43,7 @@ class Control:
         "stop_source",
     )
 
-    def __init__(
-        self, *, beat: float = 0.0, on_pause: Callable[[int], bool] | None = None
-    ) -> None:
+    def __init__(self, *, beat: float = 0.0, on_pause: Callable[[int], bool] | None = None) -> None:
         self.stop_requested = False
         self.pause_requested = False
         self.stop_reason: str | None = None
@@ -132,10 +131,9 @@ class Control:
             future: asyncio.Future[None] = loop.create_future()
 
             def wake(future: asyncio.Future[None] = future) -> None:
-                try:
+                # A closed loop raises RuntimeError: then nobody is waiting any more.
+                with contextlib.suppress(RuntimeError):
                     loop.call_soon_threadsafe(_resolve, future)
-                except RuntimeError:  # the loop is already closed: nobody is waiting
-                    pass
 
             with self._cond:
                 if not self._blocked_locked():

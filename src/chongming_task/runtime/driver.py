@@ -20,6 +20,7 @@ from datetime import datetime
 from chongming_task.errors import ConfigurationError, TaskCancelled
 from chongming_task.model import Failure, FailureKind, Progress, ensure_json
 from chongming_task.policies import RetryDecision
+from chongming_task.redact import redact_failure
 from chongming_task.runtime.attempt import (
     Attempt,
     AttemptEnd,
@@ -39,7 +40,6 @@ from chongming_task.runtime.failures import (
     result_failure,
     timeout_failure,
 )
-from chongming_task.redact import redact_failure
 from chongming_task.runtime.state import RunState
 from chongming_task.runtime.supervisor import Supervisor
 from chongming_task.runtime.timers import EPSILON
@@ -187,7 +187,8 @@ class Driver:
                 if failure.retryable
                 else RetryDecision(False)
             )
-            return self._fail_or_retry_locked(failure, decision, trigger=f"supervisor:timeout_{scope}")
+            trigger = f"supervisor:timeout_{scope}"
+            return self._fail_or_retry_locked(failure, decision, trigger=trigger)
         if isinstance(end, Raised):
             error = end.error
             if isinstance(error, TaskSkipped):
@@ -201,9 +202,7 @@ class Driver:
             )
             return self._fail_or_retry_locked(failure, state.retry.decide(error, attempt.number))
         crashed = CarrierCrashed(describe_exit(end.exitcode, end.pid))
-        failure = crash_failure(
-            end.exitcode, end.pid, retryable=is_retryable(state.retry, crashed)
-        )
+        failure = crash_failure(end.exitcode, end.pid, retryable=is_retryable(state.retry, crashed))
         return self._fail_or_retry_locked(failure, state.retry.decide(crashed, attempt.number))
 
     def _returned_locked(self, value: object) -> bool:

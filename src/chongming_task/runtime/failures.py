@@ -46,7 +46,9 @@ class CarrierCrashed(TaskError):
 
 def qualified_name(error: BaseException) -> str:
     kind = type(error)
-    return kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+    if kind.__module__ == "builtins":
+        return kind.__qualname__
+    return f"{kind.__module__}.{kind.__qualname__}"
 
 
 def format_traceback(error: BaseException) -> str:
@@ -62,9 +64,7 @@ def is_retryable(policy: RetryPolicy, error: BaseException) -> bool:
     return isinstance(error, policy.retry_on)
 
 
-def exception_failure(
-    error: BaseException, traceback: str | None, *, retryable: bool
-) -> Failure:
+def exception_failure(error: BaseException, traceback: str | None, *, retryable: bool) -> Failure:
     text = str(error)
     message = f"{type(error).__name__}: {text}" if text else type(error).__name__
     return redact_failure(

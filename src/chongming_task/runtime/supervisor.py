@@ -51,9 +51,7 @@ class Supervisor:
         self._ran_once = False
         self._spent: tuple[str, float] | None = None
         timeout = state.timeout
-        self._no_start = (
-            None if timeout is None else dataclasses.replace(timeout, start=None)
-        )
+        self._no_start = None if timeout is None else dataclasses.replace(timeout, start=None)
 
     # ------------------------------------------------------------ events from the run
 
@@ -78,8 +76,10 @@ class Supervisor:
         """Act on whatever is due, then book the next deadline. Hold the run's lock."""
         state = self._state
         attempt = state.attempt
-        windows = attempt is not None and attempt.live and (
-            attempt.stop_deadline is not None or attempt.kill_deadline is not None
+        windows = (
+            attempt is not None
+            and attempt.live
+            and (attempt.stop_deadline is not None or attempt.kill_deadline is not None)
         )
         if state.timeout is None and not windows:
             self._book_locked(None)
@@ -173,10 +173,9 @@ class Supervisor:
         """The earliest timeout deadline and its scope, unless it was spent already."""
         found = self._any_timeout_locked()
         spent = self._spent
-        if found is not None and spent is not None and found[1] == spent[0]:
-            if found[0] <= spent[1]:
-                return None
-        return found
+        if found is None or spent is None:
+            return found
+        return None if found[1] == spent[0] and found[0] <= spent[1] else found
 
     def _any_timeout_locked(self) -> tuple[float, TimeoutScope] | None:
         state = self._state
@@ -190,10 +189,12 @@ class Supervisor:
             return None  # this attempt is already being stopped for a timeout
         paused = status is S.PAUSED
         policy: Timeout = timeout if not (self._ran_once or paused) else self._no_start or timeout
-        in_body = (
-            live and attempt is not None and attempt.started_at is not None and status in _BODY_STARTED
-        )
-        if in_body and attempt is not None:
+        if (
+            live
+            and attempt is not None
+            and attempt.started_at is not None
+            and status in _BODY_STARTED
+        ):
             return policy.next_deadline(
                 submitted_at=state.submitted_at,
                 attempt_started_at=attempt.started_at,

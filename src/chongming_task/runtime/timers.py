@@ -13,13 +13,14 @@ service thread counts as one of ``FakeClock.sleepers`` exactly while it waits fo
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
 import logging
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Final
+from typing import ClassVar, Final
 
 from chongming_task.core.clock import Clock
 
@@ -54,8 +55,10 @@ class TimerEntry:
 class TimerService:
     """Calls callbacks at monotonic deadlines of one clock, from one lazily started thread."""
 
-    _registry: weakref.WeakKeyDictionary[Clock, TimerService] = weakref.WeakKeyDictionary()
-    _registry_lock = threading.Lock()
+    _registry: ClassVar[weakref.WeakKeyDictionary[Clock, TimerService]] = (
+        weakref.WeakKeyDictionary()
+    )
+    _registry_lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(self, clock: Clock) -> None:
         self._clock = clock
@@ -76,10 +79,8 @@ class TimerService:
                 return cls(clock)
             if service is None:
                 service = cls(clock)
-                try:
+                with contextlib.suppress(TypeError):  # not weak-referenceable: unshared
                     cls._registry[clock] = service
-                except TypeError:
-                    pass
             return service
 
     def schedule(self, deadline: float, callback: Callable[[], None]) -> TimerEntry:
