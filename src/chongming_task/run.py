@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import os
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -34,7 +35,7 @@ from chongming_task.runtime.executors.base import Executor
 from chongming_task.runtime.state import RunState
 from chongming_task.runtime.supervisor import Supervisor
 from chongming_task.states import TaskStatus
-from chongming_task.task import RESERVED_OPTIONS, reserved_collisions, spec_of
+from chongming_task.decorator import RESERVED_OPTIONS, reserved_collisions, spec_of
 
 __all__ = ["TaskOutcome", "TaskRun", "run_task"]
 
@@ -84,7 +85,7 @@ class TaskRun:
         timeout: Timeout | None = None,
         executor: Executor | None = None,
         graceful_stop: float = 5.0,
-        artifact_dir: str | Path | None = None,
+        artifact_dir: str | os.PathLike[str] | None = None,
         clock: Clock | None = None,
         tags: Iterable[str] | None = None,
         priority: int = 0,
@@ -439,7 +440,7 @@ def run_task(
     timeout: Timeout | None = None,
     executor: Executor | None = None,
     graceful_stop: float = 5.0,
-    artifact_dir: str | Path | None = None,
+    artifact_dir: str | os.PathLike[str] | None = None,
     clock: Clock | None = None,
     tags: Iterable[str] | None = None,
     priority: int = 0,
