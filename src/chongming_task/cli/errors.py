@@ -79,9 +79,11 @@ def describe(exc: BaseException) -> tuple[str, ExitCode]:
     if isinstance(exc, InvalidTransition | ConcurrencyConflict):
         return one_line(str(exc)), ExitCode.FAILED
     if isinstance(exc, StoreError):
-        cause = exc.__cause__
-        detail = f" ({one_line(str(cause))})" if cause is not None and str(cause) else ""
-        return one_line(f"database error: {exc}{detail}"), ExitCode.FAILED
+        message = one_line(str(exc))
+        cause = one_line(str(exc.__cause__)) if exc.__cause__ is not None else ""
+        if cause and cause not in message:
+            message = f"{message} ({cause})"
+        return f"database error: {message}", ExitCode.FAILED
     if isinstance(exc, TaskError):
         return one_line(str(exc)), ExitCode.FAILED
     if isinstance(exc, sqlite3.Error):

@@ -30,6 +30,8 @@ __all__ = ["DEFAULT_DB", "GlobalOptions", "Session", "is_postgres_url"]
 #: The SQLite file used when neither ``--db``/``--dsn`` nor the environment names one.
 DEFAULT_DB = "chongming.db"
 DEFAULT_NUM_BUCKETS = 64
+#: Seconds to wait for PostgreSQL: an unreachable server must not hang a shell command.
+POSTGRES_CONNECT_TIMEOUT = 5.0
 
 
 def is_postgres_url(value: str) -> bool:
@@ -128,7 +130,7 @@ class Session:
                 raise CommandFailed(
                     'PostgreSQL needs the driver: pip install "chongming-task[postgres]"'
                 ) from exc
-            store = PostgresTaskStore(db)
+            store = PostgresTaskStore(db, connect_timeout=POSTGRES_CONNECT_TIMEOUT)
         else:
             path = Path(db).expanduser()
             if path.is_dir():

@@ -11,6 +11,7 @@ reports what it stopped. ``chongming-task worker`` is a thin shell around
 from __future__ import annotations
 
 from chongming_task.worker.daemon import Worker
+from chongming_task.worker.logtail import LogTail
 from chongming_task.worker.report import ShutdownReport, StoppedTask
 from chongming_task.worker.submission import (
     SUBMIT_ACTION,
@@ -22,6 +23,7 @@ from chongming_task.worker.submission import (
 
 __all__ = [
     "SUBMIT_ACTION",
+    "LogTail",
     "ShutdownReport",
     "StoppedTask",
     "Submission",

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Final
 from chongming_task.errors import ConfigurationError, TaskError
 from chongming_task.states import TaskStatus
 from chongming_task.stores.base import ClaimLost, Command
+from chongming_task.worker.logtail import LogTail
 from chongming_task.worker.report import ShutdownReport, StoppedTask
 from chongming_task.worker.submission import SUBMIT_ACTION, Submission
 
@@ -57,6 +58,8 @@ class Worker:
         poll_interval: Longest wait between intake polls (commands also wake it).
         scheduler: Optional object with ``start()`` and ``stop()`` (a
             ``chongming_task.schedule.Scheduler``) started and stopped with the worker.
+        log_tail: Keep each task's last log lines in its stored metadata, so
+            ``status`` in another process can show them (:class:`LogTail`).
 
     Raises:
         ConfigurationError: The controller has no store (nothing could be submitted).
@@ -69,6 +72,7 @@ class Worker:
         max_parallel: int = 1,
         poll_interval: float = 0.5,
         scheduler: Any | None = None,
+        log_tail: bool = True,
     ) -> None:
         if controller.store is None:
             raise ConfigurationError("a Worker needs a Controller with a store")
@@ -88,6 +92,7 @@ class Worker:
         self._slot_freed = threading.Event()
         self._thread: threading.Thread | None = None
         self._unsubscribe = controller.subscribe(self._on_transition)
+        self._log_tail = LogTail(controller) if log_tail else None
 
     # ------------------------------------------------------------ lifecycle
 
@@ -126,6 +131,8 @@ class Worker:
         held = [run for run in self.controller.runs() if not run.done]
         before = {run.task_id: run.status.value for run in held}
         self.controller.close(reason=reason, timeout=timeout, close_store=False)
+        if self._log_tail is not None:
+            self._log_tail.close()
         tasks = tuple(
             StoppedTask(
                 task_id=run.task_id,
@@ -161,6 +168,8 @@ class Worker:
 
     def _intake_loop(self) -> None:
         while not self._stop.is_set():
+            if self._log_tail is not None:
+                self._log_tail.flush()
             if not self.free_slots():
                 # Full: wait for a task to end (or for shutdown), not for commands.
                 self._slot_freed.wait(self.poll_interval)

@@ -86,7 +86,8 @@ def status_lines(snapshot: TaskSnapshot) -> list[tuple[str, str]]:
     if snapshot.failure is not None:
         failure = snapshot.failure
         kind = failure.kind.value
-        if failure.exception_type:
+        short_type = (failure.exception_type or "").rpartition(".")[2]
+        if short_type and not failure.message.startswith(short_type):
             kind = f"{kind} ({failure.exception_type})"
         pairs.append(("failure", f"{kind}: {failure.message}"))
     return pairs

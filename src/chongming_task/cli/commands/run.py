@@ -25,8 +25,9 @@ from chongming_task.cli.live import make_display
 from chongming_task.cli.loader import load_task_module, register_tasks
 from chongming_task.cli.parsing import env
 from chongming_task.cli.schema import document, task_doc, transition_doc
-from chongming_task.cli.signals import terminate_as_interrupt
+from chongming_task.cli.signals import Terminated, terminate_as_interrupt
 from chongming_task.states import TaskStatus
+from chongming_task.worker.logtail import LogTail
 
 if TYPE_CHECKING:
     from chongming_task.cli.session import Session
@@ -96,25 +97,14 @@ def cmd_run(args: argparse.Namespace, session: Session) -> int:
     register_tasks(controller, module, spec)
     output = session.output
     interrupted = False
-    with terminate_as_interrupt():
-        run = _submit(controller, request)
-        display = make_display(output) if not session.json else None
-        try:
-            while not run.done:
-                if display is not None:
-                    display.update(run)
-                with contextlib.suppress(TimeoutError):
-                    run.wait(timeout=REFRESH)
-        except KeyboardInterrupt as exc:
-            interrupted = True
-            if display is not None:
-                display.close()
-            output.notice(f"{type(exc).__name__ or 'interrupt'}: stopping {run.task_id} ...")
-            controller.close(reason="interrupted (chongming-task run)", timeout=STOP_TIMEOUT)
-        finally:
-            if display is not None:
-                display.update(run)
-                display.close()
+    tail = LogTail(controller)
+    try:
+        with terminate_as_interrupt():
+            run = _submit(controller, request)
+            interrupted = _follow(run, controller, tail, session)
+    finally:
+        controller.close(reason="chongming-task run ended", timeout=STOP_TIMEOUT)
+        tail.close()
     snapshot = run.snapshot
     if session.json:
         output.json(
@@ -128,6 +118,31 @@ def cmd_run(args: argparse.Namespace, session: Session) -> int:
     else:
         output.print(_summary(snapshot))
     return ExitCode.OK if snapshot.status is TaskStatus.SUCCEEDED else ExitCode.TASK_NOT_SUCCEEDED
+
+
+def _follow(run: TaskRun, controller: Any, tail: LogTail, session: Session) -> bool:
+    """Show the run until it ends; on Ctrl-C/SIGTERM stop it cleanly. True if interrupted."""
+    output = session.output
+    display = make_display(output) if not session.json else None
+    try:
+        while not run.done:
+            if display is not None:
+                display.update(run)
+            tail.flush()
+            with contextlib.suppress(TimeoutError):
+                run.wait(timeout=REFRESH)
+    except KeyboardInterrupt as exc:
+        if display is not None:
+            display.close()
+        what = "SIGTERM" if isinstance(exc, Terminated) else "interrupted"
+        output.notice(f"{what}: stopping {run.task_id} cleanly (up to {STOP_TIMEOUT:g}s)")
+        controller.close(reason=f"{what} (chongming-task run)", timeout=STOP_TIMEOUT)
+        return True
+    finally:
+        if display is not None:
+            display.update(run)
+            display.close()
+    return False
 
 
 def _summary(snapshot: Any) -> str:

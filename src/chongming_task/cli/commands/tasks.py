@@ -42,7 +42,20 @@ def parameters_of(definition: TaskDefinition) -> str:
     parameters = list(signature.parameters.values())
     if parameters and parameters[0].name in ("ctx", "context"):
         parameters = parameters[1:]
-    return ", ".join(str(parameter) for parameter in parameters) or "-"
+    return ", ".join(_parameter(parameter) for parameter in parameters) or "-"
+
+
+def _parameter(parameter: inspect.Parameter) -> str:
+    """``name: type = default`` with string annotations unquoted (PEP 563 modules)."""
+    prefix = {parameter.VAR_POSITIONAL: "*", parameter.VAR_KEYWORD: "**"}.get(parameter.kind, "")
+    text = prefix + parameter.name
+    annotation = parameter.annotation
+    if annotation is not parameter.empty:
+        shown = annotation if isinstance(annotation, str) else inspect.formatannotation(annotation)
+        text += f": {shown}"
+    if parameter.default is not parameter.empty:
+        text += f" = {parameter.default!r}"
+    return text
 
 
 def cmd_tasks(args: argparse.Namespace, session: Session) -> int:
