@@ -24,6 +24,7 @@ from typing import Any
 
 from chongming_task.core.clock import Clock, SystemClock
 from chongming_task.core.state_machine import StateMachine
+from chongming_task.decorator import RESERVED_OPTIONS, reserved_collisions, spec_of
 from chongming_task.errors import ConfigurationError
 from chongming_task.model import Failure, JSONValue, TaskSnapshot, Transition, ensure_json
 from chongming_task.policies import RetryPolicy, Timeout
@@ -35,7 +36,6 @@ from chongming_task.runtime.executors.base import Executor
 from chongming_task.runtime.state import RunState
 from chongming_task.runtime.supervisor import Supervisor
 from chongming_task.states import TaskStatus
-from chongming_task.decorator import RESERVED_OPTIONS, reserved_collisions, spec_of
 
 __all__ = ["TaskOutcome", "TaskRun", "run_task"]
 

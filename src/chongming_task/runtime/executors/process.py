@@ -19,6 +19,7 @@ waits for its exit; after the exit the child is joined, so no zombie remains.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import multiprocessing
@@ -59,11 +60,9 @@ class _Child:
         self.started = False
 
     def send(self, message: tuple[Any, ...]) -> None:
-        with self.lock:
-            try:
-                self.conn.send(message)
-            except (OSError, ValueError):  # the child is gone or the pipe is closed
-                pass
+        # OSError/ValueError: the child is gone or the pipe is closed; nobody listens.
+        with self.lock, contextlib.suppress(OSError, ValueError):
+            self.conn.send(message)
 
     def terminate(self) -> None:
         with self.lock:
