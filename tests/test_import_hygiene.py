@@ -71,8 +71,10 @@ def _probe(module: str) -> dict[str, object]:
 def test_import_pulls_in_nothing_but_the_standard_library(module: str) -> None:
     result = _probe(module)
     new = result["new"]
+    stdlib_names = result["stdlib"]
     assert isinstance(new, list)
-    stdlib = set(result["stdlib"])  # type: ignore[arg-type]
+    assert isinstance(stdlib_names, list)
+    stdlib = set(stdlib_names)
     top_level = {name.split(".")[0] for name in new}
     for name in FORBIDDEN:
         assert name not in top_level, f"import {module} pulled in {name}"

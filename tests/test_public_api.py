@@ -80,7 +80,7 @@ def test_lazy_names_do_not_shadow_eager_ones() -> None:
 
 def test_unknown_attribute_is_an_attribute_error() -> None:
     with pytest.raises(AttributeError, match="no attribute 'NoSuchThing'"):
-        _ = chongming_task.NoSuchThing  # type: ignore[attr-defined]
+        _ = chongming_task.NoSuchThing
     assert not hasattr(chongming_task, "NoSuchThing")
 
 

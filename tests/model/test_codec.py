@@ -194,7 +194,7 @@ def test_corrupt_transition_is_a_store_error(change: dict[str, Any]) -> None:
 def test_non_objects_are_store_errors(data: Any) -> None:
     for cls in (TaskSnapshot, Transition, Failure, Progress):
         with pytest.raises(StoreError, match="expected a JSON object"):
-            cls.from_dict(data)  # type: ignore[attr-defined]
+            cls.from_dict(data)
 
 
 def test_invalid_json_text_is_a_store_error() -> None:
@@ -261,7 +261,7 @@ def test_status_and_kind_strings_are_coerced() -> None:
         (lambda: Progress(done=float("nan")), "Progress.done"),
         (lambda: Progress(done=1, total=float("inf")), "Progress.total"),
         (lambda: Progress(done=True), "Progress.done"),
-        (lambda: Progress(done=1, unit=3), "Progress.unit"),
+        (lambda: Progress(done=1, unit=3), "Progress.unit"),  # type: ignore[arg-type]
         (lambda: Failure(kind="nope", message="x"), "Failure.kind"),  # type: ignore[arg-type]
         (lambda: Failure(kind=FailureKind.LOST, message=None), "Failure.message"),  # type: ignore[arg-type]
         (lambda: Failure(kind=FailureKind.LOST, message="x", retryable=1), "Failure.retryable"),  # type: ignore[arg-type]

@@ -43,7 +43,7 @@ def test_action_is_one_legal_edge_or_changes_nothing(setup: str, action: str) ->
     try:
         ACTIONS[action](machine)
     except (InvalidTransition, AttemptsExhausted) as exc:
-        error: InvalidTransition | AttemptsExhausted = exc
+        error: InvalidTransition | AttemptsExhausted | None = exc
     else:
         error = None
     if error is not None:

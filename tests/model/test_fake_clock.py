@@ -148,7 +148,7 @@ def test_advance_releases_several_sleepers_by_deadline() -> None:
         with lock:
             woke.append(seconds)
 
-    threads = [start_thread(lambda s=s: sleeper(s)) for s in (3, 1, 2)]  # type: ignore[misc]
+    threads = [start_thread(lambda s=s: sleeper(s)) for s in (3, 1, 2)]
     clock.wait_for_sleepers(3)
     clock.advance(2)
     wait_until(lambda: len(woke) == 2, timeout=5, message="two sleepers")

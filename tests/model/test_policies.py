@@ -31,43 +31,48 @@ NAN = float("nan")
 INF = float("inf")
 
 
+def make(cls: Any, *args: Any, **kwargs: Any) -> Callable[[], object]:
+    """A deferred, deliberately ill-typed construction."""
+    return lambda: cls(*args, **kwargs)
+
+
 # ----------------------------------------------------------------- validation
 
 
 @pytest.mark.parametrize(
     ("build", "field"),
     [
-        (lambda: FixedBackoff(-1), "FixedBackoff.delay"),
-        (lambda: FixedBackoff(NAN), "FixedBackoff.delay"),
-        (lambda: FixedBackoff(INF), "FixedBackoff.delay"),
-        (lambda: FixedBackoff("1"), "FixedBackoff.delay"),
-        (lambda: FixedBackoff(True), "FixedBackoff.delay"),
-        (lambda: FixedBackoff(1, jitter="some"), "FixedBackoff.jitter"),
-        (lambda: ExponentialBackoff(base=-1), "ExponentialBackoff.base"),
-        (lambda: ExponentialBackoff(factor=0.5), "ExponentialBackoff.factor"),
-        (lambda: ExponentialBackoff(factor=NAN), "ExponentialBackoff.factor"),
-        (lambda: ExponentialBackoff(max_delay=INF), "ExponentialBackoff.max_delay"),
-        (lambda: ExponentialBackoff(base=10, max_delay=5), "ExponentialBackoff.max_delay"),
-        (lambda: ExponentialBackoff(jitter=0.5), "ExponentialBackoff.jitter"),
-        (lambda: RetryPolicy(max_attempts=0), "RetryPolicy.max_attempts"),
-        (lambda: RetryPolicy(max_attempts=2.0), "RetryPolicy.max_attempts"),
-        (lambda: RetryPolicy(max_attempts=True), "RetryPolicy.max_attempts"),
-        (lambda: RetryPolicy(backoff=5), "RetryPolicy.backoff"),
-        (lambda: RetryPolicy(retry_on=("ValueError",)), "RetryPolicy.retry_on"),
-        (lambda: RetryPolicy(give_up_on=(int,)), "RetryPolicy.give_up_on"),
-        (lambda: RetryPolicy(retry_timeouts="yes"), "RetryPolicy.retry_timeouts"),
-        (lambda: Timeout(start=0), "Timeout.start"),
-        (lambda: Timeout(per_attempt=-5), "Timeout.per_attempt"),
-        (lambda: Timeout(idle=NAN), "Timeout.idle"),
-        (lambda: Timeout(total="1h"), "Timeout.total"),
-        (lambda: ConcurrencyPolicy(max_parallel=0), "ConcurrencyPolicy.max_parallel"),
-        (lambda: ConcurrencyPolicy(limits={"db": 0}), "ConcurrencyPolicy.limits"),
-        (lambda: ConcurrencyPolicy(limits=[("db", 1)]), "ConcurrencyPolicy.limits"),
-        (lambda: ConcurrencyPolicy(limits={"": 1}), "limit tags"),
-        (lambda: ConcurrencyPolicy(priority="high"), "ConcurrencyPolicy.priority"),
-        (lambda: BucketPolicy(num_buckets=0), "BucketPolicy.num_buckets"),
-        (lambda: AggregationPolicy("majority"), "AggregationPolicy.mode"),
-        (lambda: AggregationPolicy("quorum"), "quorum"),
+        (make(FixedBackoff, -1), "FixedBackoff.delay"),
+        (make(FixedBackoff, NAN), "FixedBackoff.delay"),
+        (make(FixedBackoff, INF), "FixedBackoff.delay"),
+        (make(FixedBackoff, "1"), "FixedBackoff.delay"),
+        (make(FixedBackoff, True), "FixedBackoff.delay"),
+        (make(FixedBackoff, 1, jitter="some"), "FixedBackoff.jitter"),
+        (make(ExponentialBackoff, base=-1), "ExponentialBackoff.base"),
+        (make(ExponentialBackoff, factor=0.5), "ExponentialBackoff.factor"),
+        (make(ExponentialBackoff, factor=NAN), "ExponentialBackoff.factor"),
+        (make(ExponentialBackoff, max_delay=INF), "ExponentialBackoff.max_delay"),
+        (make(ExponentialBackoff, base=10, max_delay=5), "ExponentialBackoff.max_delay"),
+        (make(ExponentialBackoff, jitter=0.5), "ExponentialBackoff.jitter"),
+        (make(RetryPolicy, max_attempts=0), "RetryPolicy.max_attempts"),
+        (make(RetryPolicy, max_attempts=2.0), "RetryPolicy.max_attempts"),
+        (make(RetryPolicy, max_attempts=True), "RetryPolicy.max_attempts"),
+        (make(RetryPolicy, backoff=5), "RetryPolicy.backoff"),
+        (make(RetryPolicy, retry_on=("ValueError",)), "RetryPolicy.retry_on"),
+        (make(RetryPolicy, give_up_on=(int,)), "RetryPolicy.give_up_on"),
+        (make(RetryPolicy, retry_timeouts="yes"), "RetryPolicy.retry_timeouts"),
+        (make(Timeout, start=0), "Timeout.start"),
+        (make(Timeout, per_attempt=-5), "Timeout.per_attempt"),
+        (make(Timeout, idle=NAN), "Timeout.idle"),
+        (make(Timeout, total="1h"), "Timeout.total"),
+        (make(ConcurrencyPolicy, max_parallel=0), "ConcurrencyPolicy.max_parallel"),
+        (make(ConcurrencyPolicy, limits={"db": 0}), "ConcurrencyPolicy.limits"),
+        (make(ConcurrencyPolicy, limits=[("db", 1)]), "ConcurrencyPolicy.limits"),
+        (make(ConcurrencyPolicy, limits={"": 1}), "limit tags"),
+        (make(ConcurrencyPolicy, priority="high"), "ConcurrencyPolicy.priority"),
+        (make(BucketPolicy, num_buckets=0), "BucketPolicy.num_buckets"),
+        (make(AggregationPolicy, "majority"), "AggregationPolicy.mode"),
+        (make(AggregationPolicy, "quorum"), "quorum"),
     ],
 )
 def test_constructors_reject_bad_input_naming_the_field(
@@ -306,7 +311,7 @@ def test_paused_time_does_not_count_toward_the_attempt() -> None:
 
 def test_expired_reports_the_scope_at_the_deadline() -> None:
     timeout = Timeout(per_attempt=60, idle=30)
-    common = {"submitted_at": 0.0, "attempt_started_at": 10.0, "last_beat_at": 35.0}
+    common: dict[str, Any] = {"submitted_at": 0.0, "attempt_started_at": 10.0, "last_beat_at": 35.0}
     assert timeout.expired(now=64.9, **common) is None
     assert timeout.expired(now=65.0, **common) == "idle"
     assert timeout.expired(now=65.0, paused=True, **common) is None

@@ -401,11 +401,13 @@ def test_force_transition_audit_and_fields() -> None:
     machine.force_transition(
         S.FAILED, actor="alice", reason="checked side effects", failure=verdict
     )
-    assert machine.snapshot.failure == verdict
-    assert machine.snapshot.finished_at is not None
+    forced = machine.snapshot
+    assert forced.failure == verdict
+    assert forced.finished_at is not None
     machine.force_transition(S.QUEUED, actor="alice", reason="run again")
-    assert machine.snapshot.finished_at is None
-    assert machine.snapshot.started_at is None
+    requeued = machine.snapshot
+    assert requeued.finished_at is None
+    assert requeued.started_at is None
     with pytest.raises(ConfigurationError, match="TaskStatus"):
         machine.force_transition("nope", actor="alice", reason="x")  # type: ignore[arg-type]
     machine.force_transition("paused", actor="alice", reason="by value")  # type: ignore[arg-type]

@@ -37,7 +37,11 @@ GUIDE_9_2 = {
 
 
 def _edges(table: dict[str, set[str]]) -> set[tuple[TaskStatus, TaskStatus]]:
-    return {(S[source], S[target]) for source, targets in table.items() for target in targets}
+    return {
+        (TaskStatus[source], TaskStatus[target])
+        for source, targets in table.items()
+        for target in targets
+    }
 
 
 def test_fifteen_statuses_with_the_guide_values() -> None:
