@@ -143,7 +143,10 @@ class ExponentialBackoff:
             # overflowing a float (6.0 ** 400 raises OverflowError).
             raw = float(self.max_delay)
         else:
-            raw = self.base * float(self.factor) ** exponent
+            try:
+                raw = self.base * float(self.factor) ** exponent
+            except OverflowError:  # a denormal base can pass the log test above
+                raw = float(self.max_delay)
         return self.jitter.apply(min(raw, self.max_delay), rng)
 
 
