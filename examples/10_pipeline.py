@@ -14,11 +14,15 @@ import time
 from chongming_task import Controller, Pipeline, TaskContext, task
 from chongming_task.policies import AggregationPolicy, JoinMode
 
-#: The shard that fails in the second half of the demo (None: nothing fails).
-BROKEN_SHARD: int | None = None
-#: Whether healthy shards keep working until fail_fast cancels them (so the demo
-#: deterministically has branches in flight when the broken shard fails).
-WORK_UNTIL_CANCELLED = False
+
+class Demo:
+    """What the demo changes between its three runs (plain settings, not task arguments)."""
+
+    #: The shard that fails (None: nothing fails).
+    broken_shard: int | None = None
+    #: Whether healthy shards keep working until fail_fast cancels them, so the demo
+    #: deterministically has branches in flight when the broken shard fails.
+    work_until_cancelled = False
 
 
 @task
@@ -32,9 +36,10 @@ def fetch(ctx: TaskContext, day: str) -> dict[str, object]:
 def transform(ctx: TaskContext, index: int) -> int:
     """Sum this shard's slice of the fetched rows."""
     fetched = ctx.input("fetch", {})  # the fetch node's return value
-    if index == BROKEN_SHARD:
+    if index == Demo.broken_shard:
+        time.sleep(0.05)  # some work first: by then every shard has been released
         raise RuntimeError(f"shard {index}: corrupt input")
-    while WORK_UNTIL_CANCELLED:
+    while Demo.work_until_cancelled:
         ctx.checkpoint()  # raises TaskCancelled once fail_fast cancels this shard
         time.sleep(0.01)
     return sum(fetched["rows"][index::3])
@@ -76,25 +81,24 @@ def show(title: str, controller: Controller, aggregation: AggregationPolicy) -> 
 
 
 def main() -> None:
-    global BROKEN_SHARD, WORK_UNTIL_CANCELLED
     with Controller(max_parallel=2) as controller:
         controller.register_all(fetch, transform, load, audit)
 
         statuses = show("all succeed", controller, AggregationPolicy.fail_fast())
         assert set(statuses.values()) == {"succeeded"}
 
-        BROKEN_SHARD = 1
+        Demo.broken_shard = 1
         statuses = show("shard1 fails, all_settled", controller, AggregationPolicy.all_settled())
         assert statuses["shard1"] == "failed"
         assert statuses["shard0"] == statuses["shard2"] == "succeeded"
         assert statuses["load"] == "skipped"  # its upstream did not all succeed
         assert statuses["audit"] == "succeeded"  # ALL_SETTLED runs anyway
 
-        WORK_UNTIL_CANCELLED = True
+        Demo.work_until_cancelled = True
         statuses = show("shard1 fails, fail_fast", controller, AggregationPolicy.fail_fast())
         assert statuses["shard1"] == "failed"
         assert statuses["shard0"] == "cancelled"  # was running: pulled down by fail_fast
-        assert statuses["shard2"] == "cancelled"  # released too (queued, or just started)
+        assert statuses["shard2"] == "cancelled"  # released but queued (max_parallel=2)
         assert statuses["load"] == statuses["audit"] == "skipped"  # never released
 
 

@@ -32,6 +32,8 @@ class ScriptedPort:
         self.actions: list[tuple[str, str]] = []
         self.subscribers: list[Subscriber] = []
         self.refuse: set[str] = set()
+        #: task id -> what happens (in another task, say) while that node is released.
+        self.during_release: dict[str, Callable[[], None]] = {}
 
     # ---------------------------------------------------------------- the port
 
@@ -72,6 +74,9 @@ class ScriptedPort:
             self.actions.append(("release", task_id))
             self.upstream[task_id] = dict(upstream)
             self._do(task_id, self.machines[task_id].mark_queued)
+            hook = self.during_release.pop(task_id, None)
+            if hook is not None:
+                hook()
 
     def skip(self, task_id: str, reason: str) -> None:
         with self.lock:

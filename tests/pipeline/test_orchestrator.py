@@ -92,6 +92,32 @@ def test_fail_fast_with_several_branches_in_flight() -> None:
     assert released == ["r/a", "r/b", "r/c"]
 
 
+def test_a_failure_during_releases_stops_further_releases() -> None:
+    """Another node fails while the children of root are being released one by one."""
+    port = ScriptedPort(NAMES)
+    p = Pipeline("race")
+    root = p.node("t", node_id="root")
+    p.node("t", node_id="other")
+    for name in ("a", "b", "c"):
+        p.node("t", node_id=name, depends_on=[root])
+    run = submit_to_port(port, p, run_id="r")
+    port.start("r/other")
+    # The failure arrives (and is queued) while "a" is being released.
+    port.during_release["r/a"] = lambda: port.fail("r/other", "concurrent failure")
+    port.succeed("r/root")
+    outcome = run.wait(5)
+    assert outcome.first_failure is not None
+    assert outcome.first_failure.node_id == "other"
+    assert outcome.statuses() == {
+        "root": S.SUCCEEDED,
+        "other": S.FAILED,
+        "a": S.CANCELLED,  # released before the failure: cancelled
+        "b": S.SKIPPED,  # never released after it
+        "c": S.SKIPPED,
+    }
+    assert [task for action, task in port.actions if action == "release"] == ["r/a"]
+
+
 def test_a_cancelled_node_never_triggers_fail_fast() -> None:
     port = ScriptedPort(NAMES)
     run = submit_to_port(port, _branches(AggregationPolicy.fail_fast()), run_id="r")

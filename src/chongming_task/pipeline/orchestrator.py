@@ -74,6 +74,9 @@ class Orchestrator:
         self._snapshots: dict[str, TaskSnapshot] = {}
         self.handles: dict[str, Any] = {}
         self._events: deque[_Event] = deque()
+        # Set by the subscriber the moment a node fails, before its event is handled:
+        # a drainer still releasing the previous node's children must stop at once.
+        self._failure_seen = False
         # Held by submission until every node exists, so nothing is decided early.
         self._draining = True
         # Touched only by the draining thread:
@@ -134,6 +137,8 @@ class Orchestrator:
                 current = self._snapshots.get(node_id)
                 if current is None or snapshot.status_version >= current.status_version:
                     self._snapshots[node_id] = snapshot
+                if triggers_fail_fast(snapshot.status):
+                    self._failure_seen = True
             if event is None:
                 return
             self._events.append(event)
@@ -187,6 +192,8 @@ class Orchestrator:
                 self._evaluate(child)
 
     def _evaluate(self, node_id: str) -> None:
+        if self.fail_fast and self._failure_seen:
+            return  # a failure is queued: fail_fast will skip this node, not release it
         node = self.defs[node_id]
         decision = decide_join(node.join, {dep: self.status_of(dep) for dep in node.depends_on})
         if decision.verdict is Verdict.WAIT:

@@ -1,0 +1,88 @@
+"""Blocked nodes hold no slot: a long serial chain on one slot, a wide fan-out/fan-in."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from chongming_task import Pipeline
+from chongming_task.model import TaskSnapshot, Transition
+from chongming_task.states import OCCUPYING, TaskStatus
+from chongming_task.testing import wait_until
+
+from . import tasks
+from .conftest import make_controller
+from .helpers import NODE_PATH, ROOT_PATH, path
+
+S = TaskStatus
+
+
+class SlotWatch:
+    """Counts tasks in slot-holding states after every transition; keeps the maximum."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._holding: set[str] = set()
+        self.most = 0
+
+    def __call__(self, transition: Transition, snapshot: TaskSnapshot) -> None:
+        with self._lock:
+            if transition.to_status in OCCUPYING:
+                self._holding.add(transition.task_id)
+            else:
+                self._holding.discard(transition.task_id)
+            self.most = max(self.most, len(self._holding))
+
+
+def test_a_20_node_chain_runs_on_one_slot() -> None:
+    with make_controller(max_parallel=1) as controller:
+        watch = SlotWatch()
+        controller.subscribe(watch, inline=True)
+        p = Pipeline("chain")
+        previous = p.node("hold", "root", node_id="n0")
+        for index in range(1, 20):
+            previous = p.node(
+                "increment", previous.node_id, node_id=f"n{index}", depends_on=[previous]
+            )
+        run = controller.submit_pipeline(p)
+        # Guide §8.12: only the root holds a slot; the others are blocked, not queued.
+        wait_until(lambda: run.nodes["n0"].status is S.RUNNING)
+        assert controller.active_count == 1
+        assert controller.queued_count == 0
+        assert controller.stats().unfinished == 20
+        assert {snap.status for node, snap in run.nodes.items() if node != "n0"} == {S.BLOCKED}
+        tasks.gate("root").set()
+        outcome = run.wait(timeout=60)
+
+        assert outcome.status is S.SUCCEEDED
+        assert outcome.nodes["n19"].value == 19  # each node read its upstream's value
+        assert watch.most == 1
+        assert path(controller, run.task_ids["n0"]) == ROOT_PATH
+        for index in range(1, 20):
+            assert path(controller, run.task_ids[f"n{index}"]) == NODE_PATH
+        assert controller.active_count == 0
+
+
+def test_a_200_node_fan_out_fan_in_completes() -> None:
+    with make_controller(max_parallel=8) as controller:
+        watch = SlotWatch()
+        controller.subscribe(watch, inline=True)
+        p = Pipeline("fan")
+        root = p.node("value", 1, node_id="root")
+        wide = [p.node("increment", "root", node_id=f"w{i}", depends_on=[root]) for i in range(200)]
+        p.node("load", node_id="sink", depends_on=wide)
+        started = time.monotonic()
+        run = controller.submit_pipeline(p)
+        outcome = run.wait(timeout=60)
+        elapsed = time.monotonic() - started
+
+        assert outcome.status is S.SUCCEEDED
+        assert len(outcome.nodes) == 202
+        assert outcome.nodes["sink"].value == 400  # 200 nodes x (1 + 1)
+        assert watch.most <= 8
+        for node_id in ("w0", "w199", "sink"):
+            assert path(controller, run.task_ids[node_id]) == NODE_PATH
+        assert {node.status for node in outcome.nodes.values()} == {S.SUCCEEDED}
+        assert controller.active_count == 0
+        assert controller.queued_count == 0
+        assert elapsed < 30, f"202 trivial nodes took {elapsed:.1f}s"
