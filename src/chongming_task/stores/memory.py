@@ -243,6 +243,8 @@ class InMemoryTaskStore(TaskStore):
         kinds: Collection[str] | None = None,
     ) -> list[Command]:
         _validate_lease(lease)
+        if isinstance(limit, bool) or limit < 1:
+            raise ConfigurationError(f"limit must be >= 1, got {limit!r}")
         self._signal.mark_seen()
         claimed: list[Command] = []
         with self._locked():

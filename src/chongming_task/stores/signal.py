@@ -76,11 +76,9 @@ class CommandSignal:
                 clock.wait(event, max(0.0, timeout))
                 return
             deadline = clock.monotonic() + max(0.0, timeout)
-            while True:
+            while not poll():
                 remaining = deadline - clock.monotonic()
-                if remaining <= 0:
-                    return
-                if clock.wait(event, min(poll_interval, remaining)) or poll():
+                if remaining <= 0 or clock.wait(event, min(poll_interval, remaining)):
                     return
         finally:
             with self._lock:

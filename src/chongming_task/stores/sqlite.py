@@ -214,14 +214,17 @@ class SqliteTaskStore(SqlTaskStore):
     def _poll_commands(self) -> Callable[[], bool] | None:
         if self._memory:
             return None
+        if getattr(self._local, "commands_rev", None) is None:
+            # This thread never claimed: "new" means new from now on.
+            self._local.commands_rev = self._commands_rev()
 
         def changed() -> bool:
             if self._closed:
                 return True
             current = self._commands_rev()
-            seen = getattr(self._local, "commands_rev", None)
+            seen = self._local.commands_rev
             self._local.commands_rev = current
-            return seen is not None and seen != current
+            return bool(seen != current)
 
         return changed
 

@@ -1,0 +1,351 @@
+"""The harness of the store contract: store lifecycle, hooks, and data builders.
+
+Kept free of pytest so the suite runs under any runner: plain ``assert`` statements,
+``setup_method``/``teardown_method`` (pytest) aliased to ``setUp``/``tearDown``
+(unittest), and ``unittest.SkipTest`` for cases a backend cannot express (pytest
+reports it as a skip).
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import threading
+import unittest
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any, NoReturn, TypeVar
+
+from chongming_task.core.clock import SystemClock
+from chongming_task.model import Failure, FailureKind, Progress, TaskSnapshot, Transition
+from chongming_task.states import TaskStatus
+from chongming_task.stores.base import Command, TaskStore
+from chongming_task.testing.fake_clock import FakeClock
+
+__all__ = [
+    "ContractHarness",
+    "WatchedClock",
+    "assert_same_json",
+    "assert_snapshot_equal",
+    "by_id",
+    "raises",
+]
+
+#: Where the contract's FakeClock starts. Fixed, so failures reproduce exactly.
+START: datetime = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+#: Two non-UTC offsets: a store that normalises to UTC must still compare equal, and a
+#: store that keeps the original offset must keep it exactly.
+TZ_PLUS_8 = timezone(timedelta(hours=8))
+TZ_MINUS_3_30 = timezone(-timedelta(hours=3, minutes=30))
+
+
+E = TypeVar("E", bound=BaseException)
+
+
+def raises(expected: type[E], call: Callable[[], object], message: str) -> E:
+    """The exception ``call`` raised, asserting it is an ``expected`` (pytest-free ``raises``)."""
+    try:
+        call()
+    except expected as exc:
+        return exc
+    raise AssertionError(message)
+
+
+def assert_same_json(got: Any, want: Any, path: str = "$") -> None:
+    """Strict JSON equality: same types (``1`` is not ``1.0`` is not ``True``), same values."""
+    assert type(got) is type(want), f"{path}: type {type(got).__name__} != {type(want).__name__}"
+    if isinstance(want, dict):
+        assert set(got) == set(want), f"{path}: keys {sorted(got)} != {sorted(want)}"
+        for key in want:
+            assert_same_json(got[key], want[key], f"{path}.{key}")
+    elif isinstance(want, list):
+        assert len(got) == len(want), f"{path}: length {len(got)} != {len(want)}"
+        for index, (item, expected) in enumerate(zip(got, want, strict=True)):
+            assert_same_json(item, expected, f"{path}[{index}]")
+    else:
+        assert got == want, f"{path}: {got!r} != {want!r}"
+
+
+class WatchedClock(SystemClock):
+    """The system clock, counting the threads blocked in ``wait``/``sleep`` on it.
+
+    Lets a real-time case know that a waiter has reached its wait before it acts,
+    without sleeping a guessed amount.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sleepers = 0
+
+    @property
+    def sleepers(self) -> int:
+        with self._lock:
+            return self._sleepers
+
+    def _enter(self, delta: int) -> None:
+        with self._lock:
+            self._sleepers += delta
+
+    def sleep(self, seconds: float) -> None:
+        self._enter(1)
+        try:
+            super().sleep(seconds)
+        finally:
+            self._enter(-1)
+
+    def wait(self, event: threading.Event, timeout: float | None) -> bool:
+        self._enter(1)
+        try:
+            return super().wait(event, timeout)
+        finally:
+            self._enter(-1)
+
+
+class ContractHarness:
+    """Lifecycle and hooks; the test mixins build on it.
+
+    Subclasses implement :meth:`make_store` and may override the optional hooks.
+    """
+
+    clock: FakeClock
+
+    # ------------------------------------------------------------ hooks
+
+    def make_store(self) -> TaskStore:
+        """A fresh, empty store. May accept a ``clock`` keyword argument to receive the
+        suite's ``FakeClock`` at construction; otherwise it is assigned to ``store.clock``."""
+        raise NotImplementedError("subclass StoreContract and implement make_store()")
+
+    def make_second_store(self) -> TaskStore | None:
+        """Another connection to the *same* backing store as the last ``make_store``.
+
+        Used to check visibility and races across connections. ``None`` (the default)
+        runs those checks on the one store.
+        """
+        return None
+
+    def store_factory(self) -> Callable[[], TaskStore] | None:
+        """A picklable callable that opens the same backing store in another process.
+
+        Enables the cross-process cases (exactly-one-winner saves, claims, firings).
+        ``None`` (the default) skips them: in-process stores cannot be shared.
+        """
+        return None
+
+    def corrupt_status(self, store: TaskStore, task_id: str) -> None:
+        """Write an unknown status into the stored row of ``task_id`` (behind the API).
+
+        The default skips the corrupted-row case; SQL backends implement it with a
+        raw UPDATE.
+        """
+        self.skip("corrupt_status() is not implemented for this store")
+
+    def open_connections(self, store: TaskStore) -> int | None:
+        """Connections ``store`` holds; must be 0 after ``close()``. ``None``: unknown."""
+        value = getattr(store, "open_connections", None)
+        return value if isinstance(value, int) else None
+
+    def skip(self, reason: str) -> NoReturn:
+        """Skip the current case (``unittest.SkipTest``, which pytest honours too)."""
+        raise unittest.SkipTest(reason)
+
+    # ------------------------------------------------------------ lifecycle
+
+    def setup_method(self, method: object = None) -> None:
+        self.clock = FakeClock(START)
+        self._stores: list[TaskStore] = []
+        self._main: TaskStore | None = None
+        self._ids = itertools.count(1)
+
+    @property
+    def store(self) -> TaskStore:
+        """The store under test, made on first use (so pytest fixtures have run)."""
+        if self._main is None:
+            self._main = self._adopt(self._call_factory(self.make_store))
+        return self._main
+
+    def teardown_method(self, method: object = None) -> None:
+        stores, self._stores, self._main = self._stores, [], None
+        for store in stores:
+            store.close()
+            store.close()  # idempotent
+        for store in stores:
+            leaked = self.open_connections(store)
+            assert leaked in (None, 0), f"{store!r} still holds {leaked} connection(s) after close"
+
+    def setUp(self) -> None:  # unittest spelling
+        self.setup_method(None)
+
+    def tearDown(self) -> None:  # unittest spelling
+        self.teardown_method(None)
+
+    def _call_factory(self, factory: Callable[..., TaskStore | None]) -> TaskStore | None:
+        try:
+            accepts_clock = "clock" in inspect.signature(factory).parameters
+        except (TypeError, ValueError):
+            accepts_clock = False
+        return factory(clock=self.clock) if accepts_clock else factory()
+
+    def _adopt(self, store: TaskStore | None) -> TaskStore:
+        assert store is not None, "make_store() returned None"
+        store.clock = self.clock
+        self._stores.append(store)
+        return store
+
+    def second_store(self) -> TaskStore:
+        """The second connection if the subclass offers one, else the main store."""
+        main = self.store
+        second = self._call_factory(self.make_second_store)
+        return main if second is None else self._adopt(second)
+
+    def process_factory(self) -> Callable[[], TaskStore]:
+        factory = self.store_factory()
+        if factory is None:
+            self.skip("store_factory() is not provided: no cross-process cases")
+        return factory
+
+    @contextmanager
+    def real_time(self, *stores: TaskStore) -> Iterator[WatchedClock]:
+        """Run a block on a real clock (for waits that cross connections or processes)."""
+        clock = WatchedClock()
+        targets = stores or (self.store,)
+        for store in targets:
+            store.clock = clock
+        try:
+            yield clock
+        finally:
+            for store in targets:
+                store.clock = self.clock
+
+    # ------------------------------------------------------------ data builders
+
+    def new_id(self, prefix: str = "task") -> str:
+        return f"{prefix}-{next(self._ids)}"
+
+    def snapshot(self, task_id: str | None = None, **changes: Any) -> TaskSnapshot:
+        """A pending snapshot; each call is created one second after the previous one."""
+        number = next(self._ids)
+        created = START + timedelta(seconds=number)
+        fields: dict[str, Any] = {
+            "task_id": task_id if task_id is not None else f"task-{number}",
+            "name": "job",
+            "status": TaskStatus.PENDING,
+            "status_version": 0,
+            "created_at": created,
+            "updated_at": created,
+        }
+        fields.update(changes)
+        return TaskSnapshot(**fields)
+
+    def created(self, task_id: str | None = None, **changes: Any) -> TaskSnapshot:
+        """``snapshot(...)`` stored with ``create``."""
+        snap = self.snapshot(task_id, **changes)
+        self.store.create(snap)
+        return snap
+
+    @staticmethod
+    def transition(
+        task_id: str, version: int, to: TaskStatus, source: TaskStatus | None = None, **kw: Any
+    ) -> Transition:
+        return Transition(
+            task_id=task_id,
+            from_status=source,
+            to_status=to,
+            trigger=kw.pop("trigger", "contract:test"),
+            version=version,
+            at=kw.pop("at", START + timedelta(seconds=version)),
+            **kw,
+        )
+
+    def rich_snapshot(self, task_id: str) -> TaskSnapshot:
+        """Every field set, with non-UTC offsets, unicode and nested JSON."""
+        base = datetime(2026, 3, 1, 20, 0, 0, 123456, tzinfo=TZ_PLUS_8)
+        return TaskSnapshot(
+            task_id=task_id,
+            name="同步.租户-A",
+            status=TaskStatus.RUNNING,
+            status_version=7,
+            created_at=base,
+            updated_at=base + timedelta(seconds=42, microseconds=7),
+            label="标签 «quoted» 'x' \"y\"",
+            attempt=2,
+            max_attempts=5,
+            queued_at=base + timedelta(seconds=1),
+            started_at=(base + timedelta(seconds=30)).astimezone(TZ_MINUS_3_30),
+            first_started_at=base + timedelta(seconds=2),
+            finished_at=None,
+            progress=Progress(done=120.5, total=500, unit="行", message="处理中… ☃"),
+            last_heartbeat_at=(base + timedelta(seconds=40)).astimezone(TZ_MINUS_3_30),
+            lease_owner="host-α:4242",
+            lease_until=base + timedelta(seconds=70),
+            failure=Failure(
+                kind=FailureKind.EXCEPTION,
+                message="上一轮失败: boom",
+                retryable=True,
+                exception_type="builtins.ValueError",
+                traceback='Traceback (most recent call last):\n  File "x.py", line 1\n',
+            ),
+            outcome={
+                "rows": 12345678901234567890,
+                "ratio": 0.1,
+                "huge": 1e300,
+                "tiny": 1.5e-7,
+                "whole_float": 1e16,
+                "flags": [True, False, None],
+                "nested": {"深": {"层": ["值", 1, 2.5, {"empty": {}}]}, "list": []},
+                "text": 'line1\nline2\t"quoted" \\ backslash 🚀',
+            },
+            tags=frozenset({"io", "租户", "with space", "50%_off"}),
+            bucket=7,
+            bucket_key="tenant-A",
+            priority=-3,
+            owner="worker-1",
+            pid=31337,
+            metadata={
+                "schedule": "nightly",
+                "pipeline": "etl",
+                "trace": {"id": "abc", "sampled": True, "depth": 3},
+                "note": "注释",
+            },
+        )
+
+    def command(self, target: str = "task-x", **changes: Any) -> Command:
+        fields: dict[str, Any] = {
+            "kind": "task",
+            "target": target,
+            "action": "stop",
+            "issued_by": "ops",
+            "issued_at": self.clock.now(),
+            "payload": {"reason": "maintenance"},
+        }
+        fields.update(changes)
+        return Command.new(**fields)
+
+
+def field_names(snapshot: TaskSnapshot) -> list[str]:
+    """Every dataclass field of a snapshot, for field-by-field comparison."""
+    return list(getattr(snapshot, "__dataclass_fields__", {}))
+
+
+def assert_snapshot_equal(got: TaskSnapshot | None, want: TaskSnapshot) -> None:
+    """Field by field, datetimes compared as instants *and* as ISO text, JSON strictly."""
+    assert got is not None, f"task {want.task_id!r} is missing"
+    for name in field_names(want):
+        value, expected = getattr(got, name), getattr(want, name)
+        if isinstance(expected, datetime):
+            assert isinstance(value, datetime), f"{name}: {value!r} is not a datetime"
+            assert value == expected, f"{name}: {value!r} != {expected!r}"
+            assert value.utcoffset() == expected.utcoffset(), f"{name}: offset changed"
+        elif name in ("outcome", "metadata"):
+            assert_same_json(
+                value if name == "outcome" else dict(value),
+                expected if name == "outcome" else dict(expected),
+                name,
+            )
+        else:
+            assert value == expected, f"{name}: {value!r} != {expected!r}"
+
+
+def by_id(snapshots: list[TaskSnapshot]) -> Mapping[str, TaskSnapshot]:
+    return {snapshot.task_id: snapshot for snapshot in snapshots}

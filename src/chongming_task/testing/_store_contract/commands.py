@@ -1,0 +1,274 @@
+"""Contract cases for commands: claims under a lease, fencing, and waiting for arrivals."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from chongming_task.errors import ConfigurationError, StoreError
+from chongming_task.stores.base import ClaimLost, Command
+from chongming_task.testing import wait_until
+from chongming_task.testing._store_contract._support import (
+    ContractHarness,
+    assert_same_json,
+    raises,
+)
+
+__all__ = ["CommandCases"]
+
+#: Real-time bound for "returns promptly" (generous for a loaded CI machine).
+PROMPT_SECONDS = 3.0
+
+
+def _expect_claim_lost(call: Callable[[], object]) -> ClaimLost:
+    return raises(ClaimLost, call, "a stale claim token must raise ClaimLost")
+
+
+class CommandCases(ContractHarness):
+    """submit / claim / complete / release / extend / get / wait."""
+
+    def test_submit_and_get_round_trip(self) -> None:
+        command = self.command(
+            "任务-1",
+            action="pause",
+            payload={"reason": "发布窗口", "nested": {"ids": [1, 2.5, None, True]}, "n": 1e300},
+            target_owner="worker-1",
+        )
+        stored = self.store.submit_command(command)
+        assert stored == command
+        got = self.store.get_command(command.command_id)
+        assert got == command
+        assert got is not None
+        assert_same_json(dict(got.payload), dict(command.payload))
+        assert got.status == "pending"
+        assert got.claims == 0
+        assert self.store.get_command("missing") is None
+
+    def test_submit_is_idempotent_on_command_id(self) -> None:
+        command = self.command()
+        self.store.submit_command(command)
+        [claimed] = self.store.claim_commands("w", lease=30)
+        again = self.store.submit_command(command)
+        assert again.status == "claimed"
+        assert again.claim_token == claimed.claim_token
+        assert self.store.claim_commands("w", lease=30) == []
+
+    def test_claim_respects_target_owner_and_kinds(self) -> None:
+        mine = self.store.submit_command(self.command("t1", target_owner="me"))
+        anyone = self.store.submit_command(self.command("t2"))
+        theirs = self.store.submit_command(self.command("t3", target_owner="them"))
+        sched = self.store.submit_command(self.command("nightly", kind="schedule", action="run"))
+        got = self.store.claim_commands("me", lease=30, kinds=["task"])
+        assert [c.command_id for c in got] == [mine.command_id, anyone.command_id]
+        for command in got:
+            assert command.status == "claimed"
+            assert command.claimed_by == "me"
+            assert command.claim_token
+            assert command.claims == 1
+            assert command.lease_until is not None
+        assert [c.command_id for c in self.store.claim_commands("me", lease=30)] == [
+            sched.command_id
+        ]
+        assert [c.command_id for c in self.store.claim_commands("them", lease=30)] == [
+            theirs.command_id
+        ]
+
+    def test_claims_are_oldest_first_limited_and_tokens_are_unique(self) -> None:
+        ids = [self.store.submit_command(self.command(f"t{i}")).command_id for i in range(7)]
+        first = self.store.claim_commands("w", lease=30, limit=3)
+        second = self.store.claim_commands("w", lease=30, limit=10)
+        assert [c.command_id for c in first + second] == ids
+        tokens = {c.claim_token for c in first + second}
+        assert len(tokens) == 7
+        assert self.store.claim_commands("w", lease=30) == []
+
+    def test_bad_claim_arguments_are_configuration_errors(self) -> None:
+        for call in (
+            lambda: self.store.claim_commands("w", lease=0),
+            lambda: self.store.claim_commands("w", lease=-1),
+            lambda: self.store.claim_commands("w", lease=1, limit=0),
+        ):
+            raises(
+                ConfigurationError, call, "invalid claim arguments must raise ConfigurationError"
+            )
+
+    def test_an_expired_lease_makes_the_command_claimable_again(self) -> None:
+        command = self.store.submit_command(self.command())
+        [first] = self.store.claim_commands("a", lease=30)
+        self.clock.advance(29.9)
+        assert self.store.claim_commands("b", lease=30) == []
+        self.clock.advance(0.1)
+        [second] = self.store.claim_commands("b", lease=30)
+        assert second.command_id == command.command_id
+        assert second.claimed_by == "b"
+        assert second.claims == 2
+        assert second.claim_token != first.claim_token
+
+    def test_a_stale_token_is_fenced_off_everywhere(self) -> None:
+        command = self.store.submit_command(self.command())
+        [old] = self.store.claim_commands("a", lease=5)
+        self.clock.advance(6)
+        [new] = self.store.claim_commands("b", lease=5)
+        assert old.claim_token is not None
+        assert new.claim_token is not None
+        stale = old.claim_token
+        lost = _expect_claim_lost(lambda: self.store.complete_command(command.command_id, stale))
+        assert lost.command_id == command.command_id
+        _expect_claim_lost(lambda: self.store.release_command(command.command_id, stale))
+        _expect_claim_lost(lambda: self.store.extend_command(command.command_id, stale, 10))
+        self.store.complete_command(command.command_id, new.claim_token, {"applied": True})
+        done = self.store.get_command(command.command_id)
+        assert done is not None
+        assert done.status == "completed"
+        assert done.result == {"applied": True}
+        assert done.claimed_by == "b"
+
+    def test_an_expired_but_unclaimed_lease_still_completes(self) -> None:
+        command = self.store.submit_command(self.command())
+        [claim] = self.store.claim_commands("a", lease=5)
+        self.clock.advance(60)
+        assert claim.claim_token is not None
+        self.store.complete_command(command.command_id, claim.claim_token, "late")
+        done = self.store.get_command(command.command_id)
+        assert done is not None
+        assert done.result == "late"
+        assert self.store.claim_commands("b", lease=5) == []
+
+    def test_completion_is_final(self) -> None:
+        command = self.store.submit_command(self.command())
+        [claim] = self.store.claim_commands("a", lease=5)
+        token = claim.claim_token
+        assert token is not None
+        self.store.complete_command(command.command_id, token, [1, {"深": None}])
+        done = self.store.get_command(command.command_id)
+        assert done is not None
+        assert done.completed_at == self.clock.now()
+        assert done.result == [1, {"深": None}]
+        _expect_claim_lost(lambda: self.store.complete_command(command.command_id, token))
+        self.clock.advance(3600)
+        assert self.store.claim_commands("a", lease=5) == []
+
+    def test_release_hands_the_command_back(self) -> None:
+        command = self.store.submit_command(self.command(target_owner=None))
+        [claim] = self.store.claim_commands("console", lease=30)
+        assert claim.claim_token is not None
+        self.store.release_command(command.command_id, claim.claim_token)
+        released = self.store.get_command(command.command_id)
+        assert released is not None
+        assert released.status == "pending"
+        assert released.claim_token is None
+        assert released.claimed_by is None
+        [again] = self.store.claim_commands("worker", lease=30)
+        assert again.claims == 2
+        token = claim.claim_token
+        _expect_claim_lost(lambda: self.store.complete_command(command.command_id, token))
+
+    def test_extend_keeps_the_claim(self) -> None:
+        command = self.store.submit_command(self.command())
+        [claim] = self.store.claim_commands("a", lease=10)
+        assert claim.claim_token is not None
+        self.clock.advance(8)
+        self.store.extend_command(command.command_id, claim.claim_token, 10)
+        self.clock.advance(8)
+        assert self.store.claim_commands("b", lease=10) == []
+        got = self.store.get_command(command.command_id)
+        assert got is not None
+        assert got.claim_token == claim.claim_token
+        self.clock.advance(2)
+        assert len(self.store.claim_commands("b", lease=10)) == 1
+
+    def test_unknown_commands_are_store_errors_not_lost_claims(self) -> None:
+        for call in (
+            lambda: self.store.complete_command("missing", "token"),
+            lambda: self.store.release_command("missing", "token"),
+            lambda: self.store.extend_command("missing", "token", 5),
+        ):
+            exc = raises(StoreError, call, "an unknown command must raise StoreError")
+            assert not isinstance(exc, ClaimLost), "an unknown command is not a lost claim"
+
+    def test_commands_from_another_connection_are_claimable(self) -> None:
+        other = self.second_store()
+        command = other.submit_command(self.command(target_owner="me"))
+        [claim] = self.store.claim_commands("me", lease=30)
+        assert claim.command_id == command.command_id
+        assert claim.claim_token is not None
+        other.complete_command(command.command_id, claim.claim_token, "ok")
+        got = self.store.get_command(command.command_id)
+        assert got is not None
+        assert got.status == "completed"
+
+    # ------------------------------------------------------------ waiting
+
+    def _waiter(self, timeout: float) -> tuple[threading.Thread, list[float]]:
+        elapsed: list[float] = []
+
+        def wait() -> None:
+            started = time.monotonic()
+            self.store.wait_for_commands(timeout)
+            elapsed.append(time.monotonic() - started)
+
+        thread = threading.Thread(target=wait, daemon=True)
+        thread.start()
+        return thread, elapsed
+
+    def test_wait_times_out_on_the_stores_clock(self) -> None:
+        self.store.claim_commands("w", lease=5)
+        thread, elapsed = self._waiter(30.0)
+        self.clock.wait_for_sleepers(1)
+        self.clock.advance(30.0)
+        thread.join(PROMPT_SECONDS)
+        assert not thread.is_alive(), "wait_for_commands ignored its timeout"
+        assert elapsed
+
+    def test_wait_returns_when_a_command_arrives(self) -> None:
+        self.store.claim_commands("w", lease=5)
+        thread, elapsed = self._waiter(3600.0)
+        self.clock.wait_for_sleepers(1)
+        self.store.submit_command(self.command())
+        thread.join(PROMPT_SECONDS)
+        assert not thread.is_alive(), "wait_for_commands slept through a submit"
+        assert elapsed[0] < PROMPT_SECONDS
+
+    def test_wait_returns_at_once_if_a_command_came_since_the_last_claim(self) -> None:
+        other = self.second_store()
+
+        def poll_once() -> None:
+            # A poller's loop: claim, (a command arrives), wait. Same thread throughout.
+            self.store.claim_commands("w", lease=5)
+            other.submit_command(self.command())
+            self.store.wait_for_commands(3600.0)
+
+        thread = threading.Thread(target=poll_once, daemon=True)
+        thread.start()
+        thread.join(PROMPT_SECONDS)
+        assert not thread.is_alive(), "a command submitted before the wait was missed"
+
+    def test_wait_wakes_for_a_command_from_another_connection(self) -> None:
+        other = self.second_store()
+        with self.real_time(self.store, other) as clock:
+            self.store.claim_commands("w", lease=5)
+            thread, elapsed = self._waiter(60.0)
+            wait_until(lambda: clock.sleepers >= 1, timeout=PROMPT_SECONDS)
+            other.submit_command(self.command())
+            thread.join(PROMPT_SECONDS)
+            assert not thread.is_alive(), "a command from another connection was not noticed"
+            assert elapsed[0] < PROMPT_SECONDS
+
+    def test_close_wakes_waiters_promptly(self) -> None:
+        with self.real_time() as clock:
+            self.store.claim_commands("w", lease=5)
+            thread, _ = self._waiter(3600.0)
+            wait_until(lambda: clock.sleepers >= 1, timeout=PROMPT_SECONDS)
+            self.store.close()
+            thread.join(PROMPT_SECONDS)
+            assert not thread.is_alive(), "close() left a waiter blocked"
+
+    def test_commands_are_immutable_records(self) -> None:
+        command = self.command()
+        assert isinstance(command, Command)
+
+        def mutate() -> None:
+            command.status = "completed"  # type: ignore[misc]
+
+        raises(AttributeError, mutate, "Command must be frozen")

@@ -1,0 +1,181 @@
+"""Contract cases for reading many tasks: every filter, order, limit, counts and prune."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from chongming_task.errors import ConfigurationError
+from chongming_task.states import TERMINAL, TaskStatus
+from chongming_task.stores.base import TaskQuery
+from chongming_task.testing._store_contract._support import START, ContractHarness, raises
+
+__all__ = ["QueryCases"]
+
+S = TaskStatus
+
+
+class QueryCases(ContractHarness):
+    """``query``, ``count_by_status``, ``count_by_bucket`` and ``prune``."""
+
+    def ids(self, query: TaskQuery = TaskQuery()) -> list[str]:  # noqa: B008
+        return [snapshot.task_id for snapshot in self.store.query(query)]
+
+    def populate(self) -> None:
+        """Six tasks spread over every filterable field, created in id order."""
+        self.created("a", name="sync.tenant", status=S.RUNNING, tags=frozenset({"io"}), bucket=1)
+        self.created("b", name="sync.other", status=S.QUEUED, tags=frozenset({"io", "db"}))
+        self.created("c", name="Sync.upper", status=S.RUNNING, bucket=2, owner="w1")
+        self.created("d", name="sync%tenant", status=S.FAILED, bucket=1, owner="w1")
+        self.created(
+            "e",
+            name="sync_tenant",
+            status=S.SUCCEEDED,
+            metadata={"schedule": "nightly", "pipeline": "etl", "kind": "cron"},
+        )
+        self.created(
+            "f",
+            name="report",
+            status=S.RUNNING,
+            metadata={"schedule": "hourly", "kind": 5, "deep": {"kind": "cron"}},
+        )
+
+    def test_no_filter_returns_everything_in_creation_order(self) -> None:
+        self.populate()
+        assert self.ids() == ["a", "b", "c", "d", "e", "f"]
+
+    def test_filter_by_statuses(self) -> None:
+        self.populate()
+        assert self.ids(TaskQuery(statuses=frozenset({S.RUNNING}))) == ["a", "c", "f"]
+        both = TaskQuery(statuses=frozenset({S.QUEUED, S.FAILED}))
+        assert self.ids(both) == ["b", "d"]
+        assert self.ids(TaskQuery(statuses=frozenset())) == []
+        assert self.ids(TaskQuery(statuses=frozenset({S.PAUSED}))) == []
+
+    def test_filter_by_name_prefix_is_literal_and_case_sensitive(self) -> None:
+        self.populate()
+        assert self.ids(TaskQuery(name_prefix="sync")) == ["a", "b", "d", "e"]
+        assert self.ids(TaskQuery(name_prefix="sync.")) == ["a", "b"]
+        assert self.ids(TaskQuery(name_prefix="sync%")) == ["d"]
+        assert self.ids(TaskQuery(name_prefix="sync_")) == ["e"]
+        assert self.ids(TaskQuery(name_prefix="Sync")) == ["c"]
+        assert self.ids(TaskQuery(name_prefix="sync.tenant.more")) == []
+        assert self.ids(TaskQuery(name_prefix="")) == ["a", "b", "c", "d", "e", "f"]
+
+    def test_name_prefix_at_the_top_of_unicode(self) -> None:
+        top = "\U0010ffff"
+        self.created("u1", name=f"z{top}")
+        self.created("u2", name=f"z{top}{top}a")
+        self.created("u3", name="z\U0010fffe")
+        self.created("u4", name="{")
+        assert self.ids(TaskQuery(name_prefix=f"z{top}")) == ["u1", "u2"]
+        assert self.ids(TaskQuery(name_prefix="z")) == ["u1", "u2", "u3"]
+
+    def test_filter_by_tag(self) -> None:
+        self.populate()
+        assert self.ids(TaskQuery(tag="io")) == ["a", "b"]
+        assert self.ids(TaskQuery(tag="db")) == ["b"]
+        assert self.ids(TaskQuery(tag="i")) == []
+
+    def test_filter_by_bucket_and_buckets(self) -> None:
+        self.populate()
+        assert self.ids(TaskQuery(bucket=1)) == ["a", "d"]
+        assert self.ids(TaskQuery(buckets=frozenset({1, 2}))) == ["a", "c", "d"]
+        assert self.ids(TaskQuery(buckets=frozenset())) == []
+
+    def test_filter_by_owner(self) -> None:
+        self.populate()
+        assert self.ids(TaskQuery(owner="w1")) == ["c", "d"]
+        assert self.ids(TaskQuery(owner="nobody")) == []
+
+    def test_filter_by_metadata_strings_only(self) -> None:
+        self.populate()
+        assert self.ids(TaskQuery(metadata_eq={"schedule": "nightly"})) == ["e"]
+        assert self.ids(TaskQuery(metadata_eq={"pipeline": "etl"})) == ["e"]
+        assert self.ids(TaskQuery(metadata_eq={"kind": "cron"})) == ["e"]
+        assert self.ids(TaskQuery(metadata_eq={"kind": "5"})) == []
+        both = TaskQuery(metadata_eq={"schedule": "nightly", "kind": "cron"})
+        assert self.ids(both) == ["e"]
+        assert self.ids(TaskQuery(metadata_eq={"schedule": "nightly", "kind": "x"})) == []
+
+    def test_filters_combine_with_and(self) -> None:
+        self.populate()
+        query = TaskQuery(statuses=frozenset({S.RUNNING}), name_prefix="sync", tag="io", bucket=1)
+        assert self.ids(query) == ["a"]
+        assert self.ids(TaskQuery(statuses=frozenset({S.RUNNING}), owner="w1")) == ["c"]
+
+    def test_orders_and_limit(self) -> None:
+        later = START + timedelta(hours=1)
+        self.created("p1", priority=1, updated_at=later + timedelta(seconds=3))
+        self.created("p2", priority=5, updated_at=later + timedelta(seconds=1))
+        self.created("p3", priority=1, updated_at=later + timedelta(seconds=2))
+        self.created("p4", priority=5, updated_at=later + timedelta(seconds=1))
+        assert self.ids(TaskQuery(order="created")) == ["p1", "p2", "p3", "p4"]
+        assert self.ids(TaskQuery(order="-created")) == ["p4", "p3", "p2", "p1"]
+        assert self.ids(TaskQuery(order="updated")) == ["p2", "p4", "p3", "p1"]
+        assert self.ids(TaskQuery(order="-updated")) == ["p1", "p3", "p4", "p2"]
+        assert self.ids(TaskQuery(order="priority")) == ["p2", "p4", "p1", "p3"]
+        assert self.ids(TaskQuery(order="-created", limit=2)) == ["p4", "p3"]
+        assert self.ids(TaskQuery(limit=0)) == []
+        assert self.ids(TaskQuery(limit=10)) == ["p1", "p2", "p3", "p4"]
+
+    def test_equal_creation_times_keep_insertion_order(self) -> None:
+        for task_id in ("z", "y", "x"):
+            self.store.create(self.snapshot(task_id, created_at=START, updated_at=START))
+        assert self.ids() == ["z", "y", "x"]
+        assert self.ids(TaskQuery(order="-created")) == ["x", "y", "z"]
+
+    def test_bad_queries_are_configuration_errors(self) -> None:
+        bad: list[dict[str, Any]] = [
+            {"limit": -1},
+            {"order": "sideways"},
+            {"statuses": frozenset({"running"})},
+            {"metadata_eq": {"k": 1}},
+        ]
+        for kwargs in bad:
+            raises(
+                ConfigurationError,
+                lambda kwargs=kwargs: TaskQuery(**kwargs),  # type: ignore[misc]
+                f"TaskQuery({kwargs}) must raise ConfigurationError",
+            )
+
+    def test_count_by_status(self) -> None:
+        assert self.store.count_by_status() == {}
+        self.populate()
+        counts = {S.RUNNING: 3, S.QUEUED: 1, S.FAILED: 1, S.SUCCEEDED: 1}
+        assert self.store.count_by_status() == counts
+        assert self.store.count_by_status(TaskQuery(name_prefix="sync.", limit=1)) == {
+            S.RUNNING: 1,
+            S.QUEUED: 1,
+        }
+        assert self.store.count_by_status(TaskQuery(statuses=frozenset())) == {}
+
+    def test_count_by_bucket(self) -> None:
+        assert self.store.count_by_bucket() == {}
+        self.populate()
+        assert self.store.count_by_bucket() == {1: 2, 2: 1}
+
+    def test_prune_keeps_the_newest_terminal_tasks_and_every_active_one(self) -> None:
+        statuses = [S.SUCCEEDED, S.RUNNING, S.FAILED, S.QUEUED, S.STOPPED, S.LOST, S.PAUSED]
+        for index, status in enumerate(statuses):
+            snap = self.created(
+                f"t{index}",
+                status=status,
+                updated_at=START + timedelta(minutes=index),
+            )
+            self.store.append(self.transition(snap.task_id, 0, S.PENDING))
+        # Terminal by recency (updated_at): t5 (LOST) > t4 > t2 > t0.
+        assert self.store.prune(keep_terminal=2) == 2
+        assert self.ids() == ["t1", "t3", "t4", "t5", "t6"]
+        assert self.store.history("t0") == []
+        assert self.store.history("t2") == []
+        assert len(self.store.history("t4")) == 1
+        assert self.store.prune(keep_terminal=2) == 0
+        assert self.store.prune(keep_terminal=0) == 2
+        remaining = {s.status for s in self.store.query()}
+        assert not remaining & TERMINAL
+        raises(
+            ConfigurationError,
+            lambda: self.store.prune(keep_terminal=-1),
+            "prune(keep_terminal=-1) must raise ConfigurationError",
+        )

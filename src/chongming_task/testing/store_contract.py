@@ -1,0 +1,50 @@
+"""The store contract suite: what "a TaskStore" means, as runnable cases (guide §8.7).
+
+Subclass :class:`StoreContract` and implement ``make_store()``; every ``test_*``
+method then checks one promise of ``docs/store-guide.md`` against your backend::
+
+    from chongming_task.testing.store_contract import StoreContract
+
+
+    class TestMyStore(StoreContract):
+        def make_store(self):
+            return MyStore(...)
+
+It is a plain class with ``assert`` statements and no pytest import, so it runs under
+pytest (``setup_method``/``teardown_method``) and unittest (mix in ``TestCase``;
+``setUp``/``tearDown`` are provided). The built-in stores run exactly this suite.
+
+Hooks (all optional except ``make_store``):
+
+``make_store(clock=...)``
+    A fresh, empty store. If it accepts ``clock``, it receives the suite's
+    ``FakeClock``; otherwise the clock is assigned to ``store.clock`` afterwards, so
+    stores must read ``self.clock`` at call time (leases, timestamps, waits).
+``make_second_store()``
+    A second connection to the same backing store, for visibility and races across
+    connections.
+``store_factory()``
+    A picklable callable opening the same backing store in another process; enables
+    the cross-process cases (two writers, claims, firings). Without it they skip.
+``corrupt_status(store, task_id)``
+    Write an unknown status behind the API; enables the corrupted-row case.
+``open_connections(store)``
+    Connections still held; teardown asserts 0 after ``close()``. Defaults to a
+    ``store.open_connections`` attribute when there is one.
+"""
+
+from __future__ import annotations
+
+from chongming_task.testing._store_contract._support import WatchedClock, assert_same_json
+from chongming_task.testing._store_contract.commands import CommandCases
+from chongming_task.testing._store_contract.queries import QueryCases
+from chongming_task.testing._store_contract.races import RaceCases
+from chongming_task.testing._store_contract.schedules import ScheduleCases
+from chongming_task.testing._store_contract.snapshots import SnapshotCases
+from chongming_task.testing._store_contract.trail import TrailCases
+
+__all__ = ["StoreContract", "WatchedClock", "assert_same_json"]
+
+
+class StoreContract(SnapshotCases, QueryCases, TrailCases, CommandCases, ScheduleCases, RaceCases):
+    """Every contract case; subclass it and implement ``make_store()``."""

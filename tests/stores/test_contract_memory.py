@@ -1,0 +1,12 @@
+"""The contract suite against the in-memory reference store."""
+
+from __future__ import annotations
+
+from chongming_task.core.clock import Clock
+from chongming_task.stores.memory import InMemoryTaskStore
+from chongming_task.testing.store_contract import StoreContract
+
+
+class TestInMemoryStore(StoreContract):
+    def make_store(self, clock: Clock) -> InMemoryTaskStore:
+        return InMemoryTaskStore(clock=clock)
