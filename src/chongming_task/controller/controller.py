@@ -25,6 +25,7 @@ import threading
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import Any, Literal
 
@@ -43,6 +44,7 @@ from chongming_task.errors import ConfigurationError
 from chongming_task.model import JSONValue, TaskSnapshot, Transition, ensure_json
 from chongming_task.policies import BucketPolicy, ConcurrencyPolicy, RetryPolicy, Timeout
 from chongming_task.run import TaskOutcome, TaskRun
+from chongming_task.runtime.executors.base import Executor
 from chongming_task.states import TaskStatus
 from chongming_task.stores.base import TaskQuery, TaskStore
 
@@ -95,13 +97,13 @@ class Controller:
         bucket_policy: BucketPolicy | None = None,
         owned_buckets: Iterable[int] | None = None,
         owner: str | None = None,
-        executor: Any = None,
+        executor: Executor | None = None,
         clock: Clock | None = None,
         lease_ttl: float = DEFAULT_LEASE_TTL,
         command_poll_interval: float = DEFAULT_COMMAND_POLL_INTERVAL,
         graceful_stop: float = 5.0,
         pause_timeout: float = 5.0,
-        artifact_dir: str | os.PathLike[str] | None = None,
+        artifact_dir: str | Path | None = None,
     ) -> None:
         self.clock: Clock = clock or SystemClock()
         self.concurrency = _concurrency(max_parallel, concurrency)
@@ -147,7 +149,8 @@ class Controller:
             clock=self.clock,
             owner=self.owner,
             lease_ttl=self.lease_ttl,
-            held=self._dispatch.live_snapshots,
+            held=self._dispatch.live_ids,
+            active=self._dispatch.active_snapshots,
             lease_until=self._writes.lease_until,
             on_failure=self._record,
         )
@@ -282,9 +285,9 @@ class Controller:
             run.enqueue(actor=self.owner)
         return run
 
-    def release(self, task_id: str) -> None:
-        """Move a ``blocked`` run to the ready queue (its upstream is satisfied)."""
-        self._held(task_id).release()
+    def release(self, task_id: str, *, upstream: Mapping[str, JSONValue] | None = None) -> None:
+        """Move a ``blocked`` run to the ready queue; ``upstream`` becomes ``ctx.upstream``."""
+        self._held(task_id).release(upstream=upstream)
 
     def skip(self, task_id: str, *, reason: str) -> None:
         """End a run that has not started as ``skipped`` (it should not run at all)."""

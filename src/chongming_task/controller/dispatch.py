@@ -99,8 +99,15 @@ class Dispatcher:
         with self._lock:
             return [self._runs[task_id] for task_id in self._live]
 
-    def live_snapshots(self) -> list[TaskSnapshot]:
-        return [run.snapshot for run in self.live_runs()]
+    def live_ids(self) -> list[str]:
+        with self._lock:
+            return list(self._live)
+
+    def active_snapshots(self) -> list[TaskSnapshot]:
+        """Snapshots of the runs holding a slot (paused in place and retry backoff too)."""
+        with self._lock:
+            runs = [self._runs[task_id] for task_id in self._admission.active_ids()]
+        return [run.snapshot for run in runs]
 
     def terminal_ids(self) -> list[str]:
         with self._lock:

@@ -49,7 +49,9 @@ class LeaseKeeper:
         clock: Time source; waits go through it, so a ``FakeClock`` drives the thread.
         owner: The lease owner written on every task.
         lease_ttl: Seconds a lease lasts after each renewal.
-        held: Returns the snapshots of the non-terminal tasks this controller holds.
+        held: Returns the ids of the non-terminal tasks this controller holds.
+        active: Returns the snapshots of those holding a slot (the only ones whose
+            progress, heartbeat or pid can change).
         lease_until: Computes a fresh ``lease_until`` (shared with the write-through).
         on_failure: Called with ``(task_id, operation, error)`` for a failed store call.
     """
@@ -61,7 +63,8 @@ class LeaseKeeper:
         clock: Clock,
         owner: str,
         lease_ttl: float,
-        held: Callable[[], Sequence[TaskSnapshot]],
+        held: Callable[[], Sequence[str]],
+        active: Callable[[], Sequence[TaskSnapshot]],
         lease_until: Callable[[], datetime],
         on_failure: Callable[[str | None, str, BaseException], None],
         progress_interval: float = PROGRESS_INTERVAL,
@@ -70,6 +73,7 @@ class LeaseKeeper:
         self._clock = clock
         self._owner = owner
         self._held = held
+        self._active = active
         self._lease_until = lease_until
         self._on_failure = on_failure
         self.renew_interval = lease_ttl * RENEW_FRACTION
@@ -101,15 +105,18 @@ class LeaseKeeper:
 
     def run_once(self, *, renew: bool) -> None:
         """One pass: flush changed progress/heartbeat/pid, and renew leases if asked."""
-        snapshots = self._held()
+        snapshots = self._active()
         live = {snapshot.task_id for snapshot in snapshots}
         for snapshot in snapshots:
             self._flush(snapshot)
         for task_id in [task_id for task_id in self._seen if task_id not in live]:
             del self._seen[task_id]
-        if renew and snapshots:
+        if not renew:
+            return
+        held = self._held()
+        if held:
             try:
-                self._store.renew_leases(self._owner, sorted(live), self._lease_until())
+                self._store.renew_leases(self._owner, held, self._lease_until())
             except Exception as exc:
                 self._on_failure(None, "renew_leases", exc)
 
