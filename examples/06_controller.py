@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 from chongming_task import ConcurrencyPolicy, ConfigurationError, TaskContext, TaskStatus, task
 from chongming_task.controller import Controller, render_table
@@ -47,6 +48,15 @@ def sync(ctx: TaskContext, tenant: str) -> str:
         ctx.checkpoint()
         time.sleep(0.01)
     return tenant
+
+
+def refusal(action: Callable[[], object]) -> str:
+    """The message of the ConfigurationError that ``action`` must raise."""
+    try:
+        action()
+    except ConfigurationError as exc:
+        return str(exc)
+    raise AssertionError("expected a ConfigurationError")
 
 
 def statuses(run_transitions: object) -> list[str]:
@@ -172,15 +182,10 @@ def buckets_and_safety() -> None:
     release.set()
     controller = Controller(max_parallel=10, max_parallel_per_bucket=1)
     controller.register("sync", sync)
-    try:
-        controller.submit("drop_database")
-    except ConfigurationError as exc:
-        print("refused:", exc)
-        assert "not registered" in str(exc)
-    try:
-        controller.register("sync", extract)
-    except ConfigurationError as exc:
-        assert "already registered" in str(exc)
+    message = refusal(lambda: controller.submit("drop_database"))
+    print("refused:", message)
+    assert "not registered" in message
+    assert "already registered" in refusal(lambda: controller.register("sync", extract))
     run = controller.submit("sync", "租户A", task_id="a0", bucket_key="tenant-A")
     controller.submit("sync", "租户B", task_id="b0", bucket_key="tenant-B")
     controller.wait_all(timeout=30)
