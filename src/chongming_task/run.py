@@ -380,7 +380,12 @@ class TaskRun:
             if state.pause_event is None:
                 state.pause_event = threading.Event()
             event = state.pause_event
-        state.clock.wait(event, wait)
+        # The confirmation window is clock time, watched by the clock's timer thread.
+        deadline = self._supervisor.after(wait, event.set)
+        try:
+            event.wait()
+        finally:
+            self._supervisor.cancel(deadline)
         with state.transaction(self._supervisor.check_locked) as machine:
             if machine.status is S.PAUSED:
                 return True

@@ -163,8 +163,9 @@ class Attempt:
         self.owner._attempt_progress(self, progress)
 
     def report_log(
-        self, level: int, message: str, at: datetime | None = None, *, stacklevel: int = 1
+        self, level: int, message: str, at: datetime | None = None, *, stacklevel: int = 2
     ) -> None:
+        """Log for the task; ``stacklevel`` 2 points the record at the caller of ``ctx.log``."""
         self.owner._attempt_log(self, level, message, at, stacklevel + 1)
 
     def recent_logs(self) -> list[LogEntry]:

@@ -133,12 +133,9 @@ class Driver:
                 if state.managed and status in (S.QUEUED, S.PAUSED):
                     state.driving = False  # the controller re-admits it with start()
                     return None
+                # The supervisor wakes us when the backoff is over (or on stop/pause).
                 state.wake.clear()
-                remaining = state.retry_at - now if status is S.RETRY_WAIT else None
-            if remaining is None:
-                state.wake.wait()
-            else:
-                state.clock.wait(state.wake, max(0.0, remaining - EPSILON))
+            state.wake.wait()
 
     def fail_internally(self, exc: BaseException) -> None:
         """End the run honestly after an internal error instead of leaving it hanging."""

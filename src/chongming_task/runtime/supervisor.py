@@ -13,12 +13,16 @@ moment to escalate ``terminate`` to ``kill``) and books it with the clock's shar
   (a child process: ``terminate()``, then ``kill()``), and otherwise gives the run up
   as ``lost``: a thread cannot be killed, and saying "stopped" would be a lie (§4.1).
 
-A run with no timeout and no pending stop books nothing, so it costs no thread.
+It also books the end of a retry backoff and wakes the driver then. So the clock's
+timer thread is the only thread that ever waits on the clock: with a ``FakeClock``,
+one sleeper means "the runtime waits for its next deadline". A run with no timeout,
+no backoff and no pending stop books nothing, so it costs no thread.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 from chongming_task.policies import Timeout, TimeoutScope
 from chongming_task.runtime.attempt import Attempt
@@ -50,6 +54,7 @@ class Supervisor:
         self._entry: TimerEntry | None = None
         self._ran_once = False
         self._spent: tuple[str, float] | None = None
+        self._woken_for: float | None = None  # the backoff deadline the driver was woken for
         timeout = state.timeout
         self._no_start = None if timeout is None else dataclasses.replace(timeout, start=None)
 
@@ -72,6 +77,13 @@ class Supervisor:
         if attempt.stop_deadline is None and not attempt.hard_stopped:
             attempt.stop_deadline = self._state.clock.monotonic() + self._state.graceful_stop
 
+    def after(self, seconds: float, callback: Callable[[], None]) -> TimerEntry:
+        """Call ``callback`` from the timer thread ``seconds`` of clock time from now."""
+        return self._timers.schedule(self._state.clock.monotonic() + seconds, callback)
+
+    def cancel(self, entry: TimerEntry) -> None:
+        self._timers.cancel(entry)
+
     def check_locked(self) -> None:
         """Act on whatever is due, then book the next deadline. Hold the run's lock."""
         state = self._state
@@ -81,7 +93,8 @@ class Supervisor:
             and attempt.live
             and (attempt.stop_deadline is not None or attempt.kill_deadline is not None)
         )
-        if state.timeout is None and not windows:
+        backoff = state.machine.status is S.RETRY_WAIT and state.retry_at != self._woken_for
+        if state.timeout is None and not windows and not backoff:
             self._book_locked(None)
             return
         for _ in range(_MAX_ROUNDS):
@@ -98,6 +111,13 @@ class Supervisor:
         state = self._state
         attempt = state.attempt
         acted = False
+        if (
+            state.machine.status is S.RETRY_WAIT
+            and state.retry_at != self._woken_for
+            and now >= state.retry_at - EPSILON
+        ):
+            self._woken_for = state.retry_at
+            state.wake.set()  # the backoff is over: the driver starts the next attempt
         if attempt is not None and attempt.live:
             if attempt.kill_deadline is not None and now >= attempt.kill_deadline - EPSILON:
                 attempt.kill_deadline = None
@@ -211,6 +231,9 @@ class Supervisor:
 
     def _next_deadline_locked(self) -> float | None:
         candidates: list[float] = []
+        state = self._state
+        if state.machine.status is S.RETRY_WAIT and state.retry_at != self._woken_for:
+            candidates.append(state.retry_at)
         attempt = self._state.attempt
         if attempt is not None and attempt.live:
             if attempt.stop_deadline is not None:
