@@ -31,6 +31,8 @@ log = logging.getLogger("chongming_task.controller")
 ACTIONS = frozenset({"stop", "pause", "resume"})
 #: Claims per round trip; more are picked up at once on the next pass.
 CLAIM_BATCH = 20
+#: Longest pause between polls while the store keeps failing.
+MAX_BACKOFF = 5.0
 
 
 class _Controllable(Protocol):
@@ -138,30 +140,26 @@ class CommandPoller:
     # ------------------------------------------------------------ internals
 
     def _loop(self) -> None:
+        failures = 0
         while not self._stop.is_set():
-            handed_back = 0
             try:
                 claimed, handed_back = self.poll_once()
+                failures = 0
                 if claimed > handed_back:
                     continue  # there may be more
-            except Exception as exc:
-                if self._stop.is_set():
-                    return  # the store is closing with us
-                self._on_failure(None, "claim_commands", exc)
-            if self._stop.is_set():
-                return
-            if handed_back:
-                # Our own release woke every waiter, us included: without a plain wait
-                # we would claim the same foreign command again at once, forever.
-                self._stop.wait(self._interval)
-                continue
-            try:
+                if handed_back:
+                    # Our own release woke every waiter, us included: without a plain
+                    # wait we would claim the same foreign command again at once.
+                    self._stop.wait(self._interval)
+                    continue
                 self._store.wait_for_commands(self._interval)
             except Exception as exc:
                 if self._stop.is_set():
-                    return
-                self._on_failure(None, "wait_for_commands", exc)
-                self._stop.wait(self._interval)
+                    return  # the store is closing with us
+                failures += 1
+                self._on_failure(None, "command poll", exc)
+                # Back off while the store is down, so a dead database is not hammered.
+                self._stop.wait(min(MAX_BACKOFF, self._interval * 2**failures))
 
     def _handle(self, command: Command) -> int:
         """Apply, complete or hand back one claimed command; 1 if handed back."""
