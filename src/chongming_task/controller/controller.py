@@ -216,6 +216,9 @@ class Controller:
         bucket_key: str | None = None,
         metadata: Mapping[str, JSONValue] | None = None,
         blocked: bool = False,
+        retry: RetryPolicy | None = None,
+        timeout: Timeout | None = None,
+        skip_reason: str | None = None,
         **kwargs: Any,
     ) -> TaskRun:
         """Submit registered task ``name`` with its arguments; returns its ``TaskRun``.
@@ -223,6 +226,9 @@ class Controller:
         The run is written to the store, then queued (or ``blocked`` with
         ``blocked=True``, for pipeline nodes waiting on upstream: they take no slot
         until :meth:`release`). Arguments other than the keyword options go to the task.
+        ``retry``/``timeout`` override the definition's for this run (the scheduler's
+        per-schedule policy); with ``skip_reason`` the run is recorded and ended
+        ``skipped`` at once, never taking a slot (a paused schedule's firing).
 
         Raises:
             ConfigurationError: Unregistered name, duplicate ``task_id``, non-string
@@ -253,8 +259,8 @@ class Controller:
             task_id=task_id,
             name=name,
             label=label,
-            retry=definition.retry,
-            timeout=definition.timeout,
+            retry=definition.retry if retry is None else retry,
+            timeout=definition.timeout if timeout is None else timeout,
             executor=self._executor,
             graceful_stop=self._graceful_stop,
             artifact_dir=self._artifact_dir,
@@ -279,7 +285,9 @@ class Controller:
         self._start_background()
         for record in run.transitions:
             self._events.publish(record, run.snapshot)
-        if blocked:
+        if skip_reason is not None:
+            run.skip(reason=skip_reason)
+        elif blocked:
             run.block(reason="waiting for upstream")
         else:
             run.enqueue(actor=self.owner)

@@ -30,7 +30,18 @@ SPEC_ATTRIBUTE = "__chongming_task__"
 #: arguments with these (as the guide's samples do), so a task parameter with one of
 #: these names could never be passed: it is refused at registration instead.
 SUBMIT_OPTIONS: frozenset[str] = frozenset(
-    {"task_id", "label", "tags", "priority", "bucket_key", "metadata", "blocked"}
+    {
+        "task_id",
+        "label",
+        "tags",
+        "priority",
+        "bucket_key",
+        "metadata",
+        "blocked",
+        "retry",
+        "timeout",
+        "skip_reason",
+    }
 )
 
 
