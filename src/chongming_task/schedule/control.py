@@ -244,10 +244,12 @@ class ScheduleControl:
 
     # -- scheduler bookkeeping (no revision change) -----------------------------------
 
-    def with_fired(self, scheduled_at: datetime, next_run_at: datetime | None) -> ScheduleControl:
-        """Record a claimed firing; ``last_fired_at`` never moves backwards."""
+    def with_fired(
+        self, scheduled_at: datetime | None, next_run_at: datetime | None
+    ) -> ScheduleControl:
+        """Record a claimed firing (if any) and the next one; ``last_fired_at`` never moves back."""
         last = self.last_fired_at
-        newest = scheduled_at if last is None or scheduled_at > last else last
+        newest = last if scheduled_at is None or (last and last >= scheduled_at) else scheduled_at
         return replace(self, last_fired_at=newest, next_run_at=next_run_at)
 
     def with_result(

@@ -1,0 +1,292 @@
+"""Operating schedules through the store alone, from any process.
+
+:class:`ScheduleAdmin` needs nothing but a store: the CLI, a dashboard or a script in
+another process pauses a schedule, overrides its pattern or asks for a manual run,
+and every running scheduler sees the change within one tick. Record changes are
+compare-and-set writes (retried on a lost race), so two operators acting at once
+both land. A manual run needs a process that can execute the task, so it is written
+as a ``kind="schedule"`` command that a scheduler claims, runs and completes with the
+run's result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Final
+
+from chongming_task.core.clock import Clock, SystemClock
+from chongming_task.errors import ConfigurationError, StoreError
+from chongming_task.model import JSONValue, TaskSnapshot
+from chongming_task.schedule.control import ScheduleControl
+from chongming_task.schedule.definition import Schedule
+from chongming_task.schedule.stats import (
+    RunSummary,
+    SchedulerHealth,
+    ScheduleStatistics,
+    run_summary,
+    schedule_statistics,
+    scheduler_health,
+)
+from chongming_task.states import TERMINAL, TaskStatus
+from chongming_task.stores.base import Command, ScheduleConflict, TaskQuery, TaskStore
+
+__all__ = ["UNFINISHED", "ScheduleAdmin"]
+
+#: Statuses of a run that has not finished (it blocks ``overlap="forbid"``).
+UNFINISHED: Final = frozenset(set(TaskStatus) - TERMINAL)
+
+#: Compare-and-set attempts before giving up: only a write storm on one record
+#: (many schedulers counting runs of one schedule at once) needs more than a few.
+_CAS_ATTEMPTS: Final = 50
+
+#: Runs read for statistics: enough for stable rates, bounded for huge histories.
+_STATISTICS_WINDOW: Final = 1000
+
+
+class ScheduleAdmin:
+    """Read and change schedule control records; request manual runs.
+
+    Args:
+        store: The shared store.
+        clock: Time of ``updated_at`` and command timestamps (default: the system clock).
+        actor: Who acts when an operator is not named (recorded as ``updated_by``).
+    """
+
+    def __init__(
+        self, store: TaskStore, *, clock: Clock | None = None, actor: str | None = None
+    ) -> None:
+        self.store = store
+        self.clock: Clock = clock or SystemClock()
+        self.actor = actor
+
+    # -- reading ------------------------------------------------------------------
+
+    def find(self, name: str) -> ScheduleControl | None:
+        record = self.store.get_schedule(name)
+        if record is None:
+            return None
+        return ScheduleControl.from_dict(record.name, record.data, record.revision)
+
+    def get(self, name: str) -> ScheduleControl:
+        """The record of ``name``.
+
+        Raises:
+            ConfigurationError: no schedule of that name exists (the message lists them).
+        """
+        control = self.find(name)
+        if control is None:
+            known = ", ".join(c.name for c in self.schedules()) or "none"
+            raise ConfigurationError(f"no schedule named {name!r}; known schedules: {known}")
+        return control
+
+    def schedules(self) -> list[ScheduleControl]:
+        """Every schedule record, ordered by name."""
+        return [
+            ScheduleControl.from_dict(r.name, r.data, r.revision)
+            for r in self.store.list_schedules()
+        ]
+
+    # -- writing (compare-and-set) ----------------------------------------------------
+
+    def update(
+        self, name: str, change: Callable[[ScheduleControl], ScheduleControl]
+    ) -> ScheduleControl:
+        """Apply ``change`` to the current record and store it, retrying lost races.
+
+        Raises:
+            ConfigurationError: no such schedule, or ``change`` refused the operation.
+            StoreError: the race was lost too often, or the store failed.
+        """
+        for _ in range(_CAS_ATTEMPTS):
+            current = self.get(name)
+            changed = change(current)
+            if changed == current:
+                return current
+            try:
+                record = self.store.put_schedule(
+                    name, changed.to_dict(), expect_revision=current.revision
+                )
+            except ScheduleConflict:
+                continue
+            return ScheduleControl.from_dict(record.name, record.data, record.revision)
+        raise StoreError(f"schedule {name!r} changed {_CAS_ATTEMPTS} times while updating it")
+
+    def register(self, schedule: Schedule, *, actor: str | None = None) -> ScheduleControl:
+        """Insert the record of ``schedule``, or merge it into the existing one.
+
+        The merge keeps operator overrides (pattern, timezone, pause), as
+        :meth:`ScheduleControl.register` describes.
+        """
+        who = actor or self.actor
+        for _ in range(_CAS_ATTEMPTS):
+            existing = self.find(schedule.name)
+            now = self.clock.now()
+            merged = ScheduleControl.register(schedule, now=now, actor=who, existing=existing)
+            if existing is not None and merged == existing:
+                return existing
+            try:
+                record = self.store.put_schedule(
+                    schedule.name,
+                    merged.to_dict(),
+                    expect_revision=None if existing is None else existing.revision,
+                )
+            except ScheduleConflict:
+                continue
+            return ScheduleControl.from_dict(record.name, record.data, record.revision)
+        raise StoreError(f"schedule {schedule.name!r} kept changing while registering it")
+
+    def delete(self, name: str) -> bool:
+        """Remove the record (its runs and firing claims stay)."""
+        return self.store.delete_schedule(name)
+
+    def pause(
+        self, name: str, *, operator: str | None = None, reason: str | None = None
+    ) -> ScheduleControl:
+        """Pause: every firing is recorded as a skipped run until :meth:`resume`."""
+        now = self.clock.now()
+        who = operator or self.actor
+        return self.update(name, lambda c: c.with_paused(actor=who, now=now, reason=reason))
+
+    def resume(
+        self, name: str, *, operator: str | None = None, reason: str | None = None
+    ) -> ScheduleControl:
+        now = self.clock.now()
+        who = operator or self.actor
+        return self.update(name, lambda c: c.with_resumed(actor=who, now=now, reason=reason))
+
+    def set_pattern(
+        self,
+        name: str,
+        pattern: str,
+        *,
+        timezone: str | None = None,
+        operator: str | None = None,
+    ) -> ScheduleControl:
+        """Override the pattern (and timezone); it survives re-registration.
+
+        Raises:
+            ConfigurationError: the pattern or timezone is invalid (nothing changes).
+        """
+        now = self.clock.now()
+        who = operator or self.actor
+        return self.update(
+            name, lambda c: c.with_pattern(pattern, timezone=timezone, actor=who, now=now)
+        )
+
+    def reset_pattern(self, name: str, *, operator: str | None = None) -> ScheduleControl:
+        """Drop the override: back to the pattern and timezone from code."""
+        now = self.clock.now()
+        who = operator or self.actor
+        return self.update(name, lambda c: c.with_default_pattern(actor=who, now=now))
+
+    # -- manual runs --------------------------------------------------------------------
+
+    def request_run(
+        self,
+        name: str,
+        *,
+        operator: str | None = None,
+        reason: str | None = None,
+        correlation_id: str | None = None,
+    ) -> Command:
+        """Ask a scheduler to run ``name`` now; returns the command to follow.
+
+        A scheduler that has the schedule claims the command, runs it as an ordinary
+        task and completes the command with ``{"task_id", "status", "error", ...}``.
+
+        Raises:
+            ConfigurationError: no such schedule, or its manual runs are disabled.
+        """
+        control = self.get(name)
+        if not control.manual_run_enabled:
+            raise ConfigurationError(manual_runs_disabled(name))
+        payload: dict[str, JSONValue] = {}
+        for key, value in (
+            ("operator", operator),
+            ("reason", reason),
+            ("correlation_id", correlation_id),
+        ):
+            if value is not None:
+                payload[key] = value
+        command = Command.new(
+            kind="schedule",
+            target=name,
+            action="run",
+            issued_by=operator or self.actor or "operator",
+            issued_at=self.clock.now(),
+            payload=payload,
+        )
+        return self.store.submit_command(command)
+
+    def wait_for_command(
+        self, command_id: str, *, timeout: float, interval: float = 0.1
+    ) -> Command:
+        """Wait until the command is completed; returns it with its ``result``.
+
+        Raises:
+            TimeoutError: it was not completed within ``timeout`` seconds.
+            ConfigurationError: no such command.
+        """
+        deadline = self.clock.monotonic() + timeout
+        while True:
+            command = self.store.get_command(command_id)
+            if command is None:
+                raise ConfigurationError(f"no command {command_id!r} in the store")
+            if command.status == "completed":
+                return command
+            if self.clock.monotonic() >= deadline:
+                raise TimeoutError(
+                    f"command {command_id!r} ({command.action} {command.target}) is still "
+                    f"{command.status} after {timeout}s; is a scheduler running for it?"
+                )
+            self.clock.sleep(interval)
+
+    # -- views ----------------------------------------------------------------------
+
+    def runs(self, name: str, *, limit: int | None = None) -> list[TaskSnapshot]:
+        """Snapshots of the runs of ``name``, newest first."""
+        query = TaskQuery(metadata_eq={"schedule": name}, order="-created", limit=limit)
+        return self.store.query(query)
+
+    def history(self, name: str, *, limit: int = 50) -> list[RunSummary]:
+        """The last ``limit`` runs of ``name``, newest first."""
+        return [run_summary(s) for s in self.runs(name, limit=limit)]
+
+    def statistics(self, name: str) -> ScheduleStatistics:
+        """Run count, errors, success rate, mean duration, last 10 runs, next run."""
+        control = self.get(name)
+        snapshots = self.runs(name, limit=_STATISTICS_WINDOW)
+        return schedule_statistics(name, snapshots, next_run_at=control.next_run_at)
+
+    def unfinished(self, name: str) -> int:
+        counts = self.store.count_by_status(TaskQuery(metadata_eq={"schedule": name}))
+        return sum(n for status, n in counts.items() if status in UNFINISHED)
+
+    def health(
+        self,
+        *,
+        late_after: float = 60.0,
+        last_tick_at: datetime | None = None,
+        store_errors: int = 0,
+        last_store_error: str | None = None,
+    ) -> SchedulerHealth:
+        """Health from the records and the runs in the store (no scheduler needed)."""
+        controls = self.schedules()
+        running = {c.name: self.unfinished(c.name) for c in controls}
+        return scheduler_health(
+            controls,
+            now=self.clock.now(),
+            running=running,
+            late_after=late_after,
+            last_tick_at=last_tick_at,
+            store_errors=store_errors,
+            last_store_error=last_store_error,
+        )
+
+
+def manual_runs_disabled(name: str) -> str:
+    return (
+        f"manual runs are disabled for schedule {name!r} (manual_run_enabled=False in its "
+        "definition); enable them in code to run it by hand"
+    )

@@ -1,0 +1,87 @@
+"""Turning a firing into a task run: overlap judged per run, skips recorded, policy applied.
+
+Every firing becomes ``controller.submit`` of the schedule's task with the firing's
+metadata, ``retry_attempts``/``retry_backoff`` as a :class:`RetryPolicy` and
+``max_runtime`` as ``Timeout(total=...)``. When the schedule is paused, or
+``overlap="forbid"`` finds an unfinished run of the schedule in the store, the run is
+still created and ended ``skipped`` with the reason at once, so the decision is
+visible in ``ps`` and history like any other run.
+
+Overlap is judged from the store's unfinished runs of the schedule, not from an "is
+running" flag: under ``overlap="allow"`` several runs may be in flight, and a flag
+cleared by the first to finish would be wrong for the others.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from chongming_task.schedule.admin import UNFINISHED
+from chongming_task.schedule.control import ScheduleControl
+from chongming_task.schedule.firing import TriggerType, firing_metadata
+from chongming_task.stores.base import TaskQuery
+
+if TYPE_CHECKING:
+    from chongming_task.controller import Controller
+    from chongming_task.run import TaskRun
+
+__all__ = ["launch", "skip_reason"]
+
+
+def skip_reason(controller: Controller, control: ScheduleControl) -> str | None:
+    """Why this firing must be recorded as skipped instead of run, or ``None``."""
+    if control.paused:
+        detail = f": {control.status_reason}" if control.status_reason else ""
+        return f"schedule {control.name!r} is paused{detail}"
+    if control.overlap == "forbid":
+        query = TaskQuery(metadata_eq={"schedule": control.name}, statuses=UNFINISHED, limit=1)
+        for snapshot in controller.store.query(query):
+            return (
+                f"previous run {snapshot.task_id!r} of schedule {control.name!r} is still "
+                f"{snapshot.status.value} (overlap=forbid)"
+            )
+    return None
+
+
+def launch(
+    controller: Controller,
+    control: ScheduleControl,
+    *,
+    trigger_type: TriggerType,
+    scheduled_at: datetime,
+    task_id: str,
+    owner: str,
+    catch_up: bool = False,
+    operator: str | None = None,
+    reason: str | None = None,
+    correlation_id: str | None = None,
+    command_id: str | None = None,
+) -> TaskRun:
+    """Submit one firing of ``control`` (skipped at once when :func:`skip_reason` says so)."""
+    skip = skip_reason(controller, control)
+    metadata = firing_metadata(
+        control,
+        trigger_type=trigger_type,
+        scheduled_at=scheduled_at,
+        fired_at=controller.clock.now(),
+        owner=owner,
+        catch_up=catch_up,
+        operator=operator,
+        reason=reason,
+        correlation_id=correlation_id,
+        command_id=command_id,
+        skip_reason=skip,
+    )
+    return controller.submit(
+        control.task,
+        *control.args,
+        task_id=task_id,
+        tags=control.tags,
+        bucket_key=control.bucket_key,
+        metadata=metadata,
+        retry=control.retry_policy,
+        timeout=control.timeout,
+        skip_reason=skip,
+        **dict(control.kwargs),
+    )

@@ -1,0 +1,461 @@
+"""The ``Scheduler``: fires schedules as ordinary controller tasks, beside the controller.
+
+It owns no execution: each firing is ``controller.submit(task, ...)`` with the
+firing's metadata, retry policy and total timeout, so ``ps``, history, reconcile,
+leases and metrics treat scheduled work like any other. The scheduler only decides
+*when*, and makes sure each firing happens once:
+
+1. every tick reads all control records (one query), so an override, pause or
+   resume written by any process is in force within one tick (``ReconcileControls``);
+2. for each schedule registered here whose bucket this node owns, the pure
+   :func:`~chongming_task.schedule.firing.plan_firings` names the due times;
+3. each due time is claimed with ``store.claim_firing(schedule, scheduled_at, ...)``,
+   which succeeds for exactly one scheduler on the store, and only the winner submits;
+4. a paused schedule, or ``overlap="forbid"`` with an unfinished run (judged per run
+   in the store, not by a flag), still creates the run and ends it ``skipped`` with
+   the reason: a record, not silence;
+5. schedule commands from other processes are applied (``ScheduleCommands``), and
+   finished runs update the counters through ``controller.subscribe``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from datetime import datetime
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Final
+
+from chongming_task.core.clock import Clock
+from chongming_task.errors import ConfigurationError
+from chongming_task.model import TaskSnapshot, Transition
+from chongming_task.schedule.admin import ScheduleAdmin, manual_runs_disabled
+from chongming_task.schedule.commands import ScheduleCommands
+from chongming_task.schedule.control import ScheduleControl, redact_error
+from chongming_task.schedule.definition import Schedule
+from chongming_task.schedule.firing import DueFiring, plan_firings
+from chongming_task.schedule.launcher import launch
+from chongming_task.schedule.registration import Registered, check_schedule
+from chongming_task.schedule.stats import RunSummary, SchedulerHealth, ScheduleStatistics
+from chongming_task.schedule.ticks import TickReport, firing_task_id
+from chongming_task.stores.base import Command, ScheduleRecord
+
+if TYPE_CHECKING:
+    from chongming_task.controller import Controller
+    from chongming_task.run import TaskRun
+
+__all__ = ["Scheduler"]
+
+log = logging.getLogger("chongming_task.schedule")
+
+#: A firing noticed this late still counts as on time (Quartz's misfire threshold).
+DEFAULT_MISFIRE_TOLERANCE: Final = 60.0
+#: Lease of a claimed schedule command; renewed on every tick while its run lasts.
+DEFAULT_COMMAND_LEASE: Final = 30.0
+
+
+class Scheduler:
+    """Fires registered schedules through ``controller`` (see the module docstring).
+
+    Args:
+        controller: Runs the firings; its store holds the control records and claims.
+        clock: Time source (default: the controller's clock).
+        tick: Longest wait between two ticks, in seconds.
+        owner: Identity in claims and ``updated_by`` (default: the controller's owner).
+        misfire_tolerance: Seconds a firing may be noticed late and still run on time.
+        command_lease: Lease of claimed schedule commands (renewed every tick).
+
+    Raises:
+        ConfigurationError: Invalid settings.
+    """
+
+    def __init__(
+        self,
+        controller: Controller,
+        *,
+        clock: Clock | None = None,
+        tick: float = 1.0,
+        owner: str | None = None,
+        misfire_tolerance: float = DEFAULT_MISFIRE_TOLERANCE,
+        command_lease: float = DEFAULT_COMMAND_LEASE,
+    ) -> None:
+        for name, value in (
+            ("tick", tick),
+            ("misfire_tolerance", misfire_tolerance),
+            ("command_lease", command_lease),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                raise ConfigurationError(
+                    f"{name} must be a positive number of seconds, got {value!r}"
+                )
+        if command_lease <= 2 * tick:
+            raise ConfigurationError(
+                f"command_lease ({command_lease}s) must exceed two ticks ({tick}s each), "
+                "or a claimed manual run could expire between two renewals"
+            )
+        self.controller = controller
+        self.store = controller.store
+        self.clock: Clock = clock or controller.clock
+        self.tick_interval = float(tick)
+        self.owner = owner or controller.owner
+        self.misfire_tolerance = float(misfire_tolerance)
+        self.admin = ScheduleAdmin(self.store, clock=self.clock, actor=self.owner)
+        self._entries: dict[str, Registered] = {}
+        self._lock = threading.RLock()
+        self._tick_lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._commands = ScheduleCommands(
+            store=self.store,
+            owner=self.owner,
+            lease=float(command_lease),
+            admin=self.admin,
+            accepts=self._accepts,
+            start_run=self._start_manual,
+        )
+        self.last_tick_at: datetime | None = None
+        self.store_errors = 0
+        self.last_store_error: str | None = None
+        self.claims_won = 0
+        self.claims_lost = 0
+        self._unsubscribe = controller.subscribe(self._on_transition)
+
+    # -- registration ---------------------------------------------------------------
+
+    def add(self, schedule: Schedule, *, actor: str | None = None) -> ScheduleControl:
+        """Register ``schedule`` here and in the store (operator overrides survive).
+
+        Raises:
+            ConfigurationError: the task is not registered with the controller, or a
+                node with ``owned_buckets`` got a schedule without ``bucket_key``.
+        """
+        entry = check_schedule(self.controller, schedule)
+        control = self.admin.register(schedule, actor=actor)
+        with self._lock:
+            self._entries[schedule.name] = entry
+        self._wake.set()
+        return control
+
+    def cron(
+        self, name: str, task: str, expression: str, *, timezone: str = "UTC", **options: Any
+    ) -> ScheduleControl:
+        """Shorthand: ``add(Schedule(name=..., task=..., trigger=CronTrigger(...), ...))``."""
+        from chongming_task.schedule.triggers import CronTrigger
+
+        return self.add(
+            Schedule(name=name, task=task, trigger=CronTrigger(expression, timezone), **options)
+        )
+
+    def every(
+        self,
+        name: str,
+        task: str,
+        seconds: float,
+        *,
+        anchor: datetime | None = None,
+        **options: Any,
+    ) -> ScheduleControl:
+        """Shorthand for an :class:`~chongming_task.schedule.IntervalTrigger` schedule."""
+        from chongming_task.schedule.triggers import IntervalTrigger
+
+        return self.add(
+            Schedule(name=name, task=task, trigger=IntervalTrigger(seconds, anchor), **options)
+        )
+
+    def remove(self, name: str, *, delete_record: bool = False) -> bool:
+        """Stop firing ``name`` here; with ``delete_record`` also drop its control record."""
+        with self._lock:
+            found = self._entries.pop(name, None) is not None
+        if delete_record:
+            found = self.admin.delete(name) or found
+        return found
+
+    @property
+    def names(self) -> list[str]:
+        with self._lock:
+            return sorted(self._entries)
+
+    # -- operator actions (this process; other processes use ScheduleAdmin) -----------
+
+    def get(self, name: str) -> ScheduleControl:
+        return self.admin.get(name)
+
+    def pause(
+        self, name: str, *, operator: str | None = None, reason: str | None = None
+    ) -> ScheduleControl:
+        return self._woken(self.admin.pause(name, operator=operator, reason=reason))
+
+    def resume(
+        self, name: str, *, operator: str | None = None, reason: str | None = None
+    ) -> ScheduleControl:
+        return self._woken(self.admin.resume(name, operator=operator, reason=reason))
+
+    def set_pattern(
+        self, name: str, pattern: str, *, timezone: str | None = None, operator: str | None = None
+    ) -> ScheduleControl:
+        return self._woken(
+            self.admin.set_pattern(name, pattern, timezone=timezone, operator=operator)
+        )
+
+    def reset_pattern(self, name: str, *, operator: str | None = None) -> ScheduleControl:
+        return self._woken(self.admin.reset_pattern(name, operator=operator))
+
+    def run_now(
+        self,
+        name: str,
+        *,
+        operator: str | None = None,
+        reason: str | None = None,
+        correlation_id: str | None = None,
+    ) -> TaskRun:
+        """Run ``name`` now in this process, as a ``manual`` firing.
+
+        Raises:
+            ConfigurationError: not registered here, or its manual runs are disabled.
+        """
+        if name not in self.names:
+            raise ConfigurationError(f"schedule {name!r} is not registered with this scheduler")
+        control = self.admin.get(name)
+        if not control.manual_run_enabled:
+            raise ConfigurationError(manual_runs_disabled(name))
+        return launch(
+            self.controller,
+            control,
+            trigger_type="manual",
+            scheduled_at=self.clock.now(),
+            task_id=firing_task_id(name, None, manual=uuid.uuid4().hex[:16]),
+            owner=self.owner,
+            operator=operator or self.owner,
+            reason=reason,
+            correlation_id=correlation_id,
+        )
+
+    def _woken(self, control: ScheduleControl) -> ScheduleControl:
+        self._wake.set()
+        return control
+
+    # -- views --------------------------------------------------------------------------
+
+    def history(self, name: str, *, limit: int = 50) -> list[RunSummary]:
+        return self.admin.history(name, limit=limit)
+
+    def statistics(self, name: str) -> ScheduleStatistics:
+        return self.admin.statistics(name)
+
+    def health(self) -> SchedulerHealth:
+        """Health from the store and this loop: late tick, store errors, failing, overdue."""
+        return self.admin.health(
+            late_after=max(self.misfire_tolerance, 5 * self.tick_interval),
+            last_tick_at=self.last_tick_at,
+            store_errors=self.store_errors,
+            last_store_error=self.last_store_error,
+        )
+
+    # -- the loop -------------------------------------------------------------------------
+
+    def start(self) -> Scheduler:
+        """Tick in a background thread until :meth:`close` (idempotent)."""
+        with self._lock:
+            if self._stop.is_set():
+                raise ConfigurationError("this scheduler is closed; create a new Scheduler")
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._loop, name=f"chongming-scheduler[{self.owner}]", daemon=True
+                )
+                self._thread.start()
+        return self
+
+    def close(self, timeout: float | None = 10.0) -> None:
+        """Stop ticking and unsubscribe; runs already submitted keep going (idempotent)."""
+        self._stop.set()
+        self._wake.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+        self._unsubscribe()
+
+    def __enter__(self) -> Scheduler:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake.clear()
+            self.tick()
+            if self._stop.is_set():
+                return
+            self.clock.wait(self._wake, self._next_wait())
+
+    def _next_wait(self) -> float:
+        """Until the next due firing, at most one tick."""
+        soonest = min(
+            (e.next_at for e in self._snapshot_entries() if e.next_at is not None), default=None
+        )
+        if soonest is None:
+            return self.tick_interval
+        seconds = (soonest - self.clock.now()).total_seconds()
+        return min(self.tick_interval, max(0.0, seconds))
+
+    def _snapshot_entries(self) -> list[Registered]:
+        with self._lock:
+            return list(self._entries.values())
+
+    def tick(self) -> TickReport:
+        """One pass: read controls, fire what is due, handle commands. Never raises.
+
+        Called by the background thread; tests call it directly after moving a
+        ``FakeClock`` for fully deterministic firing.
+        """
+        with self._tick_lock:
+            now = self.clock.now()
+            report = TickReport(at=now)
+            errors = 0
+            try:
+                records = {r.name: r for r in self.store.list_schedules()}
+            except Exception as exc:
+                records = None
+                errors += self._failed(report, "reading schedules", exc)
+            for entry in self._snapshot_entries() if records is not None else ():
+                try:
+                    self._tick_schedule(entry, records.get(entry.schedule.name), now, report)
+                except Exception as exc:  # one schedule's failure must not stop the others
+                    errors += self._failed(report, f"schedule {entry.schedule.name!r}", exc)
+            try:
+                report.commands = self._commands.poll()
+            except Exception as exc:
+                errors += self._failed(report, "schedule commands", exc)
+            if not errors:
+                self.store_errors = 0
+                self.last_store_error = None
+            self.last_tick_at = now
+            return report
+
+    def _failed(self, report: TickReport, what: str, exc: BaseException) -> int:
+        self.store_errors += 1
+        self.last_store_error = redact_error(f"{what}: {type(exc).__name__}: {exc}")
+        report.error = self.last_store_error
+        log.warning("scheduler tick: %s", self.last_store_error)
+        return 1
+
+    def _tick_schedule(
+        self, entry: Registered, record: ScheduleRecord | None, now: datetime, report: TickReport
+    ) -> None:
+        name = entry.schedule.name
+        if record is None:  # deleted by an operator while registered here: recreate it
+            control = self.admin.register(entry.schedule, actor=self.owner)
+        else:
+            control = ScheduleControl.from_dict(record.name, record.data, record.revision)
+        if control.definition_revision != entry.revision:
+            if entry.revision:
+                # A change (pattern, pause...) counts from when it was made: the new
+                # pattern's earlier times are not "missed".
+                entry.checked_until = max(
+                    entry.checked_until or control.updated_at, control.updated_at
+                )
+            entry.revision = control.definition_revision
+        if not entry.owned:
+            entry.next_at = None
+            return
+        since = max(
+            t for t in (control.registered_at, control.last_fired_at, entry.checked_until) if t
+        )
+        plan = plan_firings(
+            control.trigger,
+            since=since,
+            now=now,
+            tolerance=self.misfire_tolerance,
+            misfire=control.misfire,
+            grace=control.misfire_grace,
+        )
+        if plan.missed_from is not None:
+            report.missed[name] = plan.missed_from
+            log.warning(
+                "schedule %r missed firings since %s (misfire=%s)",
+                name,
+                plan.missed_from,
+                control.misfire,
+            )
+        newest: datetime | None = None
+        for due in plan.due:
+            if self._fire(control, due, report):
+                newest = due.scheduled_at
+        entry.checked_until = plan.checked_until or now
+        entry.next_at = plan.next_at
+        if newest is not None or control.next_run_at != plan.next_at:
+            self.admin.update(name, lambda c: c.with_fired(newest, plan.next_at))
+
+    def _fire(self, control: ScheduleControl, due: DueFiring, report: TickReport) -> bool:
+        """Claim ``due``; if this scheduler wins, submit it. Returns whether it won."""
+        task_id = firing_task_id(control.name, due.scheduled_at)
+        if not self.store.claim_firing(control.name, due.scheduled_at, self.owner, task_id):
+            self.claims_lost += 1
+            report.lost += 1
+            return False
+        self.claims_won += 1
+        launch(
+            self.controller,
+            control,
+            trigger_type=control.kind,
+            scheduled_at=due.scheduled_at,
+            task_id=task_id,
+            owner=self.owner,
+            catch_up=due.catch_up,
+        )
+        report.fired.append(task_id)
+        return True
+
+    def _accepts(self, name: str) -> bool:
+        with self._lock:
+            entry = self._entries.get(name)
+        return entry is not None and entry.owned
+
+    def _start_manual(self, control: ScheduleControl, command: Command) -> str:
+        task_id = firing_task_id(control.name, None, manual=command.command_id[:16])
+        if self.store.get(task_id) is not None:
+            return task_id  # re-claimed after a crash: the run already exists
+        payload = command.payload
+        launch(
+            self.controller,
+            control,
+            trigger_type="manual",
+            scheduled_at=command.issued_at,
+            task_id=task_id,
+            owner=self.owner,
+            operator=_text(payload.get("operator")) or command.issued_by,
+            reason=_text(payload.get("reason")),
+            correlation_id=_text(payload.get("correlation_id")),
+            command_id=command.command_id,
+        )
+        return task_id
+
+    # -- counters ---------------------------------------------------------------------------
+
+    def _on_transition(self, transition: Transition, snapshot: TaskSnapshot) -> None:
+        """Count finished runs of schedules into their control records."""
+        if not transition.to_status.is_terminal:
+            return
+        name = snapshot.metadata.get("schedule")
+        if not isinstance(name, str) or self.store.get_schedule(name) is None:
+            return
+        error = snapshot.failure.message if snapshot.failure is not None else None
+        finished = snapshot.finished_at or transition.at
+        self.admin.update(
+            name,
+            lambda c: c.with_result(
+                snapshot.task_id, transition.to_status, finished_at=finished, error=error
+            ),
+        )
+        self._wake.set()  # a manual-run command may be waiting for this run
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
