@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from chongming_task.task import task
+from chongming_task import task
 
 
 @task(tags={"demo"})

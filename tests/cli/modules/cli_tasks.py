@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from chongming_task.task import task
+from chongming_task import task
 
 
 @task(tags={"quick"})

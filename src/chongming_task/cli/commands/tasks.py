@@ -47,12 +47,15 @@ def parameters_of(definition: TaskDefinition) -> str:
 
 def _parameter(parameter: inspect.Parameter) -> str:
     """``name: type = default`` with string annotations unquoted (PEP 563 modules)."""
-    prefix = {parameter.VAR_POSITIONAL: "*", parameter.VAR_KEYWORD: "**"}.get(parameter.kind, "")
-    text = prefix + parameter.name
+    prefixes: dict[inspect._ParameterKind, str] = {
+        inspect.Parameter.VAR_POSITIONAL: "*",
+        inspect.Parameter.VAR_KEYWORD: "**",
+    }
+    text = prefixes.get(parameter.kind, "") + parameter.name
     annotation = parameter.annotation
     if annotation is not parameter.empty:
         shown = annotation if isinstance(annotation, str) else inspect.formatannotation(annotation)
-        text += f": {shown}"
+        text += f": {shown!s}"
     if parameter.default is not parameter.empty:
         text += f" = {parameter.default!r}"
     return text

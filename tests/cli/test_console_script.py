@@ -1,0 +1,262 @@
+"""The installed ``chongming-task`` script in subprocesses, on SQLite and PostgreSQL.
+
+Every command, the exit-code matrix, the argument rules end to end, a worker
+controlled by stop/pause/resume from other processes, and SIGTERM/SIGINT handling.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from chongming_task.testing import wait_until
+
+from .conftest import TASKS, Result, WorkerProcess, cli_argv, cli_env
+
+Cli = Callable[..., Result]
+StartWorker = Callable[..., WorkerProcess]
+
+
+def _status(cli: Cli, db: str, task_id: str) -> str | None:
+    result = cli("--db", db, "status", task_id, "--json")
+    if result.code != 0:
+        return None
+    task = result.json()["task"]
+    return None if task is None else str(task["status"])
+
+
+def _wait_status(cli: Cli, db: str, task_id: str, *statuses: str, timeout: float = 20) -> str:
+    found = wait_until(
+        lambda: (_status(cli, db, task_id) or "") in statuses and _status(cli, db, task_id),
+        timeout=timeout,
+        interval=0.05,
+        message=f"{task_id} in {statuses}",
+    )
+    return str(found)
+
+
+def _path(cli: Cli, db: str, task_id: str) -> list[tuple[str | None, str]]:
+    history = cli("--db", db, "history", task_id, "--json").json()["transitions"]
+    return [(item["from"], item["to"]) for item in history]
+
+
+def test_run_and_every_query_command(cli: Cli, db: str) -> None:
+    ok = cli(
+        "--db",
+        db,
+        "run",
+        "add",
+        "--tasks",
+        TASKS,
+        "--task-id",
+        "r1",
+        "--arg",
+        "a=40",
+        "--arg",
+        "b=2",
+        "--tag",
+        "demo",
+        "--bucket-key",
+        "tenant-A",
+        "--priority",
+        "5",
+    )
+    assert ok.code == 0, ok.err
+    assert ok.out.splitlines()[-1] == "r1: succeeded, outcome 42"
+    assert "queued -> starting" in ok.out  # plain progress lines off a terminal
+    failed = cli("--db", db, "run", "fail", "--tasks", TASKS, "--task-id", "r2")
+    assert failed.code == 3
+    assert failed.out.splitlines()[-1].startswith("r2: failed, exception: RuntimeError: boom")
+
+    ps = cli("--db", db, "ps", "--json").json()
+    assert [(t["task_id"], t["status"]) for t in ps["tasks"]] == [
+        ("r1", "succeeded"),
+        ("r2", "failed"),
+    ]
+    r1 = ps["tasks"][0]
+    assert (r1["priority"], r1["tags"], r1["bucket_key"]) == (5, ["demo"], "tenant-A")
+    assert cli("--db", db, "ps").out.splitlines()[2].split()[:3] == ["r1", "add", "succeeded"]
+    assert cli("--db", db, "status", "r1").out.splitlines()[0].split() == ["task_id:", "r1"]
+    assert _path(cli, db, "r2") == [
+        (None, "pending"),
+        ("pending", "queued"),
+        ("queued", "starting"),
+        ("starting", "running"),
+        ("running", "failed"),
+    ]
+    history_text = cli("--db", db, "history", "r1").out.splitlines()
+    assert history_text[0].split() == [
+        "VERSION",
+        "AT",
+        "FROM",
+        "TO",
+        "TRIGGER",
+        "ACTOR",
+        "REASON",
+        "ATTEMPT",
+    ]
+    stats = cli("--db", db, "stats", "--json").json()
+    assert (stats["total"], stats["counts"]["succeeded"], stats["counts"]["failed"]) == (2, 1, 1)
+    buckets = cli("--db", db, "buckets", "--json").json()
+    assert buckets["buckets"] == [{"bucket": r1["bucket"], "tasks": 1, "owned": True}]
+    assert cli("--db", db, "reconcile", "--dry-run").code == 0
+    assert cli("--db", db, "prune", "--keep-terminal", "1").out.startswith("pruned 1 ")
+    assert [t["task_id"] for t in cli("--db", db, "ps", "--json").json()["tasks"]] == ["r2"]
+
+
+def test_tasks_by_dotted_module_name(cli: Cli) -> None:
+    result = cli("tasks", "--tasks", "registered_tasks")  # on PYTHONPATH
+    assert result.code == 0, result.err
+    assert result.out.splitlines()[2].split()[:2] == ["double", "math"]
+
+
+def test_env_fallbacks(cli: Cli, tmp_path: Path) -> None:
+    env = {"CHONGMING_DB": str(tmp_path / "env.db"), "CHONGMING_TASKS": TASKS}
+    assert cli("run", "add", "--arg", "a=1", "--task-id", "e1", env=env).code == 0
+    assert (tmp_path / "env.db").exists()
+    assert cli("ps", "--json", env=env).json()["count"] == 1
+    assert cli("--db", str(tmp_path / "other.db"), "ps", env=env).code == 1  # flag wins
+
+
+def test_global_options_after_the_subcommand(cli: Cli, tmp_path: Path) -> None:
+    db = str(tmp_path / "after.db")
+    assert cli("run", "add", "--tasks", TASKS, "--arg", "a=1", "--db", db).code == 0
+    assert cli("ps", "--db", db, "--json").json()["count"] == 1
+
+
+def test_worker_is_controlled_from_other_processes(
+    cli: Cli, db: str, start_worker: StartWorker
+) -> None:
+    worker = start_worker(db, "--max-parallel", "3", "--owner", "w1")
+    for task_id in ("a", "b", "c"):
+        submitted = cli("--db", db, "submit", "loop", "--tasks", TASKS, "--task-id", task_id)
+        assert (submitted.code, submitted.out.strip()) == (0, task_id)
+    for task_id in ("a", "b", "c"):
+        _wait_status(cli, db, task_id, "running")
+
+    paused = cli("--db", db, "pause", "a")
+    assert paused.code == 0  # unconfirmed across processes, still a success
+    assert "unconfirmed" in paused.out
+    _wait_status(cli, db, "a", "paused")
+    resumed = cli("--db", db, "resume", "a", "--wait", "10")
+    assert (resumed.code, resumed.out.strip().endswith("now running")) == (0, True)
+    stopped = cli("--db", db, "stop", "b", "--reason", "ops says so", "--wait", "10", "--json")
+    assert stopped.code == 0
+    assert stopped.json()["task"]["status"] == "stopped"
+    history = cli("--db", db, "history", "b", "--json").json()["transitions"]
+    stop_request = next(item for item in history if item["to"] == "stopping")
+    assert stop_request["reason"] == "ops says so"
+    assert stop_request["actor"].startswith("cli@")
+    assert _path(cli, db, "a")[3:] == [
+        ("starting", "running"),
+        ("running", "pausing"),
+        ("pausing", "paused"),
+        ("paused", "running"),
+    ]
+
+    code = worker.terminate(signal.SIGTERM)
+    assert code == 0, worker.output
+    assert "SIGTERM: shutting down; stopping 2 task(s)" in worker.output
+    assert "  a (loop): running -> stopped" in worker.output
+    assert "  c (loop): running -> stopped" in worker.output
+    for task_id in ("a", "b", "c"):
+        assert _status(cli, db, task_id) == "stopped"
+    assert _path(cli, db, "c")[-2:] == [("running", "stopping"), ("stopping", "stopped")]
+
+
+def test_submission_waits_for_a_worker_and_says_so(
+    cli: Cli, db: str, start_worker: StartWorker
+) -> None:
+    assert (
+        cli("--db", db, "submit", "add", "--tasks", TASKS, "--task-id", "s1", "--arg", "a=1").code
+        == 0
+    )
+    status = cli("--db", db, "status", "s1")
+    assert status.code == 0
+    assert "no worker has taken it yet" in status.out
+    assert cli("--db", db, "status", "s1", "--json").json()["submission"]["state"] == "pending"
+    assert cli("--db", db, "ps", "--json").json()["count"] == 0
+    stop = cli("--db", db, "stop", "s1")
+    assert stop.code == 1
+    assert "no worker has taken it yet" in stop.err
+    duplicate = cli(
+        "--db", db, "submit", "add", "--tasks", TASKS, "--task-id", "s1", "--arg", "a=1"
+    )
+    assert duplicate.code == 1
+    assert "already submitted" in duplicate.err
+
+    worker = start_worker(db)
+    _wait_status(cli, db, "s1", "succeeded")
+    waited = cli("--db", db, "submit", "fail", "--tasks", TASKS, "--wait", "--timeout", "20")
+    assert waited.code == 3
+    assert waited.out.splitlines()[-1].endswith(": failed")
+    assert worker.terminate() == 0
+
+
+def test_partitioned_workers_take_only_their_buckets(
+    cli: Cli, db: str, start_worker: StartWorker
+) -> None:
+    from chongming_task.policies import BucketPolicy
+
+    policy = BucketPolicy(num_buckets=8)
+    low = next(f"k{i}" for i in range(100) if policy.bucket_for(f"k{i}") < 4)
+    high = next(f"k{i}" for i in range(100) if policy.bucket_for(f"k{i}") >= 4)
+    nodes = ("--num-buckets", "8")
+    start_worker(db, "--owned-buckets", "0-3", "--owner", "low", *nodes)
+    start_worker(db, "--owned-buckets", "4-7", "--owner", "high", *nodes)
+    for task_id, key in (("t-low", low), ("t-high", high)):
+        result = cli(
+            "--db",
+            db,
+            *nodes,
+            "submit",
+            "add",
+            "--tasks",
+            TASKS,
+            "--task-id",
+            task_id,
+            "--arg",
+            "a=1",
+            "--bucket-key",
+            key,
+        )
+        assert result.code == 0, result.err
+    for task_id, owner in (("t-low", "low"), ("t-high", "high")):
+        _wait_status(cli, db, task_id, "succeeded")
+        task = cli("--db", db, "status", task_id, "--json").json()["task"]
+        assert task["owner"] == owner
+    view = cli("--db", db, *nodes, "--owned-buckets", "0-3", "ps", "--json").json()
+    assert [task["task_id"] for task in view["tasks"]] == ["t-low"]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_run_interrupted_stops_the_task_cleanly(
+    cli: Cli, tmp_path: Path, sig: signal.Signals
+) -> None:
+    db = str(tmp_path / "int.db")
+    process = subprocess.Popen(
+        cli_argv("--db", db, "run", "loop", "--tasks", TASKS, "--task-id", "fg"),
+        cwd=tmp_path,
+        env=cli_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _wait_status(cli, db, "fg", "running")
+        process.send_signal(sig)
+        out, err = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 3, err
+    assert "Traceback" not in err
+    assert len(err.splitlines()) == 1
+    assert out.splitlines()[-1].startswith("fg: stopped")
+    assert _status(cli, db, "fg") == "stopped"
+    assert _path(cli, db, "fg")[-2:] == [("running", "stopping"), ("stopping", "stopped")]
