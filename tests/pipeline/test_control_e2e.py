@@ -194,3 +194,25 @@ def test_skipped_cancelled_stopped_are_told_apart() -> None:
             "skipped-by-fail-fast": (S.SKIPPED, FailureKind.DEPENDENCY_FAILED),
         }
         assert outcome.status is S.FAILED
+
+
+def test_closing_the_controller_mid_pipeline_settles_the_run() -> None:
+    controller = make_controller(max_parallel=2)
+    p = Pipeline("closing", aggregation=AggregationPolicy.all_settled())
+    root = p.node("hold", "root", node_id="root")
+    middle = p.node("value", node_id="middle", depends_on=[root], join=JoinMode.ALL_SETTLED)
+    p.node("audit", node_id="last", depends_on=[middle], join=JoinMode.ALL_SETTLED)
+    run = controller.submit_pipeline(p)
+    wait_until(lambda: run.nodes["root"].status is S.RUNNING)
+    controller.close(reason="shutting down", timeout=10)
+    outcome = run.wait(timeout=10)
+    assert outcome.status is S.STOPPED
+    assert outcome.statuses() == {"root": S.STOPPED, "middle": S.STOPPED, "last": S.STOPPED}
+    # The controller closed its private store: read the trajectories off the runs.
+    runs = run.task_runs
+    trail = {node: [t.to_status.value for t in runs[node].transitions] for node in runs}
+    assert trail == {
+        "root": [*ROOT_PATH[:-1], "stopping", "stopped"],
+        "middle": ["pending", "blocked", "stopped"],
+        "last": ["pending", "blocked", "stopped"],
+    }

@@ -45,7 +45,10 @@ def test_a_20_node_chain_runs_on_one_slot() -> None:
                 "increment", previous.node_id, node_id=f"n{index}", depends_on=[previous]
             )
         run = controller.submit_pipeline(p)
-        # Guide §8.12: only the root holds a slot; the others are blocked, not queued.
+        # Guide §8.12, right after submission: only the root holds a slot; the others
+        # are blocked, not queued.
+        assert controller.active_count == 1
+        assert controller.queued_count == 0
         wait_until(lambda: run.nodes["n0"].status is S.RUNNING)
         assert controller.active_count == 1
         assert controller.queued_count == 0
@@ -86,3 +89,22 @@ def test_a_200_node_fan_out_fan_in_completes() -> None:
         assert controller.active_count == 0
         assert controller.queued_count == 0
         assert elapsed < 30, f"202 trivial nodes took {elapsed:.1f}s"
+
+
+def test_inline_executor_runs_the_whole_pipeline_inside_submit() -> None:
+    """With the InlineExecutor every node runs in the submitting thread, without recursion."""
+    from chongming_task.runtime.executors.inline import InlineExecutor
+
+    with make_controller(max_parallel=1, executor=InlineExecutor()) as controller:
+        p = Pipeline("inline-chain")
+        previous = p.node("value", 0, node_id="n0")
+        for index in range(1, 200):
+            previous = p.node(
+                "increment", previous.node_id, node_id=f"n{index}", depends_on=[previous]
+            )
+        run = controller.submit_pipeline(p)
+        assert run.done  # everything happened inside submit_pipeline
+        outcome = run.wait(timeout=0)
+        assert outcome.status is S.SUCCEEDED
+        assert outcome.nodes["n199"].value == 199
+        assert path(controller, run.task_ids["n199"]) == NODE_PATH

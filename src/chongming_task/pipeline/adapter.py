@@ -57,7 +57,13 @@ class ControllerAdapter:
         )
 
     def release(self, task_id: str, upstream: Mapping[str, JSONValue]) -> None:
-        self._run(task_id).release(upstream=upstream, reason="upstream satisfied")
+        run = self._run(task_id)
+        if self._controller.closed:
+            # A closed controller admits nothing: a released node would sit in
+            # ``queued`` forever. Stop it instead, as close() does with queued runs.
+            run.stop("controller closed before this node was released")
+            return
+        run.release(upstream=upstream, reason="upstream satisfied")
 
     def skip(self, task_id: str, reason: str) -> None:
         self._run(task_id).skip(reason=reason, failure=skip_failure(reason))
