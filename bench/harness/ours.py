@@ -78,11 +78,14 @@ def _cls(feature: str) -> Any:
 
 
 @contextmanager
-def open_store(kind: str, *, dsn: str | None = None, path: Path | None = None) -> Iterator[Any]:
+def open_store(
+    kind: str, *, dsn: str | None = None, path: Path | None = None, **options: Any
+) -> Iterator[Any]:
     """A fresh, empty store of ``kind``, closed (and its schema dropped) on exit.
 
     SQLite uses a file (``path`` or a new temporary directory) because the file-backed
     store with its default WAL settings is what the durable comparison is about.
+    ``options`` go to the SQLite store's constructor (e.g. ``synchronous="FULL"``).
     """
     with ExitStack() as stack:
         cls = _cls(STORE_CLASSES[kind])
@@ -92,7 +95,7 @@ def open_store(kind: str, *, dsn: str | None = None, path: Path | None = None) -
             if path is None:
                 tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="ct-bench-"))
                 path = Path(tmp) / "tasks.db"
-            store = cls(str(path))
+            store = cls(str(path), **options)
         else:
             schema_dsn = stack.enter_context(pg.fresh_schema(dsn or pg.base_dsn()))
             store = cls(schema_dsn)

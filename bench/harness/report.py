@@ -43,7 +43,14 @@ def _median(result: WorkloadResult, key: str, metric: str) -> float | None:
 
 
 def evaluate(result: WorkloadResult, target: Target) -> Verdict:
-    """Check ``target`` against the medians of ``result``."""
+    """Check ``target`` against the medians of ``result`` (only indicative in --quick)."""
+    verdict = _evaluate(result, target)
+    if result.quick and verdict.status in ("met", "missed"):
+        return Verdict(target, f"{verdict.status} (smoke sizes)", verdict.measured, verdict.wanted)
+    return verdict
+
+
+def _evaluate(result: WorkloadResult, target: Target) -> Verdict:
     value = _median(result, target.variant, target.metric)
     if target.baseline is not None:
         base = _median(result, target.baseline, target.metric)
@@ -179,7 +186,7 @@ def workload_markdown(result: WorkloadResult) -> list[str]:
     if verdicts:
         lines += ["", _row(["target", "wanted", "measured", "verdict"]), _row(["---"] * 4)]
         for d in verdicts:
-            mark = {"met": "**met**", "missed": "**missed**"}.get(d.status, d.status)
+            mark = f"**{d.status}**" if d.status != "n/a" else "not measured"
             lines.append(_row([d.target.text, d.wanted, d.measured, mark]))
     return [*lines, ""]
 

@@ -53,6 +53,7 @@ class WorkloadResult:
     warmup: int
     seconds: float
     unavailable: str | None = None
+    quick: bool = False
 
     def by_key(self, key: str) -> VariantResult | None:
         """The result of variant ``key``, if it exists."""
@@ -84,7 +85,9 @@ def run_workload(workload: Workload, settings: Settings, log: Log = stderr_log) 
         variants = workload.variants(settings)
     except Unavailable as exc:
         log(f"{workload.key}: not available yet ({exc})")
-        return WorkloadResult(workload, [], [], rounds, warmup, 0.0, unavailable=str(exc))
+        return WorkloadResult(
+            workload, [], [], rounds, warmup, 0.0, unavailable=str(exc), quick=settings.quick
+        )
     results = {
         v.key: VariantResult(v.key, v.label, v.baseline, v.notes, unavailable=v.unavailable)
         for v in variants
@@ -143,6 +146,7 @@ def run_workload(workload: Workload, settings: Settings, log: Log = stderr_log) 
         rounds=rounds,
         warmup=warmup,
         seconds=time.perf_counter() - started,
+        quick=settings.quick,
     )
 
 

@@ -1,12 +1,13 @@
 """Populations of stored tasks for W5, written as fast as the store allows.
 
-Seeding is set-up, never timed. The generic path goes through ``store.create`` (the
-public contract), which is exact but slow for a million rows; when the store helper's
-``bench/store_bench.py`` offers a bulk seeder, it is used instead.
+Seeding is set-up, never timed. ``store.create`` (the public contract) writes one
+task per transaction, which would take many minutes for a million rows, so the SQL
+stores are fed in bulk with rows encoded by the store's own codec.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import tempfile
 import time
@@ -64,27 +65,107 @@ def snapshots(n: int, status_of: Callable[[int], str] = _status_for) -> Iterator
         )
 
 
-def _bulk_seeder() -> Callable[..., Any] | None:
-    """The store helper's bulk seeder, if bench/store_bench.py provides one."""
-    try:
-        import store_bench  # type: ignore[import-not-found]
-    except ImportError:
-        return None
-    for name in ("bulk_seed", "seed_bulk", "seed"):
-        fn = getattr(store_bench, name, None)
-        if callable(fn):
-            return fn  # type: ignore[no-any-return]
-    return None
+BATCH = 20_000
+#: Columns of a task row in both SQL stores, in the order of their insert statement.
+_COLUMNS = (
+    "task_id, name, status, status_version, created_at, updated_at, priority, bucket, "
+    "owner, meta_schedule, meta_pipeline, tags, progress, heartbeat_at, lease_owner, "
+    "lease_until, pid, doc"
+)
 
 
-def seed(store: Any, n: int, status_of: Callable[[int], str] = _status_for) -> None:
-    """Write ``n`` seeded snapshots into ``store``."""
+_TEMPLATE_ID = "w5-TEMPLATE"
+
+
+def _row_params(store: Any, snap: Any) -> dict[str, Any]:
+    """The store's own row encoding of ``snap`` (private helpers, used read-only)."""
+    rows = ours.require("chongming_task.stores._sqlrows")
+    params: dict[str, Any] = rows.task_params(snap, store._instant, store._array)
+    params["transitions"] = "[]"
+    return params
+
+
+def _fast_rows(store: Any, n: int, status_of: Callable[[int], str]) -> Iterator[list[Any]]:
+    """Batches of row parameters, ``n`` in all, identical to ``_row_params`` of each snapshot.
+
+    Encoding a million snapshots one by one costs more than writing them, so one
+    template row per status is encoded by the store's codec and copied with the task id
+    and the instants substituted (each appears in the template as a unique token).
+    """
+    templates: dict[str, tuple[dict[str, Any], str]] = {}
+    first = next(snapshots(1, status_of))
+    for status in {status_of(i) for i in range(min(n, 100))}:
+        snap = next(snapshots(1, lambda _i, status=status: status))
+        snap = dataclasses.replace(snap, task_id=_TEMPLATE_ID)
+        templates[status] = (_row_params(store, snap), snap.created_at.isoformat())
+    base = first.created_at
+    batch: list[Any] = []
+    for i in range(n):
+        params, token = templates[status_of(i)]
+        created = base + dt.timedelta(milliseconds=i)
+        task = task_id(i)
+        row = dict(params)
+        row["task_id"] = task
+        row["created_at"] = row["updated_at"] = store._instant(created)
+        row["doc"] = params["doc"].replace(_TEMPLATE_ID, task).replace(token, created.isoformat())
+        batch.append(row)
+        if len(batch) == BATCH:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def seed(
+    store: Any, n: int, status_of: Callable[[int], str] = _status_for, *, dsn: str = ""
+) -> None:
+    """Write ``n`` seeded snapshots into ``store`` as fast as its kind allows.
+
+    The rows are encoded by the store's own codec (``_sqlrows.task_params``), so they are
+    exactly what ``create`` would have written; only the transport differs: batched
+    ``executemany`` transactions for SQLite, ``COPY`` for PostgreSQL, ``create`` for
+    anything else.
+    """
     t0 = time.perf_counter()
-    for i, snap in enumerate(snapshots(n, status_of)):
-        store.create(snap)
-        if i and i % 100_000 == 0:
-            stderr_log(f"  seeded {i:,}/{n:,} ({i / (time.perf_counter() - t0):,.0f}/s)")
+    kind = store.__class__.__name__
+    done = 0
+    if kind == "SqliteTaskStore" or (kind == "PostgresTaskStore" and dsn):
+        for params in _fast_rows(store, n, status_of):
+            if kind == "SqliteTaskStore":
+                _insert_sqlite(store, params)
+            else:
+                _copy_postgres(dsn, params)
+            done += len(params)
+            if done % 200_000 == 0:
+                rate = done / (time.perf_counter() - t0)
+                stderr_log(f"  seeded {done:,}/{n:,} ({rate:,.0f}/s)")
+    else:
+        for snap in snapshots(n, status_of):
+            store.create(snap)
+    if kind == "PostgresTaskStore" and dsn:
+        import psycopg
+
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("ANALYZE ct_tasks")
     stderr_log(f"  seeded {n:,} tasks in {time.perf_counter() - t0:.1f} s")
+
+
+def _insert_sqlite(store: Any, params: list[dict[str, Any]]) -> None:
+    sql = store._sql["insert_task"]
+    store._run(lambda cur: cur.executemany(sql, params), write=True, atomic=True)
+
+
+def _copy_postgres(dsn: str, params: list[dict[str, Any]]) -> None:
+    import psycopg
+
+    names = [c.strip() for c in _COLUMNS.split(",")]
+    with (
+        psycopg.connect(dsn) as conn,
+        conn.cursor() as cur,
+        cur.copy(f"COPY ct_tasks ({_COLUMNS}) FROM STDIN") as copy,
+    ):
+        for p in params:
+            copy.write_row([p[name] for name in names])
 
 
 def open_seeded(kind: str, n: int, dsn: str | None) -> tuple[Any, Callable[[], None]]:
@@ -94,6 +175,7 @@ def open_seeded(kind: str, n: int, dsn: str | None) -> tuple[Any, Callable[[], N
         tmp = tempfile.TemporaryDirectory(prefix="ct-bench-w5-")
         store = cls(str(Path(tmp.name) / "big.db"))
         cleanup: Callable[[], None] = tmp.cleanup
+        schema_dsn = ""
     else:
         assert dsn is not None
         import uuid
@@ -103,13 +185,14 @@ def open_seeded(kind: str, n: int, dsn: str | None) -> tuple[Any, Callable[[], N
 
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(f'CREATE SCHEMA "{schema}"')
-        store = cls(pg.dsn_with_schema(dsn, schema))
+        schema_dsn = pg.dsn_with_schema(dsn, schema)
+        store = cls(schema_dsn)
 
         def cleanup() -> None:
             pg.drop_schema(dsn, schema)
 
     try:
-        seed(store, n)
+        seed(store, n, dsn=schema_dsn)
     except BaseException:
         store.close()
         cleanup()

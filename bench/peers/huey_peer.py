@@ -8,7 +8,9 @@ implementation differs.
 Fairness: Huey's workers *poll* the queue, sleeping ``initial_delay`` and backing off
 up to ``max_delay`` when it is empty. Its defaults (0.1 s, up to 10 s) would make any
 latency figure meaningless, so we give it a 1 ms poll capped at 10 ms: the most
-favourable setting for Huey that does not turn into a busy loop. Completion is
+favourable setting for Huey that does not turn into a busy loop. ``synchronous``
+sets SQLite's pragma on Huey's connection; Huey itself only offers FULL (its default
+through SQLite's) or OFF, so matching our store's NORMAL needs this one line. Completion is
 observed through Huey's ``SIGNAL_COMPLETE`` (emitted in the worker right after the
 task ran and its result was stored), not through result polling, so no poll delay
 of ours is charged to Huey either.
@@ -44,7 +46,14 @@ def _noop() -> None:
 class HueyOnSqlite:
     """A started Huey consumer on ``path`` with ``workers`` threads and a no-op task."""
 
-    def __init__(self, path: Path, *, workers: int = 2, body: Callable[[], object] = _noop):
+    def __init__(
+        self,
+        path: Path,
+        *,
+        workers: int = 2,
+        synchronous: str | None = None,
+        body: Callable[[], object] = _noop,
+    ):
         try:
             from huey import SqliteHuey, signals
             from huey.consumer import Consumer
@@ -67,6 +76,9 @@ class HueyOnSqlite:
                 self._completed += 1
                 self._cond.notify_all()
 
+        if synchronous is not None:
+            # Huey keeps one shared connection; set the pragma on it before any worker runs.
+            self.huey.storage.conn.execute(f"PRAGMA synchronous={synchronous}")
         self.task: Any = self.huey.task(name="bench_body")(body)
         self.consumer = _QuietConsumer(
             self.huey,

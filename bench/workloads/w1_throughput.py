@@ -3,7 +3,9 @@
 Ours runs the full path a user gets from ``Controller(store=..., max_parallel=2)``:
 submission, admission, a supervised run per task and every transition written
 through to the store. ``ThreadPoolExecutor(2)`` is the bound without any durability
-or control; Huey on SQLite with 2 worker threads is the durable peer.
+or control; Huey on SQLite with 2 worker threads is the durable peer, measured at
+the same SQLite ``synchronous`` level as our store (NORMAL, our default) and at FULL
+(Huey's default), each against ours at that level.
 """
 
 from __future__ import annotations
@@ -21,6 +23,24 @@ from peers.huey_peer import HueyOnSqlite
 
 SLOTS = 2
 TIMEOUT_S = 300.0
+
+#: (variant key, store kind, SQLite synchronous override or None for the default).
+SIDES = (
+    ("ours-memory", "memory", None),
+    ("ours-sqlite", "sqlite", None),
+    ("ours-sqlite-full", "sqlite", "FULL"),
+    ("ours-postgres", "postgres", None),
+)
+
+#: Like against like: durable against durable at the same sync level, and every
+#: side of ours against the no-durability bound.
+COMPARISONS = [
+    ("ours-memory", "threadpool"),
+    ("ours-sqlite", "threadpool"),
+    ("ours-sqlite", "huey-sqlite"),
+    ("ours-sqlite-full", "huey-sqlite-full"),
+    ("ours-postgres", "huey-sqlite-full"),
+]
 
 
 def noop(ctx: Any) -> None:
@@ -44,7 +64,7 @@ class Throughput(Workload):
     metrics = (Metric("tasks_per_s", "tasks/s", True, "throughput"), Metric("seconds", "s", False))
     targets = (
         Target(
-            "W1 SQLite >= 3x Huey throughput (same run)",
+            "W1 SQLite >= 3x Huey throughput (same run, both synchronous=NORMAL)",
             "ours-sqlite",
             "tasks_per_s",
             ">=",
@@ -58,15 +78,16 @@ class Throughput(Workload):
         self.notes: dict[str, object] = {}
 
     def variants(self, settings: Settings) -> list[Variant]:
-        n = settings.w1_tasks
+        n, dsn = settings.w1_tasks, settings.postgres_dsn
         out = []
-        for kind in ours.STORE_KINDS:
-            reason = ours.probe(ours.CONTROLLER) or ours.store_probe(kind, settings.postgres_dsn)
+        for key, kind, sync in SIDES:
+            reason = ours.probe(ours.CONTROLLER) or ours.store_probe(kind, dsn)
+            label = f"chongming-task, {kind} store" + (f" (synchronous={sync})" if sync else "")
             out.append(
                 Variant(
-                    f"ours-{kind}",
-                    f"chongming-task, {kind} store",
-                    lambda kind=kind: self._ours(kind, n, settings.postgres_dsn),
+                    key,
+                    label,
+                    lambda kind=kind, sync=sync: self._ours(kind, n, dsn, sync),
                     unavailable=reason,
                 )
             )
@@ -78,23 +99,28 @@ class Throughput(Workload):
                 baseline=True,
             )
         )
-        out.append(
-            Variant(
-                "huey-sqlite",
-                "Huey, SqliteHuey file, 2 threads",
-                lambda: self._huey(n),
-                baseline=True,
+        for key, sync in (("huey-sqlite", "NORMAL"), ("huey-sqlite-full", "FULL")):
+            out.append(
+                Variant(
+                    key,
+                    f"Huey, SqliteHuey file, 2 threads (synchronous={sync})",
+                    lambda sync=sync: self._huey(n, sync),
+                    baseline=True,
+                )
             )
-        )
         return out
 
-    def _ours(self, kind: str, n: int, dsn: str | None) -> Mapping[str, float]:
-        with ours.open_store(kind, dsn=dsn) as store:
+    def comparisons(self, variants: Any) -> list[tuple[str, str]]:
+        return COMPARISONS
+
+    def _ours(self, kind: str, n: int, dsn: str | None, sync: str | None) -> Mapping[str, float]:
+        options = {"synchronous": sync} if sync else {}
+        with ours.open_store(kind, dsn=dsn, **options) as store:
             ctl = ours.controller(store, max_parallel=SLOTS)
             try:
                 ctl.register("noop", noop)
                 if kind == "sqlite":
-                    self.notes["ours_sqlite"] = ours.sqlite_settings(store)
+                    self.notes[f"ours_sqlite_{sync or 'default'}"] = ours.sqlite_settings(store)
                 t0 = time.perf_counter()
                 for i in range(n):
                     ctl.submit("noop", task_id=f"w1-{i}")
@@ -114,11 +140,11 @@ class Throughput(Workload):
             elapsed = time.perf_counter() - t0
         return {"tasks_per_s": n / elapsed, "seconds": elapsed}
 
-    def _huey(self, n: int) -> Mapping[str, float]:
+    def _huey(self, n: int, sync: str) -> Mapping[str, float]:
         with tempfile.TemporaryDirectory(prefix="ct-bench-huey-") as tmp:
-            peer = HueyOnSqlite(Path(tmp) / "huey.db", workers=SLOTS)
+            peer = HueyOnSqlite(Path(tmp) / "huey.db", workers=SLOTS, synchronous=sync)
             try:
-                self.notes["huey_sqlite"] = peer.settings()
+                self.notes[f"huey_sqlite_{sync}"] = peer.settings()
                 t0 = time.perf_counter()
                 for _ in range(n):
                     peer.task()

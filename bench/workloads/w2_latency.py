@@ -21,6 +21,13 @@ from peers.huey_peer import HueyOnSqlite
 
 TIMEOUT_S = 30.0
 
+SIDES = (
+    ("ours-memory", "memory", None),
+    ("ours-sqlite", "sqlite", None),
+    ("ours-sqlite-full", "sqlite", "FULL"),
+    ("ours-postgres", "postgres", None),
+)
+
 
 def noop(ctx: Any) -> None:
     """The task body."""
@@ -51,15 +58,16 @@ class Latency(Workload):
     )
 
     def variants(self, settings: Settings) -> list[Variant]:
-        n = settings.w2_samples
+        n, dsn = settings.w2_samples, settings.postgres_dsn
         out = []
-        for kind in ours.STORE_KINDS:
-            reason = ours.probe(ours.CONTROLLER) or ours.store_probe(kind, settings.postgres_dsn)
+        for key, kind, sync in SIDES:
+            reason = ours.probe(ours.CONTROLLER) or ours.store_probe(kind, dsn)
+            label = f"chongming-task Controller, {kind} store"
             out.append(
                 Variant(
-                    f"ours-{kind}",
-                    f"chongming-task Controller, {kind} store",
-                    lambda kind=kind: _ours(kind, n, settings.postgres_dsn),
+                    key,
+                    label + (f" (synchronous={sync})" if sync else ""),
+                    lambda kind=kind, sync=sync: _ours(kind, n, dsn, sync),
                     unavailable=reason,
                 )
             )
@@ -72,20 +80,31 @@ class Latency(Workload):
             )
         )
         out.append(Variant("threadpool", "ThreadPoolExecutor(2)", lambda: _pool(n), baseline=True))
-        out.append(
-            Variant(
-                "huey-sqlite",
-                "Huey, SqliteHuey file, 2 threads",
-                lambda: _huey(n),
-                baseline=True,
+        for key, sync in (("huey-sqlite", "NORMAL"), ("huey-sqlite-full", "FULL")):
+            out.append(
+                Variant(
+                    key,
+                    f"Huey, SqliteHuey file, 2 threads (synchronous={sync})",
+                    lambda sync=sync: _huey(n, sync),
+                    baseline=True,
+                )
             )
-        )
         return out
 
+    def comparisons(self, variants: Any) -> list[tuple[str, str]]:
+        return [
+            ("ours-memory", "threadpool"),
+            ("ours-run_task", "threadpool"),
+            ("ours-sqlite", "huey-sqlite"),
+            ("ours-sqlite-full", "huey-sqlite-full"),
+            ("ours-postgres", "huey-sqlite-full"),
+        ]
 
-def _ours(kind: str, n: int, dsn: str | None) -> Mapping[str, float]:
+
+def _ours(kind: str, n: int, dsn: str | None, sync: str | None) -> Mapping[str, float]:
     samples: list[float] = []
-    with ours.open_store(kind, dsn=dsn) as store:
+    options = {"synchronous": sync} if sync else {}
+    with ours.open_store(kind, dsn=dsn, **options) as store:
         ctl = ours.controller(store, max_parallel=2)
         try:
             ctl.register("noop", noop)
@@ -123,10 +142,10 @@ def _pool(n: int) -> Mapping[str, float]:
     return latency_metrics(samples)
 
 
-def _huey(n: int) -> Mapping[str, float]:
+def _huey(n: int, sync: str) -> Mapping[str, float]:
     samples: list[float] = []
     with tempfile.TemporaryDirectory(prefix="ct-bench-huey-") as tmp:
-        peer = HueyOnSqlite(Path(tmp) / "huey.db", workers=2)
+        peer = HueyOnSqlite(Path(tmp) / "huey.db", workers=2, synchronous=sync)
         try:
             for i in range(n):
                 t0 = time.perf_counter()
