@@ -37,10 +37,6 @@ class ScriptedPort:
 
     # ---------------------------------------------------------------- the port
 
-    @property
-    def clock(self) -> Clock:
-        return self._clock
-
     def is_registered(self, name: str) -> bool:
         return name in self.registered
 

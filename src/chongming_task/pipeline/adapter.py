@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from chongming_task.core.clock import Clock
 from chongming_task.errors import ConfigurationError
 from chongming_task.model import JSONValue
 from chongming_task.pipeline.decisions import skip_failure
@@ -30,10 +29,6 @@ class ControllerAdapter:
 
     def __init__(self, controller: Controller) -> None:
         self._controller = controller
-
-    @property
-    def clock(self) -> Clock:
-        return self._controller.clock
 
     def is_registered(self, name: str) -> bool:
         return name in self._controller.registry

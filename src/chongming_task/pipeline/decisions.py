@@ -1,7 +1,7 @@
 """Pure pipeline decisions: when a node is released, and how the whole run settles.
 
 Like the policies, these functions decide and never act: no controller, no store, no
-clock, no threads. The orchestrator (:mod:`chongming_task.pipeline.run`) feeds them
+clock, no threads. The orchestrator (:mod:`chongming_task.pipeline.orchestrator`) feeds them
 the statuses it has observed and carries out what they return, which lets the tests
 check every join mode against every combination of upstream outcomes exhaustively.
 """

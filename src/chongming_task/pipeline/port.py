@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from chongming_task.core.clock import Clock
 from chongming_task.model import JSONValue, TaskSnapshot, Transition
 
 __all__ = ["ControllerPort", "NodeHandle", "Subscriber"]
@@ -28,9 +27,6 @@ class NodeHandle(Protocol):
 
 class ControllerPort(Protocol):
     """The controller operations a pipeline run is built from."""
-
-    @property
-    def clock(self) -> Clock: ...
 
     def is_registered(self, name: str) -> bool:
         """Whether ``name`` is in the controller's whitelist."""

@@ -76,12 +76,15 @@ class PipelineRun:
     def wait(self, timeout: float | None = None) -> PipelineOutcome:
         """Block until every node is terminal and return the outcome.
 
+        ``timeout`` is in real seconds (a caller's patience, not task time), like
+        ``TaskRun.wait``.
+
         Raises:
-            TimeoutError: the run did not settle within ``timeout`` seconds of the
-                controller's clock; nothing changes, the run goes on.
+            TimeoutError: the run did not settle within ``timeout``; nothing changes,
+                the run goes on (call :meth:`stop` to end it).
         """
         orchestrator = self._orchestrator
-        if not orchestrator.port.clock.wait(orchestrator.done, timeout):
+        if not orchestrator.done.wait(timeout):
             raise TimeoutError(
                 f"pipeline {self.pipeline_name!r} ({self.run_id}) did not settle within "
                 f"{timeout}s; unsettled nodes: {orchestrator.unsettled()}"
