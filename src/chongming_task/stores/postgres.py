@@ -6,8 +6,8 @@ Same semantics and API as :class:`~chongming_task.stores.sqlite.SqliteTaskStore`
 1. **Connection pool.** A ``psycopg_pool.ConnectionPool`` serves every thread; each
    connection autocommits, and every write that touches two tables is a single
    statement (a data-modifying CTE), so a ``save`` is one round trip. A connection
-   killed while idle (``pg_terminate_backend``, a server restart, a network cut) is
-   detected on checkout without a round trip and replaced, so the next call works.
+   killed while idle (``pg_terminate_backend``, a server restart) is detected on
+   checkout without a round trip and replaced, so the call goes through.
    A read that loses its connection mid-flight is retried once on a fresh one; a
    write is not (it may have committed) and raises ``StoreError``.
 2. **Row locks instead of a file lock.** Claims use ``FOR UPDATE SKIP LOCKED``:
@@ -53,8 +53,6 @@ T = TypeVar("T")
 _log = logging.getLogger(__name__)
 
 INSTALL_HINT: Final = 'pip install "chongming-task[postgres]"'
-#: Attempts for a read whose connection died under it (the first try plus one retry).
-_READ_ATTEMPTS: Final = 2
 #: PostgreSQL truncates identifiers (channel names) beyond 63 bytes.
 _MAX_IDENTIFIER: Final = 63
 
@@ -70,20 +68,17 @@ def _import_driver() -> tuple[Any, Any]:
     return psycopg, psycopg_pool
 
 
-def _check_idle(conn: psycopg.Connection[Any]) -> None:
-    """Pool ``check``: refuse a connection the server closed while it sat idle.
+def _dead_while_idle(conn: psycopg.Connection[Any]) -> bool:
+    """Whether the server closed this pooled connection while it sat idle.
 
     An idle connection has nothing to read unless the server sent an error and hung up
-    (``pg_terminate_backend``, shutdown), so a readable socket means "dead"; the pool
-    then discards it and hands out another. One ``select`` call, no round trip.
+    (``pg_terminate_backend``, shutdown), so a readable socket means "dead". One
+    ``select`` call, no round trip; the caller closes it so the pool replaces it.
     """
-    import psycopg
-
     if conn.closed or conn.broken:
-        raise psycopg.OperationalError("connection is closed")
+        return True
     readable, _, _ = select.select([conn.pgconn.socket], [], [], 0)
-    if readable:
-        raise psycopg.OperationalError("the server closed this idle connection")
+    return bool(readable)
 
 
 def _scalar(row: tuple[Any, ...] | None) -> Any:
@@ -138,6 +133,7 @@ class PostgresTaskStore(SqlTaskStore):
             "connect_timeout": max(1, round(connect_timeout)),
         }
         self._connect_timeout = connect_timeout
+        self._max_connections = max_connections
         self._listener: CommandListener | None = None
         self._listener_lock = threading.Lock()
         self._pool: psycopg_pool.ConnectionPool[Any] | None = None
@@ -152,7 +148,6 @@ class PostgresTaskStore(SqlTaskStore):
             min_size=min_connections,
             max_size=max_connections,
             timeout=connect_timeout,
-            check=_check_idle,
             configure=_configure,
             name=f"chongming-task-{uuid.uuid4().hex[:8]}",
             open=True,
@@ -217,12 +212,17 @@ class PostgresTaskStore(SqlTaskStore):
 
     def _run(self, fn: Callable[[Cursor], T], *, write: bool, atomic: bool = False) -> T:
         psycopg = self._psycopg
-        for attempt in range(1, _READ_ATTEMPTS + 1):
+        retried = False
+        # Every idle connection may be dead (a server restart): try each once, plus one.
+        for _ in range(self._max_connections + 1):
             self._check_open()
             assert self._pool is not None
             lost = False
             try:
                 with self._pool.connection() as conn:
+                    if _dead_while_idle(conn):
+                        conn.close()  # returned closed, so the pool replaces it
+                        continue
                     try:
                         with conn.cursor() as cur:
                             if atomic:
@@ -233,10 +233,11 @@ class PostgresTaskStore(SqlTaskStore):
                         lost = conn.closed or conn.broken
                         raise
             except psycopg.Error as exc:
-                if lost and not write and attempt < _READ_ATTEMPTS:
+                if lost and not write and not retried:
+                    retried = True  # a read is safe to repeat on a fresh connection
                     continue
                 raise StoreError(f"PostgreSQL store failed: {exc}") from exc
-        raise AssertionError("unreachable")  # pragma: no cover
+        raise StoreError("PostgreSQL store failed: no live connection in the pool")
 
     def _write_task(
         self, cur: Cursor, statement: str, params: dict[str, Any], history: Sequence[Transition]

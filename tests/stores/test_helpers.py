@@ -1,0 +1,85 @@
+"""The small pieces under the stores: prefix ranges, instants, the SQL file, the signal."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta, timezone
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from chongming_task.stores._sqlfile import load_sections, split_statements
+from chongming_task.stores._sqlrows import prefix_upper_bound
+from chongming_task.stores.codec import from_micros, to_micros
+from chongming_task.stores.signal import CommandSignal
+from chongming_task.testing import FakeClock
+
+# Storable text: no surrogates (not UTF-8), no NUL (not allowed by either database).
+text = st.text(alphabet=st.characters(exclude_categories=("Cs",), exclude_characters="\x00"))
+
+
+@given(prefix=text, candidate=text)
+def test_prefix_range_is_exactly_starts_with(prefix: str, candidate: str) -> None:
+    high = prefix_upper_bound(prefix)
+    in_range = candidate >= prefix and (high is None or candidate < high)
+    assert in_range == candidate.startswith(prefix)
+
+
+@given(prefix=text, suffix=text)
+def test_extensions_of_a_prefix_are_in_range(prefix: str, suffix: str) -> None:
+    high = prefix_upper_bound(prefix)
+    assert high is None or prefix + suffix < high
+
+
+def test_prefix_bounds_at_the_edges() -> None:
+    assert prefix_upper_bound("ab") == "ac"
+    assert prefix_upper_bound("a\U0010ffff") == "b"
+    assert prefix_upper_bound("\U0010ffff") is None
+    assert prefix_upper_bound("") is None
+    assert prefix_upper_bound("\ud7ff") == "\ue000"
+
+
+@given(st.datetimes(timezones=st.sampled_from([UTC, timezone(timedelta(hours=-7, minutes=-30))])))
+def test_micros_round_trip_exactly(value: datetime) -> None:
+    assert from_micros(to_micros(value)) == value
+
+
+def test_both_dialects_define_the_same_sections() -> None:
+    sqlite, postgres = load_sections("sqlite"), load_sections("postgres")
+    only_postgres = {"current_schema", "migration_lock"}
+    only_sqlite = {"commands_rev"}
+    assert set(sqlite) - only_sqlite == set(postgres) - only_postgres
+
+
+def test_split_statements_keeps_trigger_bodies_whole() -> None:
+    script = "CREATE TABLE a (x INT);\nCREATE TRIGGER t AFTER INSERT ON a BEGIN\n  SELECT 1;\nEND;\n-- tail"
+    assert list(split_statements(script)) == [
+        "CREATE TABLE a (x INT);",
+        "CREATE TRIGGER t AFTER INSERT ON a BEGIN\n  SELECT 1;\nEND;",
+    ]
+
+
+def test_signal_remembers_notifications_since_the_last_claim() -> None:
+    clock = FakeClock()
+    signal = CommandSignal()
+    signal.mark_seen()
+    signal.notify()
+    signal.wait(clock, 3600)  # returns at once: something happened since mark_seen
+    done = threading.Event()
+
+    def waiter() -> None:
+        signal.wait(clock, 10)
+        done.set()
+
+    thread = threading.Thread(target=waiter)
+    thread.start()
+    clock.wait_for_sleepers(1)
+    signal.notify()
+    thread.join(5)
+    assert done.is_set()
+
+
+def test_a_closed_signal_never_blocks() -> None:
+    signal = CommandSignal()
+    signal.close()
+    signal.wait(FakeClock(), 3600)

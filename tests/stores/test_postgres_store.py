@@ -1,0 +1,228 @@
+"""PostgreSQL specifics beyond the contract: schema versions, roles without DDL rights,
+killed connections, atomic failures, connection hygiene."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import pytest
+
+from chongming_task.errors import StoreError
+from chongming_task.model import TaskSnapshot, Transition
+from chongming_task.states import TaskStatus
+from chongming_task.stores._sql import SCHEMA_VERSION
+from chongming_task.stores.base import Command, TaskQuery
+from chongming_task.stores.postgres import PostgresTaskStore
+from chongming_task.testing import wait_until
+
+psycopg = pytest.importorskip("psycopg")
+from psycopg.conninfo import conninfo_to_dict, make_conninfo  # noqa: E402
+
+pytestmark = pytest.mark.external_service
+
+NOW = datetime(2026, 3, 1, tzinfo=UTC)
+
+
+def snap(task_id: str = "t1", **changes: object) -> TaskSnapshot:
+    fields: dict[str, object] = {
+        "task_id": task_id,
+        "name": "job",
+        "status": TaskStatus.PENDING,
+        "status_version": 0,
+        "created_at": NOW,
+        "updated_at": NOW,
+    }
+    fields.update(changes)
+    return TaskSnapshot(**fields)  # type: ignore[arg-type]
+
+
+def step(task_id: str, version: int, to: TaskStatus) -> Transition:
+    return Transition(
+        task_id=task_id, from_status=None, to_status=to, trigger="t:x", version=version, at=NOW
+    )
+
+
+def schema_name(dsn: str) -> str:
+    options = conninfo_to_dict(dsn)["options"]
+    assert isinstance(options, str)
+    return options.split("search_path=", 1)[1]
+
+
+def admin(dsn: str, *statements: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+    """Run statements as the DSN's (super)user; returns the last one's rows."""
+    rows: list[tuple[object, ...]] = []
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for statement in statements:
+            cursor = conn.execute(statement, params or None)
+            rows = cursor.fetchall() if cursor.description else []
+    return rows
+
+
+def layout(dsn: str) -> set[tuple[str, ...]]:
+    """Tables, columns and index definitions of the DSN's schema, schema name removed."""
+    schema = schema_name(dsn)
+    columns = admin(
+        dsn,
+        "SELECT table_name, column_name, data_type, is_nullable FROM information_schema.columns"
+        " WHERE table_schema = %s",
+        params=(schema,),
+    )
+    indexes = admin(
+        dsn,
+        "SELECT tablename, replace(indexdef, %s, '') FROM pg_indexes WHERE schemaname = %s",
+        params=(f"{schema}.", schema),
+    )
+    return {tuple(map(str, row)) for row in columns} | {tuple(map(str, row)) for row in indexes}
+
+
+@pytest.fixture
+def app_name() -> str:
+    return f"ct-test-{uuid.uuid4().hex[:10]}"
+
+
+def backends(dsn: str, app_name: str) -> int:
+    rows = admin(
+        dsn,
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",
+        params=(app_name,),
+    )
+    return int(str(rows[0][0]))
+
+
+def test_schema_version_is_recorded(postgres_dsn: str) -> None:
+    PostgresTaskStore(postgres_dsn).close()
+    rows = admin(postgres_dsn, "SELECT value FROM ct_meta WHERE key = 'schema_version'")
+    assert rows == [(SCHEMA_VERSION,)]
+
+
+def test_an_older_schema_is_migrated_and_matches_a_fresh_one(postgres_dsn: str) -> None:
+    with PostgresTaskStore(postgres_dsn) as store:
+        store.create(snap("kept"), [step("kept", 0, TaskStatus.PENDING)])
+    fresh = layout(postgres_dsn)
+    admin(
+        postgres_dsn,
+        "DROP TABLE ct_schedules",
+        "DROP TABLE ct_firings",
+        "UPDATE ct_meta SET value = 1 WHERE key = 'schema_version'",
+    )
+    with PostgresTaskStore(postgres_dsn) as store:
+        assert store.get("kept") == snap("kept")
+        assert store.put_schedule("s", {"a": 1}, expect_revision=None).revision == 1
+    assert layout(postgres_dsn) == fresh
+
+
+def test_a_newer_schema_is_refused_with_a_clear_message(postgres_dsn: str) -> None:
+    PostgresTaskStore(postgres_dsn).close()
+    admin(postgres_dsn, "UPDATE ct_meta SET value = 99 WHERE key = 'schema_version'")
+    with pytest.raises(StoreError, match=r"version 99.*newer.*upgrade chongming-task"):
+        PostgresTaskStore(postgres_dsn)
+
+
+@pytest.fixture
+def limited_role(postgres_dsn: str) -> Iterator[str]:
+    """A login role with data rights on the test schema but no CREATE; yields its DSN."""
+    role = f"ct_limited_{uuid.uuid4().hex[:8]}"
+    schema = schema_name(postgres_dsn)
+    admin(
+        postgres_dsn,
+        f'CREATE ROLE "{role}" LOGIN',
+        f'GRANT USAGE ON SCHEMA "{schema}" TO "{role}"',
+        f'ALTER DEFAULT PRIVILEGES IN SCHEMA "{schema}" '
+        f'GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO "{role}"',
+    )
+    try:
+        yield make_conninfo(postgres_dsn, user=role)
+    finally:
+        admin(postgres_dsn, f'DROP OWNED BY "{role}"', f'DROP ROLE "{role}"')
+
+
+def test_a_role_without_ddl_rights_uses_existing_tables(
+    postgres_dsn: str, limited_role: str
+) -> None:
+    PostgresTaskStore(postgres_dsn).close()  # the owner creates the schema once
+    with PostgresTaskStore(limited_role) as store:
+        store.create(snap("by-limited"))
+        assert store.query(TaskQuery()) == [snap("by-limited")]
+        command = store.submit_command(
+            Command.new(
+                kind="task", target="by-limited", action="stop", issued_by="ro", issued_at=NOW
+            )
+        )
+        [claimed] = store.claim_commands("ro", lease=30)
+        assert claimed.command_id == command.command_id
+
+
+def test_a_role_without_ddl_rights_cannot_create_the_schema(limited_role: str) -> None:
+    with pytest.raises(StoreError, match="cannot create or migrate") as caught:
+        PostgresTaskStore(limited_role)
+    assert isinstance(caught.value.__cause__, psycopg.errors.InsufficientPrivilege)
+
+
+def test_a_killed_pooled_connection_is_replaced_on_the_next_call(
+    postgres_dsn: str, app_name: str
+) -> None:
+    with PostgresTaskStore(
+        postgres_dsn, application_name=app_name, min_connections=2, max_connections=2
+    ) as store:
+        store.create(snap("survivor"))
+        wait_until(lambda: backends(postgres_dsn, app_name) == 2, message="two pooled backends")
+        killed = admin(
+            postgres_dsn,
+            "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity"
+            " WHERE application_name = %s",
+            params=(app_name,),
+        )
+        assert killed == [(True,), (True,)]
+        assert store.get("survivor") == snap("survivor")
+        store.save(snap("survivor", status_version=1), expect_version=0)
+        assert store.get("survivor") == snap("survivor", status_version=1)
+
+
+def test_a_failing_write_leaves_nothing_half_written(postgres_dsn: str) -> None:
+    with PostgresTaskStore(postgres_dsn) as store:
+        store.create(snap("t1"), [step("t1", 0, TaskStatus.PENDING)])
+        admin(
+            postgres_dsn,
+            "CREATE FUNCTION boom() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN RAISE EXCEPTION 'simulated disk failure'; END $$",
+            "CREATE TRIGGER boom BEFORE INSERT ON ct_transitions "
+            "FOR EACH ROW EXECUTE FUNCTION boom()",
+        )
+        with pytest.raises(StoreError, match="simulated disk failure"):
+            store.create(snap("t2"), [step("t2", 0, TaskStatus.PENDING)])
+        assert store.get("t2") is None
+        queued = snap("t1", status=TaskStatus.QUEUED, status_version=1)
+        with pytest.raises(StoreError, match="simulated disk failure"):
+            store.save(queued, expect_version=0, transitions=[step("t1", 1, TaskStatus.QUEUED)])
+        assert store.get("t1") == snap("t1")
+
+
+def test_close_returns_every_connection(postgres_dsn: str, app_name: str) -> None:
+    store = PostgresTaskStore(postgres_dsn, application_name=app_name, min_connections=2)
+    store.claim_commands("w", lease=5)  # starts the LISTEN connection too
+    # The pool may have grown past min_size while warming up; at least pool + listener.
+    wait_until(lambda: backends(postgres_dsn, app_name) >= 3, message="pool + listener")
+    store.close()
+    assert store.open_connections == 0
+    wait_until(lambda: backends(postgres_dsn, app_name) == 0, message="backends gone")
+
+
+def test_an_unreachable_server_is_a_store_error_quickly() -> None:
+    with pytest.raises(StoreError, match="cannot prepare"):
+        PostgresTaskStore("postgresql://nobody@127.0.0.1:1/none", connect_timeout=1)
+
+
+def test_the_ps_query_uses_an_index(postgres_dsn: str) -> None:
+    with PostgresTaskStore(postgres_dsn) as store:
+        store.create(snap())
+    rows = admin(
+        postgres_dsn,
+        "SET enable_seqscan = off",
+        "EXPLAIN SELECT doc FROM ct_tasks t WHERE t.status = 'running'"
+        " ORDER BY t.created_at, t.seq LIMIT 100",
+    )
+    plan = " ".join(str(row[0]) for row in rows)
+    assert "ct_tasks_status_created" in plan
+    assert "Sort" not in plan

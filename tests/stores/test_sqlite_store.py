@@ -1,0 +1,203 @@
+"""SQLite specifics beyond the contract: schema versions, failures, durability settings."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from chongming_task.errors import ConfigurationError, StoreError
+from chongming_task.model import TaskSnapshot, Transition
+from chongming_task.states import TaskStatus
+from chongming_task.stores._sql import SCHEMA_VERSION
+from chongming_task.stores.sqlite import SqliteTaskStore
+
+NOW = datetime(2026, 3, 1, tzinfo=UTC)
+
+
+def snap(task_id: str = "t1", **changes: object) -> TaskSnapshot:
+    fields: dict[str, object] = {
+        "task_id": task_id,
+        "name": "job",
+        "status": TaskStatus.PENDING,
+        "status_version": 0,
+        "created_at": NOW,
+        "updated_at": NOW,
+    }
+    fields.update(changes)
+    return TaskSnapshot(**fields)  # type: ignore[arg-type]
+
+
+def step(task_id: str, version: int, to: TaskStatus) -> Transition:
+    return Transition(
+        task_id=task_id, from_status=None, to_status=to, trigger="t:x", version=version, at=NOW
+    )
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> str:
+    return str(tmp_path / "tasks.db")
+
+
+@pytest.fixture
+def store(path: str) -> Iterator[SqliteTaskStore]:
+    with SqliteTaskStore(path) as opened:
+        yield opened
+
+
+def schema_of(path: str) -> set[tuple[str, str, str]]:
+    conn = sqlite3.connect(path)
+    try:
+        rows = conn.execute(
+            "SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'"
+        ).fetchall()
+        return {(kind, name, sql or "") for kind, name, sql in rows}
+    finally:
+        conn.close()
+
+
+def raw(path: str, *statements: str) -> None:
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        for statement in statements:
+            conn.execute(statement)
+    finally:
+        conn.close()
+
+
+def test_the_file_uses_wal_and_records_the_schema_version(
+    store: SqliteTaskStore, path: str
+) -> None:
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        found = conn.execute("SELECT value FROM ct_meta WHERE key = 'schema_version'").fetchone()
+        assert found[0] == SCHEMA_VERSION
+    finally:
+        conn.close()
+
+
+def test_an_older_schema_is_migrated_and_keeps_its_data(path: str, tmp_path: Path) -> None:
+    with SqliteTaskStore(path) as store:
+        store.create(snap("kept"), [step("kept", 0, TaskStatus.PENDING)])
+    # Turn the file back into a version-1 database (before schedules existed).
+    raw(
+        path,
+        "DROP TABLE ct_schedules",
+        "DROP TABLE ct_firings",
+        "UPDATE ct_meta SET value = 1 WHERE key = 'schema_version'",
+    )
+    with SqliteTaskStore(path) as store:
+        assert store.get("kept") == snap("kept")
+        assert len(store.history("kept")) == 1
+        assert store.put_schedule("s", {}, expect_revision=None).revision == 1
+    fresh = str(tmp_path / "fresh.db")
+    SqliteTaskStore(fresh).close()
+    assert schema_of(path) == schema_of(fresh)
+
+
+def test_a_newer_schema_is_refused_with_a_clear_message(path: str) -> None:
+    SqliteTaskStore(path).close()
+    raw(path, "UPDATE ct_meta SET value = 99 WHERE key = 'schema_version'")
+    with pytest.raises(StoreError, match=r"schema version 99.*newer.*upgrade chongming-task"):
+        SqliteTaskStore(path)
+
+
+def test_two_stores_on_one_file_share_one_schema(path: str) -> None:
+    first, second = SqliteTaskStore(path), SqliteTaskStore(path)
+    try:
+        first.create(snap("a"))
+        assert second.get("a") == snap("a")
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_read_only_database_refuses_writes_with_store_error(path: str) -> None:
+    with SqliteTaskStore(path) as store:
+        store.create(snap("before"))
+    with SqliteTaskStore(f"file:{path}?mode=ro") as read_only:
+        assert read_only.get("before") == snap("before")
+        with pytest.raises(StoreError, match="readonly") as caught:
+            read_only.create(snap("after"))
+        assert isinstance(caught.value.__cause__, sqlite3.OperationalError)
+        with pytest.raises(StoreError):
+            read_only.save(snap("before", status_version=1), expect_version=0)
+        assert read_only.get("after") is None
+        assert read_only.get("before") == snap("before")
+
+
+def test_a_locked_database_is_a_store_error_after_the_busy_timeout(path: str) -> None:
+    SqliteTaskStore(path).close()
+    blocker = sqlite3.connect(path, isolation_level=None)
+    try:
+        blocker.execute("BEGIN IMMEDIATE")
+        with SqliteTaskStore(path, timeout=0.05) as store:
+            with pytest.raises(StoreError, match="locked"):
+                store.create(snap("blocked"))
+            blocker.execute("ROLLBACK")
+            store.create(snap("blocked"))
+            assert store.get("blocked") == snap("blocked")
+    finally:
+        blocker.close()
+
+
+def test_a_failing_write_leaves_nothing_half_written(store: SqliteTaskStore, path: str) -> None:
+    store.create(snap("t1"), [step("t1", 0, TaskStatus.PENDING)])
+    # The transition insert fails after the snapshot row was written in the same transaction.
+    raw(
+        path,
+        "CREATE TRIGGER boom BEFORE INSERT ON ct_transitions BEGIN "
+        "SELECT RAISE(ABORT, 'simulated disk failure'); END",
+    )
+    with pytest.raises(StoreError, match="simulated disk failure") as caught:
+        store.create(snap("t2"), [step("t2", 0, TaskStatus.PENDING)])
+    assert isinstance(caught.value.__cause__, sqlite3.Error)
+    assert store.get("t2") is None
+    queued = snap("t1", status=TaskStatus.QUEUED, status_version=1)
+    with pytest.raises(StoreError, match="simulated disk failure"):
+        store.save(queued, expect_version=0, transitions=[step("t1", 1, TaskStatus.QUEUED)])
+    assert store.get("t1") == snap("t1")
+    raw(path, "DROP TRIGGER boom")
+    store.save(queued, expect_version=0, transitions=[step("t1", 1, TaskStatus.QUEUED)])
+    assert store.get("t1") == queued
+
+
+def test_memory_databases_are_private_to_their_store() -> None:
+    with SqliteTaskStore(":memory:") as one, SqliteTaskStore(":memory:") as two:
+        one.create(snap("only-in-one"))
+        assert two.get("only-in-one") is None
+        assert one.open_connections == 1
+
+
+def test_durability_mode_is_configurable_and_validated(path: str) -> None:
+    with SqliteTaskStore(path, synchronous="FULL") as store:
+        store.create(snap())
+    with pytest.raises(ConfigurationError, match="synchronous"):
+        SqliteTaskStore(path, synchronous="OFF")  # type: ignore[arg-type]
+
+
+def test_reads_use_pooled_connections_and_close_releases_them(path: str) -> None:
+    store = SqliteTaskStore(path)
+    store.create(snap())
+    store.get("t1")
+    assert store.open_connections == 2  # the writer plus one idle reader
+    store.close()
+    assert store.open_connections == 0
+
+
+def test_the_indexes_back_the_ps_query(store: SqliteTaskStore, path: str) -> None:
+    conn = sqlite3.connect(path)
+    try:
+        plan = conn.execute(
+            "EXPLAIN QUERY PLAN SELECT doc FROM ct_tasks t WHERE t.status = 'running' "
+            "ORDER BY t.created_at, t.seq LIMIT 100"
+        ).fetchall()
+    finally:
+        conn.close()
+    detail = " ".join(str(row[-1]) for row in plan)
+    assert "ct_tasks_status_created" in detail
+    assert "TEMP B-TREE" not in detail  # no sort: the index delivers the order
