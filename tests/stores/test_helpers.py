@@ -52,7 +52,10 @@ def test_both_dialects_define_the_same_sections() -> None:
 
 
 def test_split_statements_keeps_trigger_bodies_whole() -> None:
-    script = "CREATE TABLE a (x INT);\nCREATE TRIGGER t AFTER INSERT ON a BEGIN\n  SELECT 1;\nEND;\n-- tail"
+    script = (
+        "CREATE TABLE a (x INT);\nCREATE TRIGGER t AFTER INSERT ON a BEGIN\n  SELECT 1;\nEND;\n"
+        "-- tail"
+    )
     assert list(split_statements(script)) == [
         "CREATE TABLE a (x INT);",
         "CREATE TRIGGER t AFTER INSERT ON a BEGIN\n  SELECT 1;\nEND;",
