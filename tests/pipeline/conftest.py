@@ -37,6 +37,26 @@ def make_controller(**options: object) -> Controller:
     return controller
 
 
+def open_store(spec: str, clock: Any = None) -> Any:
+    """A store from a spec: ``sqlite:<path>`` or a PostgreSQL DSN."""
+    if spec.startswith("sqlite:"):
+        from chongming_task.stores.sqlite import SqliteTaskStore
+
+        return SqliteTaskStore(spec.removeprefix("sqlite:"), clock=clock)
+    from chongming_task.stores.postgres import PostgresTaskStore
+
+    return PostgresTaskStore(spec, clock=clock)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.external_service)])
+def store_spec(request: pytest.FixtureRequest, tmp_path: Any) -> str:
+    """Where a test's stored tasks go: a fresh SQLite file or a fresh Postgres schema."""
+    if request.param == "sqlite":
+        return f"sqlite:{tmp_path / 'tasks.db'}"
+    dsn: str = request.getfixturevalue("postgres_dsn")
+    return dsn
+
+
 @pytest.fixture
 def controller() -> Iterator[Controller]:
     with make_controller(max_parallel=4) as ctl:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from chongming_task.runtime import TaskSkipped
@@ -85,7 +86,7 @@ def flaky_transform(ctx: Any, index: int) -> int:
     return transform(ctx, index)
 
 
-TASKS = {
+TASKS: dict[str, Callable[..., Any]] = {
     "increment": increment,
     "flaky_transform": flaky_transform,
     "fetch": fetch,

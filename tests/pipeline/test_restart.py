@@ -12,8 +12,9 @@ from pathlib import Path
 
 from chongming_task.controller import Controller
 from chongming_task.stores.base import TaskQuery
-from chongming_task.stores.sqlite import SqliteTaskStore
 from chongming_task.testing import FakeClock
+
+from .conftest import open_store
 
 TESTS_DIR = Path(__file__).resolve().parent.parent
 
@@ -23,10 +24,10 @@ WORKER = textwrap.dedent(
     sys.path.insert(0, sys.argv[2])
     from chongming_task.pipeline import Pipeline, submit_pipeline
     from chongming_task.controller import Controller
-    from chongming_task.stores.sqlite import SqliteTaskStore
     from pipeline import tasks
+    from pipeline.conftest import open_store
 
-    controller = Controller(store=SqliteTaskStore(sys.argv[1]), owner="worker-1", max_parallel=2)
+    controller = Controller(store=open_store(sys.argv[1]), owner="worker-1", max_parallel=2)
     for name, fn in tasks.TASKS.items():
         controller.register(name, fn)
     p = Pipeline("nightly")
@@ -46,10 +47,9 @@ WORKER = textwrap.dedent(
 )
 
 
-def test_reconcile_after_a_crash_mid_pipeline(tmp_path: Path) -> None:
-    db = tmp_path / "tasks.db"
+def test_reconcile_after_a_crash_mid_pipeline(store_spec: str) -> None:
     worker = subprocess.Popen(
-        [sys.executable, "-c", WORKER, str(db), str(TESTS_DIR)],
+        [sys.executable, "-c", WORKER, store_spec, str(TESTS_DIR)],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -64,11 +64,13 @@ def test_reconcile_after_a_crash_mid_pipeline(tmp_path: Path) -> None:
 
     # A new process, well past the dead worker's lease (no real waiting).
     clock = FakeClock(datetime.now(UTC) + timedelta(minutes=10))
-    store = SqliteTaskStore(db, clock=clock)
+    store = open_store(store_spec, clock=clock)
     with Controller(store=store, owner="worker-2", clock=clock) as controller:
         preview = controller.reconcile(dry_run=True)
         assert preview.lost == ("crashy/root",)
-        assert controller.get("crashy/root").status == "running"  # dry run wrote nothing
+        before = controller.get("crashy/root")
+        assert before is not None
+        assert before.status == "running"  # the dry run wrote nothing
         report = controller.reconcile()
 
         assert report.lost == ("crashy/root",)

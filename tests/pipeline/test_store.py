@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from chongming_task import CircularDependency, ConfigurationError, Pipeline
 from chongming_task.stores.base import TaskQuery
-from chongming_task.stores.sqlite import SqliteTaskStore
 
-from .conftest import make_controller
+from .conftest import make_controller, open_store
 
 
 def _bad_pipelines() -> list[tuple[Pipeline, type[Exception], str]]:
@@ -34,8 +31,8 @@ def _bad_pipelines() -> list[tuple[Pipeline, type[Exception], str]]:
     ]
 
 
-def test_a_refused_pipeline_leaves_no_trace(tmp_path: Path) -> None:
-    store = SqliteTaskStore(tmp_path / "tasks.db")
+def test_a_refused_pipeline_leaves_no_trace(store_spec: str) -> None:
+    store = open_store(store_spec)
     with make_controller(store=store, max_parallel=2) as controller:
         for pipeline, error, message in _bad_pipelines():
             with pytest.raises(error, match=message):
@@ -46,8 +43,8 @@ def test_a_refused_pipeline_leaves_no_trace(tmp_path: Path) -> None:
     store.close()
 
 
-def test_a_run_id_in_use_is_refused_before_anything_is_created(tmp_path: Path) -> None:
-    store = SqliteTaskStore(tmp_path / "tasks.db")
+def test_a_run_id_in_use_is_refused_before_anything_is_created(store_spec: str) -> None:
+    store = open_store(store_spec)
     with make_controller(store=store, max_parallel=2) as controller:
         p = Pipeline("p")
         p.node("value", 1)
@@ -59,8 +56,8 @@ def test_a_run_id_in_use_is_refused_before_anything_is_created(tmp_path: Path) -
     store.close()
 
 
-def test_node_tasks_carry_the_pipeline_in_their_metadata(tmp_path: Path) -> None:
-    store = SqliteTaskStore(tmp_path / "tasks.db")
+def test_node_tasks_carry_the_pipeline_in_their_metadata(store_spec: str) -> None:
+    store = open_store(store_spec)
     with make_controller(store=store, max_parallel=2) as controller:
         p = Pipeline("nightly-etl")
         fetch = p.node("fetch", "2026-10-02")
