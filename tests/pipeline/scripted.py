@@ -32,6 +32,8 @@ class ScriptedPort:
         self.actions: list[tuple[str, str]] = []
         self.subscribers: list[Subscriber] = []
         self.refuse: set[str] = set()
+        #: (action, task id) pairs the port refuses with an error, like a controller would.
+        self.refuse_actions: set[tuple[str, str]] = set()
         #: task id -> what happens (in another task, say) while that node is released.
         self.during_release: dict[str, Callable[[], None]] = {}
 
@@ -66,6 +68,7 @@ class ScriptedPort:
             return machine
 
     def release(self, task_id: str, upstream: Mapping[str, JSONValue]) -> None:
+        self._check("release", task_id)
         with self.lock:
             self.actions.append(("release", task_id))
             self.upstream[task_id] = dict(upstream)
@@ -75,6 +78,7 @@ class ScriptedPort:
                 hook()
 
     def skip(self, task_id: str, reason: str) -> None:
+        self._check("skip", task_id)
         with self.lock:
             self.actions.append(("skip", task_id))
             machine = self.machines[task_id]
@@ -99,6 +103,10 @@ class ScriptedPort:
         return lambda: self.subscribers.remove(fn) if fn in self.subscribers else None
 
     # ---------------------------------------------------------------- the script
+
+    def _check(self, action: str, task_id: str) -> None:
+        if (action, task_id) in self.refuse_actions:
+            raise RuntimeError(f"{action} refused for {task_id}")
 
     def _do(self, task_id: str, action: Callable[[], object]) -> None:
         machine = self.machines[task_id]

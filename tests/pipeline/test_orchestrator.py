@@ -312,3 +312,37 @@ def test_user_metadata_is_kept_beside_the_pipeline_keys() -> None:
     assert port.submitted[0][1:3] == (("day",), {"priority": 5})
     port.succeed("u/fetch")
     assert run.wait(5).ok
+
+
+def test_a_refused_release_or_skip_still_ends_the_node() -> None:
+    port = ScriptedPort(NAMES)
+    port.refuse_actions |= {("release", "r/a"), ("skip", "r/b"), ("release", "r/b")}
+    p = Pipeline("refusals", aggregation=AggregationPolicy.all_settled())
+    root = p.node("t", node_id="root")
+    p.node("t", node_id="a", depends_on=[root])
+    p.node("t", node_id="b", depends_on=[root])
+    run = submit_to_port(port, p, run_id="r")
+    port.succeed("r/root")
+    outcome = run.wait(5)
+    # a: release refused -> skipped; b: release and skip refused -> stopped.
+    assert outcome.statuses() == {"root": S.SUCCEEDED, "a": S.SKIPPED, "b": S.STOPPED}
+    failure = outcome.nodes["a"].failure
+    assert failure is not None
+    assert failure.message == (
+        "pipeline 'refusals': could not release the node: release refused for r/a"
+    )
+
+
+def test_a_refused_skip_ends_the_node_stopped() -> None:
+    port = ScriptedPort(NAMES)
+    port.refuse_actions.add(("skip", "r/a"))
+    p = Pipeline("refusals")
+    root = p.node("t", node_id="root")
+    p.node("t", node_id="a", depends_on=[root])
+    run = submit_to_port(port, p, run_id="r")
+    port.fail("r/root")
+    outcome = run.wait(5)
+    assert outcome.statuses() == {"root": S.FAILED, "a": S.STOPPED}
+    assert port.machines["r/a"].transitions[-1].reason == (
+        "pipeline 'refusals': could not skip the node: skip refused for r/a"
+    )

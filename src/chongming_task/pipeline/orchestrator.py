@@ -45,6 +45,9 @@ S = TaskStatus
 
 _Event = tuple[str, Any]  # ("settled", node_id) | ("stop", reason)
 
+#: What ends a node whose decided action the controller refused (see ``_act``).
+_FALLBACK = {"release": "skip", "skip": "stop"}
+
 
 class Orchestrator:
     """Node state of one run and the decisions carried out on it."""
@@ -243,14 +246,23 @@ class Orchestrator:
             self._act(node_id, "stop", partial(self.port.stop, self.task_ids[node_id], text))
 
     def _act(self, node_id: str, action: str, call: Callable[[], object]) -> None:
-        """Carry out one decision; a node that settled meanwhile is not an error."""
+        """Carry out one decision; a node that settled meanwhile is not an error.
+
+        A node that cannot be released or skipped would wait in ``blocked`` forever
+        and the run would never settle, so such a node is ended another way: a
+        refused release becomes a skip naming the refusal, a refused skip a stop.
+        """
         try:
             call()
         except Exception as exc:
-            if not self.status_of(node_id).is_terminal:
-                log.warning(
-                    "pipeline %s: could not %s node %r: %s", self.run_id, action, node_id, exc
-                )
+            if self.status_of(node_id).is_terminal:
+                return
+            log.warning("pipeline %s: could not %s node %r: %s", self.run_id, action, node_id, exc)
+            fallback = _FALLBACK.get(action)
+            if fallback is not None:
+                reason = f"pipeline {self.pipeline_name!r}: could not {action} the node: {exc}"
+                method = getattr(self.port, fallback)
+                self._act(node_id, fallback, partial(method, self.task_ids[node_id], reason))
 
     # ------------------------------------------------------------ settling
 
