@@ -250,7 +250,10 @@ class Driver:
         state = self._state
         machine = state.machine
         if decision.retry:
-            state.apply(machine.mark_retry_wait, failure, delay=decision.delay)
+            if trigger is None:
+                state.apply(machine.mark_retry_wait, failure, delay=decision.delay)
+            else:
+                state.apply(machine.mark_retry_wait, failure, delay=decision.delay, trigger=trigger)
             state.retry_at = state.clock.monotonic() + decision.delay
             return True
         if trigger is None:
@@ -289,7 +292,8 @@ class Driver:
         with state.transaction(self._supervisor.check_locked) as machine:
             if attempt is not state.attempt or not attempt.live:
                 return
-            if machine.status is S.STARTING:
+            # A stop (e.g. an expired start timeout) already pending: the body never runs.
+            if machine.status is S.STARTING and not attempt.control.stop_requested:
                 state.apply(machine.mark_running)
                 self._supervisor.body_began_locked(attempt)
 
