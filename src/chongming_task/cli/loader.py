@@ -16,7 +16,7 @@ import os
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from chongming_task.cli.errors import CommandFailed, UsageError, one_line
 from chongming_task.errors import ConfigurationError
@@ -24,7 +24,7 @@ from chongming_task.errors import ConfigurationError
 if TYPE_CHECKING:
     from chongming_task.controller import Controller
 
-__all__ = ["load_task_module", "register_tasks"]
+__all__ = ["load_task_module", "module_schedules", "register_tasks"]
 
 #: Where ``@task`` keeps its spec; a ``register`` attribute carrying it is a task.
 _SPEC_ATTRIBUTE = "__chongming_task__"
@@ -134,3 +134,26 @@ def register_tasks(controller: Controller, module: ModuleType, spec: str) -> lis
             f"task module {spec!r} defines no tasks: its register(controller) registered nothing"
         )
     return names
+
+
+def module_schedules(module: ModuleType) -> Any:
+    """How ``module`` declares schedules: ``register_schedules(scheduler)`` or ``SCHEDULES``.
+
+    Returns a callable ``(scheduler) -> list[str]`` that registers them, or ``None``
+    when the module declares none (a worker then runs no scheduler).
+    """
+    hook = getattr(module, "register_schedules", None)
+    declared = getattr(module, "SCHEDULES", None)
+    if not callable(hook) and declared is None:
+        return None
+
+    def apply(scheduler: Any) -> list[str]:
+        if callable(hook):
+            hook(scheduler)
+        else:
+            for schedule in declared or ():
+                scheduler.add(schedule)
+        names: list[str] = scheduler.names
+        return names
+
+    return apply

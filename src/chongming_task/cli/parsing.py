@@ -85,8 +85,21 @@ def _parse_one(item: str) -> tuple[str, Any]:
     return key, parse_arg_value(value)
 
 
-def _refuse_reserved(key: str, origin: str) -> None:
+def _reserved(key: str) -> str | None:
+    """The option that sets ``key`` if it is a submission option, else ``None``."""
     option = RESERVED_ARG_NAMES.get(key)
+    if option is not None:
+        return option
+    from chongming_task.controller.registry import SUBMIT_OPTIONS
+    from chongming_task.decorator import RESERVED_OPTIONS
+
+    if key in SUBMIT_OPTIONS or key in RESERVED_OPTIONS:
+        return "the submission (not settable as a task argument)"
+    return None
+
+
+def _refuse_reserved(key: str, origin: str) -> None:
+    option = _reserved(key)
     if option is not None:
         raise UsageError(
             f"{origin} {key!r} is an option of the submission, not a task argument; "

@@ -56,8 +56,9 @@ class Worker:
         controller: A controller with a store, its tasks registered.
         max_parallel: Free slots the intake fills; match the controller's limit.
         poll_interval: Longest wait between intake polls (commands also wake it).
-        scheduler: Optional object with ``start()`` and ``stop()`` (a
-            ``chongming_task.schedule.Scheduler``) started and stopped with the worker.
+        scheduler: Optional ``chongming_task.schedule.scheduler.Scheduler`` (anything
+            with ``start()`` and ``close()``) started after reconcile and closed first
+            on shutdown, so no firing starts while the worker stops its tasks.
         log_tail: Keep each task's last log lines in its stored metadata, so
             ``status`` in another process can show them (:class:`LogTail`).
 
@@ -124,10 +125,10 @@ class Worker:
         """
         self._stop.set()
         self._slot_freed.set()
+        if self.scheduler is not None:
+            self.scheduler.close()  # first: no firing may start while we stop tasks
         if self._thread is not None:
             self._thread.join(timeout)
-        if self.scheduler is not None:
-            self.scheduler.stop()
         held = [run for run in self.controller.runs() if not run.done]
         before = {run.task_id: run.status.value for run in held}
         self.controller.close(reason=reason, timeout=timeout, close_store=False)

@@ -10,7 +10,16 @@ __all__ = ["register_all"]
 
 def register_all(subparsers: argparse._SubParsersAction[Any]) -> None:
     """Add every subcommand to ``subparsers``, in the order ``--help`` lists them."""
-    from chongming_task.cli.commands import control, inspect_, ps, run, submit, tasks, worker
+    from chongming_task.cli.commands import (
+        control,
+        inspect_,
+        ps,
+        run,
+        schedules,
+        submit,
+        tasks,
+        worker,
+    )
 
     tasks.add_parsers(subparsers)
     run.add_parsers(subparsers)
@@ -19,3 +28,4 @@ def register_all(subparsers: argparse._SubParsersAction[Any]) -> None:
     ps.add_parsers(subparsers)
     inspect_.add_parsers(subparsers)
     control.add_parsers(subparsers)
+    schedules.add_parsers(subparsers)

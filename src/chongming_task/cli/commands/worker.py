@@ -16,10 +16,11 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from chongming_task.cli.commands._common import add_tasks_option, new_parser, node_controller
-from chongming_task.cli.errors import ExitCode, UsageError
-from chongming_task.cli.loader import load_task_module, register_tasks
+from chongming_task.cli.errors import CommandFailed, ExitCode, UsageError, one_line
+from chongming_task.cli.loader import load_task_module, module_schedules, register_tasks
 from chongming_task.cli.parsing import env, format_buckets
 from chongming_task.cli.signals import on_shutdown_signals
+from chongming_task.errors import TaskError
 
 if TYPE_CHECKING:
     from chongming_task.cli.render import Output
@@ -104,6 +105,24 @@ def _max_parallel(args: argparse.Namespace) -> int:
     return value
 
 
+def _scheduler(controller: Any, module: Any, spec: str) -> tuple[Any, list[str]]:
+    """A Scheduler with the module's schedules, or ``(None, [])`` if it declares none."""
+    apply = module_schedules(module)
+    if apply is None:
+        return None, []
+    from chongming_task.schedule.scheduler import Scheduler
+
+    scheduler = Scheduler(controller)
+    try:
+        names = apply(scheduler)
+    except (TaskError, TypeError, ValueError) as exc:
+        scheduler.close()
+        raise CommandFailed(
+            f"task module {spec!r}: its schedules were refused: {one_line(str(exc))}"
+        ) from exc
+    return scheduler, names
+
+
 def cmd_worker(args: argparse.Namespace, session: Session) -> int:
     from chongming_task.worker import Worker
 
@@ -117,7 +136,13 @@ def cmd_worker(args: argparse.Namespace, session: Session) -> int:
         store = session.open_store(create=True)
         controller = node_controller(session, store, max_parallel=max_parallel)
         names = register_tasks(controller, module, spec)
-        worker = Worker(controller, max_parallel=max_parallel, poll_interval=args.poll_interval)
+        scheduler, schedule_names = _scheduler(controller, module, spec)
+        worker = Worker(
+            controller,
+            max_parallel=max_parallel,
+            poll_interval=args.poll_interval,
+            scheduler=scheduler,
+        )
         owned = session.options.owned_buckets
         output.print(
             f"worker {controller.owner} on {session.options.db}: tasks {', '.join(names)}; "
@@ -125,6 +150,8 @@ def cmd_worker(args: argparse.Namespace, session: Session) -> int:
             f"{'all' if owned is None else format_buckets(owned)} of "
             f"{session.options.num_buckets}"
         )
+        if schedule_names:
+            output.print(f"schedules: {', '.join(schedule_names)}")
         received: list[str] = []
 
         def on_signal(name: str) -> None:
