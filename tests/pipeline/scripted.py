@@ -13,6 +13,7 @@ from typing import Any
 
 from chongming_task.core.clock import Clock, SystemClock
 from chongming_task.core.state_machine import StateMachine
+from chongming_task.errors import ConfigurationError
 from chongming_task.model import Failure, FailureKind, JSONValue, TaskSnapshot, Transition
 from chongming_task.pipeline.decisions import skip_failure
 from chongming_task.states import TaskStatus
@@ -41,6 +42,10 @@ class ScriptedPort:
 
     def is_registered(self, name: str) -> bool:
         return name in self.registered
+
+    def preflight(self, task_name: str, options: Mapping[str, Any]) -> None:
+        if options.get("bucket_key") == "not-mine":
+            raise ConfigurationError("bucket not owned")
 
     def exists(self, task_id: str) -> bool:
         return task_id in self.machines

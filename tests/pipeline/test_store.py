@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from chongming_task import CircularDependency, ConfigurationError, Pipeline
+from chongming_task import BucketPolicy, CircularDependency, ConfigurationError, Pipeline
 from chongming_task.stores.base import TaskQuery
 
 from .conftest import make_controller, open_store
@@ -40,6 +40,30 @@ def test_a_refused_pipeline_leaves_no_trace(store_spec: str) -> None:
         assert store.query(TaskQuery()) == []
         assert controller.list_tasks() == []
         assert controller.runs() == []
+    store.close()
+
+
+def test_refused_node_options_leave_no_trace(store_spec: str) -> None:
+    """Bucket ownership and metadata are checked for every node before any is created."""
+    policy = BucketPolicy(num_buckets=64)
+    mine = next(f"k{i}" for i in range(1000) if policy.bucket_for(f"k{i}") < 8)
+    foreign = next(f"k{i}" for i in range(1000) if policy.bucket_for(f"k{i}") >= 8)
+    store = open_store(store_spec)
+    with make_controller(store=store, bucket_policy=policy, owned_buckets=range(8)) as ctl:
+        p = Pipeline("p")
+        first = p.node("value", 1, bucket_key=mine)
+        p.node("value", 2, depends_on=[first], bucket_key=foreign)
+        with pytest.raises(ConfigurationError, match="bucket"):
+            ctl.submit_pipeline(p)
+        q = Pipeline("q")
+        q.node("value", 1, bucket_key=mine, metadata={"when": {1, 2}})
+        with pytest.raises(ConfigurationError, match="metadata of node 'value'"):
+            ctl.submit_pipeline(q)
+        assert store.query(TaskQuery()) == []
+    closed = make_controller()
+    closed.close()
+    with pytest.raises(ConfigurationError, match="closed"):
+        closed.submit_pipeline(Pipeline("r").node("value").pipeline)
     store.close()
 
 

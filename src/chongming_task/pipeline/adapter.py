@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from chongming_task.controller.buckets import bucket_for_submit
 from chongming_task.errors import ConfigurationError
 from chongming_task.model import JSONValue
 from chongming_task.pipeline.decisions import skip_failure
@@ -32,6 +33,16 @@ class ControllerAdapter:
 
     def is_registered(self, name: str) -> bool:
         return name in self._controller.registry
+
+    def preflight(self, task_name: str, options: Mapping[str, Any]) -> None:
+        controller = self._controller
+        if controller.closed:
+            raise ConfigurationError("this controller is closed; create a new Controller")
+        # The controller's own bucket rule: a key this node does not own is refused now,
+        # not after half of the pipeline's tasks exist.
+        bucket_for_submit(
+            controller.bucket_policy, controller.owned_buckets, options.get("bucket_key")
+        )
 
     def exists(self, task_id: str) -> bool:
         controller = self._controller

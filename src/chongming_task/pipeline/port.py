@@ -32,6 +32,14 @@ class ControllerPort(Protocol):
         """Whether ``name`` is in the controller's whitelist."""
         ...
 
+    def preflight(self, task_name: str, options: Mapping[str, Any]) -> None:
+        """Raise ``ConfigurationError`` now for a submission ``submit`` would refuse.
+
+        ``options`` are the node's keyword arguments. Only what can be checked without
+        creating anything; whatever slips through is refused by ``submit`` itself.
+        """
+        ...
+
     def exists(self, task_id: str) -> bool:
         """Whether a task with this id is already known (in memory or in the store)."""
         ...

@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 
 from chongming_task.errors import ConfigurationError
-from chongming_task.model import JSONValue
+from chongming_task.model import JSONValue, ensure_json
 from chongming_task.pipeline.graph import Pipeline
 from chongming_task.pipeline.orchestrator import Orchestrator
 from chongming_task.pipeline.port import ControllerPort
@@ -32,6 +32,32 @@ def node_task_id(run_id: str, node_id: str) -> str:
     return f"{run_id}/{node_id}"
 
 
+def _checked_run_id(pipeline: Pipeline, run_id: str | None) -> str:
+    if run_id is None:
+        return new_run_id(pipeline)
+    if not isinstance(run_id, str) or not run_id.strip():
+        raise ConfigurationError(f"run_id must be a non-empty string, got {run_id!r}")
+    return run_id
+
+
+def _node_metadata(
+    port: ControllerPort, pipeline: Pipeline, run_id: str
+) -> dict[str, dict[str, JSONValue]]:
+    """Each node's metadata (the user's plus the pipeline keys), after the preflight."""
+    metadata: dict[str, dict[str, JSONValue]] = {}
+    for node_id, node in pipeline.nodes.items():
+        own = node.kwargs.get("metadata") or {}
+        metadata[node_id] = {
+            **own,
+            "pipeline": pipeline.name,
+            "pipeline_run": run_id,
+            "node": node_id,
+        }
+        ensure_json(metadata[node_id], f"metadata of node {node_id!r}")
+        port.preflight(node.task_name, node.kwargs)
+    return metadata
+
+
 def submit_to_port(
     port: ControllerPort, pipeline: Pipeline, *, run_id: str | None = None
 ) -> PipelineRun:
@@ -43,11 +69,8 @@ def submit_to_port(
         CircularDependency: the graph has a cycle (nothing was created).
     """
     order = pipeline.validate(port.is_registered)
-    if run_id is None:
-        run_id = new_run_id(pipeline)
-    elif not isinstance(run_id, str) or not run_id.strip():
-        raise ConfigurationError(f"run_id must be a non-empty string, got {run_id!r}")
-    nodes = dict(pipeline.nodes)
+    run_id = _checked_run_id(pipeline, run_id)
+    metadata = _node_metadata(port, pipeline, run_id)
     task_ids = {node_id: node_task_id(run_id, node_id) for node_id in order}
     taken = [task_id for task_id in task_ids.values() if port.exists(task_id)]
     if taken:
@@ -55,16 +78,8 @@ def submit_to_port(
             f"pipeline run id {run_id!r} is already used (tasks {taken} exist); "
             "pass another run_id or let submit_pipeline() make one"
         )
-    metadata: dict[str, dict[str, JSONValue]] = {}
-    for node_id, node in nodes.items():
-        own = node.kwargs.get("metadata") or {}
-        metadata[node_id] = {
-            **own,
-            "pipeline": pipeline.name,
-            "pipeline_run": run_id,
-            "node": node_id,
-        }
 
+    nodes = dict(pipeline.nodes)
     orchestrator = Orchestrator(
         port,
         pipeline_name=pipeline.name,
