@@ -2,8 +2,9 @@
 
 A worker never takes code from the command line, only names (guide §8.5): this module
 is what ``chongming-task worker --tasks examples/demo_tasks.py`` registers, through its
-``@task`` functions. Every body calls ``ctx.checkpoint()`` in its loop, because that is
-where stop and pause requests take effect (guide §2.2).
+``@task`` functions, and ``SCHEDULES`` lists the schedules such a worker fires. Every
+body calls ``ctx.checkpoint()`` in its loop, because that is where stop and pause
+requests take effect (guide §2.2).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import time
 
 from chongming_task import task
+from chongming_task.schedule import CronTrigger, Schedule
 
 
 @task(tags={"demo"})
@@ -51,3 +53,16 @@ def fail(ctx, message: str = "boom") -> None:
     """Always fails, to show a failure in status and an exit code of 3."""
     ctx.checkpoint()
     raise RuntimeError(message)
+
+
+#: Schedules a worker loading this module fires. This one is due once a year, so in the
+#: demo and the CLI walkthrough it only runs when asked (``schedule run new-year-report``).
+SCHEDULES = [
+    Schedule(
+        name="new-year-report",
+        task="count",
+        trigger=CronTrigger("0 3 1 1 *", "Asia/Shanghai"),
+        kwargs={"n": 3, "delay": 0.01},
+        description="count to three, once a year",
+    ),
+]

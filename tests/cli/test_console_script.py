@@ -260,3 +260,21 @@ def test_run_interrupted_stops_the_task_cleanly(
     assert out.splitlines()[-1].startswith("fg: stopped")
     assert _status(cli, db, "fg") == "stopped"
     assert _path(cli, db, "fg")[-2:] == [("running", "stopping"), ("stopping", "stopped")]
+
+
+def test_sigterm_reports_a_task_that_does_not_stop_in_time(
+    cli: Cli, tmp_path: Path, start_worker: StartWorker
+) -> None:
+    db = str(tmp_path / "stubborn.db")
+    worker = start_worker(db, "--shutdown-timeout", "0.5")
+    for name, task_id in (("stubborn", "s1"), ("loop", "l1")):
+        assert cli("--db", db, "submit", name, "--tasks", TASKS, "--task-id", task_id).code == 0
+        _wait_status(cli, db, task_id, "running")
+    assert worker.terminate(signal.SIGTERM) == 1, worker.output
+    assert "  s1 (stubborn): running -> stopping  (did not stop in time)" in worker.output
+    assert "  l1 (loop): running -> stopped" in worker.output
+    assert "stopped 1, unfinished 1" in worker.output
+    # Honest state: the stop was requested but never honoured; the expired lease will let
+    # a later `reconcile` mark it lost.
+    assert _status(cli, db, "s1") == "stopping"
+    assert _status(cli, db, "l1") == "stopped"

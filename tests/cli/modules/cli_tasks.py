@@ -44,3 +44,10 @@ def chatty(ctx: Any, lines: int = 3, secret: str = "") -> int:
     if secret:
         ctx.log(f"connecting with password={secret}")
     return lines
+
+
+@task
+def stubborn(ctx: Any, seconds: float = 60.0) -> None:
+    """Never checkpoint: a stop cannot take effect (the guide's 'lost' case)."""
+    ctx.checkpoint()
+    time.sleep(seconds)
