@@ -20,6 +20,7 @@ from chongming_task.stores.records import Command, ScheduleRecord, TaskQuery
 
 __all__ = [
     "ORDER_SQL",
+    "TASK_COLUMNS",
     "QueryParts",
     "build_filters",
     "decode_command",
@@ -38,6 +39,28 @@ ORDER_SQL: Final = {
     "-updated": "t.updated_at DESC, t.seq DESC",
     "priority": "t.priority DESC, t.created_at, t.seq",
 }
+
+#: The columns of a task row, in the order of both dialects' ``insert_task``.
+TASK_COLUMNS: Final = (
+    "task_id",
+    "name",
+    "status",
+    "status_version",
+    "created_at",
+    "updated_at",
+    "priority",
+    "bucket",
+    "owner",
+    "meta_schedule",
+    "meta_pipeline",
+    "tags",
+    "progress",
+    "heartbeat_at",
+    "lease_owner",
+    "lease_until",
+    "pid",
+    "doc",
+)
 
 #: Metadata keys with their own indexed column (what the scheduler and pipelines ask for).
 _INDEXED_METADATA: Final = {"schedule": "meta_schedule", "pipeline": "meta_pipeline"}

@@ -22,7 +22,7 @@ half-written. ``docs/store-guide.md`` is the long form of this module; the shipp
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import NamedTuple, Self
@@ -86,6 +86,18 @@ class TaskStore(ABC):
             ConfigurationError: the outcome is larger than ``OUTCOME_MAX_BYTES``.
             StoreError: the backend failed; nothing was written.
         """
+
+    def create_many(self, snapshots: Iterable[TaskSnapshot]) -> int:
+        """Insert many new tasks without history (imports, seeding); returns how many.
+
+        The SQL stores batch the rows (PostgreSQL with ``COPY``); the default calls
+        ``create`` once per snapshot. A duplicate id raises ``ConfigurationError``.
+        """
+        count = 0
+        for snapshot in snapshots:
+            self.create(snapshot)
+            count += 1
+        return count
 
     @abstractmethod
     def save(

@@ -38,9 +38,9 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from chongming_task.core.clock import Clock
 from chongming_task.errors import ConfigurationError, StoreError
-from chongming_task.model import Transition
 from chongming_task.stores._pg_listener import CommandListener
-from chongming_task.stores._sql import SCHEMA_VERSION, Cursor, SqlTaskStore
+from chongming_task.stores._sql import SCHEMA_VERSION, Cursor, History, SqlTaskStore
+from chongming_task.stores._sqlrows import TASK_COLUMNS
 
 if TYPE_CHECKING:
     import psycopg
@@ -240,13 +240,21 @@ class PostgresTaskStore(SqlTaskStore):
         raise StoreError("PostgreSQL store failed: no live connection in the pool")
 
     def _write_task(
-        self, cur: Cursor, statement: str, params: dict[str, Any], history: Sequence[Transition]
+        self, cur: Cursor, statement: str, params: dict[str, Any], history: History
     ) -> int:
-        # One statement writes the row and its transitions (see postgres.sql).
+        # One statement writes the row and its transitions (see postgres.sql); the
+        # transition documents are joined, not re-encoded.
+        params["transitions"] = "[" + ",".join(row["doc"] for row in history) + "]"
         cur.execute(self._sql[statement], params)
         if statement == "update_task":
             return int(cur.fetchone()[0])
         return 1
+
+    def _insert_rows(self, cur: Cursor, batch: list[dict[str, Any]]) -> None:
+        copy_cursor: Any = cur
+        with copy_cursor.copy(f"COPY ct_tasks ({', '.join(TASK_COLUMNS)}) FROM STDIN") as copy:
+            for row in batch:
+                copy.write_row([row[column] for column in TASK_COLUMNS])
 
     def _instant(self, value: datetime) -> datetime:
         return value

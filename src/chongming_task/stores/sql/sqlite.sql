@@ -168,6 +168,20 @@ UPDATE ct_tasks SET
     pid = :pid, doc = :doc
 WHERE task_id = :task_id AND status_version = :expect_version;
 
+-- name: update_task_hot
+-- The fast path of save: only the columns a transition changes are SET (SQLite
+-- rewrites the entries of every index whose columns appear in SET), and the row must
+-- still have the given values for the rest; if any of those changed, zero rows match
+-- and the store runs update_task instead.
+UPDATE ct_tasks SET
+    status = :status, status_version = :status_version, updated_at = :updated_at,
+    progress = :progress, heartbeat_at = :heartbeat_at, lease_owner = :lease_owner,
+    lease_until = :lease_until, pid = :pid, doc = :doc
+WHERE task_id = :task_id AND status_version = :expect_version
+  AND name = :name AND created_at = :created_at AND priority = :priority
+  AND bucket IS :bucket AND owner IS :owner AND meta_schedule IS :meta_schedule
+  AND meta_pipeline IS :meta_pipeline AND tags = :tags;
+
 -- name: task_version
 SELECT status_version FROM ct_tasks WHERE task_id = :task_id;
 
