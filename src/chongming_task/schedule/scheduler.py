@@ -64,7 +64,8 @@ class Scheduler:
         tick: Longest wait between two ticks, in seconds.
         owner: Identity in claims and ``updated_by`` (default: the controller's owner).
         misfire_tolerance: Seconds a firing may be noticed late and still run on time.
-        command_lease: Lease of claimed schedule commands (renewed every tick).
+        command_lease: Lease of claimed schedule commands, renewed every tick
+            (default: 30 s, at least three ticks).
 
     Raises:
         ConfigurationError: Invalid settings.
@@ -78,8 +79,10 @@ class Scheduler:
         tick: float = 1.0,
         owner: str | None = None,
         misfire_tolerance: float = DEFAULT_MISFIRE_TOLERANCE,
-        command_lease: float = DEFAULT_COMMAND_LEASE,
+        command_lease: float | None = None,
     ) -> None:
+        if command_lease is None:
+            command_lease = max(DEFAULT_COMMAND_LEASE, 3 * tick)
         for name, value in (
             ("tick", tick),
             ("misfire_tolerance", misfire_tolerance),
@@ -365,9 +368,10 @@ class Scheduler:
         if not entry.owned:
             entry.next_at = None
             return
-        since = max(
-            t for t in (control.registered_at, control.last_fired_at, entry.checked_until) if t
-        )
+        # Decided up to: the newest claimed firing (by any node) or where this
+        # scheduler last looked; a schedule nobody ever fired counts from registration.
+        seen = [t for t in (control.last_fired_at, entry.checked_until) if t is not None]
+        since = max(seen) if seen else control.registered_at
         plan = plan_firings(
             control.trigger,
             since=since,
