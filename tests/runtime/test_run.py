@@ -15,7 +15,9 @@ from chongming_task.model import FailureKind, TaskSnapshot, Transition
 from chongming_task.run import TaskOutcome, TaskRun, run_task
 from chongming_task.runtime.context import TaskContext
 from chongming_task.runtime.executors.inline import InlineExecutor
+from chongming_task.runtime.timers import TimerService
 from chongming_task.states import TRANSITIONS
+from chongming_task.testing import FakeClock
 
 from .helpers import HAPPY, PATIENCE, TICK, S, busy, path, reach, triggers
 
@@ -322,22 +324,24 @@ def test_the_thread_carrier_is_a_named_daemon_thread() -> None:
     assert outcome.value == ["chongming-task:named", True]
 
 
-def test_no_extra_thread_without_a_timeout() -> None:
-    started = threading.Event()
+def test_one_thread_per_run_and_no_timer_without_a_deadline() -> None:
+    clock = FakeClock()
     gate = threading.Event()
 
     def body(ctx: TaskContext) -> list[str]:
-        started.set()
         gate.wait(PATIENCE)
         return sorted(t.name for t in threading.enumerate() if t.name.startswith("chongming"))
 
-    runs = [TaskRun(body, task_id=f"lean-{i}") for i in range(3)]
+    runs = [TaskRun(body, task_id=f"lean-{i}", clock=clock) for i in range(3)]
     for run in runs:
         run.start()
-    reach(runs[-1], S.RUNNING)
+    for run in runs:
+        reach(run, S.RUNNING)
+    service = TimerService.for_clock(clock)
+    assert service.pending == 0
+    assert clock.sleepers == 0  # no timer thread is waiting for anything
     gate.set()
     names = runs[0].wait(PATIENCE).value
-    assert "chongming-task-timers" not in names
     assert sum(name.startswith("chongming-task:lean-") for name in names) == 3
     for run in runs:
         run.wait(PATIENCE)
