@@ -114,7 +114,8 @@ def test_2_3_is_stop_requested_in_cleanup(capsys: pytest.CaptureFixture[str]) ->
     run.stop(reason="enough")
     assert run.wait(PATIENCE).status is S.STOPPED
     conn = connections[0]
-    assert conn.committed and conn.closed
+    assert conn.committed
+    assert conn.closed
     assert 0 < len(conn.written) < len(many)
     assert "任务被中断，已提交部分结果" in capsys.readouterr().out
 

@@ -96,7 +96,8 @@ def test_a_child_that_ignores_the_stop_is_terminated_stopped_and_gone(
     run.start()
     reach(run, S.RUNNING)
     pid = run.snapshot.pid
-    assert pid is not None and pid_alive(pid)
+    assert pid is not None
+    assert pid_alive(pid)
     run.stop(reason="it must really stop")
     outcome = run.wait(PATIENCE)
     assert outcome.status is S.STOPPED  # not lost: the process is really gone
