@@ -1,0 +1,55 @@
+"""Observability: transition observers, Prometheus metrics, OpenTelemetry traces, JSON logs.
+
+Everything here is an ordinary subscriber of ``Controller.subscribe``; the controller,
+the runtime and the scheduler know nothing about metrics or tracing (as the Go
+scheduler injects its tracer and observer at start-up). The extras are imported on
+first use: ``prometheus_client`` (``pip install "chongming-task[prometheus]"``) and
+``opentelemetry-api`` (``pip install "chongming-task[otel]"``).
+
+===========================  ==================================================
+``TransitionObserver``       base class with no-op ``on_*`` hooks
+``install_prometheus``       metrics of a controller (+ store, scheduler)
+``serve_metrics``            ``/metrics`` over HTTP, loopback by default
+``install_tracing``          one span per run, one child span per attempt
+``inject_trace_context``     the current trace context into a task's metadata
+``JsonLogFormatter``         one JSON line per log record, secrets redacted
+``TransitionLogger``         every transition as a structured log record
+===========================  ==================================================
+"""
+
+from __future__ import annotations
+
+from chongming_task.observability.collectors import (
+    ControllerCollector,
+    SchedulerCollector,
+    StoreCollector,
+)
+from chongming_task.observability.events import TransitionObserver, timeout_scope
+from chongming_task.observability.logging import JsonLogFormatter, TransitionLogger, task_extra
+from chongming_task.observability.otel import TracingObserver, install_tracing, span_name
+from chongming_task.observability.prometheus import PrometheusExporter, install_prometheus
+from chongming_task.observability.server import MetricsServer, serve_metrics
+from chongming_task.observability.trace_context import (
+    extract_trace_context,
+    inject_trace_context,
+)
+
+__all__ = [
+    "ControllerCollector",
+    "JsonLogFormatter",
+    "MetricsServer",
+    "PrometheusExporter",
+    "SchedulerCollector",
+    "StoreCollector",
+    "TracingObserver",
+    "TransitionLogger",
+    "TransitionObserver",
+    "extract_trace_context",
+    "inject_trace_context",
+    "install_prometheus",
+    "install_tracing",
+    "serve_metrics",
+    "span_name",
+    "task_extra",
+    "timeout_scope",
+]

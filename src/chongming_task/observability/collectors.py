@@ -1,0 +1,267 @@
+"""Prometheus collectors computed at scrape time from the store, a controller, a scheduler.
+
+Counters of transitions only know what *this* process saw. "How many tasks are
+queued right now?" and "when did the nightly schedule last succeed?" are questions
+about the whole fleet, so they are answered from the store on every scrape: a
+console process with nothing but a store sees the same numbers as a worker. A scrape
+costs ``count_by_status`` plus ``list_schedules`` plus at most one small query per
+schedule whose last run did not succeed.
+
+A store failure during a scrape never fails the scrape: ``chongming_store_up`` drops
+to 0, ``chongming_scrape_errors_total`` grows, and the store-derived families are
+left out of that scrape (absent, rather than a misleading zero).
+
+``prometheus_client`` is only imported by :func:`require_prometheus`, so importing
+this module costs nothing when the extra is not installed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, Final
+
+from chongming_task.errors import ConfigurationError
+from chongming_task.states import TaskStatus
+from chongming_task.stores.base import TaskQuery, TaskStore
+
+if TYPE_CHECKING:
+    from chongming_task.controller import Controller
+    from chongming_task.schedule.control import ScheduleControl
+    from chongming_task.schedule.scheduler import Scheduler
+
+__all__ = [
+    "INSTALL_HINT",
+    "ControllerCollector",
+    "SchedulerCollector",
+    "StoreCollector",
+    "require_prometheus",
+]
+
+log = logging.getLogger("chongming_task.observability")
+
+INSTALL_HINT: Final = 'pip install "chongming-task[prometheus]"'
+
+
+def require_prometheus() -> Any:
+    """The ``prometheus_client.core`` module, or a ``ConfigurationError`` saying what to install."""
+    try:
+        from prometheus_client import core
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"Prometheus metrics need the prometheus_client package: {INSTALL_HINT}"
+        ) from exc
+    return core
+
+
+class StoreCollector:
+    """Fleet-wide gauges read from ``store`` on every scrape (tasks, schedules)."""
+
+    def __init__(self, store: TaskStore, *, schedules: bool = True) -> None:
+        self._core = require_prometheus()
+        self.store = store
+        self.schedules = schedules
+        self._lock = threading.Lock()
+        self.scrape_errors = 0
+        """Scrapes in which the store failed (also exported)."""
+
+    def describe(self) -> list[Any]:
+        # Nothing up front: registering must not query the store.
+        return []
+
+    def collect(self) -> Iterator[Any]:
+        core = self._core
+        families: list[Any] = []
+        up = 1
+        try:
+            families.append(self._tasks())
+            if self.schedules:
+                families.extend(self._schedules())
+        except Exception as exc:  # a dead store must not turn the scrape into a 500
+            up = 0
+            with self._lock:
+                self.scrape_errors += 1
+            log.warning("metrics scrape: the store failed: %s: %s", type(exc).__name__, exc)
+            families = []
+        yield from families
+        yield core.GaugeMetricFamily(
+            "chongming_store_up", "1 if the store answered the last scrape's queries.", value=up
+        )
+        yield core.CounterMetricFamily(
+            "chongming_scrape_errors",
+            "Scrapes in which the store failed.",
+            value=self.scrape_errors,
+        )
+
+    def _tasks(self) -> Any:
+        counts = self.store.count_by_status()
+        family = self._core.GaugeMetricFamily(
+            "chongming_tasks", "Tasks in the store by status (the whole fleet).", labels=["status"]
+        )
+        for status in TaskStatus:
+            family.add_metric([status.value], counts.get(status, 0))
+        return family
+
+    def _schedules(self) -> list[Any]:
+        from chongming_task.schedule.control import ScheduleControl
+
+        core = self._core
+        label = ["schedule"]
+        last_success = core.GaugeMetricFamily(
+            "chongming_schedule_last_success_timestamp_seconds",
+            "Unix time at which the schedule's newest succeeded run finished.",
+            labels=label,
+        )
+        failures = core.GaugeMetricFamily(
+            "chongming_schedule_consecutive_failures",
+            "Failed or lost runs of the schedule since its last success.",
+            labels=label,
+        )
+        next_run = core.GaugeMetricFamily(
+            "chongming_schedule_next_run_timestamp_seconds",
+            "Unix time of the schedule's next planned firing.",
+            labels=label,
+        )
+        paused = core.GaugeMetricFamily(
+            "chongming_schedule_paused", "1 if an operator paused the schedule.", labels=label
+        )
+        runs = core.CounterMetricFamily(
+            "chongming_schedule_runs",
+            "Finished runs of the schedule by result (error = failed or lost).",
+            labels=["schedule", "result"],
+        )
+        for record in self.store.list_schedules():
+            try:
+                control = ScheduleControl.from_dict(record.name, record.data, record.revision)
+            except Exception as exc:  # one corrupt record must not hide the others
+                log.warning("metrics scrape: schedule %r is unreadable: %s", record.name, exc)
+                continue
+            name = control.name
+            success = self._last_success(control)
+            if success is not None:
+                last_success.add_metric([name], success)
+            failures.add_metric([name], control.consecutive_failures)
+            if control.next_run_at is not None and not control.paused:
+                next_run.add_metric([name], control.next_run_at.timestamp())
+            paused.add_metric([name], 1 if control.paused else 0)
+            other = max(0, control.runs - control.errors - control.skips)
+            runs.add_metric([name, "error"], control.errors)
+            runs.add_metric([name, "skipped"], control.skips)
+            runs.add_metric([name, "other"], other)
+        return [last_success, failures, next_run, paused, runs]
+
+    def _last_success(self, control: ScheduleControl) -> float | None:
+        if control.last_status == TaskStatus.SUCCEEDED.value and control.last_run_at is not None:
+            return control.last_run_at.timestamp()
+        query = TaskQuery(
+            metadata_eq={"schedule": control.name},
+            statuses=frozenset({TaskStatus.SUCCEEDED}),
+            order="-updated",
+            limit=1,
+        )
+        for snapshot in self.store.query(query):
+            return (snapshot.finished_at or snapshot.updated_at).timestamp()
+        return None
+
+
+class ControllerCollector:
+    """This controller's health: persist failures, subscriber errors, slots in use."""
+
+    def __init__(self, controller: Controller) -> None:
+        self._core = require_prometheus()
+        self.controller = controller
+        self._persist = _PersistFailureCounter(controller)
+
+    def describe(self) -> list[Any]:
+        return []
+
+    def collect(self) -> Iterator[Any]:
+        core = self._core
+        controller = self.controller
+        yield core.CounterMetricFamily(
+            "chongming_persist_failures",
+            "Store writes of this controller that failed (the tasks were not affected).",
+            value=self._persist.total(),
+        )
+        yield core.CounterMetricFamily(
+            "chongming_subscriber_errors",
+            "Exceptions raised by transition subscribers of this controller.",
+            value=controller.subscriber_errors,
+        )
+        yield core.GaugeMetricFamily(
+            "chongming_controller_active_tasks",
+            "Runs of this controller holding an execution slot.",
+            value=controller.active_count,
+        )
+        yield core.GaugeMetricFamily(
+            "chongming_controller_queued_tasks",
+            "Runs of this controller waiting for a slot.",
+            value=controller.queued_count,
+        )
+
+
+class _PersistFailureCounter:
+    """A monotonic total of ``controller.persist_failures``.
+
+    The controller keeps only the last 20 failures. If it offers a running total
+    (``persist_failure_count``) that is used; otherwise new entries are counted by
+    identity since the previous scrape, which undercounts only when more than 20
+    failures happen between two scrapes.
+    """
+
+    def __init__(self, controller: Controller) -> None:
+        self._controller = controller
+        self._lock = threading.Lock()
+        self._seen = 0
+        self._last: object | None = None
+
+    def total(self) -> int:
+        count = getattr(self._controller, "persist_failure_count", None)
+        if isinstance(count, int):
+            return count
+        with self._lock:
+            recent = list(self._controller.persist_failures)
+            fresh = recent
+            for index in range(len(recent) - 1, -1, -1):
+                if recent[index] is self._last:
+                    fresh = recent[index + 1 :]
+                    break
+            self._seen += len(fresh)
+            if recent:
+                self._last = recent[-1]
+            return self._seen
+
+
+class SchedulerCollector:
+    """The scheduler loop of this process: last tick, store errors, firing claims."""
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self._core = require_prometheus()
+        self.scheduler = scheduler
+
+    def describe(self) -> list[Any]:
+        return []
+
+    def collect(self) -> Iterator[Any]:
+        core = self._core
+        scheduler = self.scheduler
+        if scheduler.last_tick_at is not None:
+            yield core.GaugeMetricFamily(
+                "chongming_scheduler_last_tick_timestamp_seconds",
+                "Unix time of this scheduler's last tick.",
+                value=scheduler.last_tick_at.timestamp(),
+            )
+        yield core.GaugeMetricFamily(
+            "chongming_scheduler_store_errors",
+            "Store failures since this scheduler's last clean tick (0 when healthy).",
+            value=scheduler.store_errors,
+        )
+        claims = core.CounterMetricFamily(
+            "chongming_scheduler_claims",
+            "Firing claims of this scheduler: won (it fired) or lost (another node did).",
+            labels=["result"],
+        )
+        claims.add_metric(["won"], scheduler.claims_won)
+        claims.add_metric(["lost"], scheduler.claims_lost)
+        yield claims

@@ -1,0 +1,107 @@
+"""``serve_metrics``: a small HTTP server for ``/metrics``, on loopback unless told otherwise.
+
+A worker's metrics say which tasks exist and how they fail; that is not for the
+whole network to read, so the default host is ``127.0.0.1`` and exposing it is an
+explicit ``host="0.0.0.0"``. The server runs on its own daemon thread (one thread
+per request) and :meth:`MetricsServer.close` shuts it down and joins it, so tests
+and worker shutdowns leave nothing behind.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from socketserver import ThreadingMixIn
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+from chongming_task.errors import ConfigurationError
+from chongming_task.observability.collectors import require_prometheus
+
+__all__ = ["MetricsServer", "serve_metrics"]
+
+
+class _Server(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+class _Server6(_Server):
+    address_family = socket.AF_INET6
+
+
+class _QuietHandler(WSGIRequestHandler):
+    """No access log on stderr: a scrape every 15 s would drown the worker's own lines."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class MetricsServer:
+    """A running ``/metrics`` endpoint; ``port`` is the bound one (useful with port 0)."""
+
+    def __init__(self, server: WSGIServer, thread: threading.Thread) -> None:
+        self._server = server
+        self._thread = thread
+        self._closed = False
+        self.host: str = str(server.server_address[0])
+        self.port: int = int(server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/metrics"
+
+    def close(self, timeout: float | None = 5.0) -> None:
+        """Stop serving and release the port (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout)
+
+    def __enter__(self) -> MetricsServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"MetricsServer({self.url!r})"
+
+
+def serve_metrics(registry: Any, port: int, host: str = "127.0.0.1") -> MetricsServer:
+    """Serve ``registry`` over HTTP at ``http://host:port/metrics`` until ``close()``.
+
+    Args:
+        registry: A ``prometheus_client.CollectorRegistry`` (e.g. ``exporter.registry``).
+        port: TCP port; 0 picks a free one (read it back from ``.port``).
+        host: Interface to bind; loopback by default.
+
+    Raises:
+        ConfigurationError: Bad port, ``prometheus_client`` missing, or the address
+            cannot be bound (in use, not local).
+    """
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise ConfigurationError(f"metrics port must be an integer in 0..65535, got {port!r}")
+    require_prometheus()
+    from prometheus_client import make_wsgi_app
+
+    app = make_wsgi_app(registry)
+    server_class = _Server6 if ":" in host else _Server
+    try:
+        server = make_server(host, port, app, server_class, handler_class=_QuietHandler)
+    except OSError as exc:
+        raise ConfigurationError(
+            f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}; "
+            "choose another --metrics-port (0 picks a free one) or host"
+        ) from exc
+    thread = threading.Thread(
+        target=server.serve_forever,
+        kwargs={"poll_interval": 0.2},
+        name=f"chongming-metrics[{port}]",
+        daemon=True,
+    )
+    thread.start()
+    return MetricsServer(server, thread)
