@@ -47,6 +47,22 @@ def _duplicate(task_id: str) -> ConfigurationError:
     )
 
 
+def _chains(writes: Sequence[SnapshotWrite]) -> list[list[int]]:
+    """Indexes of ``writes`` grouped into per-task version chains, in write order."""
+    chains: list[list[int]] = []
+    open_chain: dict[str, list[int]] = {}
+    for index, write in enumerate(writes):
+        task_id = write.snapshot.task_id
+        chain = open_chain.get(task_id)
+        if chain is not None and writes[chain[-1]].snapshot.status_version == write.expect_version:
+            chain.append(index)
+            continue
+        chain = [index]
+        open_chain[task_id] = chain
+        chains.append(chain)
+    return chains
+
+
 class SqlTaskStore(SqlControl):
     """The complete SQL store; subclasses are the dialects."""
 
@@ -163,21 +179,37 @@ class SqlTaskStore(SqlControl):
     def save_many(
         self, writes: Sequence[SnapshotWrite]
     ) -> list[ConcurrencyConflict | StoreError | None]:
-        """Every write in one transaction (one commit); each succeeds or fails alone."""
+        """Every write in one transaction (one commit); each succeeds or fails alone.
+
+        Consecutive writes to one task whose versions chain (each expects the version
+        the previous one wrote) are coalesced into one ``UPDATE`` of the last snapshot
+        plus all their transitions: the intermediate snapshots would be overwritten
+        inside the same transaction anyway, so no reader could ever see them. If the
+        chain's first version is stale, every write of the chain gets the conflict.
+        """
+        chains = _chains(writes)
         prepared = [
-            (write, *self._update_params(write.snapshot, write.expect_version, write.transitions))
-            for write in writes
+            (
+                chain,
+                *self._update_params(
+                    writes[chain[-1]].snapshot,
+                    writes[chain[0]].expect_version,
+                    [t for index in chain for t in writes[index].transitions],
+                ),
+            )
+            for chain in chains
         ]
         if not prepared:
             return []
 
         def apply(cur: Cursor) -> list[ConcurrencyConflict | StoreError | None]:
-            results: list[ConcurrencyConflict | StoreError | None] = []
-            for write, params, history in prepared:
+            results: list[ConcurrencyConflict | StoreError | None] = [None] * len(writes)
+            for chain, params, history in prepared:
                 if self._write_task(cur, "update_task", params, history):
-                    results.append(None)
-                else:
-                    results.append(self._conflict(cur, write.snapshot, write.expect_version))
+                    continue
+                for index in chain:
+                    write = writes[index]
+                    results[index] = self._conflict(cur, write.snapshot, write.expect_version)
             return results
 
         return self._run(apply, write=True, atomic=True)

@@ -122,15 +122,30 @@ class TaskStore(ABC):
     def save_many(
         self, writes: Sequence[SnapshotWrite]
     ) -> list[ConcurrencyConflict | StoreError | None]:
-        """Apply several independent ``save`` calls, batching them where the backend can.
+        """Apply several ``save`` calls, batching them where the backend can (group commit).
 
-        Each write succeeds or fails on its own (a conflict on one does not undo the
-        others); the result lists ``None`` or the error per write, in order. SQL stores
-        commit the batch once, which is what makes group commit cheap. Backend failures
-        of the batch as a whole still raise ``StoreError``.
+        The result lists ``None`` or the error (``ConcurrencyConflict``/``TaskNotFound``)
+        per write, in order. Writes to different tasks succeed or fail independently.
+        A write that *chains* on an earlier write of the batch (same task, expecting the
+        version that write produced) fails when that one failed: it was built on a state
+        that never got stored. SQL stores commit the batch once and coalesce a task's
+        chain into one row update. A backend failure still raises ``StoreError``.
         """
         results: list[ConcurrencyConflict | StoreError | None] = []
+        failed: dict[str, tuple[int, ConcurrencyConflict | TaskNotFound]] = {}
         for write in writes:
+            task_id = write.snapshot.task_id
+            broken = failed.get(task_id)
+            if broken is not None and broken[0] == write.expect_version:
+                cause = broken[1]
+                error: ConcurrencyConflict | TaskNotFound = (
+                    TaskNotFound(task_id)
+                    if isinstance(cause, TaskNotFound)
+                    else ConcurrencyConflict(task_id, write.expect_version, cause.actual)
+                )
+                failed[task_id] = (write.snapshot.status_version, error)
+                results.append(error)
+                continue
             try:
                 self.save(
                     write.snapshot,
@@ -138,8 +153,10 @@ class TaskStore(ABC):
                     transitions=write.transitions,
                 )
             except (ConcurrencyConflict, TaskNotFound) as exc:
+                failed[task_id] = (write.snapshot.status_version, exc)
                 results.append(exc)
             else:
+                failed.pop(task_id, None)
                 results.append(None)
         return results
 

@@ -153,6 +153,62 @@ class SnapshotCases(ContractHarness):
         assert self.store.get("b") == b.replace(status_version=1, label="b1")
         assert [t.version for t in self.store.history("b")] == [1]
 
+    def test_save_many_applies_chained_writes_to_one_task_in_order(self) -> None:
+        a, b = self.created("a"), self.created("b")
+        steps = [
+            a.replace(status=TaskStatus.QUEUED, status_version=1),
+            a.replace(status=TaskStatus.STARTING, status_version=2),
+            a.replace(status=TaskStatus.RUNNING, status_version=3),
+        ]
+        results = self.store.save_many(
+            [
+                SnapshotWrite(steps[0], 0, [self.transition("a", 1, TaskStatus.QUEUED)]),
+                SnapshotWrite(b.replace(status_version=1), 7),
+                SnapshotWrite(steps[1], 1, [self.transition("a", 2, TaskStatus.STARTING)]),
+                SnapshotWrite(b.replace(status_version=1, label="ok"), 0),
+                SnapshotWrite(steps[2], 2, [self.transition("a", 3, TaskStatus.RUNNING)]),
+                SnapshotWrite(steps[0], 0),  # stale: a is at version 3 by now
+            ]
+        )
+        assert [type(r).__name__ for r in results] == [
+            "NoneType",
+            "ConcurrencyConflict",
+            "NoneType",
+            "NoneType",
+            "NoneType",
+            "ConcurrencyConflict",
+        ]
+        assert_snapshot_equal(self.store.get("a"), steps[2])
+        assert [t.version for t in self.store.history("a")] == [1, 2, 3]
+        assert_snapshot_equal(self.store.get("b"), b.replace(status_version=1, label="ok"))
+        assert self.store.save_many([]) == []
+
+    def test_a_stale_chain_in_save_many_fails_as_a_whole(self) -> None:
+        a = self.created("a")
+        self.store.save(a.replace(status_version=1), expect_version=0)
+        results = self.store.save_many(
+            [
+                SnapshotWrite(a.replace(status_version=1, label="x"), 0),
+                SnapshotWrite(a.replace(status_version=2, label="y"), 1),
+            ]
+        )
+        assert all(isinstance(result, ConcurrencyConflict) for result in results)
+        assert_snapshot_equal(self.store.get("a"), a.replace(status_version=1))
+
+    def test_create_many_inserts_everything_and_refuses_duplicates(self) -> None:
+        batch = [self.snapshot(f"bulk-{i}", tags=frozenset({"bulk"})) for i in range(25)]
+        assert self.store.create_many(batch) == 25
+        for snap in batch:
+            assert_snapshot_equal(self.store.get(snap.task_id), snap)
+        assert len(self.store.query(TaskQuery(tag="bulk"))) == 25
+        assert self.store.history("bulk-0") == []
+        raises(
+            ConfigurationError,
+            lambda: self.store.create_many([self.snapshot("bulk-new"), batch[3]]),
+            "create_many must refuse an existing id",
+        )
+        assert self.store.create_many([]) == 0
+
     def test_awkward_ids_and_names_behave_like_any_other(self) -> None:
         for task_id in AWKWARD_IDS:
             snap = self.created(task_id, name=task_id, tags=frozenset({task_id}))
