@@ -65,7 +65,8 @@ def main() -> None:
     outcome = run.wait(timeout=10)
     print("forever:", " -> ".join(statuses(run)))
     assert outcome.status is S.STOPPED
-    assert outcome.failure is not None and outcome.failure.retryable is False
+    assert outcome.failure is not None
+    assert outcome.failure.retryable is False
     assert statuses(run)[-6:] == [
         "running",
         "pausing",
@@ -94,7 +95,8 @@ def main() -> None:
     outcome = run.wait(timeout=10)
     print("deaf:", outcome.status.value, "-", outcome.failure.message if outcome.failure else "")
     assert outcome.status is S.LOST
-    assert outcome.failure is not None and outcome.failure.retryable is True
+    assert outcome.failure is not None
+    assert outcome.failure.retryable is True
     released.set()  # the abandoned thread was still there; let it end
     print("ok")
 

@@ -72,7 +72,8 @@ def main() -> None:
     run.start()
     wait_until(lambda: run.status is S.RUNNING)
     pid = run.snapshot.pid
-    assert pid is not None and alive(pid)
+    assert pid is not None
+    assert alive(pid)
     run.stop(reason="it has to stop now")
     outcome = run.wait(timeout=30)
     assert outcome.failure is not None
