@@ -291,6 +291,8 @@ class Controller:
             run.block(reason="waiting for upstream")
         else:
             run.enqueue(actor=self.owner)
+        if self.closed:  # close() ran meanwhile and did not see this run
+            run.stop("controller closed", actor=self.owner)
         return run
 
     def release(self, task_id: str, *, upstream: Mapping[str, JSONValue] | None = None) -> None:
