@@ -322,12 +322,14 @@ class Scheduler:
             now = self.clock.now()
             report = TickReport(at=now)
             errors = 0
+            records: dict[str, ScheduleRecord] = {}
+            entries = self._snapshot_entries()
             try:
                 records = {r.name: r for r in self.store.list_schedules()}
             except Exception as exc:
-                records = None
+                entries = []  # without the records nothing can be decided this tick
                 errors += self._failed(report, "reading schedules", exc)
-            for entry in self._snapshot_entries() if records is not None else ():
+            for entry in entries:
                 try:
                     self._tick_schedule(entry, records.get(entry.schedule.name), now, report)
                 except Exception as exc:  # one schedule's failure must not stop the others
