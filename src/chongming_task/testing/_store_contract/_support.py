@@ -112,12 +112,15 @@ class ContractHarness:
 
     # ------------------------------------------------------------ hooks
 
-    def make_store(self) -> TaskStore:
+    # The hooks take ``*args, **kwargs`` so that overrides with or without a ``clock``
+    # parameter are both valid overrides for type checkers.
+
+    def make_store(self, *args: Any, **kwargs: Any) -> TaskStore:
         """A fresh, empty store. May accept a ``clock`` keyword argument to receive the
         suite's ``FakeClock`` at construction; otherwise it is assigned to ``store.clock``."""
         raise NotImplementedError("subclass StoreContract and implement make_store()")
 
-    def make_second_store(self) -> TaskStore | None:
+    def make_second_store(self, *args: Any, **kwargs: Any) -> TaskStore | None:
         """Another connection to the *same* backing store as the last ``make_store``.
 
         Used to check visibility and races across connections. ``None`` (the default)
