@@ -49,7 +49,7 @@ def test_manual_run_requested_by_another_process_reports_its_result(harness: Har
     )
     tick = harness.step(1)[0]
     assert tick.commands == 1
-    task_id = scheduler._commands.inflight[requested.command_id]
+    task_id = scheduler.pending_commands[requested.command_id]
     assert harness.settled(task_id).status is TaskStatus.SUCCEEDED
     harness.step(1)
     done = command(harness, requested.command_id)
@@ -92,7 +92,7 @@ def test_every_claimed_run_is_kept_alive_until_it_finishes(
             assert claimed.lease_until is not None
             assert claimed.lease_until > harness.clock.now() + timedelta(seconds=15)
     gate.set()
-    for task_id in a._commands.inflight.values():
+    for task_id in a.pending_commands.values():
         harness.settled(task_id)
     harness.step(1, a)
     assert [command(harness, i).status for i in ids] == ["completed"] * 3
@@ -106,13 +106,13 @@ def test_a_reclaimed_run_is_not_started_twice(harness: Harness, gate: threading.
         node.add(hourly("batch"))
     requested = admin_of(harness).request_run("batch")
     a.tick()
-    (task_id,) = a._commands.inflight.values()
+    (task_id,) = a.pending_commands.values()
     harness.status(task_id, TaskStatus.RUNNING)
     a.close()  # node-a's scheduler dies; its lease on the command runs out
     harness.clock.advance(31)
     assert b.tick().commands == 1
     assert command(harness, requested.command_id).claims == 2
-    assert b._commands.inflight == {requested.command_id: task_id}
+    assert b.pending_commands == {requested.command_id: task_id}
     gate.set()
     harness.settled(task_id)
     b.tick()
@@ -193,7 +193,7 @@ def test_a_command_for_a_schedule_elsewhere_is_handed_back(harness: Harness) -> 
     assert here.tick().commands == 1
     handed_back = command(harness, command_id)
     assert (handed_back.status, handed_back.claimed_by) == ("pending", None)
-    assert here._commands.released == 1
+    assert here._firing.commands.released == 1
     there.tick()
     assert command(harness, command_id).status == "completed"
     assert there.get("only-b").paused

@@ -2,22 +2,54 @@
 
 The pure model lives in ``triggers`` (when), ``definition`` (what, under which
 policy), ``control`` (the shared control record), ``firing`` (which firings are due,
-what they record) and ``stats`` (statistics and health). The ``Scheduler`` that
-drives them sits beside the controller and submits each firing as an ordinary task.
-Nothing here imports croniter until a cron expression is parsed.
+what they record) and ``stats`` (statistics and health). The :class:`Scheduler`
+drives them beside the controller and submits each firing as an ordinary task;
+:class:`ScheduleAdmin` operates schedules from any process through the store.
+Nothing here imports croniter until a cron expression is parsed, and the scheduler
+side is imported on first use.
 """
 
 from __future__ import annotations
+
+import importlib
+from typing import Any
 
 from chongming_task.schedule.control import ScheduleControl
 from chongming_task.schedule.definition import Schedule
 from chongming_task.schedule.triggers import CronTrigger, IntervalTrigger, Trigger, make_trigger
 
+_LAZY: dict[str, str] = {
+    "Scheduler": "chongming_task.schedule.scheduler",
+    "ScheduleAdmin": "chongming_task.schedule.admin",
+    "ScheduleStatistics": "chongming_task.schedule.stats",
+    "SchedulerHealth": "chongming_task.schedule.stats",
+    "RunSummary": "chongming_task.schedule.stats",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module_name = _LAZY.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'chongming_task.schedule' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module_name), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
 __all__ = [
     "CronTrigger",
     "IntervalTrigger",
+    "RunSummary",
     "Schedule",
+    "ScheduleAdmin",
     "ScheduleControl",
+    "ScheduleStatistics",
+    "Scheduler",
+    "SchedulerHealth",
     "Trigger",
     "make_trigger",
 ]

@@ -31,15 +31,13 @@ from chongming_task.core.clock import Clock
 from chongming_task.errors import ConfigurationError
 from chongming_task.model import TaskSnapshot, Transition
 from chongming_task.schedule.admin import ScheduleAdmin, manual_runs_disabled
-from chongming_task.schedule.commands import ScheduleCommands
-from chongming_task.schedule.control import ScheduleControl, redact_error
+from chongming_task.schedule.control import ScheduleControl
 from chongming_task.schedule.definition import Schedule
-from chongming_task.schedule.firing import DueFiring, plan_firings
 from chongming_task.schedule.launcher import launch
-from chongming_task.schedule.registration import Registered, check_schedule
+from chongming_task.schedule.loop import FiringLoop
+from chongming_task.schedule.registration import check_schedule
 from chongming_task.schedule.stats import RunSummary, SchedulerHealth, ScheduleStatistics
 from chongming_task.schedule.ticks import TickReport, firing_task_id
-from chongming_task.stores.base import Command, ScheduleRecord
 
 if TYPE_CHECKING:
     from chongming_task.controller import Controller
@@ -104,25 +102,17 @@ class Scheduler:
         self.owner = owner or controller.owner
         self.misfire_tolerance = float(misfire_tolerance)
         self.admin = ScheduleAdmin(self.store, clock=self.clock, actor=self.owner)
-        self._entries: dict[str, Registered] = {}
-        self._lock = threading.RLock()
-        self._tick_lock = threading.Lock()
+        self._firing = FiringLoop(
+            controller,
+            self.admin,
+            owner=self.owner,
+            tolerance=self.misfire_tolerance,
+            command_lease=float(command_lease),
+        )
+        self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._commands = ScheduleCommands(
-            store=self.store,
-            owner=self.owner,
-            lease=float(command_lease),
-            admin=self.admin,
-            accepts=self._accepts,
-            start_run=self._start_manual,
-        )
-        self.last_tick_at: datetime | None = None
-        self.store_errors = 0
-        self.last_store_error: str | None = None
-        self.claims_won = 0
-        self.claims_lost = 0
         self._unsubscribe = controller.subscribe(self._on_transition)
 
     # -- registration ---------------------------------------------------------------
@@ -136,8 +126,7 @@ class Scheduler:
         """
         entry = check_schedule(self.controller, schedule)
         control = self.admin.register(schedule, actor=actor)
-        with self._lock:
-            self._entries[schedule.name] = entry
+        self._firing.register(entry)
         self._wake.set()
         return control
 
@@ -169,16 +158,14 @@ class Scheduler:
 
     def remove(self, name: str, *, delete_record: bool = False) -> bool:
         """Stop firing ``name`` here; with ``delete_record`` also drop its control record."""
-        with self._lock:
-            found = self._entries.pop(name, None) is not None
+        found = self._firing.unregister(name)
         if delete_record:
             found = self.admin.delete(name) or found
         return found
 
     @property
     def names(self) -> list[str]:
-        with self._lock:
-            return sorted(self._entries)
+        return self._firing.names()
 
     # -- operator actions (this process; other processes use ScheduleAdmin) -----------
 
@@ -251,9 +238,9 @@ class Scheduler:
         """Health from the store and this loop: late tick, store errors, failing, overdue."""
         return self.admin.health(
             late_after=max(self.misfire_tolerance, 5 * self.tick_interval),
-            last_tick_at=self.last_tick_at,
-            store_errors=self.store_errors,
-            last_store_error=self.last_store_error,
+            last_tick_at=self._firing.last_tick_at,
+            store_errors=self._firing.store_errors,
+            last_store_error=self._firing.last_store_error,
         )
 
     # -- the loop -------------------------------------------------------------------------
@@ -300,148 +287,49 @@ class Scheduler:
 
     def _next_wait(self) -> float:
         """Until the next due firing, at most one tick."""
-        soonest = min(
-            (e.next_at for e in self._snapshot_entries() if e.next_at is not None), default=None
-        )
+        soonest = self._firing.next_due()
         if soonest is None:
             return self.tick_interval
         seconds = (soonest - self.clock.now()).total_seconds()
         return min(self.tick_interval, max(0.0, seconds))
 
-    def _snapshot_entries(self) -> list[Registered]:
-        with self._lock:
-            return list(self._entries.values())
-
     def tick(self) -> TickReport:
         """One pass: read controls, fire what is due, handle commands. Never raises.
 
-        Called by the background thread; tests call it directly after moving a
-        ``FakeClock`` for fully deterministic firing.
+        The background thread calls it; tests call it directly after moving a
+        ``FakeClock``, for fully deterministic firing.
         """
-        with self._tick_lock:
-            now = self.clock.now()
-            report = TickReport(at=now)
-            errors = 0
-            records: dict[str, ScheduleRecord] = {}
-            entries = self._snapshot_entries()
-            try:
-                records = {r.name: r for r in self.store.list_schedules()}
-            except Exception as exc:
-                entries = []  # without the records nothing can be decided this tick
-                errors += self._failed(report, "reading schedules", exc)
-            for entry in entries:
-                try:
-                    self._tick_schedule(entry, records.get(entry.schedule.name), now, report)
-                except Exception as exc:  # one schedule's failure must not stop the others
-                    errors += self._failed(report, f"schedule {entry.schedule.name!r}", exc)
-            try:
-                report.commands = self._commands.poll()
-            except Exception as exc:
-                errors += self._failed(report, "schedule commands", exc)
-            if not errors:
-                self.store_errors = 0
-                self.last_store_error = None
-            self.last_tick_at = now
-            return report
+        return self._firing.tick()
 
-    def _failed(self, report: TickReport, what: str, exc: BaseException) -> int:
-        self.store_errors += 1
-        self.last_store_error = redact_error(f"{what}: {type(exc).__name__}: {exc}")
-        report.error = self.last_store_error
-        log.warning("scheduler tick: %s", self.last_store_error)
-        return 1
+    # -- loop statistics ------------------------------------------------------------------
 
-    def _tick_schedule(
-        self, entry: Registered, record: ScheduleRecord | None, now: datetime, report: TickReport
-    ) -> None:
-        name = entry.schedule.name
-        if record is None:  # deleted by an operator while registered here: recreate it
-            control = self.admin.register(entry.schedule, actor=self.owner)
-        else:
-            control = ScheduleControl.from_dict(record.name, record.data, record.revision)
-        if control.definition_revision != entry.revision:
-            if entry.revision:
-                # A change (pattern, pause...) counts from when it was made: the new
-                # pattern's earlier times are not "missed".
-                entry.checked_until = max(
-                    entry.checked_until or control.updated_at, control.updated_at
-                )
-            entry.revision = control.definition_revision
-        if not entry.owned:
-            entry.next_at = None
-            return
-        # Decided up to: the newest claimed firing (by any node) or where this
-        # scheduler last looked; a schedule nobody ever fired counts from registration.
-        seen = [t for t in (control.last_fired_at, entry.checked_until) if t is not None]
-        since = max(seen) if seen else control.registered_at
-        plan = plan_firings(
-            control.trigger,
-            since=since,
-            now=now,
-            tolerance=self.misfire_tolerance,
-            misfire=control.misfire,
-            grace=control.misfire_grace,
-        )
-        if plan.missed_from is not None:
-            report.missed[name] = plan.missed_from
-            log.warning(
-                "schedule %r missed firings since %s (misfire=%s)",
-                name,
-                plan.missed_from,
-                control.misfire,
-            )
-        newest: datetime | None = None
-        for due in plan.due:
-            if self._fire(control, due, report):
-                newest = due.scheduled_at
-        entry.checked_until = plan.checked_until or now
-        entry.next_at = plan.next_at
-        if newest is not None or control.next_run_at != plan.next_at:
-            self.admin.update(name, lambda c: c.with_fired(newest, plan.next_at))
+    @property
+    def last_tick_at(self) -> datetime | None:
+        return self._firing.last_tick_at
 
-    def _fire(self, control: ScheduleControl, due: DueFiring, report: TickReport) -> bool:
-        """Claim ``due``; if this scheduler wins, submit it. Returns whether it won."""
-        task_id = firing_task_id(control.name, due.scheduled_at)
-        if not self.store.claim_firing(control.name, due.scheduled_at, self.owner, task_id):
-            self.claims_lost += 1
-            report.lost += 1
-            return False
-        self.claims_won += 1
-        launch(
-            self.controller,
-            control,
-            trigger_type=control.kind,
-            scheduled_at=due.scheduled_at,
-            task_id=task_id,
-            owner=self.owner,
-            catch_up=due.catch_up,
-        )
-        report.fired.append(task_id)
-        return True
+    @property
+    def store_errors(self) -> int:
+        """Store or submission failures since the last clean tick."""
+        return self._firing.store_errors
 
-    def _accepts(self, name: str) -> bool:
-        with self._lock:
-            entry = self._entries.get(name)
-        return entry is not None and entry.owned
+    @property
+    def last_store_error(self) -> str | None:
+        return self._firing.last_store_error
 
-    def _start_manual(self, control: ScheduleControl, command: Command) -> str:
-        task_id = firing_task_id(control.name, None, manual=command.command_id[:16])
-        if self.store.get(task_id) is not None:
-            return task_id  # re-claimed after a crash: the run already exists
-        payload = command.payload
-        launch(
-            self.controller,
-            control,
-            trigger_type="manual",
-            scheduled_at=command.issued_at,
-            task_id=task_id,
-            owner=self.owner,
-            operator=_text(payload.get("operator")) or command.issued_by,
-            reason=_text(payload.get("reason")),
-            correlation_id=_text(payload.get("correlation_id")),
-            command_id=command.command_id,
-        )
-        return task_id
+    @property
+    def claims_won(self) -> int:
+        """Firings this scheduler claimed (and so launched)."""
+        return self._firing.claims_won
+
+    @property
+    def claims_lost(self) -> int:
+        """Due firings another scheduler had claimed first."""
+        return self._firing.claims_lost
+
+    @property
+    def pending_commands(self) -> dict[str, str]:
+        """Claimed manual-run commands not completed yet: command id -> task id."""
+        return self._firing.commands.inflight
 
     # -- counters ---------------------------------------------------------------------------
 
@@ -461,7 +349,3 @@ class Scheduler:
             ),
         )
         self._wake.set()  # a manual-run command may be waiting for this run
-
-
-def _text(value: object) -> str | None:
-    return value if isinstance(value, str) else None
