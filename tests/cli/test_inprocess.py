@@ -314,5 +314,5 @@ def test_status_shows_the_last_log_lines_redacted(invoke: Invoke, dbfile: str) -
     assert "hunter2" not in "".join(logs)
     assert "[REDACTED]" in logs[-1]
     text = invoke("--db", dbfile, "status", "c1").out
-    assert "last 10 log lines:" in text
+    assert "last 10 log line(s):" in text
     assert "line 11" in text

@@ -136,13 +136,14 @@ class RichDisplay(Display):
     def transition(self, transition: Transition) -> None:
         from rich.text import Text
 
-        text = Text(transition_line(transition))
-        if self.output.color:
-            from chongming_task.cli.render import STATUS_STYLES
+        from chongming_task.cli.render import STATUS_STYLES
 
-            text.highlight_words(
-                [transition.to_status.value], STATUS_STYLES.get(transition.to_status.value, "")
-            )
+        line = transition_line(transition)
+        status = transition.to_status.value
+        start = line.index(f"-> {status}") + 3
+        text = Text(line)
+        if self.output.color:
+            text.stylize(STATUS_STYLES.get(status, ""), start, start + len(status))
         self.output.console.print(text)
 
     def close(self) -> None:

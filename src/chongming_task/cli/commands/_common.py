@@ -226,10 +226,26 @@ def check_arguments(controller: Controller, name: str, kwargs: dict[str, Any]) -
     try:
         signature.bind(**kwargs)
     except TypeError as exc:
-        raise UsageError(f"arguments do not fit task {name!r}{signature}: {exc}") from None
+        shown = ", ".join(format_parameter(p) for p in signature.parameters.values())
+        raise UsageError(f"arguments do not fit task {name!r} ({shown}): {exc}") from None
 
 
 def _is_context(parameter: Any) -> bool:
     annotation = parameter.annotation
     text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
     return parameter.name in ("ctx", "context") or text in ("TaskContext", "RuntimeContext")
+
+
+def format_parameter(parameter: Any) -> str:
+    """``name: type = default`` with string annotations unquoted (PEP 563 modules)."""
+    import inspect
+
+    prefixes = {inspect.Parameter.VAR_POSITIONAL: "*", inspect.Parameter.VAR_KEYWORD: "**"}
+    text = prefixes.get(parameter.kind, "") + parameter.name
+    annotation = parameter.annotation
+    if annotation is not inspect.Parameter.empty:
+        shown = annotation if isinstance(annotation, str) else inspect.formatannotation(annotation)
+        text += f": {shown!s}"
+    if parameter.default is not inspect.Parameter.empty:
+        text += f" = {parameter.default!r}"
+    return text

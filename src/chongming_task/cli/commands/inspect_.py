@@ -107,7 +107,7 @@ def cmd_status(args: argparse.Namespace, session: Session) -> int:
     width = max(len(key) for key, _ in pairs) + 1
     session.output.print("\n".join(f"{key + ':':<{width}} {value}" for key, value in pairs))
     if logs:
-        session.output.print(f"last {len(logs)} log lines:")
+        session.output.print(f"last {len(logs)} log line(s):")
         session.output.print("\n".join(f"  {line}" for line in logs))
     return ExitCode.OK
 

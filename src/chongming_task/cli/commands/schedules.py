@@ -221,8 +221,8 @@ def cmd_schedule(args: argparse.Namespace, session: Session) -> int:
     else:
         session.output.print(
             f"{control.name}: {control.status}, pattern {control.pattern!r} in {control.timezone}"
-            f"{' (overridden)' if control.overridden else ''}; next run "
-            f"{_short(control.next_run_at)} (running schedulers apply it within one tick)"
+            f"{' (overridden)' if control.overridden else ''}; running schedulers apply it "
+            "within one tick"
         )
     return ExitCode.OK
 

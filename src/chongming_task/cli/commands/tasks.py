@@ -10,7 +10,7 @@ import argparse
 import inspect
 from typing import TYPE_CHECKING, Any
 
-from chongming_task.cli.commands._common import add_tasks_option, new_parser
+from chongming_task.cli.commands._common import add_tasks_option, format_parameter, new_parser
 from chongming_task.cli.errors import ExitCode
 from chongming_task.cli.loader import load_task_module, register_tasks
 from chongming_task.cli.parsing import env
@@ -42,23 +42,7 @@ def parameters_of(definition: TaskDefinition) -> str:
     parameters = list(signature.parameters.values())
     if parameters and parameters[0].name in ("ctx", "context"):
         parameters = parameters[1:]
-    return ", ".join(_parameter(parameter) for parameter in parameters) or "-"
-
-
-def _parameter(parameter: inspect.Parameter) -> str:
-    """``name: type = default`` with string annotations unquoted (PEP 563 modules)."""
-    prefixes: dict[inspect._ParameterKind, str] = {
-        inspect.Parameter.VAR_POSITIONAL: "*",
-        inspect.Parameter.VAR_KEYWORD: "**",
-    }
-    text = prefixes.get(parameter.kind, "") + parameter.name
-    annotation = parameter.annotation
-    if annotation is not parameter.empty:
-        shown = annotation if isinstance(annotation, str) else inspect.formatannotation(annotation)
-        text += f": {shown!s}"
-    if parameter.default is not parameter.empty:
-        text += f" = {parameter.default!r}"
-    return text
+    return ", ".join(format_parameter(parameter) for parameter in parameters) or "-"
 
 
 def cmd_tasks(args: argparse.Namespace, session: Session) -> int:
