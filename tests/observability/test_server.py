@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from chongming_task.controller import Controller
 from chongming_task.errors import ConfigurationError
-from chongming_task.observability import install_prometheus, serve_metrics
+from chongming_task.observability import expose_metrics, install_prometheus, serve_metrics
 from chongming_task.testing import wait_until
 
 
@@ -66,3 +66,20 @@ def test_a_bad_port_is_refused(port: object) -> None:
 
     with pytest.raises(ConfigurationError, match="metrics port"):
         serve_metrics(CollectorRegistry(), port)  # type: ignore[arg-type]
+
+
+def test_expose_metrics_wires_and_unwires_a_controller(controller: Controller) -> None:
+    controller.register("ok", lambda ctx: 1)
+    endpoint = expose_metrics(controller, 0)
+    try:
+        controller.submit("ok").wait(5)
+        key = ("chongming_task_runs_total", (("final_status", "succeeded"), ("name", "ok")))
+        wait_until(lambda: scrape(endpoint.url).get(key) == 1, message="counted over HTTP")
+    finally:
+        endpoint.close()
+        endpoint.close()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        with pytest.raises(ConfigurationError, match="cannot serve metrics"):
+            expose_metrics(controller, taken.getsockname()[1])

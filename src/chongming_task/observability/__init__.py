@@ -10,6 +10,7 @@ first use: ``prometheus_client`` (``pip install "chongming-task[prometheus]"``) 
 ``TransitionObserver``       base class with no-op ``on_*`` hooks
 ``install_prometheus``       metrics of a controller (+ store, scheduler)
 ``serve_metrics``            ``/metrics`` over HTTP, loopback by default
+``expose_metrics``           both at once, for a worker (``--metrics-port``)
 ``install_tracing``          one span per run, one child span per attempt
 ``inject_trace_context``     the current trace context into a task's metadata
 ``JsonLogFormatter``         one JSON line per log record, secrets redacted
@@ -28,7 +29,12 @@ from chongming_task.observability.events import TransitionObserver, timeout_scop
 from chongming_task.observability.logging import JsonLogFormatter, TransitionLogger, task_extra
 from chongming_task.observability.otel import TracingObserver, install_tracing, span_name
 from chongming_task.observability.prometheus import PrometheusExporter, install_prometheus
-from chongming_task.observability.server import MetricsServer, serve_metrics
+from chongming_task.observability.server import (
+    MetricsEndpoint,
+    MetricsServer,
+    expose_metrics,
+    serve_metrics,
+)
 from chongming_task.observability.trace_context import (
     extract_trace_context,
     inject_trace_context,
@@ -37,6 +43,7 @@ from chongming_task.observability.trace_context import (
 __all__ = [
     "ControllerCollector",
     "JsonLogFormatter",
+    "MetricsEndpoint",
     "MetricsServer",
     "PrometheusExporter",
     "SchedulerCollector",
@@ -44,6 +51,7 @@ __all__ = [
     "TracingObserver",
     "TransitionLogger",
     "TransitionObserver",
+    "expose_metrics",
     "extract_trace_context",
     "inject_trace_context",
     "install_prometheus",

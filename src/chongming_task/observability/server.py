@@ -5,6 +5,9 @@ whole network to read, so the default host is ``127.0.0.1`` and exposing it is a
 explicit ``host="0.0.0.0"``. The server runs on its own daemon thread (one thread
 per request) and :meth:`MetricsServer.close` shuts it down and joins it, so tests
 and worker shutdowns leave nothing behind.
+
+:func:`expose_metrics` is the whole wiring of a worker's ``--metrics-port``: an
+exporter on the worker's controller (and scheduler) plus this server, closed together.
 """
 
 from __future__ import annotations
@@ -12,13 +15,18 @@ from __future__ import annotations
 import socket
 import threading
 from socketserver import ThreadingMixIn
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from chongming_task.errors import ConfigurationError
 from chongming_task.observability.collectors import require_prometheus
 
-__all__ = ["MetricsServer", "serve_metrics"]
+if TYPE_CHECKING:
+    from chongming_task.controller import Controller
+    from chongming_task.observability.prometheus import PrometheusExporter
+    from chongming_task.schedule.scheduler import Scheduler
+
+__all__ = ["MetricsEndpoint", "MetricsServer", "expose_metrics", "serve_metrics"]
 
 
 class _Server(ThreadingMixIn, WSGIServer):
@@ -105,3 +113,48 @@ def serve_metrics(registry: Any, port: int, host: str = "127.0.0.1") -> MetricsS
     )
     thread.start()
     return MetricsServer(server, thread)
+
+
+class MetricsEndpoint:
+    """An exporter bound to a controller plus the HTTP server that serves it."""
+
+    def __init__(self, exporter: PrometheusExporter, server: MetricsServer) -> None:
+        self.exporter = exporter
+        self.server = server
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    def close(self) -> None:
+        """Stop serving, then detach the exporter (idempotent)."""
+        self.server.close()
+        self.exporter.close()
+
+
+def expose_metrics(
+    controller: Controller,
+    port: int,
+    *,
+    host: str = "127.0.0.1",
+    scheduler: Scheduler | None = None,
+) -> MetricsEndpoint:
+    """``install_prometheus`` + ``serve_metrics`` in one call (what a worker needs).
+
+    Raises:
+        ConfigurationError: ``prometheus_client`` missing, or the port cannot be bound
+            (nothing stays attached then).
+    """
+    from chongming_task.observability.prometheus import install_prometheus
+
+    exporter = install_prometheus(controller, scheduler=scheduler)
+    try:
+        server = exporter.serve(port, host)
+    except BaseException:
+        exporter.close()
+        raise
+    return MetricsEndpoint(exporter, server)
