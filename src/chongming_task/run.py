@@ -12,10 +12,7 @@ the executor's carrier, the supervisor watches deadlines on the injected clock.
 
 from __future__ import annotations
 
-import inspect
-import math
 import os
-import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -30,9 +27,19 @@ from chongming_task.model import Failure, JSONValue, TaskSnapshot, Transition, e
 from chongming_task.policies import RetryPolicy, Timeout
 from chongming_task.runtime.attempt import TaskCall
 from chongming_task.runtime.context import LogEntry
+from chongming_task.runtime.controls import RunControls
 from chongming_task.runtime.driver import Driver
 from chongming_task.runtime.events import Outbox
 from chongming_task.runtime.executors.base import Executor
+from chongming_task.runtime.options import (
+    as_args,
+    as_mapping,
+    callable_name,
+    check_executor,
+    check_options,
+    check_signature,
+)
+from chongming_task.runtime.orchestration import QueueOwnerEdges
 from chongming_task.runtime.state import RunState
 from chongming_task.runtime.supervisor import Supervisor
 from chongming_task.states import TaskStatus
@@ -69,8 +76,14 @@ class TaskOutcome:
     """The final snapshot: attempts, timestamps, progress, failure."""
 
 
-class TaskRun:
-    """A handle on one task run: start it, control it, watch it, wait for it."""
+class TaskRun(RunControls, QueueOwnerEdges):
+    """A handle on one task run: start it, control it, watch it, wait for it.
+
+    Control (``stop``, ``pause``, ``resume``, ``cancel``) comes from
+    :class:`~chongming_task.runtime.controls.RunControls`; the queue owner's edges
+    (``enqueue``, ``block``, ``release``, ``skip``) from
+    :class:`~chongming_task.runtime.orchestration.QueueOwnerEdges`.
+    """
 
     def __init__(
         self,
@@ -107,13 +120,13 @@ class TaskRun:
             raise ConfigurationError(f"a task must be callable, got {fn!r}")
         spec = spec_of(fn)
         call = TaskCall(
-            fn, _tuple(args), _mapping(kwargs, "kwargs"), _mapping(upstream, "upstream")
+            fn, as_args(args), as_mapping(kwargs, "kwargs"), as_mapping(upstream, "upstream")
         )
-        run_name = name or (spec.name if spec else None) or _callable_name(fn)
-        _check_signature(fn, call, run_name)
+        run_name = name or (spec.name if spec else None) or callable_name(fn)
+        check_signature(fn, call, run_name)
         retry = retry if retry is not None else (spec.retry if spec else None) or RetryPolicy()
         timeout = timeout if timeout is not None else (spec.timeout if spec else None)
-        _check_options(retry, timeout, graceful_stop, pause_timeout)
+        check_options(retry, timeout, graceful_stop, pause_timeout)
         if tags is None:
             tags = spec.tags if spec else ()
         elif isinstance(tags, str):
@@ -122,8 +135,7 @@ class TaskRun:
             ensure_json(dict(metadata), "metadata")
         clock = clock or _SYSTEM_CLOCK
         executor = executor or _default_executor()
-        if not isinstance(executor, Executor):
-            raise ConfigurationError(f"executor must be an Executor, got {executor!r}")
+        check_executor(executor)
         executor.check(call)
         machine = StateMachine.create(
             task_id if task_id is not None else uuid.uuid4().hex,
@@ -247,63 +259,7 @@ class TaskRun:
         """Call ``fn(run)`` once the terminal transition reached the listeners (or now)."""
         self._state.outbox.add_done_callback(fn)
 
-    def update_fields(self, **changes: Any) -> None:
-        """Change non-status fields (lease, metadata...) under the run's lock."""
-        with self._state.lock:
-            self._state.machine.update(**changes)
-
     # ------------------------------------------------------------ lifecycle
-
-    def enqueue(self, *, actor: str | None = None, reason: str | None = None) -> None:
-        """``pending -> queued`` on behalf of a queue owner, who later calls :meth:`start`.
-
-        Such a *managed* run goes back to its owner after a pause taken while it held
-        no slot: resuming it re-queues it and it waits for ``start()`` again.
-        """
-        state = self._state
-        with state.transaction(self._supervisor.check_locked) as machine:
-            state.managed = True
-            state.apply(machine.mark_queued, actor=actor, reason=reason)
-
-    def block(self, *, reason: str | None = None) -> None:
-        """``pending -> blocked``: waiting for upstream nodes (holds no slot)."""
-        state = self._state
-        with state.transaction(self._supervisor.check_locked) as machine:
-            state.managed = True
-            state.apply(machine.mark_blocked, reason=reason)
-
-    def release(
-        self, *, upstream: Mapping[str, JSONValue] | None = None, reason: str | None = None
-    ) -> None:
-        """``blocked -> queued``; ``upstream`` becomes ``ctx.upstream`` of every attempt."""
-        state = self._state
-        with state.transaction(self._supervisor.check_locked) as machine:
-            if upstream is not None:
-                call = state.call
-                new_call = TaskCall(call.fn, call.args, call.kwargs, dict(upstream))
-                state.executor.check(new_call)
-                state.call = new_call
-            state.apply(machine.mark_queued, reason=reason, trigger="pipeline:released")
-
-    def skip(self, *, reason: str, failure: Failure | None = None) -> None:
-        """End a run that has not started as ``skipped`` (it should not run at all)."""
-        state = self._state
-        with state.transaction(self._supervisor.check_locked) as machine:
-            state.apply(machine.mark_skipped, reason=reason, failure=failure)
-
-    def cancel(self, *, reason: str, actor: str | None = None) -> bool:
-        """End the run as ``cancelled`` (orchestration, not a person); stops a running body.
-
-        Returns False if the run is already terminal or stopping.
-        """
-        state = self._state
-        with state.transaction(self._supervisor.check_locked) as machine:
-            if machine.status.is_terminal or machine.status is S.STOPPING:
-                return False
-            state.apply(machine.mark_cancelled, reason=reason, actor=actor)
-            self._supervisor.stop_attempt_locked(reason, "cancel")
-            state.wake.set()
-            return True
 
     def start(self) -> None:
         """Start supervised execution (``queued -> starting -> running``) and return at once.
@@ -332,97 +288,6 @@ class TaskRun:
             state.executor.launch(self._driver.drive, name=f"chongming-task:{self.task_id}")
         except Exception as exc:  # e.g. "can't start new thread"
             self._driver.fail_internally(exc)
-
-    def stop(self, reason: str | None = None, *, actor: str | None = None) -> bool:
-        """Request a stop (guide §4.1); returns at once. False if already terminal.
-
-        An occupying run goes to ``stopping`` and gets ``graceful_stop`` seconds to reach
-        a checkpoint; after that a thread is abandoned (``lost``) and a child process is
-        terminated. A run holding no slot stops at once.
-        """
-        state = self._state
-        with state.transaction(self._supervisor.check_locked) as machine:
-            status = machine.status
-            if status.is_terminal:
-                return False
-            if status is S.STOPPING:
-                return True
-            state.apply(machine.request_stop, actor=actor, reason=reason)
-            self._supervisor.stop_attempt_locked(reason, "stop")
-            state.wake.set()
-            return True
-
-    def pause(self, timeout: float | None = None, *, actor: str | None = None) -> bool:
-        """Pause and wait up to ``timeout`` seconds (clock time) for the confirmation.
-
-        True only once the run is ``paused``. A running body pauses in place at its
-        next checkpoint; if it does not get there in time the pause is rolled back to
-        ``running`` (``runtime:pause_aborted``) and this returns False (guide §4.2).
-        """
-        wait = self._pause_timeout if timeout is None else _seconds(timeout, "pause timeout")
-        state = self._state
-        with state.transaction(self._supervisor.check_locked) as machine:
-            status = machine.status
-            if status is S.PAUSED:
-                return True
-            if status in (S.QUEUED, S.RETRY_WAIT):
-                state.apply(machine.request_pause, actor=actor)
-                state.wake.set()
-                return True
-            if status not in (S.STARTING, S.RUNNING, S.PAUSING):
-                return False
-            if not state.executor.supports_pause:
-                return False
-            attempt = state.attempt
-            if status is not S.PAUSING and attempt is not None:
-                state.apply(machine.request_pause, actor=actor)
-                attempt.control.request_pause()
-            if state.pause_event is None:
-                state.pause_event = threading.Event()
-            event = state.pause_event
-        # The confirmation window is clock time, watched by the clock's timer thread.
-        deadline = self._supervisor.after(wait, event.set)
-        try:
-            event.wait()
-        finally:
-            self._supervisor.cancel(deadline)
-        with state.transaction(self._supervisor.check_locked) as machine:
-            if machine.status is S.PAUSED:
-                return True
-            if machine.status is S.PAUSING:
-                state.apply(
-                    machine.abort_pause,
-                    reason=f"the task did not reach a checkpoint within {wait:g}s",
-                )
-                if state.attempt is not None:
-                    state.attempt.control.cancel_pause()
-            return False
-
-    def resume(self, *, actor: str | None = None) -> bool:
-        """Undo a pause: back to ``running`` in place, or to ``queued`` (guide §4.3).
-
-        A pause still waiting for its confirmation is withdrawn. False if not paused.
-        """
-        state = self._state
-        with state.transaction(self._supervisor.check_locked) as machine:
-            attempt = state.attempt
-            if machine.status is S.PAUSING:
-                state.apply(machine.abort_pause, reason="resumed before the pause was confirmed")
-                if attempt is not None:
-                    attempt.control.cancel_pause()
-                return True
-            if machine.status is not S.PAUSED:
-                return False
-            target = state.apply(machine.resume, actor=actor)
-            if target is S.RUNNING and attempt is not None and attempt.live:
-                now = state.clock.monotonic()
-                if attempt.paused_since is not None:
-                    attempt.paused_total += now - attempt.paused_since
-                    attempt.paused_since = None
-                self._supervisor.body_began_locked(attempt)
-                attempt.control.cancel_pause()
-            state.wake.set()
-            return True
 
     def __repr__(self) -> str:
         snap = self._state.machine.snapshot
@@ -474,7 +339,7 @@ def run_task(
         collisions = reserved_collisions(fn, RESERVED_OPTIONS | {"args", "kwargs"})
         if collisions:
             raise ConfigurationError(
-                f"task {_callable_name(fn)!r} has parameter(s) {', '.join(collisions)} named "
+                f"task {callable_name(fn)!r} has parameter(s) {', '.join(collisions)} named "
                 "like run_task options; call run_task(fn, args=(...), kwargs={...}) so the "
                 "task's arguments and the options cannot be confused"
             )
@@ -498,68 +363,3 @@ def run_task(
     )
     run.start()
     return run.wait()
-
-
-# ---------------------------------------------------------------- validation
-
-
-def _tuple(args: Iterable[Any]) -> tuple[Any, ...]:
-    if isinstance(args, str | bytes | Mapping):
-        raise ConfigurationError(
-            f"args must be a tuple or list of positional arguments, got {args!r}"
-        )
-    try:
-        return tuple(args)
-    except TypeError as exc:
-        raise ConfigurationError(f"args must be iterable, got {args!r}") from exc
-
-
-def _mapping(value: Mapping[str, Any] | None, what: str) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise ConfigurationError(f"{what} must be a mapping, got {value!r}")
-    return dict(value)
-
-
-def _seconds(value: object, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
-        raise ConfigurationError(f"{what} must be a number of seconds, got {value!r}")
-    if value < 0 or math.isinf(value):
-        raise ConfigurationError(f"{what} must be a finite number >= 0, got {value!r}")
-    return float(value)
-
-
-def _check_options(
-    retry: object, timeout: object, graceful_stop: object, pause_timeout: object
-) -> None:
-    if not isinstance(retry, RetryPolicy):
-        raise ConfigurationError(f"retry must be a RetryPolicy, got {retry!r}")
-    if timeout is not None and not isinstance(timeout, Timeout):
-        raise ConfigurationError(f"timeout must be a Timeout, got {timeout!r}")
-    _seconds(graceful_stop, "graceful_stop")
-    _seconds(pause_timeout, "pause_timeout")
-
-
-def _callable_name(fn: Callable[..., Any]) -> str:
-    name = getattr(fn, "__name__", None)
-    if isinstance(name, str) and name:
-        return name
-    inner = getattr(fn, "func", None)  # functools.partial
-    if inner is not None:
-        return _callable_name(inner)
-    return type(fn).__name__
-
-
-def _check_signature(fn: Callable[..., Any], call: TaskCall, name: str) -> None:
-    try:
-        signature = inspect.signature(fn)
-    except (TypeError, ValueError):
-        return  # builtins and some C callables: nothing to check against
-    try:
-        signature.bind(None, *call.args, **call.kwargs)
-    except TypeError as exc:
-        raise ConfigurationError(
-            f"arguments do not fit task {name!r}{signature}: {exc}; the first parameter "
-            "receives the TaskContext, so do not pass it yourself"
-        ) from exc

@@ -313,8 +313,10 @@ class Driver:
 
     def _attempt_pid(self, attempt: Attempt, pid: int) -> None:
         with self._state.lock:
-            if attempt is self._state.attempt and not self._state.status.is_terminal:
-                self._state.machine.update(pid=pid)
+            machine = self._state.machine
+            current = attempt is self._state.attempt and not machine.status.is_terminal
+            if current and machine.snapshot.pid != pid:
+                machine.update(pid=pid)
 
     def _attempt_beat(self, attempt: Attempt) -> None:
         attempt.control.beat = self._state.clock.monotonic()

@@ -1,0 +1,98 @@
+"""Validation of what a run is created with: arguments, options, the call itself.
+
+Everything here raises ``ConfigurationError`` at submission, with a message that says
+what is wrong and what to do, so a mistake surfaces where it is made rather than
+inside a worker thread minutes later.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from chongming_task.decorator import signature_of
+from chongming_task.errors import ConfigurationError
+from chongming_task.policies import RetryPolicy, Timeout
+from chongming_task.runtime.attempt import TaskCall
+
+__all__ = [
+    "as_args",
+    "as_mapping",
+    "callable_name",
+    "check_executor",
+    "check_options",
+    "check_signature",
+    "seconds",
+]
+
+
+def as_args(args: Iterable[Any]) -> tuple[Any, ...]:
+    if isinstance(args, str | bytes | Mapping):
+        raise ConfigurationError(
+            f"args must be a tuple or list of positional arguments, got {args!r}"
+        )
+    try:
+        return tuple(args)
+    except TypeError as exc:
+        raise ConfigurationError(f"args must be iterable, got {args!r}") from exc
+
+
+def as_mapping(value: Mapping[str, Any] | None, what: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ConfigurationError(f"{what} must be a mapping, got {value!r}")
+    return dict(value)
+
+
+def seconds(value: object, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        raise ConfigurationError(f"{what} must be a number of seconds, got {value!r}")
+    if value < 0 or math.isinf(value):
+        raise ConfigurationError(f"{what} must be a finite number >= 0, got {value!r}")
+    return float(value)
+
+
+def check_options(
+    retry: object, timeout: object, graceful_stop: object, pause_timeout: object
+) -> None:
+    if not isinstance(retry, RetryPolicy):
+        raise ConfigurationError(f"retry must be a RetryPolicy, got {retry!r}")
+    if timeout is not None and not isinstance(timeout, Timeout):
+        raise ConfigurationError(f"timeout must be a Timeout, got {timeout!r}")
+    seconds(graceful_stop, "graceful_stop")
+    seconds(pause_timeout, "pause_timeout")
+
+
+def callable_name(fn: Callable[..., Any]) -> str:
+    name = getattr(fn, "__name__", None)
+    if isinstance(name, str) and name:
+        return name
+    inner = getattr(fn, "func", None)  # functools.partial
+    if inner is not None:
+        return callable_name(inner)
+    return type(fn).__name__
+
+
+def check_signature(fn: Callable[..., Any], call: TaskCall, name: str) -> None:
+    signature = signature_of(fn)
+    if signature is None:
+        return  # builtins and some C callables: nothing to check against
+    try:
+        signature.bind(None, *call.args, **call.kwargs)
+    except TypeError as exc:
+        raise ConfigurationError(
+            f"arguments do not fit task {name!r}{signature}: {exc}; the first parameter "
+            "receives the TaskContext, so do not pass it yourself"
+        ) from exc
+
+
+def check_executor(executor: object) -> None:
+    """A duck-typed check: ``isinstance`` on a runtime Protocol is slow per submission."""
+    for method in ("check", "launch", "run_attempt", "terminate", "kill"):
+        if not callable(getattr(executor, method, None)):
+            raise ConfigurationError(
+                f"executor must be an Executor (InlineExecutor, ThreadExecutor, "
+                f"ProcessExecutor), got {executor!r}: it has no {method}()"
+            )
