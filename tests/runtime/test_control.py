@@ -22,7 +22,6 @@ def test_cooperative_stop_ends_stopped_with_a_cancelled_failure() -> None:
     run.start()
     reach(run, S.RUNNING)
     assert run.stop(reason="发布窗口", actor="ops")
-    assert run.stop(reason="again")  # already stopping: accepted, nothing new
     outcome = run.wait(timeout=PATIENCE)
     assert path(run) == [*BEFORE_STOP, S.STOPPED]
     stopping = run.transitions[-2]
@@ -36,6 +35,21 @@ def test_cooperative_stop_ends_stopped_with_a_cancelled_failure() -> None:
     assert outcome.failure.retryable is False
     assert "发布窗口" in outcome.failure.message
     assert not run.stop(reason="after the end")
+
+
+def test_a_second_stop_while_stopping_is_accepted_and_adds_nothing() -> None:
+    clock = FakeClock()  # the graceful window never ends unless the test says so
+    body = Stuck()
+    run = TaskRun(body, clock=clock)
+    run.start()
+    body.wait_entered()
+    assert run.stop(reason="first")
+    before = run.transitions
+    assert run.stop(reason="again")
+    assert run.transitions == before
+    body.release.set()
+    assert run.wait(PATIENCE).status is S.STOPPED
+    assert path(run) == [*BEFORE_STOP, S.STOPPED]
 
 
 def test_a_run_that_holds_no_slot_stops_at_once() -> None:
