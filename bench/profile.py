@@ -37,11 +37,11 @@ def child(workload: str, store: str, n: int, seconds: float) -> None:
         if workload == "W1":
             from workloads.w1_throughput import Throughput
 
-            print(Throughput()._ours(store, n, dsn), file=sys.stderr)
+            print(Throughput()._ours(store, n, dsn, None), file=sys.stderr)
         else:
             from workloads.w2_latency import _ours
 
-            print(_ours(store, n, dsn), file=sys.stderr)
+            print(_ours(store, n, dsn, None), file=sys.stderr)
         rounds += 1
     print(f"{rounds} rounds", file=sys.stderr)
 

@@ -66,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"unknown workload(s) {unknown}; choose from {sorted(WORKLOADS)}", file=sys.stderr)
         return 2
+    load_before = env.machine()["load_average"]
     started = dt.datetime.now(dt.UTC)
     t0 = time.perf_counter()
     results: list[WorkloadResult] = []
@@ -83,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         "quick": settings.quick,
         "settings": {k: v for k, v in settings.__dict__.items() if k != "postgres_dsn"},
         "versions": env.versions(settings.postgres_dsn),
-        "machine": env.machine(),
+        "machine": {**env.machine(), "load_average_at_start": load_before},
         "postgres": env.postgres_facts(settings.postgres_dsn),
         "workloads": [report.workload_json(r) for r in results],
     }
@@ -130,6 +131,8 @@ def _header(record: dict[str, object]) -> dict[str, object]:
         "chongming-task": f"{versions.get('chongming_task')} @ {commit}{dirty}",
         "machine": f"{machine.get('cpu_model')}, {machine.get('usable_cores')} cores, "
         f"{machine.get('memory_gb')} GB",
+        "load average (1/5/15 min)": f"{machine.get('load_average_at_start')} at start, "
+        f"{machine.get('load_average')} at end",
         "python / sqlite / postgres": f"{versions.get('python')} / "
         f"{versions.get('sqlite_library')} / {versions.get('postgresql_server')}",
         "peers": f"huey {versions.get('huey')}, apscheduler {versions.get('apscheduler')}",

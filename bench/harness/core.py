@@ -54,6 +54,8 @@ class Variant:
     setup: Callable[[], None] | None = None
     teardown: Callable[[], None] | None = None
     notes: str = ""
+    warmup: bool = True
+    """False where a warm-up buys nothing (a fresh process or file every round)."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,9 @@ class Settings:
     w5_memory: int = 100_000
     w5_queries: int = 20
     w6_tasks: int = 500
+    variant_budget_s: float = 60.0
+    """Measured seconds one variant may take; past it (after ``min_rounds``) it stops."""
+    min_rounds: int = 3
     extra: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -110,6 +115,8 @@ class Settings:
             w5_memory=10_000,
             w5_queries=5,
             w6_tasks=100,
+            variant_budget_s=8.0,
+            min_rounds=1,
         )
 
 
@@ -121,6 +128,8 @@ class Workload:
     description: str = ""
     metrics: Sequence[Metric] = ()
     targets: Sequence[Target] = ()
+    #: Metrics that get a ratio row (default: all); W1 reports tasks/s, not also seconds.
+    ratio_metrics: Sequence[str] | None = None
 
     def rounds(self, settings: Settings) -> int:
         """Measured rounds per variant (after the warm-up)."""

@@ -88,7 +88,16 @@ def machine() -> dict[str, object]:
         "usable_cores": _usable_cores(),
         "memory_gb": _memory_gb(),
         "platform": platform.platform(),
+        "load_average": _load_average(),
     }
+
+
+def _load_average() -> list[float] | None:
+    """1/5/15-minute load average: other work on the machine skews every figure."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
 
 
 def versions(postgres_dsn: str | None) -> dict[str, object]:

@@ -77,7 +77,10 @@ def comparisons(result: WorkloadResult) -> list[dict[str, Any]]:
         if ours is None or base is None:
             continue
         o_sum, b_sum = ours.summary(), base.summary()
+        wanted = result.workload.ratio_metrics
         for metric in result.workload.metrics:
+            if wanted is not None and metric.name not in wanted:
+                continue
             if metric.name in o_sum and metric.name in b_sum and b_sum[metric.name].median:
                 out.append(
                     {
@@ -121,6 +124,8 @@ def _variant_json(v: VariantResult) -> dict[str, Any]:
         "notes": v.notes,
         "status": _status(v),
         "reason": v.unavailable or v.error,
+        "rounds": len(next(iter(v.samples.values()), [])),
+        "rounds_cut": v.cut,
         "metrics": {name: s.to_dict() for name, s in v.summary().items()},
     }
 
@@ -165,14 +170,20 @@ def workload_markdown(result: WorkloadResult) -> list[str]:
     lines.append("")
     headers = ["variant", *(m.header for m in w.metrics)]
     lines += [_row(headers), _row(["---"] * len(headers))]
+    cuts = []
     for v in result.variants:
         label = f"{v.label}{' *(baseline)*' if v.baseline else ''}"
+        if v.cut:
+            cuts.append(f"- {v.key}: {v.cut}")
+            label += " †"
         if v.unavailable or v.error:
             reason = v.unavailable or v.error or ""
             note = "not available yet" if v.unavailable else "FAILED"
             lines.append(_row([label, f"{note}: {_escape(reason)}", *[""] * (len(headers) - 2)]))
         else:
             lines.append(_row([label, *(_cell(v, m) for m in w.metrics)]))
+    if cuts:
+        lines += ["", "† fewer rounds than the others (per-variant time budget):", "", *cuts]
     ratios = comparisons(result)
     if ratios:
         lines += ["", "Ratios (ours ÷ baseline, medians of the same run):", ""]

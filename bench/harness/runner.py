@@ -31,6 +31,10 @@ class VariantResult:
     unavailable: str | None = None
     error: str | None = None
     samples: dict[str, list[float]] = field(default_factory=dict)
+    seconds: float = 0.0
+    """Time spent in measured rounds (the budget counts it)."""
+    cut: str | None = None
+    """Why this variant has fewer rounds than the others (time budget), if it has."""
 
     def summary(self) -> dict[str, Summary]:
         """Per-metric median/min/max over the measured rounds."""
@@ -116,9 +120,20 @@ def run_workload(workload: Workload, settings: Settings, log: Log = stderr_log) 
             order = active if index % 2 == 0 else list(reversed(active))
             for variant in order:
                 result = results[variant.key]
-                if result.error or result.unavailable:
+                if result.error or result.unavailable or result.cut:
+                    continue
+                if not measured and not variant.warmup:
+                    continue
+                if measured and _over_budget(result, settings, rounds):
+                    done = len(next(iter(result.samples.values()), []))
+                    result.cut = (
+                        f"{done} of {rounds} rounds: {result.seconds:.0f} s measured, "
+                        f"budget {settings.variant_budget_s:.0f} s per variant"
+                    )
+                    log(f"{workload.key} {variant.key}: stopped after {result.cut}")
                     continue
                 gc.collect()
+                t0 = time.perf_counter()
                 try:
                     metrics = variant.measure()
                 except Unavailable as exc:
@@ -133,6 +148,7 @@ def run_workload(workload: Workload, settings: Settings, log: Log = stderr_log) 
                 log(f"{workload.key} {phase} {variant.key}: {_fmt(metrics)}")
                 if measured:
                     result.record(metrics)
+                    result.seconds += time.perf_counter() - t0
     finally:
         for variant in active:
             try:
@@ -148,6 +164,18 @@ def run_workload(workload: Workload, settings: Settings, log: Log = stderr_log) 
         seconds=time.perf_counter() - started,
         quick=settings.quick,
     )
+
+
+def _over_budget(result: VariantResult, settings: Settings, rounds: int) -> bool:
+    """Whether another round would push ``result`` past the per-variant time budget.
+
+    A variant always gets ``min_rounds``; after that, it stops when one more round
+    (at its average cost so far) would exceed ``variant_budget_s``. The report says so.
+    """
+    done = len(next(iter(result.samples.values()), []))
+    if done < settings.min_rounds or done >= rounds or done == 0:
+        return False
+    return result.seconds + result.seconds / done > settings.variant_budget_s
 
 
 def _describe(exc: BaseException) -> str:

@@ -61,6 +61,7 @@ class Throughput(Workload):
         "N no-op tasks submitted at once with 2 concurrent slots; time from the first "
         "submit to the moment the last task is terminal (all verified succeeded)."
     )
+    ratio_metrics = ("tasks_per_s",)
     metrics = (Metric("tasks_per_s", "tasks/s", True, "throughput"), Metric("seconds", "s", False))
     targets = (
         Target(

@@ -10,14 +10,18 @@ percentiles instead of hiding in them.
 
 from __future__ import annotations
 
+import datetime as dt
+import math
+import time
 from collections.abc import Mapping
+from typing import Any
 
 from harness import ours
-from harness.core import Metric, Settings, Target, Unavailable, Variant, Workload
+from harness.core import Metric, Settings, Target, Variant, Workload
 from harness.stats import latency_metrics
 from peers.aps_peer import measure_lateness
 
-SCHEDULER = "chongming_task.schedule:Scheduler"
+SCHEDULER = "chongming_task.schedule.scheduler:Scheduler"
 
 
 class Lateness(Workload):
@@ -89,4 +93,35 @@ def _aps(seconds: float) -> Mapping[str, float]:
 
 
 def _ours(kind: str, seconds: float) -> Mapping[str, float]:
-    raise Unavailable("the scheduler workload is wired once chongming_task.schedule lands")
+    scheduler_cls = ours.require(*SCHEDULER.split(":"))
+    starts: dict[str, float] = {}
+
+    def body(ctx: Any) -> None:
+        starts[ctx.task_id] = time.time()
+
+    begin = math.floor(time.time()) + 1.0
+    end = begin + seconds
+    with ours.open_store(kind) as store:
+        ctl = ours.controller(store, max_parallel=4, owner="w3-scheduler")
+        try:
+            ctl.register("w3_tick", body)
+            scheduler = scheduler_cls(ctl)
+            anchor = dt.datetime.fromtimestamp(begin, dt.UTC)
+            scheduler.every("w3-interval", "w3_tick", 1, anchor=anchor)
+            scheduler.cron("w3-cron", "w3_tick", "* * * * * *")
+            scheduler.start()
+            try:
+                time.sleep(max(0.0, end - time.time()) + 0.3)
+            finally:
+                scheduler.close()
+            ctl.wait_all(timeout=10)
+            samples: dict[str, list[float]] = {"interval": [], "cron": []}
+            for task_id, started in starts.items():
+                snap = store.get(task_id)
+                scheduled = dt.datetime.fromisoformat(snap.metadata["scheduled_at"]).timestamp()
+                kind_key = "interval" if snap.metadata["schedule"] == "w3-interval" else "cron"
+                if begin <= scheduled < end:
+                    samples[kind_key].append(started - scheduled)
+        finally:
+            ours.close_controller(ctl)
+    return _summarise(samples, seconds)

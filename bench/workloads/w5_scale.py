@@ -41,6 +41,7 @@ class Scale(Workload):
         "big seed; reconcile over the reconcile seed; RSS growth and threads with the "
         "memory seed queued."
     )
+    ratio_metrics = ("rss_mb", "threads")
     metrics = (
         Metric("ps_ms", "ms", False, "ps (100 running)"),
         Metric("get_ms", "ms", False, "get"),
@@ -92,6 +93,7 @@ class Scale(Workload):
                 f"chongming-task Controller, {n:,} queued (in-memory store)",
                 lambda: _memory("ours", n),
                 unavailable=ours.probe(ours.CONTROLLER) or ours.store_probe("memory"),
+                warmup=False,
             )
         )
         out.append(
@@ -100,6 +102,7 @@ class Scale(Workload):
                 f"ThreadPoolExecutor(2), {n:,} queued futures",
                 lambda: _memory("threadpool", n),
                 baseline=True,
+                warmup=False,
             )
         )
         return out

@@ -42,6 +42,7 @@ class Overhead(Workload):
         "N tasks of 1 ms busy work through 2 slots; elapsed time from first submit to "
         "last result, and per task."
     )
+    ratio_metrics = ("seconds",)
     metrics = (Metric("seconds", "s", False), Metric("us_per_task", "µs/task", False, "per task"))
 
     def variants(self, settings: Settings) -> list[Variant]:
