@@ -1,0 +1,189 @@
+"""Acceptance: a real worker process serves /metrics that agree with the store."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from chongming_task.states import TaskStatus
+from chongming_task.stores.sqlite import SqliteTaskStore
+from chongming_task.testing import wait_until
+from chongming_task.worker import Submission
+
+TASKS = Path(__file__).with_name("worker_tasks.py")
+SCRIPT = Path(sys.executable).with_name("chongming-task")
+WORKLOAD = {"ok": 3, "flaky": 2, "broken": 1}
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+class Worker:
+    """A ``chongming-task worker --metrics-port 0`` subprocess and what it printed."""
+
+    def __init__(self, db: Path) -> None:
+        argv = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "chongming_task.cli"]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CHONGMING_")}
+        self.process = subprocess.Popen(
+            [*argv, "--db", str(db), "worker", "--tasks", str(TASKS), "--max-parallel", "2",
+             "--poll-interval", "0.1", "--metrics-port", "0"],
+            env={**env, "NO_COLOR": "1"},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )  # fmt: skip
+        self.lines: list[str] = []
+        self.ready = threading.Event()
+        self.reader = threading.Thread(target=self._pump, daemon=True)
+        self.reader.start()
+
+    def _pump(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append(line.rstrip("\n"))
+            if line.startswith("ready"):
+                self.ready.set()
+
+    @property
+    def metrics_url(self) -> str:
+        for line in self.lines:
+            match = re.search(r"http://127\.0\.0\.1:\d+/metrics", line)
+            if match:
+                return match.group(0)
+        raise AssertionError("the worker printed no metrics URL:\n" + "\n".join(self.lines))
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        code = self.process.wait(timeout=30)
+        self.reader.join(timeout=5)
+        assert self.process.stdout is not None
+        self.process.stdout.close()
+        return code
+
+
+@pytest.fixture
+def worker(tmp_path: Path) -> Iterator[Worker]:
+    worker = Worker(tmp_path / "tasks.db")
+    try:
+        wait_until(
+            lambda: worker.ready.is_set() or worker.process.poll() is not None,
+            timeout=30,
+            message="the worker to be ready",
+        )
+        assert worker.ready.is_set(), "worker exited:\n" + "\n".join(worker.lines)
+        yield worker
+    finally:
+        if worker.process.poll() is None:
+            worker.process.kill()
+        if worker.process.stdout is not None and not worker.process.stdout.closed:
+            worker.stop()
+
+
+def scrape(url: str) -> Samples:
+    with urllib.request.urlopen(url, timeout=5) as response:
+        text = response.read().decode()
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def labelled(samples: Samples, name: str, *keys: str) -> dict[tuple[str, ...], float]:
+    """``{(label values in keys order): value}`` of one sample name."""
+    return {
+        tuple(dict(labels)[key] for key in keys): value
+        for (sample, labels), value in samples.items()
+        if sample == name and value
+    }
+
+
+def _worker_has_metrics_flag() -> bool:  # temporary: until the CLI gains --metrics-port
+    import inspect
+
+    from chongming_task.cli.commands import worker
+
+    return "--metrics-port" in inspect.getsource(worker)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _worker_has_metrics_flag(), reason="worker --metrics-port not wired yet")
+def test_worker_metrics_agree_with_the_store(worker: Worker, tmp_path: Path) -> None:
+    url = worker.metrics_url
+    task_ids: list[str] = []
+    with SqliteTaskStore(tmp_path / "tasks.db") as store:
+        for name, count in WORKLOAD.items():
+            for index in range(count):
+                task_id = f"{name}-{index}"
+                Submission(name=name, task_id=task_id).submit(store, issued_by="acceptance")
+                task_ids.append(task_id)
+
+        def all_finished() -> bool:
+            snapshots = [store.get(task_id) for task_id in task_ids]
+            return all(s is not None and s.is_terminal for s in snapshots)
+
+        wait_until(all_finished, timeout=30, message="the workload to finish")
+        total = sum(WORKLOAD.values())
+
+        def counted() -> Samples | None:
+            samples = scrape(url)
+            runs = labelled(samples, "chongming_task_runs_total", "name", "final_status")
+            return samples if sum(runs.values()) == total else None
+
+        samples = wait_until(counted, timeout=10, message="every run in /metrics")
+        assert samples is not None
+        snapshots = [s for s in (store.get(task_id) for task_id in task_ids) if s is not None]
+        histories = {task_id: store.history(task_id) for task_id in task_ids}
+        counts = store.count_by_status()
+
+    # Fleet gauges: exactly the store's counts, every status.
+    for status in TaskStatus:
+        key = ("chongming_tasks", frozenset({("status", status.value)}))
+        assert samples[key] == counts.get(status, 0), status
+    # Runs, attempts, retries and every transition edge, against the stored trajectories.
+    expected_runs = Counter((s.name, s.status.value) for s in snapshots)
+    assert labelled(samples, "chongming_task_runs_total", "name", "final_status") == dict(
+        expected_runs
+    )
+    assert expected_runs == {("ok", "succeeded"): 3, ("flaky", "succeeded"): 2,
+                             ("broken", "failed"): 1}  # fmt: skip
+    attempts: Counter[str] = Counter()
+    for snapshot in snapshots:
+        attempts[snapshot.name] += snapshot.attempt
+    assert labelled(samples, "chongming_task_attempts_total", "name") == {
+        (name,): count for name, count in attempts.items()
+    }
+    edges: Counter[tuple[str, str, str]] = Counter()
+    names = {s.task_id: s.name for s in snapshots}
+    for task_id, history in histories.items():
+        for t in history:
+            source = t.from_status.value if t.from_status else "none"
+            edges[(names[task_id], source, t.to_status.value)] += 1
+    assert labelled(samples, "chongming_task_transitions_total", "name", "from", "to") == dict(
+        edges
+    )
+    retries = sum(count for (name, _, to), count in edges.items() if to == "retry_wait")
+    assert labelled(samples, "chongming_task_retries_total", "name") == {("flaky",): retries}
+    assert retries == 2
+    assert samples[("chongming_store_up", frozenset())] == 1
+    assert samples[("chongming_persist_failures_total", frozenset())] == 0
+    assert samples[("chongming_subscriber_errors_total", frozenset())] == 0
+    # No task id in any label.
+    for (_, labels), _value in samples.items():
+        assert not set(task_ids) & {value for _, value in labels}
+
+    assert worker.stop() == 0
+    with pytest.raises(urllib.error.URLError):  # closed with the worker
+        urllib.request.urlopen(url, timeout=2)
