@@ -76,14 +76,18 @@ class Harness:
             snapshot = self.store.get(task_id)
             return snapshot if snapshot is not None and snapshot.is_terminal else None
 
-        return wait_until(done, timeout=timeout, message=f"{task_id} to finish")
+        snapshot = wait_until(done, timeout=timeout, message=f"{task_id} to finish")
+        assert snapshot is not None
+        return snapshot
 
     def status(self, task_id: str, status: TaskStatus, timeout: float = 5.0) -> TaskSnapshot:
         def reached() -> TaskSnapshot | None:
             snapshot = self.store.get(task_id)
             return snapshot if snapshot is not None and snapshot.status is status else None
 
-        return wait_until(reached, timeout=timeout, message=f"{task_id} to be {status.value}")
+        snapshot = wait_until(reached, timeout=timeout, message=f"{task_id} to be {status.value}")
+        assert snapshot is not None
+        return snapshot
 
     def path(self, task_id: str) -> list[str]:
         """The stored trajectory: ``["pending", "queued", ...]``."""

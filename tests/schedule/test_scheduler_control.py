@@ -116,7 +116,7 @@ def test_a_reclaimed_run_is_not_started_twice(harness: Harness, gate: threading.
     gate.set()
     harness.settled(task_id)
     b.tick()
-    assert command(harness, requested.command_id).result["task_id"] == task_id  # type: ignore[index]
+    assert command(harness, requested.command_id).result["task_id"] == task_id
     assert [s.task_id for s in harness.runs("batch")] == [task_id]
 
 
@@ -130,8 +130,8 @@ def test_manual_runs_refused_when_disabled(harness: Harness) -> None:
     )
     harness.step(1)
     result = command(harness, raw.command_id).result
-    assert result["applied"] is False  # type: ignore[index]
-    assert "manual runs are disabled" in result["error"]  # type: ignore[index]
+    assert result["applied"] is False
+    assert "manual runs are disabled" in result["error"]
     assert harness.runs("locked") == []
 
 
@@ -167,11 +167,11 @@ def test_operator_commands_pause_resume_set_reset(harness: Harness) -> None:
         "timezone": "UTC",
         "definition_revision": 2,
     }
-    assert results[1]["pattern"] == "*/30 * * * *"  # type: ignore[index]
-    assert results[1]["timezone"] == "Asia/Tokyo"  # type: ignore[index]
-    assert results[2]["applied"] is False  # type: ignore[index]
-    assert "'61 * * * *' is not valid" in results[2]["error"]  # type: ignore[index]
-    assert "unknown schedule action 'explode'" in results[3]["error"]  # type: ignore[index]
+    assert results[1]["pattern"] == "*/30 * * * *"
+    assert results[1]["timezone"] == "Asia/Tokyo"
+    assert results[2]["applied"] is False
+    assert "'61 * * * *' is not valid" in results[2]["error"]
+    assert "unknown schedule action 'explode'" in results[3]["error"]
     control = scheduler.get("h")
     assert (control.status, control.status_reason, control.updated_by) == (
         "paused",
