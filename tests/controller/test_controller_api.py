@@ -193,3 +193,28 @@ def test_leases_are_written_and_renewed_by_one_thread() -> None:
     controller.wait_all(timeout=10)
     assert store.get("a").lease_until is None  # type: ignore[union-attr]
     controller.close(close_store=True)  # closing the store also wakes the poller
+
+
+def test_reconcile_publishes_the_lost_transitions() -> None:
+    from chongming_task.core.state_machine import StateMachine
+
+    clock = FakeClock()
+    with InMemoryTaskStore(clock=clock) as store:
+        machine = StateMachine.create("orphan", "job", owner="dead-node", clock=clock)
+        machine.mark_queued()
+        machine.mark_starting()
+        machine.mark_running()
+        store.create(
+            machine.snapshot.replace(
+                lease_owner="dead-node", lease_until=clock.now() - timedelta(seconds=1)
+            ),
+            machine.transitions,
+        )
+        heard: list[tuple[Transition, TaskSnapshot]] = []
+        controller = Controller(store, clock=clock)
+        controller.subscribe(lambda t, s: heard.append((t, s)), inline=True)
+        assert controller.reconcile(dry_run=True).lost == ("orphan",)
+        assert heard == []  # a dry run says nothing
+        assert controller.reconcile().lost == ("orphan",)
+        assert [(t.to_status, t.version, s.status) for t, s in heard] == [(S.LOST, 4, S.LOST)]
+        controller.close()

@@ -534,7 +534,10 @@ class Controller:
         return self._events.errors
 
     def reconcile(self, *, dry_run: bool = False) -> ReconcileReport:
-        """Mark tasks whose supervisor died (guide §8.11); only this node's buckets."""
+        """Mark tasks whose supervisor died (guide §8.11); only this node's buckets.
+
+        Each ``-> lost`` it writes is published to subscribers like any transition.
+        """
         buckets = None if self.owns_all_buckets else self.owned_buckets
         return reconcile(
             self.store,
@@ -543,6 +546,7 @@ class Controller:
             buckets=buckets,
             held=[run.task_id for run in self._dispatch.live_runs()],
             dry_run=dry_run,
+            on_lost=self._events.publish,
         )
 
     # ------------------------------------------------------------ internals

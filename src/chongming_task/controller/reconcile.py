@@ -22,13 +22,13 @@ arguments were never stored), so re-running is the caller's decision.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from chongming_task.core.clock import Clock
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.errors import ConcurrencyConflict
-from chongming_task.model import Failure, FailureKind, TaskSnapshot
+from chongming_task.model import Failure, FailureKind, TaskSnapshot, Transition
 from chongming_task.states import OCCUPYING, TERMINAL, TaskStatus
 from chongming_task.stores.base import TaskQuery, TaskStore
 
@@ -80,6 +80,7 @@ def reconcile(
     buckets: Collection[int] | None = None,
     held: Collection[str] = (),
     dry_run: bool = False,
+    on_lost: Callable[[Transition, TaskSnapshot], None] | None = None,
 ) -> ReconcileReport:
     """Apply the table above to every unfinished task in ``buckets`` (all when ``None``).
 
@@ -90,6 +91,8 @@ def reconcile(
         buckets: Only these buckets (a node's own, guide §8.14); ``None`` for every task.
         held: Task ids the caller supervises right now: never touched.
         dry_run: Report only, write nothing.
+        on_lost: Told of every ``-> lost`` transition once it is stored (the
+            controller publishes it to its subscribers, so observers hear it too).
 
     Raises:
         StoreError: The store failed while reading or writing.
@@ -118,16 +121,15 @@ def reconcile(
         failure = _lost_failure(snapshot, actor)
         machine.mark_lost(failure, actor=actor, reason=failure.message, trigger=RECONCILE_TRIGGER)
         marked = machine.snapshot.replace(lease_until=None)
+        record = machine.transitions[-1]
         try:
-            store.save(
-                marked,
-                expect_version=snapshot.status_version,
-                transitions=machine.transitions[-1:],
-            )
+            store.save(marked, expect_version=snapshot.status_version, transitions=[record])
         except ConcurrencyConflict:
             skipped.append(snapshot.task_id)
             continue
         lost.append(snapshot.task_id)
+        if on_lost is not None:
+            on_lost(record, marked)
     return ReconcileReport(
         lost=tuple(lost), adoptable=tuple(adoptable), skipped=tuple(skipped), dry_run=dry_run
     )
