@@ -279,3 +279,25 @@ def test_reconcile_lost_transitions_reach_subscribers() -> None:
         assert report.lost == ("orphan",)
     store.close()
     assert [t.to_status for t in heard] == [S.LOST]
+
+
+def test_a_pause_in_place_does_not_end_the_attempt(controller: Controller, gate: Gate) -> None:
+    controller.register("held", gate.hold)
+    recorder = Recorder()
+    recorder.attach(controller)
+    run = controller.submit("held")
+    wait_until(lambda: run.status is S.RUNNING, message="running")
+    assert controller.pause(run.task_id, timeout=5)
+    assert controller.resume(run.task_id)
+    gate.open()
+    assert run.wait(5).ok
+    wait_until(recorder.finished, message="the observer heard the end")
+    assert path(recorder.transitions) == [
+        "pending", "queued", "starting", "running", "pausing", "paused", "running", "succeeded",
+    ]  # fmt: skip
+    assert recorder.calls == [
+        ("created", "pending", 0),
+        ("attempt_started", "starting", 1),
+        ("attempt_finished", "succeeded", 1),
+        ("run_finished", "succeeded", 1),
+    ]

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Iterator, Sequence
 from datetime import timedelta
 
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry
 
 from chongming_task.controller import Controller
@@ -235,3 +238,38 @@ def test_missing_prometheus_client_says_what_to_install(
     monkeypatch.setitem(sys.modules, "prometheus_client", None)
     with pytest.raises(ConfigurationError, match=r"chongming-task\[prometheus\]"):
         PrometheusExporter()
+
+
+def test_an_abandoned_run_counts_as_lost(
+    spans: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
+    from chongming_task.observability import install_tracing
+
+    release = threading.Event()
+
+    def ignores_stop(ctx: TaskContext) -> None:
+        ctx.checkpoint()
+        release.wait(10)  # never reaches another checkpoint until released
+
+    provider, span_exporter = spans
+    with Controller(graceful_stop=0.05) as controller:
+        controller.register("stubborn", ignores_stop)
+        exporter = install_prometheus(controller)
+        tracing = install_tracing(controller, provider)
+        run = controller.submit("stubborn")
+        wait_until(lambda: run.status is S.RUNNING, message="running")
+        controller.stop(run.task_id)
+        try:
+            assert run.wait(5).status is S.LOST
+        finally:
+            release.set()
+        assert [t.to_status.value for t in run.transitions] == [
+            "pending", "queued", "starting", "running", "stopping", "lost",
+        ]  # fmt: skip
+        finished_runs(exporter, 1)
+        assert value(exporter.registry, "chongming_task_lost_total", name="stubborn") == 1
+        wait_until(lambda: len(span_exporter.get_finished_spans()) == 2)
+        (root,) = [s for s in span_exporter.get_finished_spans() if s.name == "task.stubborn"]
+        assert root.status.status_code.name == "ERROR"
+        tracing.close()
+        exporter.close()
