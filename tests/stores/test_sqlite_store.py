@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -13,6 +14,9 @@ from chongming_task.errors import ConfigurationError, StoreError
 from chongming_task.model import TaskSnapshot, Transition
 from chongming_task.states import TaskStatus
 from chongming_task.stores._sql import SCHEMA_VERSION
+from chongming_task.stores._sqlbase import Cursor
+from chongming_task.stores._sqlite_group import _Operation
+from chongming_task.stores._sqlrows import task_params
 from chongming_task.stores.sqlite import SqliteTaskStore
 
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
@@ -201,3 +205,60 @@ def test_the_indexes_back_the_ps_query(store: SqliteTaskStore, path: str) -> Non
     detail = " ".join(str(row[-1]) for row in plan)
     assert "ct_tasks_status_created" in detail
     assert "TEMP B-TREE" not in detail  # no sort: the index delivers the order
+
+
+# ---------------------------------------------------------------- group commit
+
+
+def test_concurrent_writes_succeed_or_fail_independently(store: SqliteTaskStore) -> None:
+    store.create(snap("shared"))
+    barrier = threading.Barrier(8)
+    outcomes: list[str] = []
+    lock = threading.Lock()
+
+    def writer(index: int) -> None:
+        barrier.wait(10)
+        for round_ in range(20):
+            try:
+                store.create(snap(f"own-{index}-{round_}"))
+                store.create(snap(f"dup-{round_}"))
+            except ConfigurationError:
+                result = "duplicate"
+            else:
+                result = "created"
+            with lock:
+                outcomes.append(result)
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert outcomes.count("created") == 20  # each dup-N exactly once
+    assert outcomes.count("duplicate") == 8 * 20 - 20
+    assert len(store.query()) == 1 + 8 * 20 + 20
+
+
+def test_an_operation_that_breaks_the_transaction_fails_its_whole_group(path: str) -> None:
+    with SqliteTaskStore(path) as store:
+        group = store._group
+
+        def write(task_id: str) -> Callable[[Cursor], int]:
+            return lambda cur: store._write_task(
+                cur, "insert_task", task_params(snap(task_id), store._instant, store._array), []
+            )
+
+        def break_transaction(cur: Cursor) -> None:
+            cur.execute("ROLLBACK")  # what SQLite itself does on SQLITE_FULL / IOERR
+            raise sqlite3.OperationalError("database or disk is full")
+
+        batch = [_Operation(write("a"), False), _Operation(break_transaction, False)]
+        batch.append(_Operation(write("b"), False))
+        group._execute(batch)
+        first, broken, last = batch
+        assert isinstance(first.error, StoreError)
+        assert "rolled back with its commit group" in str(first.error)
+        assert isinstance(broken.error, StoreError)
+        assert last.error is None
+        assert store.get("a") is None
+        assert store.get("b") == snap("b")

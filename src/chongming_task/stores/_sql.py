@@ -10,6 +10,7 @@ tells a stale version from an unknown task.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, Final
 
@@ -131,16 +132,23 @@ class SqlTaskStore(SqlControl):
         """Bulk-insert new tasks without history (imports, seeding); returns how many.
 
         Rows go in batches of ``CREATE_BATCH``, one transaction each (PostgreSQL uses
-        ``COPY``). A duplicate id fails its whole batch with ``ConfigurationError``;
-        earlier batches stay written.
+        ``COPY``). While one batch is written (the driver releases the GIL), the next
+        is encoded, so encoding and I/O overlap. A duplicate id fails its whole batch
+        with ``ConfigurationError``; earlier batches stay written.
         """
         total = 0
+        in_flight: Future[int] | None = None
         batch: list[dict[str, Any]] = []
-        for snapshot in snapshots:
-            batch.append(rows.task_params(snapshot, self._instant, self._array))
-            if len(batch) >= CREATE_BATCH:
-                total += self._create_batch(batch)
-                batch = []
+        with ThreadPoolExecutor(1, thread_name_prefix="chongming-task-bulk") as writer:
+            for snapshot in snapshots:
+                batch.append(rows.task_params(snapshot, self._instant, self._array))
+                if len(batch) >= CREATE_BATCH:
+                    if in_flight is not None:
+                        total += in_flight.result()
+                    in_flight = writer.submit(self._create_batch, batch)
+                    batch = []
+            if in_flight is not None:
+                total += in_flight.result()
         if batch:
             total += self._create_batch(batch)
         return total

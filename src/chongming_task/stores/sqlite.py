@@ -3,7 +3,9 @@
 Connections and threads
     Writes go through one connection guarded by a lock: SQLite admits one writer at a
     time anyway, and a Python lock hands over in microseconds where SQLite's busy
-    handler sleeps in milliseconds. Reads use a small pool of extra connections (one
+    handler sleeps in milliseconds. Writes that arrive while another is in progress
+    are committed together (group commit, ``_sqlite_group``): each still returns only
+    after its own data is committed. Reads use a small pool of extra connections (one
     per concurrently reading thread), which WAL lets run beside the writer. Other
     processes contend through SQLite's own locking with a busy timeout (``timeout``).
     ``":memory:"`` has a single connection (a second one would be a different
@@ -38,6 +40,7 @@ from chongming_task.errors import ConfigurationError, StoreError
 from chongming_task.model import dumps
 from chongming_task.stores._sql import SCHEMA_VERSION, Cursor, SqlTaskStore
 from chongming_task.stores._sqlfile import split_statements
+from chongming_task.stores._sqlite_group import GroupCommitter
 from chongming_task.stores.codec import from_micros, to_micros
 
 __all__ = ["SqliteTaskStore"]
@@ -95,6 +98,7 @@ class SqliteTaskStore(SqlTaskStore):
         self._idle: list[sqlite3.Connection] = []
         self._local = threading.local()
         self._writer = self._connect(writer=True)
+        self._group = GroupCommitter(self._writer, self._write_lock, self._describe)
         try:
             self._migrate()
         except BaseException:
@@ -161,9 +165,7 @@ class SqliteTaskStore(SqlTaskStore):
 
     def _run(self, fn: Callable[[Cursor], T], *, write: bool, atomic: bool = False) -> T:
         if write or self._memory:
-            with self._write_lock:
-                self._check_open()
-                return self._call(self._writer, fn, atomic)
+            return self._group.run(fn, atomic, self._check_open)
         self._check_open()
         conn = self._acquire_reader()
         try:
@@ -186,7 +188,12 @@ class SqliteTaskStore(SqlTaskStore):
                 raise
             return result
         except sqlite3.Error as exc:
-            raise StoreError(f"SQLite store {self._path!r} failed: {exc}") from exc
+            raise self._describe(exc) from exc
+
+    def _describe(self, exc: BaseException) -> StoreError:
+        error = StoreError(f"SQLite store {self._path!r} failed: {exc}")
+        error.__cause__ = exc
+        return error
 
     def _instant(self, value: datetime) -> int:
         return to_micros(value)
