@@ -92,7 +92,8 @@ def main() -> None:
         admin.pause("orders-eu", operator="alice", reason="warehouse migration")
         skipped = step(clock, scheduler, 1800)
         run = store.get(skipped[0])
-        assert run is not None and run.status.value == "skipped"
+        assert run is not None
+        assert run.status.value == "skipped"
         print(f"{skipped[0]}: {run.status.value} -- {store.history(run.task_id)[-1].reason}")
         admin.resume("orders-eu", operator="alice")
         admin.set_pattern("orders-eu", "*/10 * * * *", operator="alice")  # survives redeploys
@@ -108,7 +109,8 @@ def main() -> None:
         wait_until(lambda: store.get(task_id).is_terminal)  # type: ignore[union-attr]
         scheduler.tick()  # completes the command with the run's result
         done = store.get_command(command.command_id)
-        assert done is not None and done.status == "completed"
+        assert done is not None
+        assert done.status == "completed"
         print(f"command {done.status}: {done.result}")
         assert done.result["ok"] is True
 
