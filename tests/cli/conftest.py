@@ -43,7 +43,12 @@ class Result:
     def json(self) -> Any:
         import json
 
-        return json.loads(self.out)
+        try:
+            return json.loads(self.out)
+        except ValueError:
+            raise AssertionError(
+                f"not JSON (exit code {self.code}): {self.out!r}; stderr: {self.err!r}"
+            ) from None
 
 
 def cli_env(**extra: str) -> dict[str, str]:

@@ -40,7 +40,7 @@ def test_tasks_lists_definitions_with_parameters(invoke: Invoke) -> None:
     document = invoke("tasks", "--tasks", TASKS, "--json").json()
     assert document["schema"] == "chongming-task.tasks.v1"
     names = [item["name"] for item in document["tasks"]]
-    assert names == ["add", "chatty", "echo", "fail", "loop"]
+    assert names == ["add", "chatty", "echo", "fail", "loop", "stubborn"]
     loop = document["tasks"][names.index("loop")]
     assert loop["tags"] == ["io", "slow"]
     assert loop["description"] == "Checkpoint in a loop until done or stopped; progress per step."

@@ -9,6 +9,7 @@ take commands meant for a worker.
 from __future__ import annotations
 
 import argparse
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -210,8 +211,6 @@ def check_arguments(controller: Controller, name: str, kwargs: dict[str, Any]) -
     Raises:
         UsageError: ``name`` is not registered, or the arguments do not fit.
     """
-    import inspect
-
     definition = controller.registry.get(name)
     if definition is None:
         known = ", ".join(controller.registry.names())
@@ -236,16 +235,17 @@ def _is_context(parameter: Any) -> bool:
     return parameter.name in ("ctx", "context") or text in ("TaskContext", "RuntimeContext")
 
 
-def format_parameter(parameter: Any) -> str:
+def format_parameter(parameter: inspect.Parameter) -> str:
     """``name: type = default`` with string annotations unquoted (PEP 563 modules)."""
-    import inspect
-
-    prefixes = {inspect.Parameter.VAR_POSITIONAL: "*", inspect.Parameter.VAR_KEYWORD: "**"}
-    text = prefixes.get(parameter.kind, "") + parameter.name
+    prefixes: dict[inspect._ParameterKind, str] = {
+        inspect.Parameter.VAR_POSITIONAL: "*",
+        inspect.Parameter.VAR_KEYWORD: "**",
+    }
+    text: str = prefixes.get(parameter.kind, "") + parameter.name
     annotation = parameter.annotation
     if annotation is not inspect.Parameter.empty:
         shown = annotation if isinstance(annotation, str) else inspect.formatannotation(annotation)
-        text += f": {shown!s}"
+        text += f": {shown}"
     if parameter.default is not inspect.Parameter.empty:
         text += f" = {parameter.default!r}"
     return text
