@@ -278,3 +278,35 @@ def test_sigterm_reports_a_task_that_does_not_stop_in_time(
     # a later `reconcile` mark it lost.
     assert _status(cli, db, "s1") == "stopping"
     assert _status(cli, db, "l1") == "stopped"
+
+
+def test_worker_serves_metrics(cli: Cli, tmp_path: Path, start_worker: StartWorker) -> None:
+    import re
+    import urllib.request
+
+    db = str(tmp_path / "metrics.db")
+    worker = start_worker(db, "--metrics-port", "0")
+    match = re.search(r"^metrics: (http://\S+)$", worker.output, re.MULTILINE)
+    assert match is not None, worker.output
+    done = cli("--db", db, "submit", "add", "--tasks", TASKS, "--arg", "a=1", "--wait")
+    assert done.code == 0, done.err
+    with urllib.request.urlopen(match.group(1), timeout=10) as response:  # noqa: S310
+        text = response.read().decode()
+    assert 'chongming_task_runs_total{final_status="succeeded",name="add"} 1.0' in text
+    assert 'chongming_tasks{status="succeeded"} 1.0' in text
+    assert worker.terminate() == 0
+
+
+def test_worker_metrics_port_in_use(cli: Cli, tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = cli(
+            "--db", str(tmp_path / "m.db"), "worker", "--tasks", TASKS, "--metrics-port", str(port)
+        )
+    assert result.code == 1
+    assert len(result.err_lines) == 1
+    assert f"cannot serve metrics on 127.0.0.1:{port}" in result.err

@@ -15,7 +15,7 @@ import os
 import socket
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from chongming_task.cli.errors import CommandFailed, UsageError
 from chongming_task.cli.parsing import env, parse_bucket_ranges
@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from chongming_task.stores.base import TaskStore
 
 __all__ = ["DEFAULT_DB", "GlobalOptions", "Session", "is_postgres_url"]
+
+T = TypeVar("T")
 
 #: The SQLite file used when neither ``--db``/``--dsn`` nor the environment names one.
 DEFAULT_DB = "chongming.db"
@@ -99,6 +101,7 @@ class Session:
         self.options = GlobalOptions.resolve(args)
         self._stores: list[TaskStore] = []
         self._controllers: list[Controller] = []
+        self._closeables: list[Any] = []
 
     @property
     def json(self) -> bool:
@@ -153,8 +156,16 @@ class Session:
         self._controllers.append(controller)
         return controller
 
+    def on_close(self, resource: T) -> T:
+        """Close ``resource`` (anything with ``close()``) first when the session ends."""
+        self._closeables.append(resource)
+        return resource
+
     def close(self) -> None:
-        """Close every controller, then every store, ignoring what is already closed."""
+        """Close extra resources, then controllers, then stores (each idempotent)."""
+        for resource in reversed(self._closeables):
+            resource.close()
+        self._closeables.clear()
         for controller in reversed(self._controllers):
             controller.close(close_store=False)
         for store in reversed(self._stores):

@@ -20,7 +20,7 @@ from chongming_task.cli.errors import CommandFailed, ExitCode, UsageError, one_l
 from chongming_task.cli.loader import load_task_module, module_schedules, register_tasks
 from chongming_task.cli.parsing import env, format_buckets
 from chongming_task.cli.signals import on_shutdown_signals
-from chongming_task.errors import TaskError
+from chongming_task.errors import ConfigurationError, TaskError
 
 if TYPE_CHECKING:
     from chongming_task.cli.render import Output
@@ -51,6 +51,19 @@ def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
         default=30.0,
         metavar="SECONDS",
         help="how long SIGTERM waits for running tasks to stop (default 30)",
+    )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        metavar="PORT",
+        help="serve Prometheus /metrics on PORT (0: any free port; env CHONGMING_METRICS_PORT)",
+    )
+    parser.add_argument(
+        "--metrics-host",
+        default=None,
+        metavar="HOST",
+        help="interface for --metrics-port (env CHONGMING_METRICS_HOST; default 127.0.0.1)",
     )
     parser.add_argument(
         "--poll-interval",
@@ -123,10 +136,35 @@ def _scheduler(controller: Any, module: Any, spec: str) -> tuple[Any, list[str]]
     return scheduler, names
 
 
+def _metrics_port(args: argparse.Namespace) -> int | None:
+    raw = args.metrics_port if args.metrics_port is not None else env("METRICS_PORT")
+    if raw is None:
+        return None
+    try:
+        port = int(raw)
+    except (TypeError, ValueError):
+        raise UsageError(f"--metrics-port must be a port number, got {raw!r}") from None
+    if not 0 <= port <= 65535:
+        raise UsageError(f"--metrics-port must be in 0..65535, got {port}")
+    return port
+
+
+def _expose_metrics(controller: Any, scheduler: Any, port: int, host: str) -> Any:
+    """Serve ``/metrics`` for this worker (the ``prometheus`` extra)."""
+    from chongming_task.observability.server import expose_metrics
+
+    try:
+        return expose_metrics(controller, port, host=host, scheduler=scheduler)
+    except ConfigurationError as exc:
+        raise CommandFailed(str(exc)) from exc
+
+
 def cmd_worker(args: argparse.Namespace, session: Session) -> int:
     from chongming_task.worker import Worker
 
     max_parallel = _max_parallel(args)
+    metrics_port = _metrics_port(args)
+    metrics_host = args.metrics_host or env("METRICS_HOST", "127.0.0.1") or "127.0.0.1"
     if args.shutdown_timeout <= 0 or args.poll_interval <= 0:
         raise UsageError("--shutdown-timeout and --poll-interval must be > 0 seconds")
     spec = args.tasks or env("TASKS") or ""
@@ -152,6 +190,12 @@ def cmd_worker(args: argparse.Namespace, session: Session) -> int:
         )
         if schedule_names:
             output.print(f"schedules: {', '.join(schedule_names)}")
+        metrics = None
+        if metrics_port is not None:
+            metrics = session.on_close(
+                _expose_metrics(controller, scheduler, metrics_port, metrics_host)
+            )
+            output.print(f"metrics: {metrics.url}")
         received: list[str] = []
 
         def on_signal(name: str) -> None:
