@@ -23,7 +23,7 @@ from chongming_task.core.clock import Clock
 from chongming_task.model import JSONValue, TaskSnapshot
 from chongming_task.stores.base import ClaimLost, Command, TaskStore
 
-__all__ = ["ACTIONS", "CommandPoller", "issue_command"]
+__all__ = ["ACTIONS", "CommandPoller", "control_remote", "issue_command"]
 
 log = logging.getLogger("chongming_task.controller")
 
@@ -68,6 +68,40 @@ def issue_command(
         target_owner=snapshot.lease_owner or snapshot.owner,
     )
     return store.submit_command(command)
+
+
+def control_remote(
+    store: TaskStore,
+    task_id: str,
+    action: str,
+    *,
+    issued_by: str,
+    clock: Clock,
+    reason: str | None = None,
+) -> bool:
+    """Control a task this process does not hold: write a command for its holder.
+
+    Returns ``False`` for an unknown task, ``True`` for a finished one (found, nothing
+    to do) and once the command is written ("accepted"). A task recorded under our own
+    owner name that we do not hold belongs to an earlier process with the same name:
+    nobody would ever apply a command for it, so none is written.
+    """
+    snapshot = store.get(task_id)
+    if snapshot is None:
+        return False
+    if snapshot.is_terminal:
+        return True
+    holder = snapshot.lease_owner or snapshot.owner
+    if holder == issued_by:
+        log.warning(
+            "task %s is recorded as held by %s, but this controller does not hold it "
+            "(an earlier process with the same owner?); run reconcile()",
+            task_id,
+            issued_by,
+        )
+        return False
+    issue_command(store, snapshot, action, issued_by=issued_by, clock=clock, reason=reason)
+    return True
 
 
 class CommandPoller:

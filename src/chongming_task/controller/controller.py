@@ -19,8 +19,6 @@ in its own module and this class only wires them together:
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import threading
 import uuid
 from collections import deque
@@ -30,10 +28,16 @@ from types import ModuleType, TracebackType
 from typing import Any, Literal
 
 from chongming_task.controller import buckets as bucket_rules
-from chongming_task.controller.commands import CommandPoller, issue_command
+from chongming_task.controller.commands import CommandPoller, control_remote
 from chongming_task.controller.dispatch import Dispatcher
 from chongming_task.controller.events import EventBus, Subscriber
 from chongming_task.controller.leases import LeaseKeeper
+from chongming_task.controller.options import (
+    check_tags,
+    concurrency_policy,
+    default_owner,
+    parse_statuses,
+)
 from chongming_task.controller.reconcile import ReconcileReport, reconcile
 from chongming_task.controller.registry import TaskDefinition, TaskRegistry
 from chongming_task.controller.stats import ControllerStats
@@ -54,11 +58,6 @@ log = logging.getLogger("chongming_task.controller")
 
 DEFAULT_LEASE_TTL = 30.0
 DEFAULT_COMMAND_POLL_INTERVAL = 0.2
-
-
-def default_owner() -> str:
-    """``hostname:pid``: who pressed stop, readable after the fact (§8.9)."""
-    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 class Controller:
@@ -106,7 +105,7 @@ class Controller:
         artifact_dir: str | Path | None = None,
     ) -> None:
         self.clock: Clock = clock or SystemClock()
-        self.concurrency = _concurrency(max_parallel, concurrency)
+        self.concurrency = concurrency_policy(max_parallel, concurrency)
         self.bucket_policy: BucketPolicy = bucket_rules.policy(num_buckets, bucket_policy)
         self.owned_buckets: frozenset[int] | None = bucket_rules.owned(
             self.bucket_policy, owned_buckets
@@ -238,7 +237,7 @@ class Controller:
         if self._closed:
             raise ConfigurationError("this controller is closed; create a new Controller")
         definition = self.registry.require(name)
-        all_tags = definition.tags | _tags(tags)
+        all_tags = definition.tags | check_tags(tags)
         if priority is None:
             priority = self.concurrency.priority
         if isinstance(priority, bool) or not isinstance(priority, int):
@@ -444,7 +443,7 @@ class Controller:
         """Tasks in the store matching every given filter."""
         return self.store.query(
             TaskQuery(
-                statuses=_statuses(status),
+                statuses=parse_statuses(status),
                 name_prefix=name_prefix,
                 tag=tag,
                 bucket=bucket,
@@ -510,8 +509,16 @@ class Controller:
 
     @property
     def persist_failures(self) -> deque[PersistFailure]:
-        """The last 20 failed store operations (a store failure never fails a task)."""
-        return self._writes.persist_failures
+        """The last 20 failed store operations (a store failure never fails a task).
+
+        A snapshot copy, oldest first; ``persist_failure_count`` counts them all.
+        """
+        return self._writes.failures()
+
+    @property
+    def persist_failure_count(self) -> int:
+        """Every failed store operation since this controller started."""
+        return self._writes.failure_count
 
     @property
     def closed(self) -> bool:
@@ -569,24 +576,9 @@ class Controller:
         return run
 
     def _remote(self, task_id: str, action: str, *, reason: str | None = None) -> bool:
-        snapshot = self.store.get(task_id)
-        if snapshot is None:
-            return False
-        if snapshot.is_terminal:
-            return True
-        holder = snapshot.lease_owner or snapshot.owner
-        if holder == self.owner:
-            log.warning(
-                "task %s is recorded as held by %s, but this controller does not hold it "
-                "(an earlier process with the same owner?); run reconcile()",
-                task_id,
-                self.owner,
-            )
-            return False
-        issue_command(
-            self.store, snapshot, action, issued_by=self.owner, clock=self.clock, reason=reason
+        return control_remote(
+            self.store, task_id, action, issued_by=self.owner, clock=self.clock, reason=reason
         )
-        return True
 
     def _record(self, task_id: str | None, operation: str, error: BaseException) -> None:
         self._writes.record(task_id, operation, error)
@@ -596,47 +588,3 @@ class Controller:
             f"Controller(owner={self.owner!r}, max_parallel={self.concurrency.max_parallel}, "
             f"active={self.active_count}, queued={self.queued_count})"
         )
-
-
-def _concurrency(max_parallel: int | None, policy: ConcurrencyPolicy | None) -> ConcurrencyPolicy:
-    if policy is None:
-        return (
-            ConcurrencyPolicy()
-            if max_parallel is None
-            else ConcurrencyPolicy(max_parallel=max_parallel)
-        )
-    if not isinstance(policy, ConcurrencyPolicy):
-        raise ConfigurationError(f"concurrency must be a ConcurrencyPolicy, got {policy!r}")
-    if max_parallel is not None and max_parallel != policy.max_parallel:
-        raise ConfigurationError(
-            f"max_parallel={max_parallel} contradicts concurrency.max_parallel="
-            f"{policy.max_parallel}; give it in one place"
-        )
-    return policy
-
-
-def _tags(tags: Iterable[str] | None) -> frozenset[str]:
-    if tags is None:
-        return frozenset()
-    if isinstance(tags, str):
-        raise ConfigurationError(f"tags must be a collection of strings; write [{tags!r}]")
-    result = frozenset(tags)
-    for tag in result:
-        if not isinstance(tag, str) or not tag:
-            raise ConfigurationError(
-                f"tags must be non-empty strings (the contract is frozenset[str]), got {tag!r}"
-            )
-    return result
-
-
-def _statuses(
-    status: TaskStatus | str | Iterable[TaskStatus | str] | None,
-) -> frozenset[TaskStatus] | None:
-    if status is None:
-        return None
-    items = [status] if isinstance(status, str) else list(status)
-    try:
-        return frozenset(TaskStatus(item) for item in items)
-    except ValueError as exc:
-        known = ", ".join(s.value for s in TaskStatus)
-        raise ConfigurationError(f"unknown status in {status!r}; known: {known}") from exc

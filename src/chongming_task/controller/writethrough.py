@@ -98,6 +98,11 @@ class WriteThrough:
             extra={"task_id": task_id},
         )
 
+    def failures(self) -> deque[PersistFailure]:
+        """A copy of the kept failures (safe to iterate while tasks keep writing)."""
+        with self._lock:
+            return deque(self.persist_failures, maxlen=MAX_PERSIST_FAILURES)
+
     # ------------------------------------------------------------ writes
 
     def lease_until(self) -> datetime:

@@ -1,0 +1,71 @@
+"""Validation of the controller's options: concurrency, tags, statuses, the owner name.
+
+Each helper turns a user's argument into the exact type the controller keeps, or
+raises a ``ConfigurationError`` that says what is wrong and what to write instead.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterable
+
+from chongming_task.errors import ConfigurationError
+from chongming_task.policies import ConcurrencyPolicy
+from chongming_task.states import TaskStatus
+
+__all__ = ["check_tags", "concurrency_policy", "default_owner", "parse_statuses"]
+
+
+def default_owner() -> str:
+    """``hostname:pid``: who pressed stop, readable after the fact (§8.9)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def concurrency_policy(
+    max_parallel: int | None, policy: ConcurrencyPolicy | None
+) -> ConcurrencyPolicy:
+    """The policy from ``max_parallel`` or ``concurrency=``; both must agree if both given."""
+    if policy is None:
+        return (
+            ConcurrencyPolicy()
+            if max_parallel is None
+            else ConcurrencyPolicy(max_parallel=max_parallel)
+        )
+    if not isinstance(policy, ConcurrencyPolicy):
+        raise ConfigurationError(f"concurrency must be a ConcurrencyPolicy, got {policy!r}")
+    if max_parallel is not None and max_parallel != policy.max_parallel:
+        raise ConfigurationError(
+            f"max_parallel={max_parallel} contradicts concurrency.max_parallel="
+            f"{policy.max_parallel}; give it in one place"
+        )
+    return policy
+
+
+def check_tags(tags: Iterable[str] | None) -> frozenset[str]:
+    """Submission tags as ``frozenset[str]`` (a bare string is refused: it iterates chars)."""
+    if tags is None:
+        return frozenset()
+    if isinstance(tags, str):
+        raise ConfigurationError(f"tags must be a collection of strings; write [{tags!r}]")
+    result = frozenset(tags)
+    for tag in result:
+        if not isinstance(tag, str) or not tag:
+            raise ConfigurationError(
+                f"tags must be non-empty strings (the contract is frozenset[str]), got {tag!r}"
+            )
+    return result
+
+
+def parse_statuses(
+    status: TaskStatus | str | Iterable[TaskStatus | str] | None,
+) -> frozenset[TaskStatus] | None:
+    """``list_tasks(status=...)``: one status or several, as enum members or their names."""
+    if status is None:
+        return None
+    items = [status] if isinstance(status, str) else list(status)
+    try:
+        return frozenset(TaskStatus(item) for item in items)
+    except ValueError as exc:
+        known = ", ".join(s.value for s in TaskStatus)
+        raise ConfigurationError(f"unknown status in {status!r}; known: {known}") from exc
