@@ -208,3 +208,23 @@ def test_interval_anchor_is_shared_by_all_nodes(harness: Harness) -> None:
     scheduler.add(Schedule(name="odd", task="report", trigger=IntervalTrigger(30, anchor)))
     assert harness.step(10)[0].fired == ["odd@20260105T000007Z"]
     assert scheduler.get("odd").anchor == anchor
+
+
+def test_old_firing_claims_are_pruned(harness: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    scheduler = harness.node({"report": report}, tick=60, misfire_tolerance=900)
+    scheduler.every("beat", "report", 3600)
+    pruned: list[datetime] = []
+    prune = harness.store.prune_firings
+
+    def recording(before: datetime) -> int:
+        pruned.append(before)
+        return prune(before)
+
+    monkeypatch.setattr(harness.store, "prune_firings", recording)
+    for _ in range(3 * 24 * 2):  # three days in half hours
+        harness.step(1800)
+    # About once an hour, always keeping two days of claims.
+    assert 70 <= len(pruned) <= 73
+    assert all(harness.clock.now() - before >= timedelta(days=2) for before in pruned[-1:])
+    assert not harness.store.claim_firing("beat", T0 + timedelta(days=2, hours=23), "x", "y")
+    assert harness.store.claim_firing("beat", T0 + timedelta(hours=1), "x", "y")  # forgotten

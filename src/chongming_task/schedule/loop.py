@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from datetime import datetime
-from typing import TYPE_CHECKING
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Final
 
 from chongming_task.schedule.admin import ScheduleAdmin
 from chongming_task.schedule.commands import ScheduleCommands
@@ -31,6 +31,12 @@ if TYPE_CHECKING:
 __all__ = ["FiringLoop"]
 
 log = logging.getLogger("chongming_task.schedule")
+
+#: Firing claims are kept this long: longer than the largest ``misfire_grace`` (one
+#: day), so a catch-up after downtime still meets the claims of firings that ran.
+FIRING_RETENTION: Final = timedelta(days=2)
+#: How often a scheduler prunes older claims (every scheduler does; it is idempotent).
+PRUNE_EVERY: Final = timedelta(hours=1)
 
 
 class FiringLoop:
@@ -68,6 +74,7 @@ class FiringLoop:
         self.last_store_error: str | None = None
         self.claims_won = 0
         self.claims_lost = 0
+        self._pruned_at: datetime | None = None
 
     # -- registrations -------------------------------------------------------------
 
@@ -115,6 +122,12 @@ class FiringLoop:
                 report.commands = self.commands.poll()
             except Exception as exc:
                 errors += self._failed(report, "schedule commands", exc)
+            if self._pruned_at is None or now - self._pruned_at >= PRUNE_EVERY:
+                try:
+                    self.store.prune_firings(now - FIRING_RETENTION)
+                    self._pruned_at = now
+                except Exception as exc:
+                    errors += self._failed(report, "pruning firing claims", exc)
             if not errors:
                 self.store_errors = 0
                 self.last_store_error = None
