@@ -101,7 +101,7 @@ def test_worker_runs_submissions_and_reports_shutdown(store: SqliteTaskStore) ->
 def test_worker_refuses_what_it_cannot_run(
     store: SqliteTaskStore, invoke: Invoke, tmp_path: Path
 ) -> None:
-    controller, worker = _worker(store)
+    _controller, worker = _worker(store)
     worker.start()
     try:
         Submission(name="nosuch", task_id="r1").submit(store, issued_by="me")
