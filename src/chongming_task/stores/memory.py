@@ -10,29 +10,18 @@ JSON so a caller can never alias the stored state. Treat returned objects as rea
 from __future__ import annotations
 
 import itertools
-import threading
-import uuid
-from collections.abc import Collection, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from chongming_task.core.clock import Clock
-from chongming_task.errors import ConcurrencyConflict, ConfigurationError, StoreError
-from chongming_task.model import JSONValue, Progress, TaskSnapshot, Transition, loads
+from chongming_task.errors import ConcurrencyConflict, ConfigurationError
+from chongming_task.model import Progress, TaskSnapshot, Transition
 from chongming_task.states import TERMINAL, TaskStatus
-from chongming_task.stores.base import (
-    ClaimLost,
-    Command,
-    ScheduleConflict,
-    ScheduleRecord,
-    TaskNotFound,
-    TaskQuery,
-    TaskStore,
-)
-from chongming_task.stores.codec import check_outcome, encode_json, require_aware, to_micros
-from chongming_task.stores.signal import CommandSignal
+from chongming_task.stores._memory_control import MemoryControl
+from chongming_task.stores.base import TaskNotFound, TaskQuery
+from chongming_task.stores.codec import check_outcome, require_aware
 
 __all__ = ["InMemoryTaskStore"]
 
@@ -51,38 +40,14 @@ def _sort_key(order: str) -> tuple[Any, bool]:
     return (lambda row: (-row.snapshot.priority, row.snapshot.created_at, row.seq)), False
 
 
-def _copy_json(value: Mapping[str, JSONValue], what: str) -> dict[str, JSONValue]:
-    copied = loads(encode_json(dict(value), what), what)
-    assert isinstance(copied, dict)
-    return copied
-
-
-def _validate_lease(lease: float) -> None:
-    if isinstance(lease, bool) or not isinstance(lease, int | float) or lease <= 0:
-        raise ConfigurationError(f"lease must be a positive number of seconds, got {lease!r}")
-
-
-class InMemoryTaskStore(TaskStore):
+class InMemoryTaskStore(MemoryControl):
     """Dictionaries behind one lock: for single-process use, unit tests and as the reference."""
 
     def __init__(self, *, clock: Clock | None = None) -> None:
         super().__init__(clock=clock)
-        self._lock = threading.Lock()
         self._seq = itertools.count(1)
         self._tasks: dict[str, _Row] = {}
         self._history: dict[str, dict[int, Transition]] = {}
-        self._commands: dict[str, Command] = {}
-        self._schedules: dict[str, ScheduleRecord] = {}
-        self._firings: dict[tuple[str, int], tuple[str, str]] = {}
-        self._signal = CommandSignal()
-        self._closed = False
-
-    @contextmanager
-    def _locked(self) -> Iterator[None]:
-        with self._lock:
-            if self._closed:
-                raise StoreError("the store is closed")
-            yield
 
     # ------------------------------------------------------------ snapshots
 
@@ -219,172 +184,6 @@ class InMemoryTaskStore(TaskStore):
                     row.snapshot = replace(row.snapshot, lease_until=lease_until)
                     renewed += 1
         return renewed
-
-    # ------------------------------------------------------------ commands
-
-    def submit_command(self, command: Command) -> Command:
-        stored = Command.from_dict(
-            _copy_json(replace(command, status="pending").to_dict(), "command")
-        )
-        with self._locked():
-            existing = self._commands.get(command.command_id)
-            if existing is not None:
-                return existing
-            self._commands[command.command_id] = stored
-        self._signal.notify()
-        return stored
-
-    def claim_commands(
-        self,
-        owner: str,
-        *,
-        lease: float,
-        limit: int = 10,
-        kinds: Collection[str] | None = None,
-    ) -> list[Command]:
-        _validate_lease(lease)
-        if isinstance(limit, bool) or limit < 1:
-            raise ConfigurationError(f"limit must be >= 1, got {limit!r}")
-        self._signal.mark_seen()
-        claimed: list[Command] = []
-        with self._locked():
-            now = self.clock.now()
-            until = now + timedelta(seconds=lease)
-            for command in self._commands.values():
-                if len(claimed) >= limit:
-                    break
-                if command.target_owner not in (None, owner):
-                    continue
-                if kinds is not None and command.kind not in kinds:
-                    continue
-                expired = (
-                    command.status == "claimed"
-                    and command.lease_until is not None
-                    and command.lease_until <= now
-                )
-                if command.status != "pending" and not expired:
-                    continue
-                updated = replace(
-                    command,
-                    status="claimed",
-                    claimed_by=owner,
-                    claim_token=uuid.uuid4().hex,
-                    lease_until=until,
-                    claims=command.claims + 1,
-                )
-                self._commands[command.command_id] = updated
-                claimed.append(updated)
-        return claimed
-
-    def _current_claim(self, command_id: str, claim_token: str) -> Command:
-        command = self._commands.get(command_id)
-        if command is None:
-            raise StoreError(f"command {command_id!r} does not exist")
-        if command.status != "claimed" or command.claim_token != claim_token:
-            detail = (
-                "it is already completed"
-                if command.status == "completed"
-                else f"it is {command.status}, claimed by {command.claimed_by!r}"
-            )
-            raise ClaimLost(command_id, claim_token, detail)
-        return command
-
-    def complete_command(self, command_id: str, claim_token: str, result: JSONValue = None) -> None:
-        stored_result = loads(encode_json(result, "command result"), "command result")
-        with self._locked():
-            command = self._current_claim(command_id, claim_token)
-            self._commands[command_id] = replace(
-                command,
-                status="completed",
-                completed_at=self.clock.now(),
-                lease_until=None,
-                result=stored_result,
-            )
-
-    def release_command(self, command_id: str, claim_token: str) -> None:
-        with self._locked():
-            command = self._current_claim(command_id, claim_token)
-            self._commands[command_id] = replace(
-                command, status="pending", claimed_by=None, claim_token=None, lease_until=None
-            )
-        self._signal.notify()
-
-    def extend_command(self, command_id: str, claim_token: str, lease: float) -> None:
-        _validate_lease(lease)
-        with self._locked():
-            command = self._current_claim(command_id, claim_token)
-            until = self.clock.now() + timedelta(seconds=lease)
-            self._commands[command_id] = replace(command, lease_until=until)
-
-    def get_command(self, command_id: str) -> Command | None:
-        with self._locked():
-            return self._commands.get(command_id)
-
-    def wait_for_commands(self, timeout: float) -> None:
-        with self._locked():
-            pass
-        self._signal.wait(self.clock, timeout)
-
-    # ------------------------------------------------------------ schedules
-
-    def put_schedule(
-        self, name: str, data: Mapping[str, JSONValue], *, expect_revision: int | None
-    ) -> ScheduleRecord:
-        copied = _copy_json(data, f"data of schedule {name!r}")
-        with self._locked():
-            current = self._schedules.get(name)
-            if expect_revision is None:
-                if current is not None:
-                    raise ScheduleConflict(name, None, current.revision)
-                revision = 1
-            else:
-                if current is None or current.revision != expect_revision:
-                    raise ScheduleConflict(
-                        name, expect_revision, None if current is None else current.revision
-                    )
-                revision = current.revision + 1
-            record = ScheduleRecord(
-                name=name, data=copied, revision=revision, updated_at=self.clock.now()
-            )
-            self._schedules[name] = record
-            return record
-
-    def get_schedule(self, name: str) -> ScheduleRecord | None:
-        with self._locked():
-            return self._schedules.get(name)
-
-    def list_schedules(self) -> list[ScheduleRecord]:
-        with self._locked():
-            return [self._schedules[name] for name in sorted(self._schedules)]
-
-    def delete_schedule(self, name: str) -> bool:
-        with self._locked():
-            return self._schedules.pop(name, None) is not None
-
-    def claim_firing(self, schedule: str, scheduled_at: datetime, owner: str, task_id: str) -> bool:
-        require_aware(scheduled_at, "scheduled_at")
-        key = (schedule, to_micros(scheduled_at))
-        with self._locked():
-            if key in self._firings:
-                return False
-            self._firings[key] = (owner, task_id)
-            return True
-
-    def prune_firings(self, before: datetime) -> int:
-        require_aware(before, "before")
-        cutoff = to_micros(before)
-        with self._locked():
-            doomed = [key for key in self._firings if key[1] < cutoff]
-            for key in doomed:
-                del self._firings[key]
-            return len(doomed)
-
-    # ------------------------------------------------------------ lifecycle
-
-    def close(self) -> None:
-        with self._lock:
-            self._closed = True
-        self._signal.close()
 
     def __repr__(self) -> str:
         return f"InMemoryTaskStore(tasks={len(self._tasks)}, closed={self._closed})"
