@@ -226,9 +226,10 @@ class SqliteTaskStore(SqlTaskStore):
             self._local.commands_rev = self._commands_rev()
 
         def changed() -> bool:
-            if self._closed:
-                return True
-            current = self._commands_rev()
+            try:
+                current = self._commands_rev()
+            except StoreError:
+                return True  # closed (or broken): stop waiting, the caller will find out
             seen = self._local.commands_rev
             self._local.commands_rev = current
             return bool(seen != current)
