@@ -255,11 +255,6 @@ def test_detach_stops_delivery(controller: Controller) -> None:
     assert recorder.calls == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="controller gap: reconcile() writes '-> lost' to the store without publishing it "
-    "to subscribers, so observers never hear reconcile-found lost tasks",
-)
 def test_reconcile_lost_transitions_reach_subscribers() -> None:
     clock = FakeClock()
     store = InMemoryTaskStore(clock=clock)

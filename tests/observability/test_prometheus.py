@@ -183,18 +183,28 @@ def test_persist_failures_are_counted() -> None:
     store.close()
 
 
-def test_lost_counts_reconcile_reports(controller: Controller) -> None:
-    from chongming_task.controller import ReconcileReport
+def test_reconcile_lost_is_counted() -> None:
+    from chongming_task.core.state_machine import StateMachine
+    from chongming_task.testing import FakeClock
 
-    exporter = install_prometheus(controller)
-    controller.register("ok", lambda ctx: 1)
-    run = controller.submit("ok")
-    run.wait(5)
-    exporter.observe_reconcile(ReconcileReport(lost=(run.task_id, "gone")))
-    exporter.observe_reconcile(ReconcileReport(lost=("x",), dry_run=True))
-    assert value(exporter.registry, "chongming_task_lost_total", name="ok") == 1
-    assert value(exporter.registry, "chongming_task_lost_total", name="unknown") == 1
-    exporter.close()
+    clock = FakeClock()
+    with InMemoryTaskStore(clock=clock) as store:
+        machine = StateMachine.create("orphan", "job", owner="dead-node", clock=clock)
+        machine.mark_queued()
+        machine.mark_starting()
+        machine.mark_running()
+        expired = clock.now() - timedelta(seconds=1)
+        snapshot = machine.snapshot.replace(lease_owner="dead-node", lease_until=expired)
+        store.create(snapshot, machine.transitions)
+        with Controller(store, clock=clock) as controller:
+            exporter = install_prometheus(controller)
+            assert controller.reconcile().lost == ("orphan",)
+            finished_runs(exporter, 1)
+            reg = exporter.registry
+            assert value(reg, "chongming_task_lost_total", name="job") == 1
+            assert value(reg, "chongming_task_runs_total", name="job", final_status="lost") == 1
+            assert value(reg, "chongming_tasks", status="lost") == 1
+            exporter.close()
 
 
 def test_command_latency_histogram() -> None:

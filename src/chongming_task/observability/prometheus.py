@@ -41,7 +41,7 @@ from chongming_task.observability.events import TransitionObserver
 from chongming_task.states import TaskStatus
 
 if TYPE_CHECKING:
-    from chongming_task.controller import Controller, ReconcileReport
+    from chongming_task.controller import Controller
     from chongming_task.observability.server import MetricsServer
     from chongming_task.schedule.scheduler import Scheduler
     from chongming_task.stores.base import Command, TaskStore
@@ -187,14 +187,6 @@ class PrometheusExporter(TransitionObserver):
         self.command_latency.labels(command.kind, command.action).observe(
             _seconds(command.issued_at, applied_at)
         )
-
-    def observe_reconcile(self, report: ReconcileReport) -> None:
-        """Count the tasks a ``reconcile()`` marked lost (it writes them past the subscribers)."""
-        if report.dry_run:
-            return
-        for task_id in report.lost:
-            snapshot = self.store.get(task_id) if self.store is not None else None
-            self.lost.labels(snapshot.name if snapshot is not None else "unknown").inc()
 
     # ------------------------------------------------------------ lifecycle
 
