@@ -171,7 +171,6 @@ class ControllerCollector:
     def __init__(self, controller: Controller) -> None:
         self._core = require_prometheus()
         self.controller = controller
-        self._persist = _PersistFailureCounter(controller)
 
     def describe(self) -> list[Any]:
         return []
@@ -182,7 +181,7 @@ class ControllerCollector:
         yield core.CounterMetricFamily(
             "chongming_persist_failures",
             "Store writes of this controller that failed (the tasks were not affected).",
-            value=self._persist.total(),
+            value=controller.persist_failure_count,
         )
         yield core.CounterMetricFamily(
             "chongming_subscriber_errors",
@@ -199,38 +198,6 @@ class ControllerCollector:
             "Runs of this controller waiting for a slot.",
             value=controller.queued_count,
         )
-
-
-class _PersistFailureCounter:
-    """A monotonic total of ``controller.persist_failures``.
-
-    The controller keeps only the last 20 failures. If it offers a running total
-    (``persist_failure_count``) that is used; otherwise new entries are counted by
-    identity since the previous scrape, which undercounts only when more than 20
-    failures happen between two scrapes.
-    """
-
-    def __init__(self, controller: Controller) -> None:
-        self._controller = controller
-        self._lock = threading.Lock()
-        self._seen = 0
-        self._last: object | None = None
-
-    def total(self) -> int:
-        count = getattr(self._controller, "persist_failure_count", None)
-        if isinstance(count, int):
-            return count
-        with self._lock:
-            recent = list(self._controller.persist_failures)
-            fresh = recent
-            for index in range(len(recent) - 1, -1, -1):
-                if recent[index] is self._last:
-                    fresh = recent[index + 1 :]
-                    break
-            self._seen += len(fresh)
-            if recent:
-                self._last = recent[-1]
-            return self._seen
 
 
 class SchedulerCollector:
