@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Iterator, Sequence
-from datetime import timedelta
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime, timedelta
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
@@ -225,6 +225,39 @@ def test_command_latency_histogram() -> None:
     assert value(reg, "chongming_command_latency_seconds_sum", **labels) == pytest.approx(0.3)
     assert value(reg, "chongming_command_latency_seconds_bucket", le="0.25", **labels) == 0
     assert value(reg, "chongming_command_latency_seconds_bucket", le="0.5", **labels) == 1
+
+
+def test_command_latency_is_wired_when_the_controller_offers_a_hook() -> None:
+    class WithCommandHook(Controller):
+        """A controller with the (proposed) ``subscribe_commands`` hook."""
+
+        listeners: list[Callable[[Command, datetime], None]]
+
+        def subscribe_commands(self, fn: Callable[[Command, datetime], None]) -> Callable[[], None]:
+            self.listeners = [*getattr(self, "listeners", []), fn]
+            return lambda: self.listeners.remove(fn)
+
+    controller = WithCommandHook()
+    try:
+        exporter = install_prometheus(controller)
+        (listener,) = controller.listeners
+        command = Command.new(
+            kind="task",
+            target="t1",
+            action="pause",
+            issued_by="console",
+            issued_at=controller.clock.now(),
+            payload={},
+            target_owner=controller.owner,
+        )
+        listener(command, command.issued_at + timedelta(seconds=2))
+        labels = {"kind": "task", "action": "pause"}
+        reg = exporter.registry
+        assert value(reg, "chongming_command_latency_seconds_sum", **labels) == pytest.approx(2)
+        exporter.close()
+        assert controller.listeners == []
+    finally:
+        controller.close()
 
 
 def test_exporters_have_isolated_registries(controller: Controller) -> None:

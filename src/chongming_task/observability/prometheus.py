@@ -27,6 +27,7 @@ default), so two controllers in one process, or two tests, never share a metric.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
@@ -145,6 +146,7 @@ class PrometheusExporter(TransitionObserver):
             registry=reg,
         )
         self.collectors: list[Any] = []
+        self._detach_commands: Callable[[], None] | None = None
         if store is not None:
             self._register(StoreCollector(store))
         if controller is not None:
@@ -189,6 +191,24 @@ class PrometheusExporter(TransitionObserver):
         )
 
     # ------------------------------------------------------------ lifecycle
+
+    def attach(self, controller: Controller, *, inline: bool = False) -> Callable[[], None]:
+        """Subscribe to transitions, and to applied commands where the controller offers it.
+
+        Command latency needs ``controller.subscribe_commands(fn(command, applied_at))``;
+        a controller without that hook leaves the histogram to :meth:`observe_command`.
+        """
+        detach = super().attach(controller, inline=inline)
+        subscribe_commands = getattr(controller, "subscribe_commands", None)
+        if callable(subscribe_commands):
+            self._detach_commands = subscribe_commands(self.observe_command)
+        return detach
+
+    def detach(self) -> None:
+        super().detach()
+        detach_commands, self._detach_commands = self._detach_commands, None
+        if detach_commands is not None:
+            detach_commands()
 
     def serve(self, port: int, host: str = "127.0.0.1") -> MetricsServer:
         """Serve this exporter's registry on ``http://host:port/metrics``."""
