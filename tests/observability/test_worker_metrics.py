@@ -18,6 +18,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from chongming_task.states import TaskStatus
+from chongming_task.stores.base import TaskStore
 from chongming_task.stores.sqlite import SqliteTaskStore
 from chongming_task.testing import wait_until
 from chongming_task.worker import Submission
@@ -32,11 +33,11 @@ Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 class Worker:
     """A ``chongming-task worker --metrics-port 0`` subprocess and what it printed."""
 
-    def __init__(self, db: Path) -> None:
+    def __init__(self, db: str) -> None:
         argv = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "chongming_task.cli"]
         env = {k: v for k, v in os.environ.items() if not k.startswith("CHONGMING_")}
         self.process = subprocess.Popen(
-            [*argv, "--db", str(db), "worker", "--tasks", str(TASKS), "--max-parallel", "2",
+            [*argv, "--db", db, "worker", "--tasks", str(TASKS), "--max-parallel", "2",
              "--poll-interval", "0.1", "--metrics-port", "0"],
             env={**env, "NO_COLOR": "1"},
             stdout=subprocess.PIPE,
@@ -73,9 +74,26 @@ class Worker:
         return code
 
 
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.external_service)])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The worker's ``--db``: a SQLite file or a PostgreSQL URL."""
+    if request.param == "sqlite":
+        return str(tmp_path / "tasks.db")
+    dsn: str = request.getfixturevalue("postgres_dsn")
+    return dsn
+
+
+def open_store(db: str) -> TaskStore:
+    if db.startswith("postgresql://"):
+        from chongming_task.stores.postgres import PostgresTaskStore
+
+        return PostgresTaskStore(db)
+    return SqliteTaskStore(db)
+
+
 @pytest.fixture
-def worker(tmp_path: Path) -> Iterator[Worker]:
-    worker = Worker(tmp_path / "tasks.db")
+def worker(db: str) -> Iterator[Worker]:
+    worker = Worker(db)
     try:
         wait_until(
             lambda: worker.ready.is_set() or worker.process.poll() is not None,
@@ -110,20 +128,11 @@ def labelled(samples: Samples, name: str, *keys: str) -> dict[tuple[str, ...], f
     }
 
 
-def _worker_has_metrics_flag() -> bool:  # temporary: until the CLI gains --metrics-port
-    import inspect
-
-    from chongming_task.cli.commands import worker
-
-    return "--metrics-port" in inspect.getsource(worker)
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(not _worker_has_metrics_flag(), reason="worker --metrics-port not wired yet")
-def test_worker_metrics_agree_with_the_store(worker: Worker, tmp_path: Path) -> None:
+def test_worker_metrics_agree_with_the_store(worker: Worker, db: str) -> None:
     url = worker.metrics_url
     task_ids: list[str] = []
-    with SqliteTaskStore(tmp_path / "tasks.db") as store:
+    with open_store(db) as store:
         for name, count in WORKLOAD.items():
             for index in range(count):
                 task_id = f"{name}-{index}"
