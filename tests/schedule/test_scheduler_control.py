@@ -272,3 +272,45 @@ def test_views_from_another_process(harness: Harness) -> None:
     assert stats.next_run_at == T0 + timedelta(minutes=13)
     assert admin.health().status == "ok"
     assert [c.name for c in admin.schedules()] == ["v"]
+
+
+def test_closing_hands_back_claimed_runs(harness: Harness, gate: threading.Event) -> None:
+    a = harness.node({"work": lambda ctx: gate.wait(10)}, owner="node-a")
+    b = harness.node({"work": lambda ctx: gate.wait(10)}, owner="node-b")
+    for node in (a, b):
+        node.add(hourly("batch"))
+    requested = admin_of(harness).request_run("batch")
+    a.tick()
+    (task_id,) = a.pending_commands.values()
+    a.close()
+    handed_back = command(harness, requested.command_id)
+    assert (handed_back.status, handed_back.claimed_by) == ("pending", None)
+    b.tick()  # at once, not after the lease: it finds the run node-a started
+    assert b.pending_commands == {requested.command_id: task_id}
+    gate.set()
+    harness.settled(task_id)
+    b.tick()
+    assert command(harness, requested.command_id).result["task_id"] == task_id
+
+
+def test_a_closed_controller_claims_nothing(harness: Harness) -> None:
+    scheduler = harness.node({"work": lambda ctx: None})
+    scheduler.add(Schedule(name="m", task="work", trigger=IntervalTrigger(60, T0)))
+    harness.controllers[0].close()
+    report = harness.step(60, settle=False)[0]
+    assert report.fired == []
+    assert report.error == "the controller is closed; nothing is fired"
+    assert harness.store.claim_firing("m", T0 + timedelta(minutes=1), "other", "t")
+
+
+def test_add_module_registers_its_schedules(harness: Harness) -> None:
+    import types
+
+    module = types.ModuleType("jobs")
+    module.nightly = hourly("nightly")  # type: ignore[attr-defined]
+    module.hourly = hourly("a-hourly")  # type: ignore[attr-defined]
+    module.not_a_schedule = "0 * * * *"  # type: ignore[attr-defined]
+    scheduler = harness.node({"work": lambda ctx: None})
+    added = scheduler.add_module(module)
+    assert [c.name for c in added] == ["a-hourly", "nightly"]
+    assert scheduler.names == ["a-hourly", "nightly"]

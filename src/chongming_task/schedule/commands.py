@@ -87,6 +87,22 @@ class ScheduleCommands:
         """Command id -> task id of claimed runs not completed yet."""
         return {key: item.task_id for key, item in self._inflight.items()}
 
+    def release_all(self) -> int:
+        """Hand back every claimed run not completed yet (the scheduler is closing).
+
+        Another scheduler (or this one, restarted) claims each again at once instead of
+        after its lease: it finds the run by its task id and completes the command.
+        """
+        released = 0
+        for command_id, item in list(self._inflight.items()):
+            try:
+                self._store.release_command(command_id, _token(item.command))
+                released += 1
+            except Exception as exc:  # the lease will run out instead
+                log.warning("manual run %s: not handed back on close: %s", command_id, exc)
+            del self._inflight[command_id]
+        return released
+
     def poll(self) -> int:
         """Keep claimed runs alive, complete finished ones, claim and apply new commands."""
         self._keep_alive()

@@ -94,6 +94,11 @@ class FiringLoop:
         with self._lock:
             return list(self._entries.values())
 
+    def close(self) -> None:
+        """Hand back claimed manual runs (under the tick lock, so no tick is midway)."""
+        with self._tick_lock:
+            self.commands.release_all()
+
     def next_due(self) -> datetime | None:
         """The soonest firing any registered schedule expects."""
         return min((e.next_at for e in self.registered() if e.next_at is not None), default=None)
@@ -108,6 +113,11 @@ class FiringLoop:
             errors = 0
             records: dict[str, ScheduleRecord] = {}
             entries = self.registered()
+            if self.controller.closed:
+                # Claiming a firing that cannot be submitted would lose it for everyone.
+                self.last_tick_at = now
+                report.error = "the controller is closed; nothing is fired"
+                return report
             try:
                 records = {r.name: r for r in self.store.list_schedules()}
             except Exception as exc:

@@ -24,7 +24,7 @@ import logging
 import threading
 import uuid
 from datetime import datetime
-from types import TracebackType
+from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any, Final
 
 from chongming_task.core.clock import Clock
@@ -156,6 +156,19 @@ class Scheduler:
             Schedule(name=name, task=task, trigger=IntervalTrigger(seconds, anchor), **options)
         )
 
+    def add_all(self, *schedules: Schedule) -> list[ScheduleControl]:
+        """:meth:`add` each schedule, in order."""
+        return [self.add(schedule) for schedule in schedules]
+
+    def add_module(self, module: ModuleType) -> list[ScheduleControl]:
+        """:meth:`add` every :class:`Schedule` defined at the top level of ``module``.
+
+        A worker that loads a module of tasks registers its schedules the same way
+        (``controller.register_module(m)`` then ``scheduler.add_module(m)``).
+        """
+        found = [value for value in vars(module).values() if isinstance(value, Schedule)]
+        return self.add_all(*sorted(found, key=lambda schedule: schedule.name))
+
     def remove(self, name: str, *, delete_record: bool = False) -> bool:
         """Stop firing ``name`` here; with ``delete_record`` also drop its control record."""
         found = self._firing.unregister(name)
@@ -258,12 +271,19 @@ class Scheduler:
         return self
 
     def close(self, timeout: float | None = 10.0) -> None:
-        """Stop ticking and unsubscribe; runs already submitted keep going (idempotent)."""
+        """Stop ticking, hand back claimed manual runs, unsubscribe (idempotent).
+
+        Runs already submitted keep going: they belong to the controller.
+        """
         self._stop.set()
         self._wake.set()
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
+        try:
+            self._firing.close()
+        except Exception as exc:  # a closed store: the leases run out instead
+            log.warning("scheduler close: %s", exc)
         self._unsubscribe()
 
     def __enter__(self) -> Scheduler:
