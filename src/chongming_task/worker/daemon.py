@@ -181,8 +181,10 @@ class Worker:
                 taken, handed_back = self.poll_once()
                 if taken:
                     continue  # there may be more
-            except Exception:
-                log.exception("worker %s: claiming submissions failed", self.owner)
+            except Exception as exc:
+                # Logged, not raised: a store hiccup must not end a long-lived worker.
+                log.warning("claiming submissions failed: %s: %s", type(exc).__name__, exc)
+                self._stop.wait(self.poll_interval)
             if self._stop.is_set():
                 return
             if handed_back:
@@ -192,8 +194,8 @@ class Worker:
                 continue
             try:
                 self.store.wait_for_commands(self.poll_interval)
-            except Exception:
-                log.exception("worker %s: waiting for commands failed", self.owner)
+            except Exception as exc:
+                log.warning("waiting for commands failed: %s: %s", type(exc).__name__, exc)
                 self._stop.wait(self.poll_interval)
 
     def _on_transition(self, transition: Transition, snapshot: TaskSnapshot) -> None:

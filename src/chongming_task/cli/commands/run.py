@@ -23,6 +23,7 @@ from chongming_task.cli.commands._common import (
 from chongming_task.cli.errors import CommandFailed, ExitCode
 from chongming_task.cli.live import make_display
 from chongming_task.cli.loader import load_task_module, register_tasks
+from chongming_task.cli.logs import library_logging
 from chongming_task.cli.parsing import env
 from chongming_task.cli.schema import document, task_doc, transition_doc
 from chongming_task.cli.signals import Terminated, terminate_as_interrupt
@@ -99,7 +100,7 @@ def cmd_run(args: argparse.Namespace, session: Session) -> int:
     interrupted = False
     tail = LogTail(controller)
     try:
-        with terminate_as_interrupt():
+        with terminate_as_interrupt(), library_logging(output):
             run = _submit(controller, request)
             interrupted = _follow(run, controller, tail, session)
     finally:

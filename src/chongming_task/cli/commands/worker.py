@@ -10,20 +10,17 @@ some did not (their leases expire and ``reconcile`` will mark them ``lost``).
 from __future__ import annotations
 
 import argparse
-import contextlib
-import logging
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from chongming_task.cli.commands._common import add_tasks_option, new_parser, node_controller
 from chongming_task.cli.errors import CommandFailed, ExitCode, UsageError, one_line
 from chongming_task.cli.loader import load_task_module, module_schedules, register_tasks
+from chongming_task.cli.logs import library_logging
 from chongming_task.cli.parsing import env, format_buckets
 from chongming_task.cli.signals import on_shutdown_signals
 from chongming_task.errors import ConfigurationError, TaskError
 
 if TYPE_CHECKING:
-    from chongming_task.cli.render import Output
     from chongming_task.cli.session import Session
 
 __all__ = ["add_parsers"]
@@ -72,39 +69,6 @@ def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
         metavar="SECONDS",
         help="longest wait between looks for submissions (default 0.5)",
     )
-
-
-class _LineHandler(logging.Handler):
-    """Worker log records as plain lines: INFO on stdout, warnings on stderr."""
-
-    def __init__(self, output: Output) -> None:
-        super().__init__(logging.INFO)
-        self.output = output
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            text = record.getMessage()
-            if record.levelno >= logging.WARNING:
-                self.output.notice(f"{record.levelname.lower()}: {text}")
-            else:
-                self.output.print(text)
-        except Exception:  # a broken pipe must not kill the worker
-            self.handleError(record)
-
-
-@contextlib.contextmanager
-def _worker_logging(output: Output) -> Iterator[None]:
-    handler = _LineHandler(output)
-    library = logging.getLogger("chongming_task")
-    worker = logging.getLogger("chongming_task.worker")
-    old_level = worker.level
-    worker.setLevel(logging.INFO)
-    library.addHandler(handler)
-    try:
-        yield
-    finally:
-        library.removeHandler(handler)
-        worker.setLevel(old_level)
 
 
 def _max_parallel(args: argparse.Namespace) -> int:
@@ -170,7 +134,7 @@ def cmd_worker(args: argparse.Namespace, session: Session) -> int:
     spec = args.tasks or env("TASKS") or ""
     module = load_task_module(spec)
     output = session.output
-    with _worker_logging(output):
+    with library_logging(output, info=True):
         store = session.open_store(create=True)
         controller = node_controller(session, store, max_parallel=max_parallel)
         names = register_tasks(controller, module, spec)
