@@ -218,3 +218,29 @@ def test_reconcile_publishes_the_lost_transitions() -> None:
         assert controller.reconcile().lost == ("orphan",)
         assert [(t.to_status, t.version, s.status) for t, s in heard] == [(S.LOST, 4, S.LOST)]
         controller.close()
+
+
+def test_subscribe_commands_reports_each_applied_command(gate: Gate) -> None:
+    from datetime import datetime
+
+    from chongming_task.stores.base import Command
+
+    with InMemoryTaskStore() as store:
+        holder = Controller(store=store, owner="holder")
+        console = Controller(store=store, owner="console")
+        holder.register("hold", gate.hold)
+        applied: list[tuple[Command, datetime]] = []
+        unsubscribe = holder.subscribe_commands(lambda c, at: applied.append((c, at)))
+        holder.subscribe_commands(lambda c, at: 1 / 0)  # a broken listener changes nothing
+        run = holder.submit("hold", task_id="t")
+        wait_until(lambda: run.status is S.RUNNING)
+        assert console.stop("t", reason="ops") is True
+        outcome = run.wait(10)
+        assert outcome.status is S.STOPPED
+        wait_until(lambda: len(applied) == 1)
+        command, applied_at = applied[0]
+        assert (command.action, command.target, command.issued_by) == ("stop", "t", "console")
+        assert applied_at >= command.issued_at
+        unsubscribe()
+        holder.close()
+        console.close()

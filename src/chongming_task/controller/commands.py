@@ -17,15 +17,19 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from datetime import datetime
 from typing import Protocol
 
 from chongming_task.core.clock import Clock
 from chongming_task.model import JSONValue, TaskSnapshot
 from chongming_task.stores.base import ClaimLost, Command, TaskStore
 
-__all__ = ["ACTIONS", "CommandPoller", "control_remote", "issue_command"]
+__all__ = ["ACTIONS", "CommandListener", "CommandPoller", "control_remote", "issue_command"]
 
 log = logging.getLogger("chongming_task.controller")
+
+#: ``fn(command, applied_at)``: told of every command applied here (command latency).
+CommandListener = Callable[[Command, datetime], None]
 
 #: Task actions a poller knows how to apply.
 ACTIONS = frozenset({"stop", "pause", "resume"})
@@ -117,8 +121,11 @@ class CommandPoller:
         lease: float,
         pause_timeout: float,
         on_failure: Callable[[str | None, str, BaseException], None],
+        clock: Clock | None = None,
     ) -> None:
         self._store = store
+        self._clock = clock or store.clock
+        self._applied_listeners: tuple[CommandListener, ...] = ()
         self._owner = owner
         self._lookup = lookup
         self._interval = interval
@@ -131,6 +138,17 @@ class CommandPoller:
         self._lock = threading.Lock()
         self.applied = 0
         self.released = 0
+
+    def subscribe(self, fn: CommandListener) -> Callable[[], None]:
+        """Call ``fn(command, applied_at)`` after each command this poller applies."""
+        with self._lock:
+            self._applied_listeners = (*self._applied_listeners, fn)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                self._applied_listeners = tuple(f for f in self._applied_listeners if f is not fn)
+
+        return unsubscribe
 
     @property
     def running(self) -> bool:
@@ -248,7 +266,13 @@ class CommandPoller:
             )
             return
         self.applied += 1
+        applied_at = self._clock.now()
         self._finish(command, token, {"applied": bool(applied)})
+        for listener in self._applied_listeners:
+            try:
+                listener(command, applied_at)
+            except Exception:
+                log.exception("command listener %r failed (the command was applied)", listener)
 
     def _finish(
         self, command: Command, token: str, result: JSONValue = None, *, release: bool = False

@@ -28,7 +28,7 @@ from types import ModuleType, TracebackType
 from typing import Any, Literal
 
 from chongming_task.controller import buckets as bucket_rules
-from chongming_task.controller.commands import CommandPoller, control_remote
+from chongming_task.controller.commands import CommandListener, CommandPoller, control_remote
 from chongming_task.controller.dispatch import Dispatcher
 from chongming_task.controller.events import EventBus, Subscriber
 from chongming_task.controller.leases import LeaseKeeper
@@ -161,6 +161,7 @@ class Controller:
             lease=max(self.lease_ttl, pause_timeout * 2),
             pause_timeout=pause_timeout,
             on_failure=self._record,
+            clock=self.clock,
         )
         self._command_poll_interval = command_poll_interval
         self._lock = threading.Lock()
@@ -535,6 +536,16 @@ class Controller:
         callable that unsubscribes.
         """
         return self._events.subscribe(fn, inline=inline)
+
+    def subscribe_commands(self, fn: CommandListener) -> Callable[[], None]:
+        """Receive ``fn(command, applied_at)`` for every command applied here.
+
+        Called on the command thread after the command took effect on its run (and was
+        completed in the store); ``applied_at - command.issued_at`` is the command's
+        latency. Exceptions are logged, never raised. Returns a callable that
+        unsubscribes.
+        """
+        return self._poller.subscribe(fn)
 
     @property
     def subscriber_errors(self) -> int:
