@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import ModuleType, TracebackType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from chongming_task.controller import buckets as bucket_rules
 from chongming_task.controller.commands import CommandListener, CommandPoller, control_remote
@@ -51,6 +51,9 @@ from chongming_task.run import TaskOutcome, TaskRun
 from chongming_task.runtime.executors.base import Executor
 from chongming_task.states import TaskStatus
 from chongming_task.stores.base import TaskQuery, TaskStore
+
+if TYPE_CHECKING:
+    from chongming_task.pipeline import Pipeline, PipelineRun
 
 __all__ = ["Controller"]
 
@@ -524,6 +527,18 @@ class Controller:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    # ------------------------------------------------------------ pipelines
+
+    def submit_pipeline(self, pipeline: Pipeline, *, run_id: str | None = None) -> PipelineRun:
+        """Validate ``pipeline`` and run its nodes here; returns a :class:`PipelineRun`.
+
+        Validation happens before any node exists, so a rejected pipeline leaves no
+        trace in the store. The orchestration lives in :mod:`chongming_task.pipeline`.
+        """
+        from chongming_task.pipeline import submit_pipeline
+
+        return submit_pipeline(self, pipeline, run_id=run_id)
 
     # ------------------------------------------------------------ events, recovery
 
