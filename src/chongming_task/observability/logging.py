@@ -135,7 +135,9 @@ class TransitionLogger(TransitionObserver):
             failure = snapshot.failure
             if failure is not None:
                 extra["failure_kind"] = failure.kind.value
-                details += f" [{failure.kind.value}: {redact(failure.message)}]"
+                message = redact(failure.message) or ""
+                if message not in details:  # the reason often quotes the failure already
+                    details += f" [{failure.kind.value}: {message}]"
         source = extra["from_status"] or "-"
         self.logger.log(
             level,
