@@ -6,7 +6,9 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -23,6 +25,7 @@ from chongming_task.observability import (
     install_tracing,
 )
 from chongming_task.policies import FixedBackoff, RetryPolicy
+from chongming_task.run import TaskRun
 from chongming_task.runtime.context import TaskContext
 from chongming_task.runtime.executors.process import ProcessExecutor
 from chongming_task.states import TaskStatus
@@ -268,3 +271,41 @@ def test_missing_opentelemetry_says_what_to_install(monkeypatch: pytest.MonkeyPa
         TracingObserver()
     with pytest.raises(ConfigurationError, match=r"chongming-task\[otel\]"):
         inject_trace_context({})
+
+
+class WithSubmitHooks(Controller):
+    """A controller with the (proposed) ``submit_hooks`` list."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.submit_hooks: list[Callable[[str, dict[str, Any]], None]] = []
+
+    def submit(  # type: ignore[override]
+        self, name: str, /, *args: Any, metadata: dict[str, Any] | None = None, **kwargs: Any
+    ) -> TaskRun:
+        meta = dict(metadata or {})
+        for hook in self.submit_hooks:
+            hook(name, meta)
+        return super().submit(name, *args, metadata=meta, **kwargs)
+
+
+def test_submit_hooks_persist_the_parent_in_the_metadata(spans: Spans) -> None:
+    provider, exporter = spans
+    controller = WithSubmitHooks()
+    try:
+        controller.register("job", lambda ctx: 1)
+        observer = install_tracing(controller, provider)
+        assert len(controller.submit_hooks) == 1
+        with provider.get_tracer("test").start_as_current_span("request") as request:
+            run = controller.submit("job")
+        assert run.wait(5).ok
+        stored = controller.get(run.task_id)
+        assert stored is not None
+        trace_id = f"{request.get_span_context().trace_id:032x}"
+        assert str(stored.metadata["traceparent"]).startswith(f"00-{trace_id}-")
+        (root,) = named(finished(exporter, 3), "task.job")
+        assert parent_id(root) == request.get_span_context().span_id
+        observer.close()
+        assert controller.submit_hooks == []
+    finally:
+        controller.close()

@@ -11,10 +11,9 @@ Go scheduler's spans. Span times are the transitions' times, so spans are exact 
 though they are built on the controller's event thread, after the fact.
 
 **Parent.** The run span's parent is the trace context captured at submission: the
-W3C ``traceparent`` in the task's metadata when present (see ``trace_context``; it
-crosses processes through the store), otherwise the span that was current in the
-thread that called ``controller.submit`` (an inline subscriber reads it at the
-creation record, which is published in the submitting thread). Neither: a new trace.
+W3C ``traceparent`` in the task's metadata when present (it crosses processes through
+the store), otherwise the span that was current in the thread that called
+``controller.submit``; neither: a new trace (see ``submit_context``).
 
 **Attributes.** ``task.id``, ``task.name``, ``task.bucket``, ``task.trigger`` (cron,
 interval, manual, pipeline or submit), ``task.schedule``, ``task.attempt``,
@@ -34,7 +33,8 @@ from typing import TYPE_CHECKING, Any, Final
 from chongming_task.core.clock import Clock, SystemClock
 from chongming_task.model import TaskSnapshot, Transition
 from chongming_task.observability.events import TransitionObserver
-from chongming_task.observability.trace_context import extract_trace_context, require_otel
+from chongming_task.observability.submit_context import SubmitContexts
+from chongming_task.observability.trace_context import require_otel
 from chongming_task.redact import redact
 from chongming_task.states import TaskStatus
 
@@ -47,8 +47,6 @@ __all__ = ["ERROR_STATUSES", "TracingObserver", "install_tracing", "span_name"]
 ERROR_STATUSES: Final = frozenset({TaskStatus.FAILED, TaskStatus.LOST, TaskStatus.CANCELLED})
 #: Attempt endings that are errors (a failed attempt before a retry, too).
 _ATTEMPT_ERRORS: Final = ERROR_STATUSES | {TaskStatus.RETRY_WAIT}
-#: Submission contexts kept for runs this observer has not seen yet (oldest dropped).
-_MAX_CAPTURED: Final = 10_000
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -97,34 +95,7 @@ class TracingObserver(TransitionObserver):
         self._clock: Clock = clock or SystemClock()
         self._lock = threading.Lock()
         self._spans: dict[str, _Spans] = {}
-        self._captured: dict[str, Any] = {}
-        self._detach_capture: Callable[[], None] | None = None
-
-    # ------------------------------------------------------------ submission context
-
-    def capture(self, transition: Transition, snapshot: TaskSnapshot) -> None:
-        """Inline subscriber: remember the submitting thread's span for a new task."""
-        if transition.from_status is not None:
-            return
-        from opentelemetry import context as otel_context
-
-        current = otel_context.get_current()
-        if not self._trace.get_current_span(current).get_span_context().is_valid:
-            return
-        with self._lock:
-            self._captured[transition.task_id] = current
-            while len(self._captured) > _MAX_CAPTURED:
-                del self._captured[next(iter(self._captured))]
-
-    def _parent(self, task_id: str, snapshot: TaskSnapshot) -> Any:
-        from opentelemetry.context import Context
-
-        with self._lock:
-            captured = self._captured.pop(task_id, None)
-        stored = extract_trace_context(snapshot.metadata)
-        if stored is not None:
-            return stored
-        return captured if captured is not None else Context()
+        self.contexts = SubmitContexts()
 
     # ------------------------------------------------------------ hooks
 
@@ -192,20 +163,17 @@ class TracingObserver(TransitionObserver):
     # ------------------------------------------------------------ lifecycle
 
     def attach(self, controller: Controller, *, inline: bool = False) -> Callable[[], None]:
-        """Subscribe (queued) plus the inline submission-context capture."""
-        self._detach_capture = controller.subscribe(self.capture, inline=True)
+        """Subscribe (queued) plus the submission-context capture (``SubmitContexts``)."""
+        self.contexts.attach(controller)
         return super().attach(controller, inline=inline)
 
     def close(self) -> None:
         """Unsubscribe and end the spans of runs that have not finished (marked so)."""
         self.detach()
-        if self._detach_capture is not None:
-            self._detach_capture()
-            self._detach_capture = None
+        self.contexts.close()
         with self._lock:
             open_spans = list(self._spans.values())
             self._spans.clear()
-            self._captured.clear()
         now = _ns(self._clock.now())
         for spans in open_spans:
             for span in (spans.attempt, spans.run):
@@ -233,7 +201,7 @@ class TracingObserver(TransitionObserver):
                 attributes[attribute] = value
         run = self.tracer.start_span(
             span_name(snapshot),
-            context=self._parent(transition.task_id, snapshot),
+            context=self.contexts.parent_of(snapshot),
             attributes=attributes,
             start_time=_ns(transition.at),
         )
