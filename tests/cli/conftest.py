@@ -102,12 +102,14 @@ def invoke(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Callable[..., Res
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.external_service)])
-def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A database argument for ``--db``: a SQLite file path or a PostgreSQL URL."""
     if request.param == "sqlite":
-        return str(tmp_path / "tasks.db")
+        yield str(tmp_path / "tasks.db")
+        return
     dsn: str = request.getfixturevalue("postgres_dsn")
-    return dsn
+    yield dsn
+    close_peekers()  # before postgres_dsn (set up earlier, torn down later) drops the schema
 
 
 def store_dump(db: str) -> Any:
@@ -141,6 +143,42 @@ def store_dump(db: str) -> Any:
         }
     finally:
         conn.close()
+
+
+_PEEKERS: dict[str, Any] = {}
+
+
+def peek_status(db: str, task_id: str) -> str | None:
+    """The task's status read directly from the store (for polling without a subprocess).
+
+    Stores are opened once per database and closed by the ``_close_peekers`` fixture.
+    """
+    store = _PEEKERS.get(db)
+    if store is None:
+        if not db.startswith("postgresql://") and not Path(db).exists():
+            return None
+        if db.startswith("postgresql://"):
+            from chongming_task.stores.postgres import PostgresTaskStore
+
+            store = PostgresTaskStore(db, max_connections=1)
+        else:
+            from chongming_task.stores.sqlite import SqliteTaskStore
+
+            store = SqliteTaskStore(db)
+        _PEEKERS[db] = store
+    snapshot = store.get(task_id)
+    return None if snapshot is None else str(snapshot.status.value)
+
+
+def close_peekers() -> None:
+    while _PEEKERS:
+        _PEEKERS.popitem()[1].close()
+
+
+@pytest.fixture(autouse=True)
+def _close_peekers() -> Iterator[None]:
+    yield
+    close_peekers()
 
 
 @dataclass

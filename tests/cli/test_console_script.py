@@ -15,7 +15,7 @@ import pytest
 
 from chongming_task.testing import wait_until
 
-from .conftest import TASKS, Result, WorkerProcess, cli_argv, cli_env
+from .conftest import TASKS, Result, WorkerProcess, cli_argv, cli_env, peek_status
 
 Cli = Callable[..., Result]
 StartWorker = Callable[..., WorkerProcess]
@@ -30,10 +30,11 @@ def _status(cli: Cli, db: str, task_id: str) -> str | None:
 
 
 def _wait_status(cli: Cli, db: str, task_id: str, *statuses: str, timeout: float = 20) -> str:
+    """Poll the store in this process (cheap) until the task is in one of ``statuses``."""
     found = wait_until(
-        lambda: (_status(cli, db, task_id) or "") in statuses and _status(cli, db, task_id),
+        lambda: (status := peek_status(db, task_id)) in statuses and status,
         timeout=timeout,
-        interval=0.05,
+        interval=0.02,
         message=f"{task_id} in {statuses}",
     )
     return str(found)
