@@ -8,6 +8,7 @@ not. The walkthrough with real output is docs/cli.md.
 
 from __future__ import annotations
 
+import os
 import sys
 
 from chongming_task.cli.app import main
@@ -18,4 +19,13 @@ __all__ = ["ExitCode", "entry_point", "main"]
 
 def entry_point() -> None:
     """The ``chongming-task`` console script."""
-    sys.exit(main(sys.argv[1:]))
+    try:
+        code = main(sys.argv[1:])
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # `chongming-task ps | head -1`: the reader has gone; say nothing more, and keep
+        # Python from complaining while it flushes stdout at exit.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        code = ExitCode.FAILED
+    sys.exit(code)

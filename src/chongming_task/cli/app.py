@@ -132,6 +132,8 @@ def main(
     except KeyboardInterrupt:
         output.error("interrupted")
         return ExitCode.FAILED
+    except BrokenPipeError:
+        raise  # the reader went away (`| head`): entry_point ends quietly
     except Exception as exc:
         message, code = describe(exc)
         if os.environ.get("CHONGMING_DEBUG"):
