@@ -314,3 +314,27 @@ def test_add_module_registers_its_schedules(harness: Harness) -> None:
     added = scheduler.add_module(module)
     assert [c.name for c in added] == ["a-hourly", "nightly"]
     assert scheduler.names == ["a-hourly", "nightly"]
+
+
+def test_a_run_that_cannot_start_is_released_and_retried(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scheduler = harness.node({"work": lambda ctx: "ok"})
+    scheduler.add(hourly("r"))
+    requested = admin_of(harness).request_run("r")
+
+    def failing(*args: object, **kwargs: object) -> None:
+        raise StoreError("connection reset")
+
+    monkeypatch.setattr(harness.store, "get", failing)
+    report = scheduler.tick()
+    assert report.error is not None
+    assert "connection reset" in report.error
+    assert scheduler.pending_commands == {}
+    assert command(harness, requested.command_id).status == "pending"  # back in the queue
+    monkeypatch.undo()
+    scheduler.tick()
+    (task_id,) = scheduler.pending_commands.values()
+    harness.settled(task_id)
+    scheduler.tick()
+    assert command(harness, requested.command_id).result["status"] == "succeeded"

@@ -110,9 +110,25 @@ class ScheduleCommands:
         claimed = self._store.claim_commands(
             self._owner, lease=self._lease, limit=_BATCH, kinds=("schedule",)
         )
+        failure: Exception | None = None
         for command in claimed:
-            self._handle(command)
+            try:
+                self._handle(command)
+            except Exception as exc:  # one bad command must not strand the rest
+                failure = failure or exc
+                self._give_back(command, exc)
+        if failure is not None:
+            raise failure  # counted by the tick
         return len(claimed)
+
+    def _give_back(self, command: Command, exc: Exception) -> None:
+        """Forget a command whose handling failed and release it for a later attempt."""
+        self._inflight.pop(command.command_id, None)
+        log.warning("schedule command %s (%s): %s", command.command_id, command.action, exc)
+        try:
+            self._store.release_command(command.command_id, _token(command))
+        except Exception as release_exc:  # its lease will run out instead
+            log.warning("schedule command %s: not released: %s", command.command_id, release_exc)
 
     # -- internals ----------------------------------------------------------------
 
@@ -157,6 +173,7 @@ class ScheduleCommands:
                 return
             control = self._apply(command.action, name, payload, operator)
         except ConfigurationError as exc:
+            self._inflight.pop(command.command_id, None)
             self._finish(command, {"applied": False, "error": str(exc)})
             return
         self._finish(
