@@ -311,3 +311,24 @@ def test_worker_metrics_port_in_use(cli: Cli, tmp_path: Path) -> None:
     assert result.code == 1
     assert len(result.err_lines) == 1
     assert f"cannot serve metrics on 127.0.0.1:{port}" in result.err
+
+
+def test_a_new_worker_reconciles_what_a_killed_one_left(
+    cli: Cli, tmp_path: Path, start_worker: StartWorker
+) -> None:
+    db = str(tmp_path / "crash.db")
+    first = start_worker(db, "--lease-ttl", "0.5", "--owner", "first")
+    assert cli("--db", db, "submit", "loop", "--tasks", TASKS, "--task-id", "k1").code == 0
+    _wait_status(cli, db, "k1", "running")
+    assert first.terminate(signal.SIGKILL) == -signal.SIGKILL
+    wait_until(
+        lambda: cli("--db", db, "reconcile", "--dry-run", "--json").json()["lost"] == ["k1"],
+        timeout=10,
+        message="k1's lease to expire",
+    )
+    second = start_worker(db, "--owner", "second")
+    assert "reconciled: 1 (k1) lost" in second.output
+    task = cli("--db", db, "status", "k1", "--json").json()["task"]
+    assert (task["status"], task["failure"]["kind"]) == ("lost", "lost")
+    assert _path(cli, db, "k1")[-1] == ("running", "lost")
+    assert second.terminate() == 0

@@ -171,10 +171,16 @@ def console_controller(session: Session, store: TaskStore) -> Controller:
 
 
 def node_controller(
-    session: Session, store: TaskStore | None, *, max_parallel: int = 1
+    session: Session,
+    store: TaskStore | None,
+    *,
+    max_parallel: int = 1,
+    lease_ttl: float | None = None,
 ) -> Controller:
     """A controller that runs tasks, with this node's owner and owned buckets."""
     options: dict[str, Any] = {"max_parallel": max_parallel}
+    if lease_ttl is not None:
+        options["lease_ttl"] = lease_ttl
     if session.options.owner:
         options["owner"] = session.options.owner
     if session.options.owned_buckets is not None:

@@ -50,6 +50,14 @@ def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
         help="how long SIGTERM waits for running tasks to stop (default 30)",
     )
     parser.add_argument(
+        "--lease-ttl",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="lease of held tasks: how soon after a crash reconcile may call them lost "
+        "(default 30)",
+    )
+    parser.add_argument(
         "--metrics-port",
         type=int,
         default=None,
@@ -69,6 +77,14 @@ def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
         metavar="SECONDS",
         help="longest wait between looks for submissions (default 0.5)",
     )
+
+
+def _ids(task_ids: tuple[str, ...], shown: int = 5) -> str:
+    """``2 (a, b)``: a count, with the first few ids so an operator can follow up."""
+    if not task_ids:
+        return "0"
+    more = f", +{len(task_ids) - shown} more" if len(task_ids) > shown else ""
+    return f"{len(task_ids)} ({', '.join(task_ids[:shown])}{more})"
 
 
 def _max_parallel(args: argparse.Namespace) -> int:
@@ -131,12 +147,16 @@ def cmd_worker(args: argparse.Namespace, session: Session) -> int:
     metrics_host = args.metrics_host or env("METRICS_HOST", "127.0.0.1") or "127.0.0.1"
     if args.shutdown_timeout <= 0 or args.poll_interval <= 0:
         raise UsageError("--shutdown-timeout and --poll-interval must be > 0 seconds")
+    if args.lease_ttl is not None and args.lease_ttl <= 0:
+        raise UsageError(f"--lease-ttl must be > 0 seconds, got {args.lease_ttl:g}")
     spec = args.tasks or env("TASKS") or ""
     module = load_task_module(spec)
     output = session.output
     with library_logging(output, info=True):
         store = session.open_store(create=True)
-        controller = node_controller(session, store, max_parallel=max_parallel)
+        controller = node_controller(
+            session, store, max_parallel=max_parallel, lease_ttl=args.lease_ttl
+        )
         names = register_tasks(controller, module, spec)
         scheduler, schedule_names = _scheduler(controller, module, spec)
         worker = Worker(
@@ -169,8 +189,8 @@ def cmd_worker(args: argparse.Namespace, session: Session) -> int:
         with on_shutdown_signals(on_signal):
             report = worker.start()
             output.print(
-                f"reconciled: {len(report.lost)} lost, {len(report.adoptable)} adoptable, "
-                f"{len(report.skipped)} skipped"
+                f"reconciled: {_ids(report.lost)} lost, {_ids(report.adoptable)} adoptable "
+                f"(resubmit to run), {_ids(report.skipped)} skipped"
             )
             output.print("ready; stop with Ctrl-C or SIGTERM")
             try:
