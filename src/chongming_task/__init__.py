@@ -69,6 +69,11 @@ _LAZY: dict[str, str] = {
     "TaskDefinition": "chongming_task.controller",
     "ReconcileReport": "chongming_task.controller",
     "render_table": "chongming_task.controller",
+    "Scheduler": "chongming_task.schedule.scheduler",
+    "Schedule": "chongming_task.schedule.definition",
+    "CronTrigger": "chongming_task.schedule.triggers",
+    "IntervalTrigger": "chongming_task.schedule.triggers",
+    "ScheduleAdmin": "chongming_task.schedule.admin",
     "Pipeline": "chongming_task.pipeline",
     "PipelineRun": "chongming_task.pipeline",
 }
