@@ -56,6 +56,8 @@ class Variant:
     notes: str = ""
     warmup: bool = True
     """False where a warm-up buys nothing (a fresh process or file every round)."""
+    warmup_measure: Callable[[], Mapping[str, float]] | None = None
+    """A lighter measurement for the warm-up (imports, caches), if ``measure`` is long."""
 
 
 @dataclass(frozen=True)

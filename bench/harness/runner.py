@@ -134,8 +134,11 @@ def run_workload(workload: Workload, settings: Settings, log: Log = stderr_log) 
                     continue
                 gc.collect()
                 t0 = time.perf_counter()
+                measure = variant.measure
+                if not measured and variant.warmup_measure is not None:
+                    measure = variant.warmup_measure
                 try:
-                    metrics = variant.measure()
+                    metrics = measure()
                 except Unavailable as exc:
                     result.unavailable = str(exc)
                     log(f"{workload.key} {variant.key}: not available yet ({exc})")

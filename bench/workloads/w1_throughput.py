@@ -90,6 +90,9 @@ class Throughput(Workload):
                     label,
                     lambda kind=kind, sync=sync: self._ours(kind, n, dsn, sync),
                     unavailable=reason,
+                    warmup_measure=lambda kind=kind, sync=sync: self._ours(
+                        kind, max(1, n // 10), dsn, sync
+                    ),
                 )
             )
         out.append(
@@ -107,6 +110,7 @@ class Throughput(Workload):
                     f"Huey, SqliteHuey file, 2 threads (synchronous={sync})",
                     lambda sync=sync: self._huey(n, sync),
                     baseline=True,
+                    warmup_measure=lambda sync=sync: self._huey(max(1, n // 10), sync),
                 )
             )
         return out

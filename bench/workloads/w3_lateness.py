@@ -83,6 +83,9 @@ def _summarise(samples: Mapping[str, list[float]], seconds: float) -> dict[str, 
     if not pooled:
         raise RuntimeError("no firing observed")
     metrics = latency_metrics(pooled)
+    for kind, values in samples.items():  # per schedule, JSON only: which one is late
+        if values:
+            metrics.update(latency_metrics(values, f"{kind}_"))
     metrics["fired"] = float(len(pooled))
     metrics["expected"] = float(2 * round(seconds))
     return metrics

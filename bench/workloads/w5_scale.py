@@ -82,6 +82,7 @@ class Scale(Workload):
                 f"chongming-task reconcile(), SQLite, {settings.w5_reconcile:,} tasks",
                 rec.measure,
                 unavailable=ours.probe(ours.CONTROLLER) or ours.store_probe("sqlite"),
+                warmup=False,  # every round reconciles a fresh copy of a file just read
                 setup=rec.setup,
                 teardown=rec.teardown,
             )
