@@ -202,6 +202,8 @@ def test_queries_text_and_json(invoke: Invoke, dbfile: str) -> None:
         == 1
     )
     assert invoke("--db", dbfile, "ps", "--json", "--name", "fa").json()["count"] == 1
+    newest = invoke("--db", dbfile, "ps", "--json", "--order=-created", "--limit", "1").json()
+    assert [task["task_id"] for task in newest["tasks"]] == ["q3"]
     bucket = document["tasks"][0]["bucket"]
     by_bucket = invoke("--db", dbfile, "ps", "--json", "--bucket", str(bucket)).json()
     assert "q1" in {task["task_id"] for task in by_bucket["tasks"]}

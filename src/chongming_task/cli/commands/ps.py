@@ -39,7 +39,13 @@ def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument("--name", metavar="PREFIX", help="only task names starting with PREFIX")
     parser.add_argument("--tag", help="only tasks carrying this tag")
     parser.add_argument("--bucket", type=int, help="only tasks in this bucket")
-    parser.add_argument("--limit", type=int, help="at most N tasks")
+    parser.add_argument("--limit", type=int, help="at most N tasks (in --order)")
+    parser.add_argument(
+        "--order",
+        choices=["created", "-created", "updated", "-updated", "priority"],
+        default="created",
+        help="sort: created (default), -created (newest first), updated, -updated, priority",
+    )
     parser.add_argument("--watch", action="store_true", help="refresh until Ctrl-C")
     parser.add_argument(
         "--interval", type=float, default=1.0, help="seconds between --watch refreshes"
@@ -84,6 +90,7 @@ def _filters(args: argparse.Namespace, session: Session) -> dict[str, Any]:
         "tag": args.tag,
         "bucket": args.bucket,
         "limit": args.limit,
+        "order": args.order,
     }
     if options.partitions:
         # A node's view: only the buckets it owns (§8.14).
