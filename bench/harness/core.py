@@ -88,7 +88,7 @@ class Settings:
     w2_samples: int = 200
     w3_seconds_per_round: float = 4.0
     w3_rounds: int = 5
-    w4_stops: int = 10
+    w4_stops: int = 20
     w5_big: int = 1_000_000
     w5_reconcile: int = 100_000
     w5_memory: int = 100_000

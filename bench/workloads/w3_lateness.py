@@ -33,6 +33,7 @@ class Lateness(Workload):
         "Two schedules (interval 1 s, cron every second) run together; lateness = "
         "body start - scheduled time, interval and cron samples pooled per round."
     )
+    ratio_metrics = ("p50_ms", "p99_ms", "max_ms")
     metrics = (
         Metric("p50_ms", "ms", False, "p50"),
         Metric("p99_ms", "ms", False, "p99"),
