@@ -93,13 +93,16 @@ class Worker:
         self._slot_freed = threading.Event()
         self._thread: threading.Thread | None = None
         self._unsubscribe = controller.subscribe(self._on_transition)
-        self._log_tail = LogTail(controller) if log_tail else None
+        self._want_log_tail = log_tail
+        self._log_tail: LogTail | None = None
 
     # ------------------------------------------------------------ lifecycle
 
     def start(self) -> ReconcileReport:
         """Reconcile, then start the scheduler and the intake; returns the reconcile report."""
         report = self.controller.reconcile()
+        if self._want_log_tail and self._log_tail is None:
+            self._log_tail = LogTail(self.controller)
         if self.scheduler is not None:
             self.scheduler.start()
         self._thread = threading.Thread(
@@ -134,6 +137,7 @@ class Worker:
         self.controller.close(reason=reason, timeout=timeout, close_store=False)
         if self._log_tail is not None:
             self._log_tail.close()
+            self._log_tail = None
         tasks = tuple(
             StoppedTask(
                 task_id=run.task_id,
@@ -169,8 +173,9 @@ class Worker:
 
     def _intake_loop(self) -> None:
         while not self._stop.is_set():
-            if self._log_tail is not None:
-                self._log_tail.flush()
+            tail = self._log_tail
+            if tail is not None:
+                tail.flush()
             if not self.free_slots():
                 # Full: wait for a task to end (or for shutdown), not for commands.
                 self._slot_freed.wait(self.poll_interval)

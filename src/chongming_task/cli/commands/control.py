@@ -30,16 +30,30 @@ __all__ = ["add_parsers"]
 
 
 def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
+    for build in (_stop_parser, _pause_parser, _resume_parser, _reconcile_parser, _prune_parser):
+        build(subparsers)
+
+
+def _stop_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = new_parser(subparsers, "stop", help="request a task to stop", handler=cmd_stop)
     parser.add_argument("task_id", metavar="TASK_ID")
     parser.add_argument("--reason", help="why (recorded in the task's history)")
     _add_wait(parser, "stop")
+
+
+def _pause_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = new_parser(subparsers, "pause", help="request a task to pause", handler=cmd_pause)
     parser.add_argument("task_id", metavar="TASK_ID")
     _add_wait(parser, "pause")
+
+
+def _resume_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = new_parser(subparsers, "resume", help="resume a paused task", handler=cmd_resume)
     parser.add_argument("task_id", metavar="TASK_ID")
     _add_wait(parser, "resume")
+
+
+def _reconcile_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = new_parser(
         subparsers,
         "reconcile",
@@ -47,6 +61,9 @@ def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
         handler=cmd_reconcile,
     )
     parser.add_argument("--dry-run", action="store_true", help="report only, change nothing")
+
+
+def _prune_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = new_parser(
         subparsers, "prune", help="drop the oldest finished tasks", handler=cmd_prune
     )

@@ -22,6 +22,11 @@ LOG_LINES = 10
 
 
 def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
+    for build in (_status_parser, _history_parser, _stats_parser, _buckets_parser):
+        build(subparsers)
+
+
+def _status_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = new_parser(
         subparsers,
         "status",
@@ -29,6 +34,9 @@ def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
         handler=cmd_status,
     )
     parser.add_argument("task_id", metavar="TASK_ID")
+
+
+def _history_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = new_parser(
         subparsers,
         "history",
@@ -36,7 +44,13 @@ def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
         handler=cmd_history,
     )
     parser.add_argument("task_id", metavar="TASK_ID")
+
+
+def _stats_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
     new_parser(subparsers, "stats", help="task counts per status", handler=cmd_stats)
+
+
+def _buckets_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
     new_parser(subparsers, "buckets", help="task counts per bucket", handler=cmd_buckets)
 
 

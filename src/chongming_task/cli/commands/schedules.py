@@ -25,26 +25,41 @@ __all__ = ["add_parsers"]
 
 
 def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
+    for build in (_schedules_parser, _health_parser, _schedule_parser):
+        build(subparsers)
+
+
+def _schedules_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
     new_parser(subparsers, "schedules", help="list schedules and their state", handler=cmd_list)
+
+
+def _health_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
     new_parser(
         subparsers,
         "health",
         help="scheduling health (exit code 1 when unhealthy)",
         handler=cmd_health,
     )
+
+
+#: ``schedule ACTION NAME``: each action and its one-line help.
+_ACTIONS = (
+    ("show", "the control record, statistics and recent runs"),
+    ("pause", "pause: firings are recorded as skipped until resumed"),
+    ("resume", "resume a paused schedule"),
+    ("set", "override the pattern (survives redeploys)"),
+    ("reset", "drop the override: back to the pattern from code"),
+    ("run", "ask a scheduler to run it now (a manual firing)"),
+)
+
+
+def _schedule_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = new_parser(
         subparsers, "schedule", help="show or operate one schedule", handler=_no_action, json=False
     )
     actions = parser.add_subparsers(dest="action", metavar="ACTION")
     actions.required = True
-    for action, text in (
-        ("show", "the control record, statistics and recent runs"),
-        ("pause", "pause: firings are recorded as skipped until resumed"),
-        ("resume", "resume a paused schedule"),
-        ("set", "override the pattern (survives redeploys)"),
-        ("reset", "drop the override: back to the pattern from code"),
-        ("run", "ask a scheduler to run it now (a manual firing)"),
-    ):
+    for action, text in _ACTIONS:
         sub = new_parser(actions, action, help=text, handler=cmd_schedule)
         sub.add_argument("name", metavar="NAME")
         if action == "set":
