@@ -203,6 +203,8 @@ class DictTaskStore(TaskStore):
     # commands -----------------------------------------------------------------------
     def submit_command(self, command: Command) -> Command:
         data = loads(encode_json(command.to_dict(), "command"))
+        data.update(status="pending", claimed_by=None, claim_token=None, lease_until=None)
+        data.update(claims=0, completed_at=None, result=None)  # stored as never claimed
         with self.lock:
             self.guard()
             data = self.commands.setdefault(command.command_id, data)

@@ -40,6 +40,20 @@ def _validate_lease(lease: float) -> None:
         raise ConfigurationError(f"lease must be a positive number of seconds, got {lease!r}")
 
 
+def _as_submitted(command: Command) -> Command:
+    """The command as a store receives it: pending, never claimed (like the SQL stores)."""
+    return replace(
+        command,
+        status="pending",
+        claimed_by=None,
+        claim_token=None,
+        lease_until=None,
+        claims=0,
+        completed_at=None,
+        result=None,
+    )
+
+
 class MemoryControl(TaskStore):
     """State and lock of the in-memory store, with its command and schedule half."""
 
@@ -62,9 +76,7 @@ class MemoryControl(TaskStore):
     # ------------------------------------------------------------ commands
 
     def submit_command(self, command: Command) -> Command:
-        stored = Command.from_dict(
-            _copy_json(replace(command, status="pending").to_dict(), "command")
-        )
+        stored = Command.from_dict(_copy_json(_as_submitted(command).to_dict(), "command"))
         with self._locked():
             existing = self._commands.get(command.command_id)
             if existing is not None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections.abc import Callable
+from dataclasses import replace
 
 from chongming_task.errors import ConfigurationError, StoreError
 from chongming_task.stores.base import ClaimLost, Command
@@ -44,6 +46,24 @@ class CommandCases(ContractHarness):
         assert got.status == "pending"
         assert got.claims == 0
         assert self.store.get_command("missing") is None
+
+    def test_submit_stores_a_fresh_pending_command_whatever_it_is_given(self) -> None:
+        forged = uuid.uuid4().hex
+        given = replace(
+            self.command(),
+            status="claimed",
+            claimed_by="someone",
+            claim_token=forged,
+            lease_until=self.clock.now(),
+            claims=3,
+        )
+        stored = self.store.submit_command(given)
+        assert stored.status == "pending"
+        assert (stored.claimed_by, stored.claim_token, stored.lease_until) == (None, None, None)
+        assert stored.claims == 0
+        assert self.store.get_command(given.command_id) == stored
+        [claimed] = self.store.claim_commands("w", lease=30)
+        assert claimed.claim_token != forged
 
     def test_submit_is_idempotent_on_command_id(self) -> None:
         command = self.command()
