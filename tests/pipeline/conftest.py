@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 from chongming_task.controller import Controller
-from chongming_task.pipeline import submit_pipeline
 
 from . import tasks
 
@@ -20,14 +19,6 @@ def _fresh_gates() -> Iterator[None]:
     for event in tasks.GATES.values():
         event.set()  # never leave a body waiting after a failed test
     tasks.GATES.clear()
-
-
-if not hasattr(Controller, "submit_pipeline"):  # TEMPORARY until the lead adds the method
-
-    def _submit_pipeline(self: Controller, pipeline: Any, *, run_id: str | None = None) -> Any:
-        return submit_pipeline(self, pipeline, run_id=run_id)
-
-    Controller.submit_pipeline = _submit_pipeline  # type: ignore[attr-defined]
 
 
 def make_controller(**options: object) -> Controller:

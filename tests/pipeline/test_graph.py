@@ -178,3 +178,15 @@ def test_repr_is_readable() -> None:
     assert repr(node) == "Node('b', task='b', depends_on=['a'], join=all_succeeded)"
     assert repr(p) == "Pipeline('p', aggregation=fail_fast, nodes=['a', 'b'])"
     assert len(p) == 2
+
+
+def test_public_names_live_in_chongming_task_pipeline() -> None:
+    import chongming_task
+    import chongming_task.pipeline as public
+
+    assert public.__all__ == sorted(public.__all__)
+    for name in public.__all__:
+        value = getattr(public, name)
+        assert value.__module__ == "chongming_task.pipeline", name
+    assert chongming_task.Pipeline is public.Pipeline
+    assert chongming_task.PipelineRun is public.PipelineRun

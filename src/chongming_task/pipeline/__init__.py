@@ -7,12 +7,15 @@ returned :class:`PipelineRun` for a :class:`PipelineOutcome`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from chongming_task.pipeline.graph import Node, Pipeline
 from chongming_task.pipeline.outcome import NodeFailure, NodeOutcome, PipelineOutcome
 from chongming_task.pipeline.run import PipelineRun
 from chongming_task.pipeline.submit import submit_to_port
+
+if TYPE_CHECKING:
+    from chongming_task.controller import Controller
 
 __all__ = [
     "Node",
@@ -25,8 +28,15 @@ __all__ = [
 ]
 
 
+# One documented home per public name: reprs, docs and pickles say
+# ``chongming_task.pipeline.X``, not the private module that defines it.
+for _public in (Node, NodeFailure, NodeOutcome, Pipeline, PipelineOutcome, PipelineRun):
+    _public.__module__ = __name__
+del _public
+
+
 def submit_pipeline(
-    controller: Any, pipeline: Pipeline, *, run_id: str | None = None
+    controller: Controller, pipeline: Pipeline, *, run_id: str | None = None
 ) -> PipelineRun:
     """Validate ``pipeline`` and run it on ``controller``; see ``Controller.submit_pipeline``."""
     from chongming_task.pipeline.adapter import ControllerAdapter
