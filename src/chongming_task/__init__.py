@@ -59,6 +59,8 @@ _LAZY: dict[str, str] = {
     "TaskStore": "chongming_task.stores.base",
     "TaskQuery": "chongming_task.stores.base",
     "Command": "chongming_task.stores.base",
+    "ClaimLost": "chongming_task.stores.base",
+    "ScheduleRecord": "chongming_task.stores.base",
     "InMemoryTaskStore": "chongming_task.stores.memory",
     "SqliteTaskStore": "chongming_task.stores.sqlite",
     "PostgresTaskStore": "chongming_task.stores.postgres",
