@@ -78,6 +78,9 @@ _LAZY: dict[str, str] = {
     "ScheduleAdmin": "chongming_task.schedule.admin",
     "Pipeline": "chongming_task.pipeline",
     "PipelineRun": "chongming_task.pipeline",
+    "PipelineOutcome": "chongming_task.pipeline",
+    "NodeOutcome": "chongming_task.pipeline",
+    "Worker": "chongming_task.worker",
 }
 
 
