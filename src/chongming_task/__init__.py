@@ -12,7 +12,7 @@ no optional dependency (``PostgresTaskStore`` needs the ``postgres`` extra).
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chongming_task.core.clock import Clock, SystemClock
 from chongming_task.errors import (
@@ -41,6 +41,32 @@ from chongming_task.policies import (
     Timeout,
 )
 from chongming_task.states import TaskStatus
+
+if TYPE_CHECKING:  # type checkers see the real classes; runtime resolves them lazily
+    from chongming_task.controller import (
+        Controller,
+        ControllerStats,
+        PersistFailure,
+        ReconcileReport,
+        TaskDefinition,
+        render_table,
+    )
+    from chongming_task.decorator import TaskSpec, task
+    from chongming_task.pipeline import NodeOutcome, Pipeline, PipelineOutcome, PipelineRun
+    from chongming_task.run import TaskOutcome, TaskRun, run_task
+    from chongming_task.runtime.context import RuntimeContext, TaskContext, TaskSkipped
+    from chongming_task.runtime.executors.inline import InlineExecutor
+    from chongming_task.runtime.executors.process import ProcessExecutor
+    from chongming_task.runtime.executors.thread import ThreadExecutor
+    from chongming_task.schedule.admin import ScheduleAdmin
+    from chongming_task.schedule.definition import Schedule
+    from chongming_task.schedule.scheduler import Scheduler
+    from chongming_task.schedule.triggers import CronTrigger, IntervalTrigger
+    from chongming_task.stores.base import ClaimLost, Command, ScheduleRecord, TaskQuery, TaskStore
+    from chongming_task.stores.memory import InMemoryTaskStore
+    from chongming_task.stores.postgres import PostgresTaskStore
+    from chongming_task.stores.sqlite import SqliteTaskStore
+    from chongming_task.worker import Worker
 
 __version__ = "0.1.0"
 
@@ -102,29 +128,64 @@ __all__ = [
     "AttemptsExhausted",
     "BucketPolicy",
     "CircularDependency",
+    "ClaimLost",
     "Clock",
+    "Command",
     "ConcurrencyConflict",
     "ConcurrencyPolicy",
     "ConfigurationError",
+    "Controller",
+    "ControllerStats",
+    "CronTrigger",
     "DependencyFailed",
     "ExponentialBackoff",
     "Failure",
     "FailureKind",
     "FixedBackoff",
+    "InMemoryTaskStore",
+    "InlineExecutor",
+    "IntervalTrigger",
     "InvalidTransition",
     "Jitter",
     "JoinMode",
+    "NodeOutcome",
+    "PersistFailure",
+    "Pipeline",
+    "PipelineOutcome",
+    "PipelineRun",
+    "PostgresTaskStore",
+    "ProcessExecutor",
     "Progress",
+    "ReconcileReport",
     "RetryPolicy",
+    "RuntimeContext",
+    "Schedule",
+    "ScheduleAdmin",
+    "ScheduleRecord",
+    "Scheduler",
+    "SqliteTaskStore",
     "StoreError",
     "SystemClock",
     "TaskCancelled",
+    "TaskContext",
+    "TaskDefinition",
     "TaskError",
     "TaskExecutionError",
+    "TaskOutcome",
+    "TaskQuery",
+    "TaskRun",
+    "TaskSkipped",
     "TaskSnapshot",
+    "TaskSpec",
     "TaskStatus",
+    "TaskStore",
     "TaskTimeout",
+    "ThreadExecutor",
     "Timeout",
     "Transition",
+    "Worker",
     "__version__",
+    "render_table",
+    "run_task",
+    "task",
 ]
