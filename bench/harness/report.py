@@ -164,8 +164,9 @@ def workload_markdown(result: WorkloadResult) -> list[str]:
     if result.unavailable:
         return [*lines, f"Not available yet ({result.unavailable}).", ""]
     lines.append(
-        f"{w.description} Median (min–max) of {result.rounds} rounds after "
-        f"{result.warmup} warm-up round(s), variants interleaved."
+        f"{w.description} Median (min–max) of {result.rounds} rounds"
+        + (f" after {result.warmup} warm-up round(s) where useful" if result.warmup else "")
+        + ", variants interleaved."
     )
     lines.append("")
     headers = ["variant", *(m.header for m in w.metrics)]
