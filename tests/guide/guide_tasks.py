@@ -38,6 +38,22 @@ def crashes(ctx: Any) -> None:
     os.abort()
 
 
+def checkpoints_forever(ctx: Any) -> None:
+    """Cooperative: stop and pause reach it across the process boundary."""
+    while True:
+        ctx.checkpoint()
+        time.sleep(0.005)
+
+
+def spawns_a_process(ctx: Any) -> None:
+    """A child is a daemon process: it may not start processes of its own."""
+    import multiprocessing
+
+    helper = multiprocessing.get_context("spawn").Process(target=time.sleep, args=(0,))
+    helper.start()
+    helper.join()
+
+
 def square(ctx: Any, n: int) -> int:
     return n * n
 

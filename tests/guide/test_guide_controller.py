@@ -299,6 +299,7 @@ def test_s8_5_names_only_never_code(work: Work) -> None:
         with pytest.raises(ConfigurationError, match="extract"):
             controller.register("extract", work.transform)  # no silent override
         assert [d.fn for d in controller.definitions()] == [work.extract]
+        assert not hasattr(controller, "list")  # §8.2: list_tasks, never a shadowing `list`
     finally:
         controller.close(timeout=PATIENCE)
 
@@ -335,6 +336,11 @@ def test_s8_8_buckets(work: Work, capsys: pytest.CaptureFixture[str]) -> None:
         rows = table_rows(capsys.readouterr().out)
         assert rows["TASK_ID"][-1] == "BUCKET"
         assert rows["a0"][-1] == str(bucket_a)
+        # The next runnable task is found by scanning: c0 runs although a1 is ahead.
+        c0 = controller.submit("sync", "租户C", task_id="c0", bucket_key="tenant-C")
+        assert policy.bucket_for("tenant-C") not in (bucket_a, bucket_b)
+        reach(c0, S.RUNNING)
+        assert a1.status is S.QUEUED
         work.release.set()
         controller.wait_all(timeout=PATIENCE)
     finally:

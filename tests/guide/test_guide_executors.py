@@ -201,6 +201,42 @@ def test_s7_4_a_stop_really_stops_the_child() -> None:
         os.kill(pid, 0)
 
 
+def test_s7_4_pause_and_stop_cross_the_process_boundary() -> None:
+    from chongming_task import ProcessExecutor
+    from chongming_task.run import TaskRun
+
+    run = TaskRun(guide_tasks.checkpoints_forever, executor=ProcessExecutor())
+    run.start()
+    reach(run, S.RUNNING)
+    assert run.pause(timeout=PATIENCE) is True
+    assert run.resume() is True
+    run.stop(reason="done")
+    assert run.wait(PATIENCE).status is S.STOPPED
+    assert path(run) == [
+        S.PENDING, S.QUEUED, S.STARTING, S.RUNNING, S.PAUSING, S.PAUSED,
+        S.RUNNING, S.STOPPING, S.STOPPED,
+    ]  # fmt: skip
+
+
+def test_s7_4_a_child_cannot_start_processes() -> None:
+    from chongming_task import ProcessExecutor, run_task
+
+    outcome = run_task(guide_tasks.spawns_a_process, executor=ProcessExecutor())
+    assert outcome.status is S.FAILED
+    assert outcome.failure is not None
+    assert "daemonic" in outcome.failure.message
+
+
+def test_s7_4_a_lambda_is_refused_at_submission_by_a_controller() -> None:
+    from chongming_task import Controller, ProcessExecutor
+
+    with Controller(executor=ProcessExecutor()) as controller:
+        controller.register("inline", lambda ctx: 1)  # names only: checked at submission
+        with pytest.raises(ConfigurationError, match="lambda"):
+            controller.submit("inline")
+        assert controller.list_tasks() == []
+
+
 def test_s7_4_a_timeout_kills_the_child_and_fails() -> None:
     from chongming_task import ProcessExecutor
     from chongming_task.run import TaskRun

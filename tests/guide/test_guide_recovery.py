@@ -82,6 +82,7 @@ def test_s8_11_reconcile_after_a_crash(backend: Backend, caplog: pytest.LogCaptu
     queued = controller.get("job-queued")
     assert queued is not None
     assert queued.status is S.QUEUED  # not touched: it holds no resources
+    assert controller.lease_ttl == 30  # 默认 30 秒，可调
     # It never re-executes: a second pass has nothing new to mark.
     again = controller.reconcile()
     assert again.lost == ()

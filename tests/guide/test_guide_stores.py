@@ -156,14 +156,13 @@ def test_s8_7_sqlite_store_sample(backend: Backend) -> None:
     store.close()
 
 
-def test_s8_7_postgres_store_sample(backend: Backend) -> None:
-    if backend.kind != "postgres":
-        pytest.skip("the PostgreSQL sample needs a PostgreSQL server")
+@pytest.mark.external_service
+def test_s8_7_postgres_store_sample(postgres_dsn: str) -> None:
     snapshot, next_snapshot = make_snapshots()
 
     from chongming_task import PostgresTaskStore  # pip install "chongming-task[postgres]"
 
-    store = PostgresTaskStore(backend.url)  # "postgresql://user:pw@db.internal:5432/chongming"
+    store = PostgresTaskStore(postgres_dsn)  # "postgresql://user:pw@db.internal:5432/chongming"
 
     from chongming_task import Progress, TaskQuery, TaskStatus
 
@@ -173,7 +172,7 @@ def test_s8_7_postgres_store_sample(backend: Backend) -> None:
     store.touch("job-1", progress=Progress(done=120, total=500))
     check_store_sample(store, snapshot, next_snapshot)
     # Tables already exist now: a second connection just uses them.
-    again = PostgresTaskStore(backend.url)
+    again = PostgresTaskStore(postgres_dsn)
     assert again.get("job-1") is not None
     again.close()
     store.close()
@@ -325,6 +324,50 @@ def test_s8_9_three_behaviours_a_query_client_never_takes_commands(
     assert command.claimed_by == "worker-1"  # the holder applied it, not the console
     assert not any("ops-console" in t.name for t in threading.enumerate())  # no poller
     console.close()
+    holder.close()
+
+
+def completed(store: Any, command_id: str) -> Any:
+    command = store.get_command(command_id)
+    return command if command is not None and command.status == "completed" else None
+
+
+def test_s8_9_a_command_for_someone_else_is_handed_back(backend: Backend, work: Work) -> None:
+    from chongming_task import Command, Controller
+
+    holder = Controller(store=backend.open(), owner="worker-1", command_poll_interval=0.2)
+    bystander = Controller(store=backend.open(), owner="worker-2", command_poll_interval=0.02)
+    holder.register("sync", work.sync_tenant)
+    bystander.register("sync", work.sync_tenant)
+    run = holder.submit("sync", "A", task_id="job-1")
+    bystander.submit("sync", "B", task_id="job-2")  # so that it polls too
+    reach(run, S.RUNNING)
+    store = backend.open()
+    # Addressed to nobody in particular: either poller may claim it first.
+    for _ in range(5):
+        command = store.submit_command(
+            Command.new(
+                kind="task",
+                target="job-1",
+                action="pause",
+                issued_by="ops",
+                issued_at=store.clock.now(),
+                payload={},
+                target_owner=None,
+            )
+        )
+        done = wait_until(
+            lambda c=command: (
+                (x := store.get_command(c.command_id)) and x.status == "completed" and x
+            ),
+            timeout=PATIENCE,
+        )
+        assert done.claimed_by == "worker-1"  # the bystander never completes it
+        assert holder.resume("job-1")
+    work.release.set()
+    holder.wait_all(timeout=PATIENCE)
+    bystander.wait_all(timeout=PATIENCE)
+    bystander.close()
     holder.close()
 
 
