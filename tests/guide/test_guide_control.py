@@ -168,6 +168,25 @@ def test_s4_2_no_timeout_while_paused() -> None:
     assert path(run)[-4:] == [S.PAUSING, S.PAUSED, S.RUNNING, S.SUCCEEDED]
 
 
+def test_s4_2_paused_time_does_not_count_toward_per_attempt() -> None:
+    from chongming_task.run import TaskRun
+
+    clock = FakeClock()
+    run = TaskRun(cooperative, clock=clock, timeout=Timeout(per_attempt=10), graceful_stop=1)
+    run.start()
+    reach(run, S.RUNNING)
+    clock.advance(6)
+    assert run.pause(timeout=PATIENCE) is True
+    clock.advance(100)
+    assert run.resume() is True
+    clock.advance(3)  # 9 s of running time: still within the attempt's 10 s
+    assert run.status is S.RUNNING
+    clock.advance(1.5)  # 10.5 s of running time
+    outcome = run.wait(PATIENCE)
+    assert outcome.failure is not None
+    assert outcome.failure.kind is FailureKind.TIMEOUT_ATTEMPT
+
+
 # ---------------------------------------------------------------- §4.3
 
 

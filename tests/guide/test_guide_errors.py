@@ -68,6 +68,38 @@ def test_s1_4_terminal_states_have_no_out_edges(terminal: S) -> None:
     assert TRANSITIONS[terminal] == frozenset()
 
 
+# ---------------------------------------------------------------- §9.2
+
+GUIDE_9_2 = """
+PENDING:    {BLOCKED, QUEUED, SKIPPED, CANCELLED, STOPPED}
+BLOCKED:    {QUEUED, SKIPPED, CANCELLED, STOPPED}
+QUEUED:     {STARTING, PAUSED, SKIPPED, STOPPED, CANCELLED}
+STARTING:   {RUNNING, RETRY_WAIT, PAUSING, STOPPING, FAILED, CANCELLED, LOST}
+RUNNING:    {SUCCEEDED, FAILED, RETRY_WAIT, PAUSING, STOPPING, CANCELLED, LOST}
+PAUSING:    {PAUSED, RUNNING, STOPPING, FAILED, CANCELLED, LOST}
+PAUSED:     {QUEUED, RUNNING, STOPPED, CANCELLED}
+RETRY_WAIT: {STARTING, QUEUED, PAUSED, STOPPED, FAILED, CANCELLED}
+STOPPING:   {STOPPED, SUCCEEDED, FAILED, LOST}
+SUCCEEDED / FAILED / STOPPED / CANCELLED / SKIPPED / LOST:  {}
+"""
+
+
+def test_s9_2_transition_table_is_the_guide_plus_running_to_skipped() -> None:
+    guide: dict[S, set[S]] = {}
+    for line in GUIDE_9_2.strip().splitlines():
+        sources, targets = line.split(":", 1)
+        inner = targets.strip().strip("{}")
+        allowed = {S[name.strip()] for name in inner.split(",") if name.strip()}
+        for source in sources.split("/"):
+            guide[S[source.strip()]] = allowed
+    assert set(guide) == set(S)
+    actual = {source: set(targets) for source, targets in TRANSITIONS.items()}
+    # The one documented addition (a body raising TaskSkipped), nothing else.
+    assert actual[S.RUNNING] - guide[S.RUNNING] == {S.SKIPPED}
+    actual[S.RUNNING].discard(S.SKIPPED)
+    assert actual == guide
+
+
 # ---------------------------------------------------------------- §9.3 guards
 
 

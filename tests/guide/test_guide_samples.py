@@ -3,6 +3,19 @@
 Each test quotes its sample verbatim (statements, names, arguments, order) and
 supplies only what the sample leaves undefined: ``rows``, ``process``, ``connect``,
 ``write``, ``Row``. The assertions are the claims the guide makes right after it.
+
+The conformance suite of the user guide is this package; test names carry the
+section (``test_s8_11_...``). Where the other sections live:
+
+- §4 (stop, pause, resume, resident workers, the §4.1/§4.3/§4.5 tables):
+  ``test_guide_control``; with a store: ``test_guide_stores``; shell: ``test_guide_cli``
+- §5, §6 (retry, timeouts): ``test_guide_retry_timeout``
+- §7 (executors): ``test_guide_executors`` (module-level bodies in ``guide_tasks``)
+- §8.1-§8.5, §8.8: ``test_guide_controller``; §8.6, §8.7, §8.9: ``test_guide_stores``
+  and ``test_guide_store_contract``; §8.10: ``test_guide_cli``; §8.11, §8.14:
+  ``test_guide_recovery``; §8.12: ``test_guide_pipeline``; §8.13: ``test_guide_tasks_api``
+- §1.4, §9.2, §9.3, §10, §11, §12: ``test_guide_errors``
+- open deviations, as strict xfails: ``test_guide_deviations``
 """
 
 from __future__ import annotations
