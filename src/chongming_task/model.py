@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from enum import StrEnum
 from typing import Any, Final, TypeAlias
@@ -457,55 +457,11 @@ class TaskSnapshot:
     """JSON trigger information (schedule, pipeline node, trace context...)."""
 
     def __post_init__(self) -> None:
-        _require_text(self.task_id, "TaskSnapshot.task_id")
-        _require_text(self.name, "TaskSnapshot.name")
-        object.__setattr__(self, "status", _coerce_status(self.status, "TaskSnapshot.status"))
-        _require_int(self.status_version, "TaskSnapshot.status_version", minimum=0)
-        _require_int(self.attempt, "TaskSnapshot.attempt", minimum=0)
-        _require_int(self.max_attempts, "TaskSnapshot.max_attempts", minimum=1)
-        _require_int(self.priority, "TaskSnapshot.priority")
-        if self.bucket is not None:
-            _require_int(self.bucket, "TaskSnapshot.bucket", minimum=0)
-        if self.pid is not None:
-            _require_int(self.pid, "TaskSnapshot.pid")
-        if self.progress is not None and not isinstance(self.progress, Progress):
-            raise ConfigurationError(
-                f"TaskSnapshot.progress must be a Progress or None, got {self.progress!r}"
-            )
-        if self.failure is not None and not isinstance(self.failure, Failure):
-            raise ConfigurationError(
-                f"TaskSnapshot.failure must be a Failure or None, got {self.failure!r}"
-            )
-        if not isinstance(self.metadata, Mapping):
-            raise ConfigurationError(
-                f"TaskSnapshot.metadata must be a mapping of JSON values, got {self.metadata!r}"
-            )
-        for name in (
-            "created_at",
-            "updated_at",
-            "queued_at",
-            "started_at",
-            "first_started_at",
-            "finished_at",
-            "last_heartbeat_at",
-            "lease_until",
-        ):
+        for name, check in _SNAPSHOT_CHECKS.items():
             value = getattr(self, name)
-            if value is not None and not isinstance(value, datetime):
-                raise ConfigurationError(f"TaskSnapshot.{name} must be a datetime, got {value!r}")
-            _require_aware(value, f"TaskSnapshot.{name}")
-        tags: object = self.tags
-        if isinstance(tags, str):
-            raise ConfigurationError(
-                f"TaskSnapshot.tags must be a collection of strings, not the string {tags!r} "
-                "(which would become a set of its characters); wrap it: tags={...}"
-            )
-        if not isinstance(tags, frozenset):
-            # Callers pass sets or lists; the snapshot always holds a frozenset.
-            object.__setattr__(self, "tags", frozenset(self.tags))
-        for tag in self.tags:
-            if not isinstance(tag, str):
-                raise ConfigurationError(f"TaskSnapshot.tags must hold strings, got {tag!r}")
+            checked = check(value)
+            if checked is not value:
+                object.__setattr__(self, name, checked)
 
     @property
     def is_terminal(self) -> bool:
@@ -522,8 +478,25 @@ class TaskSnapshot:
         return max(0.0, (end - start).total_seconds())
 
     def replace(self, **changes: Any) -> TaskSnapshot:
-        """A copy with ``changes`` applied (``dataclasses.replace``)."""
-        return replace(self, **changes)
+        """A copy with ``changes`` applied, like ``dataclasses.replace``.
+
+        Only the changed fields are validated: the others were validated when this
+        snapshot was built and are immutable, so checking them again would only cost
+        time (a run replaces its snapshot on every transition).
+
+        Raises:
+            TypeError: A name in ``changes`` is not a snapshot field.
+            ConfigurationError: A changed value is malformed (the message names it).
+        """
+        copy = object.__new__(TaskSnapshot)
+        for name in _SNAPSHOT_FIELDS:
+            _set(copy, name, getattr(self, name))
+        for name, value in changes.items():
+            check = _SNAPSHOT_CHECKS.get(name)
+            if check is None:
+                raise TypeError(f"TaskSnapshot.replace() got an unexpected field {name!r}")
+            _set(copy, name, check(value))
+        return copy
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict with a format version; :meth:`from_dict` reverses it exactly."""
@@ -607,3 +580,108 @@ class TaskSnapshot:
         except (KeyError, TypeError, ValueError) as exc:
             task_id = data.get("task_id")
             raise StoreError(f"corrupt task snapshot {task_id!r}: {exc!r}") from exc
+
+
+# ---------------------------------------------------------------- snapshot field checks
+
+
+def _text_field(name: str) -> Callable[[object], object]:
+    def check(value: object) -> object:
+        _require_text(value, f"TaskSnapshot.{name}")
+        return value
+
+    return check
+
+
+def _int_check(name: str, minimum: int | None, optional: bool) -> Callable[[object], object]:
+    def check(value: object) -> object:
+        if not (optional and value is None):
+            _require_int(value, f"TaskSnapshot.{name}", minimum=minimum)
+        return value
+
+    return check
+
+
+def _datetime_check(name: str) -> Callable[[object], object]:
+    def check(value: object) -> object:
+        if value is not None and not isinstance(value, datetime):
+            raise ConfigurationError(f"TaskSnapshot.{name} must be a datetime, got {value!r}")
+        _require_aware(value, f"TaskSnapshot.{name}")
+        return value
+
+    return check
+
+
+def _instance_check(name: str, kind: type, what: str) -> Callable[[object], object]:
+    def check(value: object) -> object:
+        if value is not None and not isinstance(value, kind):
+            raise ConfigurationError(f"TaskSnapshot.{name} must be {what}, got {value!r}")
+        return value
+
+    return check
+
+
+def _check_status(value: object) -> object:
+    return _coerce_status(value, "TaskSnapshot.status")
+
+
+def _check_metadata(value: object) -> object:
+    if not isinstance(value, Mapping):
+        raise ConfigurationError(
+            f"TaskSnapshot.metadata must be a mapping of JSON values, got {value!r}"
+        )
+    return value
+
+
+def _check_tags(value: object) -> object:
+    if isinstance(value, str):
+        raise ConfigurationError(
+            f"TaskSnapshot.tags must be a collection of strings, not the string {value!r} "
+            "(which would become a set of its characters); wrap it: tags={...}"
+        )
+    # Callers pass sets or lists; the snapshot always holds a frozenset.
+    tags = value if isinstance(value, frozenset) else frozenset(value)  # type: ignore[call-overload]
+    for tag in tags:
+        if not isinstance(tag, str):
+            raise ConfigurationError(f"TaskSnapshot.tags must hold strings, got {tag!r}")
+    return tags
+
+
+def _unchecked(value: object) -> object:
+    return value
+
+
+_SNAPSHOT_FIELDS: Final = tuple(TaskSnapshot.__dataclass_fields__)
+_set: Final = object.__setattr__
+
+#: One check per field, returning the value to store (coerced where the model coerces).
+#: ``__post_init__`` runs them all, ``replace`` only those of the changed fields.
+_SNAPSHOT_CHECKS: Final[dict[str, Callable[[object], object]]] = {
+    "task_id": _text_field("task_id"),
+    "name": _text_field("name"),
+    "status": _check_status,
+    "status_version": _int_check("status_version", 0, False),
+    "created_at": _datetime_check("created_at"),
+    "updated_at": _datetime_check("updated_at"),
+    "label": _unchecked,
+    "attempt": _int_check("attempt", 0, False),
+    "max_attempts": _int_check("max_attempts", 1, False),
+    "queued_at": _datetime_check("queued_at"),
+    "started_at": _datetime_check("started_at"),
+    "first_started_at": _datetime_check("first_started_at"),
+    "finished_at": _datetime_check("finished_at"),
+    "progress": _instance_check("progress", Progress, "a Progress or None"),
+    "last_heartbeat_at": _datetime_check("last_heartbeat_at"),
+    "lease_owner": _unchecked,
+    "lease_until": _datetime_check("lease_until"),
+    "failure": _instance_check("failure", Failure, "a Failure or None"),
+    "outcome": _unchecked,
+    "tags": _check_tags,
+    "bucket": _int_check("bucket", 0, True),
+    "bucket_key": _unchecked,
+    "priority": _int_check("priority", None, False),
+    "owner": _unchecked,
+    "pid": _int_check("pid", None, True),
+    "metadata": _check_metadata,
+}
+assert set(_SNAPSHOT_CHECKS) == set(_SNAPSHOT_FIELDS), "every snapshot field needs a check"

@@ -179,6 +179,8 @@ def test_leases_are_written_and_renewed_by_one_thread() -> None:
     keepers = [t for t in threading.enumerate() if t.name == "chongming-leases[node-a]"]
     assert len(keepers) == 1  # one thread, not one per task
     wait_until(lambda: controller.active_count == 2)
+    # Both bodies are running (admission only means "starting") and b reported progress.
+    wait_until(lambda: controller.run("b").snapshot.progress is not None)  # type: ignore[union-attr]
     start = clock.now()
     for _ in range(12):  # a tick is 1 s; renewal every 10 s
         clock.wait_for_sleepers(1)

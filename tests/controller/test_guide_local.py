@@ -71,9 +71,9 @@ def test_8_2_queries(gate: Gate) -> None:
         controller.submit("etl.extract", task_id="a")
         controller.submit("etl.load", task_id="b")
         controller.submit("report", task_id="c", tags=["db"])
-        wait_until(lambda: controller.active_count == 1)
-
-        assert controller.get("a").status is S.RUNNING  # type: ignore[union-attr]
+        # Admission (active_count) happens at "starting"; "running" follows on the carrier.
+        wait_until(lambda: controller.get("a").status is S.RUNNING)  # type: ignore[union-attr]
+        assert controller.active_count == 1
         assert controller.get("missing") is None
         assert [s.task_id for s in controller.list_tasks(status="queued")] == ["b", "c"]
         assert [s.task_id for s in controller.list_tasks(status=[S.RUNNING, S.QUEUED])] == [
@@ -108,6 +108,7 @@ def test_8_3_control_return_values(gate: Gate) -> None:
     for index in range(4):
         controller.submit("job", task_id=f"j{index}")
     wait_until(lambda: controller.active_count == 2)
+    wait_until(lambda: controller.run("j0").status is S.RUNNING)  # type: ignore[union-attr]
     assert controller.pause("j0", timeout=5) is True  # confirmed
     assert controller.get("j0").status is S.PAUSED  # type: ignore[union-attr]
     assert controller.active_count == 2  # a pause keeps its slot

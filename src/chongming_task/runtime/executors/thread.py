@@ -1,25 +1,29 @@
-"""``ThreadExecutor``: one daemon thread per task (the default, guide §7.1 and §7.3).
+"""``ThreadExecutor``: each task on a daemon thread of its own (the default, guide §7.1, §7.3).
 
 Why not ``ThreadPoolExecutor``: its workers are joined at interpreter exit, so one
 task that ignores cancellation keeps the whole process alive, and a pool cannot
-abandon a stuck worker. A daemon thread per task can be abandoned; the price is that
-an abandoned thread leaks, which is exactly why such a run ends ``lost`` ("result
+abandon a stuck worker. A daemon thread can be abandoned; the price is that an
+abandoned thread leaks, which is exactly why such a run ends ``lost`` ("result
 unknown"), never ``stopped``. The concurrency limit belongs to the controller.
+
+A task never shares its thread with another task while it runs. Once a run is over,
+its thread may carry a later run (see ``carriers``): starting threads is the main
+cost of short tasks. A thread whose run was abandoned is never reused.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 
 from chongming_task.runtime.attempt import Attempt, AttemptEnd, TaskCall
 from chongming_task.runtime.executors.base import run_in_this_thread
+from chongming_task.runtime.executors.carriers import SHARED, Carrier, current_carrier
 
 __all__ = ["ThreadExecutor"]
 
 
 class ThreadExecutor:
-    """Runs each task on its own daemon thread; ``async def`` tasks on a loop in it."""
+    """Runs each task on a daemon thread; ``async def`` tasks on a loop in it."""
 
     name = "thread"
     supports_pause = True
@@ -29,13 +33,20 @@ class ThreadExecutor:
         """Anything callable runs in a thread: closures, lambdas and local functions too."""
 
     def launch(self, drive: Callable[[], None], *, name: str) -> None:
-        threading.Thread(target=drive, name=name, daemon=True).start()
+        SHARED.launch(drive, name=name)
 
     def run_attempt(self, attempt: Attempt) -> AttemptEnd:
+        attempt.handle = current_carrier()
         return run_in_this_thread(attempt)
 
     def terminate(self, attempt: Attempt) -> bool:
-        """A Python thread cannot be killed safely: the run must report ``lost``."""
+        """A Python thread cannot be killed safely: the run must report ``lost``.
+
+        The carrier is marked abandoned, so it is never given another task, even if
+        its body returns one day.
+        """
+        if isinstance(attempt.handle, Carrier):
+            attempt.handle.abandoned = True
         return False
 
     def kill(self, attempt: Attempt) -> None:
