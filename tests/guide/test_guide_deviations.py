@@ -52,14 +52,6 @@ def test_start_timeout_fires_while_the_run_waits_in_the_queue(gate: Gate) -> Non
         controller.close(timeout=5)
 
 
-@pytest.mark.xfail(
-    reason=(
-        "cli (commands/inspect_.py): `status` prints snapshot.elapsed, which ends at "
-        "updated_at, so a task running for minutes shows 'elapsed: 0.0s' (ps, through "
-        "render_table, counts to now)"
-    ),
-    strict=True,
-)
 def test_cli_status_elapsed_of_a_running_task(tmp_path: Path) -> None:
     started = datetime.now(UTC) - timedelta(minutes=2)
     machine = StateMachine.create("long-1", "sync")

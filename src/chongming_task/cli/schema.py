@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any, Final
 
+from chongming_task.controller.table import elapsed_seconds
+from chongming_task.core.clock import utc_now
 from chongming_task.model import Failure, Progress, TaskSnapshot, Transition
 
 __all__ = [
@@ -63,7 +65,7 @@ def failure_doc(failure: Failure | None) -> dict[str, Any] | None:
     }
 
 
-def task_doc(snapshot: TaskSnapshot) -> dict[str, Any]:
+def task_doc(snapshot: TaskSnapshot, now: datetime | None = None) -> dict[str, Any]:
     """One task, as ``ps``, ``status`` and ``run`` print it."""
     return {
         "task_id": snapshot.task_id,
@@ -86,7 +88,7 @@ def task_doc(snapshot: TaskSnapshot) -> dict[str, Any]:
         "started_at": _dt(snapshot.started_at),
         "first_started_at": _dt(snapshot.first_started_at),
         "finished_at": _dt(snapshot.finished_at),
-        "elapsed": snapshot.elapsed,
+        "elapsed": elapsed_seconds(snapshot, now or utc_now()),
         "progress": progress_doc(snapshot.progress),
         "last_heartbeat_at": _dt(snapshot.last_heartbeat_at),
         "lease_owner": snapshot.lease_owner,

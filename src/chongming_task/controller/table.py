@@ -17,7 +17,7 @@ from datetime import datetime
 from chongming_task.core.clock import SystemClock
 from chongming_task.model import TaskSnapshot
 
-__all__ = ["COLUMNS", "display_width", "format_elapsed", "render_table"]
+__all__ = ["COLUMNS", "display_width", "elapsed_seconds", "format_elapsed", "render_table"]
 
 COLUMNS: tuple[str, ...] = (
     "TASK_ID",
@@ -60,7 +60,12 @@ def format_elapsed(seconds: float | None) -> str:
     return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
 
 
-def _elapsed(snapshot: TaskSnapshot, now: datetime) -> float | None:
+def elapsed_seconds(snapshot: TaskSnapshot, now: datetime) -> float | None:
+    """Seconds since the first start: to the finish, or to ``now`` while unfinished.
+
+    ``None`` for a task that never ran (shown as ``-``: a duration there would read as
+    "it has been running this long").
+    """
     start = snapshot.first_started_at or snapshot.started_at
     if start is None:
         return None
@@ -86,7 +91,7 @@ def _row(snapshot: TaskSnapshot, now: datetime) -> tuple[str, ...]:
         _clean(snapshot.label or snapshot.name),
         snapshot.status.value,
         f"{snapshot.attempt}/{snapshot.max_attempts}",
-        format_elapsed(_elapsed(snapshot, now)),
+        format_elapsed(elapsed_seconds(snapshot, now)),
         _clean(progress),
         failure,
         _EMPTY if snapshot.bucket is None else str(snapshot.bucket),

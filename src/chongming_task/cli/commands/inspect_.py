@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from chongming_task.cli.commands._common import console_controller, new_parser, require_task
 from chongming_task.cli.errors import CommandFailed, ExitCode
 from chongming_task.cli.parsing import format_buckets
 from chongming_task.cli.schema import counts_doc, document, task_doc, transition_doc
+from chongming_task.core.clock import utc_now
 from chongming_task.states import TaskStatus
 
 if TYPE_CHECKING:
@@ -65,9 +67,12 @@ def _logs(snapshot: TaskSnapshot) -> list[str]:
     return [str(line) for line in logs[-LOG_LINES:]]
 
 
-def status_lines(snapshot: TaskSnapshot) -> list[tuple[str, str]]:
-    """``(field, value)`` pairs of the ``status`` view, in display order."""
-    from chongming_task.controller.table import format_elapsed
+def status_lines(snapshot: TaskSnapshot, now: datetime | None = None) -> list[tuple[str, str]]:
+    """``(field, value)`` pairs of the ``status`` view, in display order.
+
+    ``elapsed`` of an unfinished task counts to ``now`` (default: the wall clock).
+    """
+    from chongming_task.controller.table import elapsed_seconds, format_elapsed
 
     owner = snapshot.lease_owner or snapshot.owner or "-"
     if snapshot.pid is not None:
@@ -89,7 +94,7 @@ def status_lines(snapshot: TaskSnapshot) -> list[tuple[str, str]]:
         ("created", _when(snapshot.created_at)),
         ("started", _when(snapshot.first_started_at or snapshot.started_at)),
         ("finished", _when(snapshot.finished_at)),
-        ("elapsed", format_elapsed(snapshot.elapsed)),
+        ("elapsed", format_elapsed(elapsed_seconds(snapshot, now or utc_now()))),
         ("progress", snapshot.progress.render() if snapshot.progress else "-"),
         ("heartbeat", _when(snapshot.last_heartbeat_at)),
     ]

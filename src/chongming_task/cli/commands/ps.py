@@ -100,13 +100,11 @@ def _filters(args: argparse.Namespace, session: Session) -> dict[str, Any]:
 
 def task_rows(snapshots: list[TaskSnapshot], now: datetime) -> list[list[str]]:
     """The cells of ``render_table``'s columns, for the rich table."""
-    from chongming_task.controller.table import format_elapsed
+    from chongming_task.controller.table import elapsed_seconds, format_elapsed
 
     rows = []
     for snapshot in snapshots:
-        start = snapshot.first_started_at or snapshot.started_at
-        end = snapshot.finished_at or (snapshot.updated_at if snapshot.is_terminal else now)
-        elapsed = None if start is None else max(0.0, (end - start).total_seconds())
+        elapsed = elapsed_seconds(snapshot, now)
         rows.append(
             [
                 snapshot.task_id,
