@@ -29,9 +29,7 @@ def _scripts() -> list[Path]:
 @pytest.mark.parametrize("script", _scripts(), ids=lambda path: path.name)
 def test_example_runs(script: Path, tmp_path: Path) -> None:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        filter(None, [str(EXAMPLES), env.get("PYTHONPATH", "")])
-    )
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(EXAMPLES), env.get("PYTHONPATH", "")]))
     result = subprocess.run(
         [sys.executable, str(script)],
         cwd=tmp_path,
