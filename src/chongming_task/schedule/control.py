@@ -228,18 +228,26 @@ class ScheduleControl:
         """
         zone = self.timezone if timezone is None else timezone
         trigger = make_trigger(pattern, zone, self.anchor)
+        # next_run_at is shown to operators at once; schedulers recompute it on their tick.
         return self._changed(
-            actor, now, pattern=trigger.pattern, timezone=trigger.timezone, overridden=True
+            actor,
+            now,
+            pattern=trigger.pattern,
+            timezone=trigger.timezone,
+            overridden=True,
+            next_run_at=trigger.next_after(now),
         )
 
     def with_default_pattern(self, *, actor: str | None, now: datetime) -> ScheduleControl:
         """Drop the override: back to the code's pattern and timezone."""
+        trigger = make_trigger(self.default_pattern, self.default_timezone, self.anchor)
         return self._changed(
             actor,
             now,
             pattern=self.default_pattern,
             timezone=self.default_timezone,
             overridden=False,
+            next_run_at=trigger.next_after(now),
         )
 
     # -- scheduler bookkeeping (no revision change) -----------------------------------
