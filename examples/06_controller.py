@@ -146,6 +146,8 @@ def named_limits_and_priority() -> None:
     controller.submit("sync", "v4", task_id="gpu-2", tags=["gpu"])
     controller.submit("sync", "free", task_id="untagged")  # tags outside limits are free
     wait_until(lambda: controller.active_count == 4)
+    # A slot is taken at "starting"; "running" follows on the task's own thread.
+    wait_until(lambda: len(controller.list_tasks(status="running")) == 4)
     running = {s.task_id for s in controller.list_tasks(status="running")}
     assert running == {"db-A", "db-B", "gpu-1", "untagged"}, running
     assert {s.task_id for s in controller.list_tasks(status=S.QUEUED)} == {"db-C", "gpu-2"}

@@ -101,12 +101,13 @@ def test_8_9_store_failures_never_fail_a_task() -> None:
     store = SqliteTaskStore("tasks.db")
     controller = Controller(store=store)
     controller.register("noop", lambda ctx: 42)
-    original = store.save
+    original, original_many = store.save, store.save_many
 
     def locked(*args: object, **kwargs: object) -> None:
         raise StoreError("database is locked")
 
     store.save = locked  # type: ignore[assignment]
+    store.save_many = locked  # type: ignore[assignment]  # the write-through batches saves
     run = controller.submit("noop", task_id="t")
     outcome = run.wait(10)
     assert outcome.ok  # the task is fine; only its visibility is broken
@@ -117,7 +118,7 @@ def test_8_9_store_failures_never_fail_a_task() -> None:
     assert failures[0].operation == "save"
     assert "database is locked" in failures[0].error
     assert len(controller.persist_failures) <= 20
-    store.save = original  # type: ignore[method-assign]
+    store.save, store.save_many = original, original_many  # type: ignore[method-assign]
     assert controller.get("t").status is S.PENDING  # type: ignore[union-attr]
     controller.close(close_store=True)
 

@@ -142,10 +142,14 @@ class Controller:
             max_parallel_per_bucket=max_parallel_per_bucket,
         )
         self.max_parallel_per_bucket = max_parallel_per_bucket
-        self._writes = WriteThrough(
-            store, clock=self.clock, owner=self.owner, lease_ttl=self.lease_ttl
-        )
         self._events = EventBus(name=f"chongming-events[{self.owner}]")
+        self._writes = WriteThrough(
+            store,
+            clock=self.clock,
+            owner=self.owner,
+            lease_ttl=self.lease_ttl,
+            on_stored=self._events.publish,
+        )
         self._leases = LeaseKeeper(
             store=store,
             clock=self.clock,
@@ -407,6 +411,7 @@ class Controller:
                 log.warning("close(): %s", exc)
             self._poller.request_stop()
             self._leases.stop()
+            self._writes.close()  # deferred writes out (and announced) before the bus closes
             self._events.close()
         if close_store or self._owns_store:
             self.store.close()  # also wakes the poller out of wait_for_commands
@@ -585,9 +590,19 @@ class Controller:
     # ------------------------------------------------------------ internals
 
     def _on_transition(self, transition: Transition, snapshot: TaskSnapshot) -> None:
-        self._writes.write(transition, snapshot)
+        # Durable: a terminal state (wait() returns after it is stored), the edges out of
+        # pending (submit() returns with the store showing them), and every transition
+        # while an inline subscriber must hear it, after its write, before the run moves
+        # on. The rest is deferred to the next group commit, which announces it.
+        durable = (
+            transition.to_status.is_terminal
+            or transition.from_status is TaskStatus.PENDING
+            or self._events.has_inline
+        )
+        announce = self._writes.write(transition, snapshot, durable=durable)
         freed = self._dispatch.on_transition(transition)
-        self._events.publish(transition, snapshot)
+        if announce:
+            self._events.publish(transition, snapshot)
         if freed:
             self._dispatch.pump()
 

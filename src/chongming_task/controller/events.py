@@ -70,6 +70,11 @@ class EventBus:
     def has_subscribers(self) -> bool:
         return bool(self._subscriptions)
 
+    @property
+    def has_inline(self) -> bool:
+        """Whether some subscriber runs in the transition's thread (it must come first)."""
+        return any(subscription.inline for subscription in self._subscriptions)
+
     def publish(self, transition: Transition, snapshot: TaskSnapshot) -> None:
         """Deliver one transition: inline subscribers now, queued ones on the dispatcher."""
         subscriptions = self._subscriptions

@@ -1,9 +1,18 @@
 """Write-through of every transition to the store, under optimistic concurrency (§8.9).
 
-Each accepted transition becomes one ``store.save(snapshot, expect_version=...,
-transitions=[...])``, so another process reading the store sees the same trajectory
-as this one. The snapshot carries this controller's lease (``lease_owner``,
+Every accepted transition reaches the store with the snapshot after it, under
+``expect_version``, so another process reading the store sees the same trajectory as
+this one. The snapshot carries this controller's lease (``lease_owner``,
 ``lease_until``), because ``save`` overwrites the lease fields with the snapshot's.
+
+Writes go through a :class:`~chongming_task.controller.writequeue.WriteQueue`: on a
+store with a native ``save_many`` (SQLite, PostgreSQL) concurrent transitions share
+one commit and a task's consecutive transitions become one row update. A *durable*
+write returns only once it is stored; the controller makes terminal transitions
+durable (``wait()`` never returns before the store has the terminal state) and the
+edges out of ``pending`` (``submit()`` returns with the store showing what it did).
+The others are deferred: stored by the next flush, right away but not waited for.
+On a store without ``save_many`` every write is durable, exactly as before.
 
 A store failure never fails a task: the task is fine, only its observability is
 broken. The failure is logged and kept in ``persist_failures`` (the last 20), never
@@ -16,14 +25,16 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
+from chongming_task.controller.writequeue import WriteQueue
 from chongming_task.core.clock import Clock
 from chongming_task.errors import ConfigurationError
 from chongming_task.model import TaskSnapshot, Transition
-from chongming_task.stores.base import TaskStore
+from chongming_task.stores.base import SnapshotWrite, TaskStore
 
 __all__ = ["MAX_PERSIST_FAILURES", "PersistFailure", "WriteThrough"]
 
@@ -50,24 +61,50 @@ class PersistFailure:
 
 @dataclass(slots=True)
 class _TaskState:
+    """One task's write bookkeeping: set up by ``create``, then written under ``lock``
+    (direct writes) or by the flush leader alone (batched writes)."""
+
     lock: threading.Lock = field(default_factory=threading.Lock)
     persisted: int | None = None
     """The version the store holds; ``None`` until the task was created there."""
     pending: list[Transition] = field(default_factory=list)
 
 
+class _Write(NamedTuple):
+    transition: Transition
+    snapshot: TaskSnapshot
+    announce: bool
+    """Call ``on_stored`` after the flush (the caller did not wait to do it itself)."""
+
+
+#: Called with each deferred transition once its write was flushed (stored or failed).
+OnStored = Callable[[Transition, TaskSnapshot], None]
+
+
 class WriteThrough:
     """Persists the transitions of the tasks one controller holds."""
 
-    def __init__(self, store: TaskStore, *, clock: Clock, owner: str, lease_ttl: float) -> None:
+    def __init__(
+        self,
+        store: TaskStore,
+        *,
+        clock: Clock,
+        owner: str,
+        lease_ttl: float,
+        on_stored: OnStored | None = None,
+    ) -> None:
         self.store = store
         self.clock = clock
         self.owner = owner
         self.lease_ttl = lease_ttl
         self.persist_failures: deque[PersistFailure] = deque(maxlen=MAX_PERSIST_FAILURES)
         self.failure_count = 0
+        self.batching = type(store).save_many is not TaskStore.save_many
+        """Whether the store batches ``save_many`` natively, so deferring writes pays."""
+        self._on_stored = on_stored
         self._lock = threading.Lock()
         self._states: dict[str, _TaskState] = {}
+        self._queue: WriteQueue[_Write] = WriteQueue(self._flush, name=f"chongming-writes[{owner}]")
 
     # ------------------------------------------------------------ failures
 
@@ -127,43 +164,131 @@ class WriteThrough:
                     "task ids are unique -- submit under a new id"
                 )
             self._states[snapshot.task_id] = state
-        with state.lock:
-            try:
-                self.store.create(self.stored_form(snapshot), state.pending)
-            except ConfigurationError:
-                with self._lock:
-                    self._states.pop(snapshot.task_id, None)
-                raise
-            except Exception as exc:  # a store failure never fails the task
-                self.record(snapshot.task_id, "create", exc, version=snapshot.status_version)
-                return
-            state.persisted = snapshot.status_version
-            state.pending.clear()
+        try:
+            self.store.create(self.stored_form(snapshot), state.pending)
+        except ConfigurationError:
+            with self._lock:
+                self._states.pop(snapshot.task_id, None)
+            raise
+        except Exception as exc:  # a store failure never fails the task
+            self.record(snapshot.task_id, "create", exc, version=snapshot.status_version)
+            return
+        state.persisted = snapshot.status_version
+        state.pending.clear()
 
-    def write(self, transition: Transition, snapshot: TaskSnapshot) -> None:
-        """Persist ``transition`` and the snapshot after it (plus anything still pending)."""
+    def write(
+        self, transition: Transition, snapshot: TaskSnapshot, *, durable: bool = True
+    ) -> bool:
+        """Persist ``transition`` and the snapshot after it (plus anything still pending).
+
+        With ``durable`` (always, on a store without native ``save_many``) it returns
+        once the write was flushed. Otherwise it returns at once and the write goes
+        out with the next flush, which then calls ``on_stored`` for it.
+
+        Returns:
+            True if the caller must announce the transition itself (it was flushed
+            now, or the task is unknown here), False if the flush will.
+        """
         with self._lock:
             state = self._states.get(transition.task_id)
         if state is None:
+            return True
+        if not self.batching:
+            with state.lock:
+                self._write_now(state, transition, snapshot)
+            return True
+        self._queue.put(_Write(transition, snapshot, not durable), durable=durable)
+        return durable
+
+    def _write_now(self, state: _TaskState, transition: Transition, snapshot: TaskSnapshot) -> None:
+        """One ``save`` (or the late ``create``) for a store without native batches."""
+        if state.persisted is not None and transition.version <= state.persisted:
+            return  # already stored (delivered twice)
+        state.pending.append(transition)
+        stored = self.stored_form(snapshot)
+        if state.persisted is None:
+            self._create_late(state, stored)
             return
-        with state.lock:
+        try:
+            self.store.save(stored, expect_version=state.persisted, transitions=state.pending)
+        except Exception as exc:  # conflicts too: another process changed the task
+            self.record(snapshot.task_id, "save", exc, version=snapshot.status_version)
+            return
+        state.persisted = snapshot.status_version
+        state.pending.clear()
+
+    def flush(self) -> None:
+        """Write everything queued so far; returns when it is stored (or failed)."""
+        self._queue.drain()
+
+    def close(self) -> None:
+        """Flush the queue and stop its thread; later writes are flushed by their caller."""
+        self._queue.close()
+
+    @property
+    def queued(self) -> int:
+        """Deferred writes not yet taken by a flush."""
+        return self._queue.pending
+
+    def _flush(self, batch: list[_Write]) -> None:
+        """Write a batch: per task, the newest snapshot with every pending transition."""
+        try:
+            self._flush_batch(batch)
+        except Exception as exc:  # a bug must not strand the queue's waiters
+            log.exception("write-through flush failed")
+            self.record(None, "flush", exc)
+        if self._on_stored is not None:
+            for write in batch:
+                if write.announce:
+                    self._on_stored(write.transition, write.snapshot)
+
+    def _flush_batch(self, batch: list[_Write]) -> None:
+        newest: dict[str, TaskSnapshot] = {}
+        with self._lock:
+            states = {w.transition.task_id: self._states.get(w.transition.task_id) for w in batch}
+        for transition, snapshot, _ in batch:
+            state = states[transition.task_id]
+            if state is None:
+                continue  # pruned meanwhile
             if state.persisted is not None and transition.version <= state.persisted:
-                return  # already stored (delivered twice)
+                continue  # already stored (delivered twice)
             state.pending.append(transition)
+            current = newest.get(transition.task_id)
+            if current is None or snapshot.status_version >= current.status_version:
+                newest[transition.task_id] = snapshot
+        writes: list[SnapshotWrite] = []
+        owners: list[tuple[_TaskState, TaskSnapshot]] = []
+        for task_id, snapshot in newest.items():
+            state = states[task_id]
+            assert state is not None
             stored = self.stored_form(snapshot)
-            try:
-                if state.persisted is None:
-                    self.store.create(stored, state.pending)
-                else:
-                    self.store.save(
-                        stored, expect_version=state.persisted, transitions=state.pending
-                    )
-            except Exception as exc:  # conflicts too: another process changed the task
-                operation = "create" if state.persisted is None else "save"
-                self.record(snapshot.task_id, operation, exc, version=snapshot.status_version)
-                return
-            state.persisted = snapshot.status_version
-            state.pending.clear()
+            if state.persisted is None:
+                self._create_late(state, stored)
+                continue
+            writes.append(SnapshotWrite(stored, state.persisted, list(state.pending)))
+            owners.append((state, snapshot))
+        if not writes:
+            return
+        try:
+            results: list[BaseException | None] = list(self.store.save_many(writes))
+        except Exception as exc:  # conflicts come back per write; this is the backend
+            results = [exc] * len(writes)
+        for (state, snapshot), result in zip(owners, results, strict=True):
+            if result is None:
+                state.persisted = snapshot.status_version
+                state.pending.clear()
+            else:  # conflicts too: another process changed the task
+                self.record(snapshot.task_id, "save", result, version=snapshot.status_version)
+
+    def _create_late(self, state: _TaskState, stored: TaskSnapshot) -> None:
+        """Create a task whose creation failed earlier, with all its pending history."""
+        try:
+            self.store.create(stored, state.pending)
+        except Exception as exc:
+            self.record(stored.task_id, "create", exc, version=stored.status_version)
+            return
+        state.persisted = stored.status_version
+        state.pending.clear()
 
     def is_current(self, task_id: str, version: int) -> bool:
         """Whether the store holds ``version`` of ``task_id`` as far as this writer knows."""

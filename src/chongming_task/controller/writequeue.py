@@ -1,0 +1,135 @@
+"""Group commit of a controller's transition writes: one leader flushes many at once.
+
+A no-op task makes five transitions in well under a millisecond, and a durable store
+pays for each commit. So writes are queued in transition order and flushed in
+batches: whoever finds no flush in progress becomes the *leader*, takes the whole
+queue and hands it to the flush function (one ``save_many``: one transaction, a
+task's consecutive writes coalesced into one row update); everyone else waits or
+moves on. No lock is held while the leader does I/O, and one leader at a time keeps
+the writes in order.
+
+Two kinds of write:
+
+- *durable*: the caller returns only once its write was flushed (stored, or failed
+  and recorded). A terminal transition is durable, so ``wait()`` never returns
+  before the store has the terminal state;
+- *deferred*: the caller returns at once. The write goes out with the next flush:
+  a durable caller's, or the queue's own flusher thread's, which wakes at once when
+  the first deferred write arrives (started lazily, one per controller).
+
+Either way the flush function runs after the write is in the store, so it can tell
+observers (``subscribe``: "after write-through") in order.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+__all__ = ["WriteQueue"]
+
+Op = TypeVar("Op")
+
+
+class _Entry(Generic[Op]):
+    __slots__ = ("done", "durable", "op")
+
+    def __init__(self, op: Op, durable: bool) -> None:
+        self.op = op
+        self.durable = durable
+        self.done = False
+
+
+class WriteQueue(Generic[Op]):
+    """Ordered writes, flushed in batches by one leader at a time.
+
+    Args:
+        flush: Writes a batch (oldest first). It must not raise for a failed write
+            (record it instead); an exception still releases every waiter.
+        name: Name of the flusher thread.
+    """
+
+    def __init__(self, flush: Callable[[list[Op]], None], *, name: str) -> None:
+        self._flush = flush
+        self._name = name
+        self._lock = threading.Lock()
+        self._flushed = threading.Condition(self._lock)
+        self._wake = threading.Condition(self._lock)
+        self._queue: list[_Entry[Op]] = []
+        self._flushing = False
+        self._closed = False
+        self._thread: threading.Thread | None = None
+
+    def put(self, op: Op, *, durable: bool) -> None:
+        """Queue ``op``; with ``durable`` return only once a flush has written it."""
+        entry = _Entry(op, durable)
+        with self._lock:
+            self._queue.append(entry)
+            if not durable and not self._closed:
+                if self._thread is None:
+                    self._start_locked()
+                if not self._flushing:
+                    self._wake.notify()
+                return
+            while not entry.done:
+                if self._flushing:
+                    self._flushed.wait()
+                else:
+                    self._lead_locked()
+
+    def drain(self) -> None:
+        """Flush everything queued so far (and return once it is written)."""
+        with self._lock:
+            while self._queue or self._flushing:
+                if self._flushing:
+                    self._flushed.wait()
+                else:
+                    self._lead_locked()
+
+    def close(self, timeout: float | None = 5.0) -> None:
+        """Flush what is queued and stop the flusher; later writes flush in their caller."""
+        with self._lock:
+            self._closed = True
+            self._wake.notify_all()
+            thread = self._thread
+        self.drain()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+
+    @property
+    def pending(self) -> int:
+        """Writes queued and not yet taken by a flush."""
+        with self._lock:
+            return len(self._queue)
+
+    # ------------------------------------------------------------ internals
+
+    def _start_locked(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+        self._thread.start()
+
+    def _lead_locked(self) -> None:
+        """Flush the whole queue as the leader; called and returns with the lock held."""
+        self._flushing = True
+        batch, self._queue = self._queue, []
+        self._lock.release()
+        try:
+            self._flush([entry.op for entry in batch])
+        finally:
+            self._lock.acquire()
+            self._flushing = False
+            for entry in batch:
+                entry.done = True
+            self._flushed.notify_all()
+            if self._queue:
+                self._wake.notify()  # deferred writes that came meanwhile
+
+    def _run(self) -> None:
+        with self._lock:
+            while True:
+                while (self._flushing or not self._queue) and not self._closed:
+                    self._wake.wait()
+                if self._closed:
+                    return  # close() drains what is left
+                self._lead_locked()

@@ -1,0 +1,186 @@
+"""Batched write-through: order kept, terminal states stored before anyone hears of them."""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from chongming_task import Controller, StoreError, TaskContext
+from chongming_task.controller.writequeue import WriteQueue
+from chongming_task.errors import ConcurrencyConflict
+from chongming_task.model import TaskSnapshot, Transition
+from chongming_task.states import TaskStatus
+from chongming_task.stores.base import SnapshotWrite
+from chongming_task.stores.sqlite import SqliteTaskStore
+from chongming_task.testing import wait_until
+
+pytestmark = pytest.mark.timeout(60)
+
+S = TaskStatus
+PATIENCE = 10.0
+HAPPY = [S.PENDING, S.QUEUED, S.STARTING, S.RUNNING, S.SUCCEEDED]
+
+
+class CountingStore(SqliteTaskStore):
+    """Counts batches and can fail the next ones on purpose."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self.batches: list[int] = []
+        self.fail_next = 0
+        self._count_lock = threading.Lock()
+
+    def save_many(
+        self, writes: Sequence[SnapshotWrite]
+    ) -> list[ConcurrencyConflict | StoreError | None]:
+        with self._count_lock:
+            self.batches.append(len(writes))
+            if self.fail_next:
+                self.fail_next -= 1
+                raise StoreError("injected: database is locked")
+        return super().save_many(writes)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[CountingStore]:
+    store = CountingStore(str(tmp_path / "tasks.db"))
+    yield store
+    store.close()
+
+
+def test_wait_never_returns_before_the_store_has_the_terminal_state(
+    store: CountingStore,
+) -> None:
+    controller = Controller(store=store, max_parallel=2)
+    controller.register("noop", lambda ctx, n: n)
+    seen_terminal: list[bool] = []
+    for n in range(30):
+        run = controller.submit("noop", n, task_id=f"t{n}")
+        run.add_done_callback(
+            lambda r: seen_terminal.append(store.get(r.task_id).status is S.SUCCEEDED)  # type: ignore[union-attr]
+        )
+    for n in range(30):
+        outcome = controller.wait(f"t{n}", timeout=PATIENCE)
+        stored = store.get(f"t{n}")
+        assert stored is not None
+        assert stored.status is S.SUCCEEDED  # no wait_until: it must already be there
+        assert stored.outcome == n == outcome.value
+        assert [t.to_status for t in store.history(f"t{n}")] == HAPPY
+        assert [t.version for t in store.history(f"t{n}")] == [0, 1, 2, 3, 4]
+    assert seen_terminal == [True] * 30
+    controller.close()
+
+
+def test_submit_returns_with_the_store_showing_the_task_queued(store: CountingStore) -> None:
+    gate = threading.Event()
+
+    def hold(ctx: TaskContext) -> None:
+        while not gate.is_set():
+            ctx.checkpoint()
+            gate.wait(0.005)
+
+    controller = Controller(store=store, max_parallel=1)
+    controller.register("hold", hold)
+    first = controller.submit("hold", task_id="first")
+    second = controller.submit("hold", task_id="second")
+    assert store.get("second").status is S.QUEUED  # type: ignore[union-attr]
+    # Deferred writes (starting, running) still reach the store without a terminal one.
+    wait_until(lambda: store.get("first").status is S.RUNNING, timeout=PATIENCE)  # type: ignore[union-attr]
+    gate.set()
+    assert first.wait(PATIENCE).ok
+    assert second.wait(PATIENCE).ok
+    controller.close()
+    for task_id in ("first", "second"):
+        assert [t.to_status for t in store.history(task_id)] == HAPPY
+
+
+def test_concurrent_transitions_share_commits(store: CountingStore) -> None:
+    controller = Controller(store=store, max_parallel=4)
+    controller.register("noop", lambda ctx: None)
+    runs = [controller.submit("noop", task_id=f"c{n}") for n in range(200)]
+    controller.wait_all(timeout=PATIENCE * 3)
+    controller.close()
+    # Creation and the queued edge are written by submit(); the three later transitions
+    # of each task go out in save_many batches, coalesced per task.
+    assert sum(store.batches) < 200 * 3
+    for run in runs:
+        assert [t.to_status for t in store.history(run.task_id)] == HAPPY
+
+
+def test_a_failed_batch_heals_with_the_next_write(store: CountingStore) -> None:
+    gate = threading.Event()
+
+    def hold(ctx: TaskContext) -> str:
+        while not gate.is_set():
+            ctx.checkpoint()
+            gate.wait(0.005)
+        return "done"
+
+    controller = Controller(store=store, max_parallel=1)
+    controller.register("hold", hold)
+    store.fail_next = 1_000  # every batch fails while the task starts and runs
+    run = controller.submit("hold", task_id="heal")
+    wait_until(lambda: store.batches, timeout=PATIENCE)
+    wait_until(lambda: run.status is S.RUNNING, timeout=PATIENCE)
+    store.fail_next = 0
+    gate.set()
+    assert run.wait(PATIENCE).ok
+    stored = store.get("heal")
+    assert stored is not None
+    assert stored.status is S.SUCCEEDED
+    assert [t.to_status for t in store.history("heal")] == HAPPY  # nothing lost
+    failures = list(controller.persist_failures)
+    assert failures
+    assert all(f.operation == "save" and f.task_id == "heal" for f in failures)
+    assert "injected" in failures[0].error
+    controller.close()
+
+
+def test_subscribers_hear_deferred_writes_in_order_after_they_are_stored(
+    store: CountingStore,
+) -> None:
+    controller = Controller(store=store, max_parallel=3)
+    controller.register("noop", lambda ctx, n: n)
+    heard: dict[str, list[int]] = defaultdict(list)
+    stored_first: list[bool] = []
+    lock = threading.Lock()
+
+    def subscriber(transition: Transition, snapshot: TaskSnapshot) -> None:
+        found = store.get(transition.task_id)
+        with lock:
+            heard[transition.task_id].append(transition.version)
+            stored_first.append(found is not None and found.status_version >= transition.version)
+
+    controller.subscribe(subscriber)
+    for n in range(40):
+        controller.submit("noop", n, task_id=f"s{n}")
+    controller.wait_all(timeout=PATIENCE)
+    controller.close()
+    assert all(versions == [0, 1, 2, 3, 4] for versions in heard.values())
+    assert len(heard) == 40
+    assert all(stored_first)
+
+
+def test_write_queue_keeps_order_and_durable_puts_wait_for_their_flush() -> None:
+    flushed: list[int] = []
+    lock = threading.Lock()
+
+    def flush(batch: list[int]) -> None:
+        with lock:
+            flushed.extend(batch)
+
+    queue: WriteQueue[int] = WriteQueue(flush, name="test-writes")
+    for n in range(50):
+        queue.put(n, durable=False)
+    queue.put(50, durable=True)
+    with lock:
+        assert flushed == list(range(51))  # the durable write came after all deferred ones
+    queue.put(51, durable=False)
+    wait_until(lambda: len(flushed) == 52, timeout=PATIENCE)  # the flusher thread took it
+    queue.close()
+    queue.put(52, durable=False)  # after close: flushed by the caller
+    assert flushed == list(range(53))
