@@ -87,7 +87,8 @@ def parse_datetime(value: object, name: str = "datetime") -> datetime | None:
         raise StoreError(f"corrupt {name}: {value!r} is not ISO-8601") from exc
     if parsed.tzinfo is None:
         raise StoreError(f"corrupt {name}: {value!r} has no timezone")
-    tail = _SUBSECOND_OFFSET.search(value)
+    # Only an offset with seconds and microseconds has a "." seven characters from the end.
+    tail = _SUBSECOND_OFFSET.search(value) if value[-7:-6] == "." else None
     if tail is not None:
         # CPython 3.11 reads "+00:00:00.000001" as UTC: rebuild such offsets by hand.
         sign = -1 if tail["sign"] == "-" else 1
@@ -547,7 +548,8 @@ class TaskSnapshot:
             metadata = data.get("metadata") or {}
             if not isinstance(metadata, dict):
                 raise TypeError(f"metadata must be an object, got {metadata!r}")
-            return cls(
+            return _decoded(
+                cls,
                 task_id=data["task_id"],
                 name=data["name"],
                 label=data.get("label"),
@@ -653,22 +655,28 @@ _SNAPSHOT_FIELDS: Final = tuple(TaskSnapshot.__dataclass_fields__)
 _set: Final = object.__setattr__
 
 
-def _compile_copy() -> Callable[[TaskSnapshot], TaskSnapshot]:
-    """A field-by-field copier in straight-line code (as ``dataclasses`` builds ``__init__``).
+def _compile(name: str, source: str) -> Callable[[Any], TaskSnapshot]:
+    """A field-by-field builder in straight-line code (as ``dataclasses`` builds ``__init__``).
 
-    A loop over the field names with ``getattr`` costs half as much again, and a run
+    ``source`` reads one field (``{name}`` is replaced by each field name in turn). A
+    loop over the field names with ``getattr`` costs half as much again, and a run
     copies its snapshot on every transition.
     """
-    lines = ["def copy(snapshot):", "    new = _new(TaskSnapshot)"]
-    lines += [f"    _set(new, {name!r}, snapshot.{name})" for name in _SNAPSHOT_FIELDS]
+    lines = [f"def {name}(source):", "    new = _new(TaskSnapshot)"]
+    lines += [
+        f"    _set(new, {field!r}, {source.format(name=field)})" for field in _SNAPSHOT_FIELDS
+    ]
     lines.append("    return new")
     namespace: dict[str, Any] = {"_new": object.__new__, "_set": _set, "TaskSnapshot": TaskSnapshot}
     exec("\n".join(lines), namespace)  # noqa: S102 - fixed text built from our own field names
-    copier: Callable[[TaskSnapshot], TaskSnapshot] = namespace["copy"]
-    return copier
+    built: Callable[[Any], TaskSnapshot] = namespace[name]
+    return built
 
 
-_copy_snapshot: Final = _compile_copy()
+#: A copy of a snapshot, unchecked (its fields were checked when it was built).
+_copy_snapshot: Final = _compile("copy", "source.{name}")
+#: A snapshot from a dict of every field, unchecked: the caller checks what it must.
+_build_snapshot: Final = _compile("build", "source[{name!r}]")
 
 #: One check per field, returning the value to store (coerced where the model coerces).
 #: ``__post_init__`` runs them all, ``replace`` only those of the changed fields.
@@ -701,3 +709,29 @@ _SNAPSHOT_CHECKS: Final[dict[str, Callable[[object], object]]] = {
     "metadata": _check_metadata,
 }
 assert set(_SNAPSHOT_CHECKS) == set(_SNAPSHOT_FIELDS), "every snapshot field needs a check"
+
+#: What ``from_dict`` does not already guarantee while decoding (types of dates, ints,
+#: status, progress, failure and metadata are checked as they are read).
+_DECODE_CHECKS: Final = (
+    "task_id",
+    "name",
+    "status_version",
+    "attempt",
+    "max_attempts",
+    "bucket",
+    "pid",
+    "tags",
+)
+
+
+def _decoded(cls: type[TaskSnapshot], **values: Any) -> TaskSnapshot:
+    """``cls(**values)`` for decoded data, checking only what decoding left unchecked."""
+    if cls is not TaskSnapshot:
+        return cls(**values)
+    snapshot = _build_snapshot(values)
+    for name in _DECODE_CHECKS:
+        value = values[name]
+        checked = _SNAPSHOT_CHECKS[name](value)
+        if checked is not value:
+            _set(snapshot, name, checked)
+    return snapshot

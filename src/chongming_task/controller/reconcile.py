@@ -30,7 +30,7 @@ from chongming_task.core.state_machine import StateMachine
 from chongming_task.errors import ConcurrencyConflict
 from chongming_task.model import Failure, FailureKind, TaskSnapshot, Transition
 from chongming_task.states import OCCUPYING, TERMINAL, TaskStatus
-from chongming_task.stores.base import TaskQuery, TaskStore
+from chongming_task.stores.base import SnapshotWrite, TaskQuery, TaskStore
 
 __all__ = ["RECONCILE_TRIGGER", "ReconcileReport", "reconcile"]
 
@@ -38,6 +38,9 @@ __all__ = ["RECONCILE_TRIGGER", "ReconcileReport", "reconcile"]
 RECONCILE_TRIGGER = "reconcile:lease_expired"
 
 _UNFINISHED = frozenset(set(TaskStatus) - TERMINAL)
+#: ``-> lost`` writes per ``save_many`` (one commit): a restart after a crash of a busy
+#: node has tens of thousands of them, and a commit each would take most of the time.
+WRITE_BATCH = 1000
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -106,6 +109,7 @@ def reconcile(
     adoptable: list[str] = []
     skipped: list[str] = []
     held_ids = frozenset(held)
+    batch: list[SnapshotWrite] = []
     for snapshot in store.query(query):
         if snapshot.task_id in held_ids:
             continue
@@ -121,15 +125,37 @@ def reconcile(
         failure = _lost_failure(snapshot, actor)
         machine.mark_lost(failure, actor=actor, reason=failure.message, trigger=RECONCILE_TRIGGER)
         marked = machine.snapshot.replace(lease_until=None)
-        record = machine.transitions[-1]
-        try:
-            store.save(marked, expect_version=snapshot.status_version, transitions=[record])
-        except ConcurrencyConflict:
-            skipped.append(snapshot.task_id)
-            continue
-        lost.append(snapshot.task_id)
-        if on_lost is not None:
-            on_lost(record, marked)
+        batch.append(SnapshotWrite(marked, snapshot.status_version, machine.transitions[-1:]))
+        if len(batch) >= WRITE_BATCH:
+            _write(store, batch, lost, skipped, on_lost)
+            batch = []
+    if batch:
+        _write(store, batch, lost, skipped, on_lost)
     return ReconcileReport(
         lost=tuple(lost), adoptable=tuple(adoptable), skipped=tuple(skipped), dry_run=dry_run
     )
+
+
+def _write(
+    store: TaskStore,
+    batch: list[SnapshotWrite],
+    lost: list[str],
+    skipped: list[str],
+    on_lost: Callable[[Transition, TaskSnapshot], None] | None,
+) -> None:
+    """Store one batch of ``-> lost`` writes in one commit; a conflict skips only its task.
+
+    Raises:
+        StoreError: The backend failed (conflicts are not failures: the holder won).
+    """
+    results = store.save_many(batch)
+    for write, result in zip(batch, results, strict=True):
+        task_id = write.snapshot.task_id
+        if isinstance(result, ConcurrencyConflict):
+            skipped.append(task_id)
+            continue
+        if result is not None:
+            raise result
+        lost.append(task_id)
+        if on_lost is not None:
+            on_lost(write.transitions[-1], write.snapshot)
