@@ -37,7 +37,10 @@ def main(db: str, owner: str) -> None:
     controller.register("sync", forever)
     running = controller.submit("sync", task_id="job-crash", bucket_key="tenant-A")
     controller.submit("sync", task_id="job-queued", bucket_key="tenant-A")
+    # Wait for the store, not the run: the write of "running" is deferred to the next
+    # group commit, and a crash may lose it (the task is then left "starting").
     wait_until(lambda: running.status.value == "running", timeout=30)
+    wait_until(lambda: controller.get(running.task_id).status.value == "running", timeout=30)  # type: ignore[union-attr]
     print("ready", flush=True)
     threading.Event().wait()
 

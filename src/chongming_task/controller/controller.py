@@ -280,24 +280,31 @@ class Controller:
             metadata=meta,
             pause_timeout=self._pause_timeout,
         )
-        # Held before it is visible in the store: a stop command that races the
-        # submission must find the run.
-        self._dispatch.hold(run, priority=priority, tags=all_tags, bucket=bucket)
-        try:
-            self._writes.create(run.snapshot, run.transitions)
-        except BaseException:
-            self._dispatch.drop(task_id)
-            raise
-        run.add_listener(self._on_transition)
-        self._start_background()
-        for record in run.transitions:
-            self._events.publish(record, run.snapshot)
+        created = run.snapshot
+        # The first edge is taken while nobody else can see the run, so the store gets
+        # the task already queued (blocked, skipped) in one write with both records.
         if skip_reason is not None:
             run.skip(reason=skip_reason)
         elif blocked:
             run.block(reason="waiting for upstream")
         else:
             run.enqueue(actor=self.owner)
+        creation, edge = run.transitions
+        after_edge = run.snapshot
+        # Held before it is visible in the store: a stop command that races the
+        # submission must find the run.
+        self._dispatch.hold(run, priority=priority, tags=all_tags, bucket=bucket)
+        try:
+            self._writes.create(after_edge, (creation, edge))
+        except BaseException:
+            self._dispatch.drop(task_id)
+            raise
+        run.add_listener(self._on_transition)
+        self._start_background()
+        self._events.publish(creation, created)
+        self._events.publish(edge, after_edge)
+        if self._dispatch.on_transition(edge):
+            self._dispatch.pump()
         if self.closed:  # close() ran meanwhile and did not see this run
             run.stop("controller closed", actor=self.owner)
         return run
@@ -590,15 +597,10 @@ class Controller:
     # ------------------------------------------------------------ internals
 
     def _on_transition(self, transition: Transition, snapshot: TaskSnapshot) -> None:
-        # Durable: a terminal state (wait() returns after it is stored), the edges out of
-        # pending (submit() returns with the store showing them), and every transition
-        # while an inline subscriber must hear it, after its write, before the run moves
-        # on. The rest is deferred to the next group commit, which announces it.
-        durable = (
-            transition.to_status.is_terminal
-            or transition.from_status is TaskStatus.PENDING
-            or self._events.has_inline
-        )
+        # Durable: a terminal state (wait() returns after it is stored) and every
+        # transition while an inline subscriber must hear it, after its write, before the
+        # run moves on. The rest is deferred to the next group commit, which announces it.
+        durable = transition.to_status.is_terminal or self._events.has_inline
         announce = self._writes.write(transition, snapshot, durable=durable)
         freed = self._dispatch.on_transition(transition)
         if announce:

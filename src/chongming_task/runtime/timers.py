@@ -32,6 +32,10 @@ log = logging.getLogger("chongming_task.runtime")
 #: ``t - EPSILON``, so ``FakeClock.advance`` to exactly ``t`` always releases it.
 EPSILON: Final = 1e-9
 
+#: Real seconds the thread waits, idle, for a new deadline before it exits. Not clock
+#: time: an idle thread is no sleeper of a ``FakeClock`` (nothing of the run waits).
+LINGER: Final = 2.0
+
 #: Compact the heap once it holds this many cancelled entries more than live ones.
 _COMPACT_SLACK: Final = 256
 
@@ -119,28 +123,38 @@ class TimerService:
             return len(self._heap) - self._cancelled
 
     def _loop(self) -> None:
+        expired = False  # the last idle wait ran out without a new deadline
         while True:
+            due: TimerEntry | None = None
+            remaining: float | None = None
             with self._lock:
                 while self._heap and self._heap[0].cancelled:
                     heapq.heappop(self._heap).popped = True
                     self._cancelled -= 1
                 if not self._heap:
-                    self._thread = None
-                    return
-                top = self._heap[0]
-                now = self._clock.monotonic()
-                due: TimerEntry | None = None
-                if now >= top.deadline - EPSILON:
-                    due = heapq.heappop(self._heap)
-                    due.popped = True
-                    remaining = 0.0
-                else:
-                    remaining = top.deadline - now
+                    if expired:
+                        self._thread = None
+                        return
                     self._wake.clear()
+                else:
+                    top = self._heap[0]
+                    now = self._clock.monotonic()
+                    if now >= top.deadline - EPSILON:
+                        due = heapq.heappop(self._heap)
+                        due.popped = True
+                    else:
+                        remaining = top.deadline - now
+                        self._wake.clear()
+            expired = False
             if due is not None:
                 try:
                     due.callback()
                 except Exception:
                     log.exception("a supervision callback failed")
+                continue
+            if remaining is None:
+                # Idle: stay a moment before exiting, so runs with a deadline coming one
+                # after another (a schedule firing every second) do not start a thread each.
+                expired = not self._wake.wait(LINGER)
                 continue
             self._clock.wait(self._wake, max(0.0, remaining - EPSILON))
