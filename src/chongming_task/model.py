@@ -114,11 +114,18 @@ def ensure_json(value: object, what: str = "value") -> None:
     Strict: NaN/Infinity and non-string keys are refused, because other languages and
     PostgreSQL's jsonb would not read them back.
     """
+    if value is None or type(value) in _PLAIN_JSON or (type(value) in _CONTAINERS and not value):
+        return  # nothing to check: the common case of a task returning None or no metadata
     try:
         json.dumps(value, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError) as exc:
         raise ConfigurationError(f"{what} is not JSON-serialisable: {exc}") from exc
     _check_keys(value, what)
+
+
+#: Exact types that are always JSON (``float`` is not: NaN and infinity are refused).
+_PLAIN_JSON: Final = frozenset({str, int, bool})
+_CONTAINERS: Final = frozenset({dict, list, tuple})
 
 
 def _check_keys(value: object, what: str) -> None:
@@ -735,3 +742,37 @@ def _decoded(cls: type[TaskSnapshot], **values: Any) -> TaskSnapshot:
         if checked is not value:
             _set(snapshot, name, checked)
     return snapshot
+
+
+def machine_transition(
+    *,
+    task_id: str,
+    from_status: TaskStatus,
+    to_status: TaskStatus,
+    trigger: str,
+    version: int,
+    at: datetime,
+    actor: str | None,
+    reason: str | None,
+    attempt: int,
+) -> Transition:
+    """A :class:`Transition` made by the state machine, from a snapshot it just checked.
+
+    ``task_id``, the statuses, ``version``, ``at`` (the snapshot's ``updated_at``) and
+    ``attempt`` come from a validated snapshot, so only what a caller passed through
+    (``trigger``, ``actor``, ``reason``) is checked: a run makes one per transition.
+    """
+    _require_text(trigger, "Transition.trigger")
+    _require_optional_str(actor, "Transition.actor")
+    _require_optional_str(reason, "Transition.reason")
+    record = object.__new__(Transition)
+    _set(record, "task_id", task_id)
+    _set(record, "from_status", from_status)
+    _set(record, "to_status", to_status)
+    _set(record, "trigger", trigger)
+    _set(record, "version", version)
+    _set(record, "at", at)
+    _set(record, "actor", actor)
+    _set(record, "reason", reason)
+    _set(record, "attempt", attempt)
+    return record

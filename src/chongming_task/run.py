@@ -51,6 +51,8 @@ S = TaskStatus
 #: Shared by every run created without ``clock=``, so they share one timer thread.
 _SYSTEM_CLOCK = SystemClock()
 _DEFAULT_EXECUTOR: Executor | None = None
+#: The policy of a run without one (frozen, so every such run can share it).
+_NO_RETRY = RetryPolicy()
 
 
 def _default_executor() -> Executor:
@@ -124,7 +126,7 @@ class TaskRun(RunControls, QueueOwnerEdges):
         )
         run_name = name or (spec.name if spec else None) or callable_name(fn)
         check_signature(fn, call, run_name)
-        retry = retry if retry is not None else (spec.retry if spec else None) or RetryPolicy()
+        retry = retry if retry is not None else (spec.retry if spec else None) or _NO_RETRY
         timeout = timeout if timeout is not None else (spec.timeout if spec else None)
         check_options(retry, timeout, graceful_stop, pause_timeout)
         if tags is None:

@@ -24,6 +24,7 @@ from chongming_task.model import (
     TaskSnapshot,
     Transition,
     ensure_json,
+    machine_transition,
 )
 from chongming_task.states import TERMINAL, TRANSITIONS, TaskStatus
 
@@ -695,19 +696,19 @@ class StateMachine:
         snap = self._snapshot
         now = self._clock.now()
         version = snap.status_version + 1
-        self._snapshot = snap.replace(
+        self._snapshot = after = snap.replace(
             status=target, status_version=version, updated_at=now, **changes
         )
-        record = Transition(
+        record = machine_transition(
             task_id=snap.task_id,
             from_status=snap.status,
-            to_status=target,
+            to_status=after.status,
             trigger=trigger,
             version=version,
             at=now,
             actor=actor,
             reason=reason,
-            attempt=self._snapshot.attempt,
+            attempt=after.attempt,
         )
         self._transitions.append(record)
         return record

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
+from types import TracebackType
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from chongming_task.core.clock import Clock
@@ -92,16 +92,14 @@ class RunState:
         finally:
             self._record_locked()
 
-    @contextmanager
-    def transaction(self, after: Callable[[], None] | None = None) -> Iterator[StateMachine]:
-        """Hold the lock for a group of writes; run ``after`` under it, deliver outside it."""
-        try:
-            with self.lock:
-                yield self.machine
-                if after is not None:
-                    after()
-        finally:
-            self.outbox.deliver()
+    def transaction(self, after: Callable[[], None] | None = None) -> _Transaction:
+        """Hold the lock for a group of writes; run ``after`` under it, deliver outside it.
+
+        ``with state.transaction(check) as machine:`` -- ``after`` runs only if the block
+        did not raise. (A class, not ``@contextmanager``: a run opens several per
+        transition, and the generator machinery cost more than the work inside.)
+        """
+        return _Transaction(self, after)
 
     def _record_locked(self) -> None:
         transitions = self.machine.transitions
@@ -135,3 +133,32 @@ class RunState:
         self._synced_beat = beat
         age = max(0.0, self.clock.monotonic() - beat)
         self.machine.update(last_heartbeat_at=self.clock.now() - timedelta(seconds=age))
+
+
+class _Transaction:
+    """The context manager of :meth:`RunState.transaction`."""
+
+    __slots__ = ("_after", "_state")
+
+    def __init__(self, state: RunState, after: Callable[[], None] | None) -> None:
+        self._state = state
+        self._after = after
+
+    def __enter__(self) -> StateMachine:
+        self._state.lock.acquire()
+        return self._state.machine
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            try:
+                if exc_type is None and self._after is not None:
+                    self._after()
+            finally:
+                self._state.lock.release()
+        finally:
+            self._state.outbox.deliver()
