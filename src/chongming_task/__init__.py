@@ -11,9 +11,9 @@ no optional dependency (``PostgresTaskStore`` needs the ``postgres`` extra).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from chongming_task._lazy import lazy_exports
 from chongming_task.core.clock import Clock, SystemClock
 from chongming_task.errors import (
     AttemptsExhausted,
@@ -110,17 +110,7 @@ _LAZY: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module_name = _LAZY.get(name)
-    if module_name is None:
-        raise AttributeError(f"module 'chongming_task' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module_name), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports("chongming_task", globals(), _LAZY)
 
 
 __all__ = [

@@ -8,8 +8,9 @@ renders) does not pull in the runtime.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from chongming_task._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from chongming_task.controller.controller import Controller
@@ -29,17 +30,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module_name = _LAZY.get(name)
-    if module_name is None:
-        raise AttributeError(f"module 'chongming_task.controller' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module_name), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports("chongming_task.controller", globals(), _LAZY)
 
 
 __all__ = [

@@ -11,9 +11,7 @@ side is imported on first use.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from chongming_task._lazy import lazy_exports
 from chongming_task.schedule.control import ScheduleControl
 from chongming_task.schedule.definition import Schedule
 from chongming_task.schedule.triggers import CronTrigger, IntervalTrigger, Trigger, make_trigger
@@ -27,17 +25,7 @@ _LAZY: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module_name = _LAZY.get(name)
-    if module_name is None:
-        raise AttributeError(f"module 'chongming_task.schedule' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module_name), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports("chongming_task.schedule", globals(), _LAZY)
 
 
 __all__ = [
