@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from chongming_task.core.clock import Clock
 from chongming_task.core.state_machine import StateMachine
-from chongming_task.errors import ConcurrencyConflict
+from chongming_task.errors import ConcurrencyConflict, StoreError
 from chongming_task.model import Failure, FailureKind, TaskSnapshot, Transition
 from chongming_task.states import OCCUPYING, TERMINAL, TaskStatus
 from chongming_task.stores.base import SnapshotWrite, TaskQuery, TaskStore
@@ -38,6 +38,8 @@ __all__ = ["RECONCILE_TRIGGER", "ReconcileReport", "reconcile"]
 RECONCILE_TRIGGER = "reconcile:lease_expired"
 
 _UNFINISHED = frozenset(set(TaskStatus) - TERMINAL)
+Outcome = ConcurrencyConflict | StoreError | None
+
 #: ``-> lost`` writes per ``save_many`` (one commit): a restart after a crash of a busy
 #: node has tens of thousands of them, and a commit each would take most of the time.
 WRITE_BATCH = 1000
@@ -121,34 +123,38 @@ def reconcile(
         if dry_run:
             lost.append(snapshot.task_id)
             continue
-        machine = StateMachine(snapshot, clock=clock)
-        failure = _lost_failure(snapshot, actor)
-        machine.mark_lost(failure, actor=actor, reason=failure.message, trigger=RECONCILE_TRIGGER)
-        marked = machine.snapshot.replace(lease_until=None)
-        batch.append(SnapshotWrite(marked, snapshot.status_version, machine.transitions[-1:]))
+        batch.append(_lost_write(snapshot, clock, actor))
         if len(batch) >= WRITE_BATCH:
-            _write(store, batch, lost, skipped, on_lost)
+            _settle(batch, store.save_many(batch), lost, skipped, on_lost)
             batch = []
     if batch:
-        _write(store, batch, lost, skipped, on_lost)
+        _settle(batch, store.save_many(batch), lost, skipped, on_lost)
     return ReconcileReport(
         lost=tuple(lost), adoptable=tuple(adoptable), skipped=tuple(skipped), dry_run=dry_run
     )
 
 
-def _write(
-    store: TaskStore,
+def _lost_write(snapshot: TaskSnapshot, clock: Clock, actor: str) -> SnapshotWrite:
+    """The ``-> lost`` write of one occupying task whose lease expired."""
+    machine = StateMachine(snapshot, clock=clock)
+    failure = _lost_failure(snapshot, actor)
+    machine.mark_lost(failure, actor=actor, reason=failure.message, trigger=RECONCILE_TRIGGER)
+    marked = machine.snapshot.replace(lease_until=None)
+    return SnapshotWrite(marked, snapshot.status_version, machine.transitions[-1:])
+
+
+def _settle(
     batch: list[SnapshotWrite],
+    results: list[Outcome],
     lost: list[str],
     skipped: list[str],
     on_lost: Callable[[Transition, TaskSnapshot], None] | None,
 ) -> None:
-    """Store one batch of ``-> lost`` writes in one commit; a conflict skips only its task.
+    """Account for one stored batch; a conflict skips only its task.
 
     Raises:
         StoreError: The backend failed (conflicts are not failures: the holder won).
     """
-    results = store.save_many(batch)
     for write, result in zip(batch, results, strict=True):
         task_id = write.snapshot.task_id
         if isinstance(result, ConcurrencyConflict):
