@@ -87,6 +87,9 @@ def main() -> int:
             now = clock.monotonic()
             if now != last:
                 scheduler.tick()
+                # The beat finishes before this second is acknowledged: the next second
+                # must not meet it unfinished (overlap="forbid" would skip that firing).
+                controller.wait_all(timeout=DEADLINE)
                 last = now
                 scratch = ack.with_suffix(f".{os.getpid()}.tmp")
                 scratch.write_text(repr(now))

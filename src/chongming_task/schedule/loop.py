@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Final
 from chongming_task.schedule.admin import ScheduleAdmin
 from chongming_task.schedule.commands import ScheduleCommands
 from chongming_task.schedule.control import ScheduleControl, redact_error
-from chongming_task.schedule.firing import DueFiring, plan_firings
+from chongming_task.schedule.firing import DueFiring, FiringPlan, plan_firings
 from chongming_task.schedule.launcher import launch
 from chongming_task.schedule.registration import Registered
 from chongming_task.schedule.ticks import TickReport, firing_task_id
@@ -123,10 +123,32 @@ class FiringLoop:
             except Exception as exc:
                 entries = []  # without the records nothing can be decided this tick
                 errors += self._failed(report, "reading schedules", exc)
+            plans: list[tuple[Registered, ScheduleControl, FiringPlan]] = []
             for entry in entries:
                 try:
-                    self._tick_schedule(entry, records.get(entry.schedule.name), now, report)
+                    planned = self._plan(entry, records.get(entry.schedule.name), now, report)
                 except Exception as exc:  # one schedule's failure must not stop the others
+                    errors += self._failed(report, f"schedule {entry.schedule.name!r}", exc)
+                    continue
+                if planned is not None:
+                    plans.append((entry, *planned))
+            # Every due firing of every schedule first, the bookkeeping writes after: a
+            # firing never waits for another schedule's control record to be updated.
+            fired: list[tuple[Registered, ScheduleControl, FiringPlan, datetime | None]] = []
+            for entry, control, plan in plans:
+                try:
+                    newest: datetime | None = None
+                    for due in plan.due:
+                        if self._fire(control, due, report):
+                            newest = due.scheduled_at
+                except Exception as exc:
+                    errors += self._failed(report, f"schedule {entry.schedule.name!r}", exc)
+                    continue
+                fired.append((entry, control, plan, newest))
+            for entry, control, plan, newest in fired:
+                try:
+                    self._settle(entry, control, plan, newest, now)
+                except Exception as exc:
                     errors += self._failed(report, f"schedule {entry.schedule.name!r}", exc)
             try:
                 report.commands = self.commands.poll()
@@ -151,9 +173,10 @@ class FiringLoop:
         log.warning("scheduler tick: %s", self.last_store_error)
         return 1
 
-    def _tick_schedule(
+    def _plan(
         self, entry: Registered, record: ScheduleRecord | None, now: datetime, report: TickReport
-    ) -> None:
+    ) -> tuple[ScheduleControl, FiringPlan] | None:
+        """The firings of one schedule due now; ``None`` if this node does not fire it."""
         name = entry.schedule.name
         if record is None:  # deleted by an operator while registered here: recreate it
             control = self.admin.register(entry.schedule, actor=self.owner)
@@ -169,7 +192,7 @@ class FiringLoop:
             entry.revision = control.definition_revision
         if not entry.owned:
             entry.next_at = None
-            return
+            return None
         # Decided up to: the newest claimed firing (by any node) or where this
         # scheduler last looked; a schedule nobody ever fired counts from registration.
         seen = [t for t in (control.last_fired_at, entry.checked_until) if t is not None]
@@ -190,14 +213,21 @@ class FiringLoop:
                 plan.missed_from,
                 control.misfire,
             )
-        newest: datetime | None = None
-        for due in plan.due:
-            if self._fire(control, due, report):
-                newest = due.scheduled_at
+        return control, plan
+
+    def _settle(
+        self,
+        entry: Registered,
+        control: ScheduleControl,
+        plan: FiringPlan,
+        newest: datetime | None,
+        now: datetime,
+    ) -> None:
+        """After firing: remember what was decided and update the control record."""
         entry.checked_until = plan.checked_until or now
         entry.next_at = plan.next_at
         if newest is not None or control.next_run_at != plan.next_at:
-            self.admin.update(name, lambda c: c.with_fired(newest, plan.next_at))
+            self.admin.update(control.name, lambda c: c.with_fired(newest, plan.next_at))
 
     def _fire(self, control: ScheduleControl, due: DueFiring, report: TickReport) -> bool:
         """Claim ``due``; if this scheduler wins, submit it. Returns whether it won."""

@@ -22,6 +22,7 @@ This is Vixie cron's behaviour, decided per expression rather than per job run.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Final, Literal
@@ -192,10 +193,14 @@ Trigger = CronTrigger | IntervalTrigger
 """Either trigger; both offer ``kind``, ``pattern``, ``timezone``, ``next_after``, ``describe``."""
 
 
+@functools.lru_cache(maxsize=1024)
 def make_trigger(pattern: str, timezone: str = "UTC", anchor: datetime | None = None) -> Trigger:
     """The trigger that a persisted (pattern, timezone) pair describes.
 
     ``@every`` patterns become an :class:`IntervalTrigger` on ``anchor``'s grid.
+    Triggers are immutable, so one is built per distinct triple and then shared: a
+    scheduler rebuilds every schedule's trigger on every tick, and parsing a cron
+    expression costs more than the rest of the tick's decision.
 
     Raises:
         ConfigurationError: the pattern or the timezone is invalid.
