@@ -98,14 +98,33 @@ def test_submit_returns_with_the_store_showing_the_task_queued(store: CountingSt
         assert [t.to_status for t in store.history(task_id)] == HAPPY
 
 
+def test_the_store_shows_starting_before_a_body_runs(store: CountingStore) -> None:
+    # Otherwise a crash could leave a task that ran looking "queued", and reconcile
+    # would call it adoptable (safe to run again) instead of lost.
+    seen: list[TaskStatus | None] = []
+
+    def body(ctx: TaskContext) -> None:
+        stored = store.get(ctx.task_id)
+        seen.append(None if stored is None else stored.status)
+
+    controller = Controller(store=store, max_parallel=2)
+    controller.register("body", body)
+    for n in range(20):
+        controller.submit("body", task_id=f"b{n}")
+    controller.wait_all(timeout=PATIENCE)
+    controller.close()
+    assert len(seen) == 20
+    assert set(seen) <= {S.STARTING, S.RUNNING}
+
+
 def test_concurrent_transitions_share_commits(store: CountingStore) -> None:
     controller = Controller(store=store, max_parallel=4)
     controller.register("noop", lambda ctx: None)
     runs = [controller.submit("noop", task_id=f"c{n}") for n in range(200)]
     controller.wait_all(timeout=PATIENCE * 3)
     controller.close()
-    # Creation and the queued edge are written by submit(); the three later transitions
-    # of each task go out in save_many batches, coalesced per task.
+    # Creation and the queued edge are one write by submit(); of the three later
+    # transitions, running is coalesced with the terminal one (starting is durable).
     assert sum(store.batches) < 200 * 3
     for run in runs:
         assert [t.to_status for t in store.history(run.task_id)] == HAPPY

@@ -49,7 +49,7 @@ from chongming_task.model import JSONValue, TaskSnapshot, Transition, ensure_jso
 from chongming_task.policies import BucketPolicy, ConcurrencyPolicy, RetryPolicy, Timeout
 from chongming_task.run import TaskOutcome, TaskRun
 from chongming_task.runtime.executors.base import Executor
-from chongming_task.states import TaskStatus
+from chongming_task.states import OCCUPYING, TaskStatus
 from chongming_task.stores.base import TaskQuery, TaskStore
 
 if TYPE_CHECKING:
@@ -597,10 +597,19 @@ class Controller:
     # ------------------------------------------------------------ internals
 
     def _on_transition(self, transition: Transition, snapshot: TaskSnapshot) -> None:
-        # Durable: a terminal state (wait() returns after it is stored) and every
-        # transition while an inline subscriber must hear it, after its write, before the
-        # run moves on. The rest is deferred to the next group commit, which announces it.
-        durable = transition.to_status.is_terminal or self._events.has_inline
+        # Durable (stored before the run moves on):
+        # - a terminal state: wait() never returns before the store has it;
+        # - entering an occupying state (-> starting, a resume in place): the store shows
+        #   that a carrier may run the body before it does, so after a crash reconcile
+        #   says "lost" (result unknown), never "adoptable" (safe to run again);
+        # - every transition while an inline subscriber must hear it after its write.
+        # The rest is deferred to the next group commit, which announces it.
+        target, source = transition.to_status, transition.from_status
+        durable = (
+            target.is_terminal
+            or (target in OCCUPYING and source not in OCCUPYING)
+            or self._events.has_inline
+        )
         announce = self._writes.write(transition, snapshot, durable=durable)
         freed = self._dispatch.on_transition(transition)
         if announce:

@@ -14,8 +14,10 @@ Two kinds of write:
   and recorded). A terminal transition is durable, so ``wait()`` never returns
   before the store has the terminal state;
 - *deferred*: the caller returns at once. The write goes out with the next flush:
-  a durable caller's, or the queue's own flusher thread's, which wakes at once when
-  the first deferred write arrives (started lazily, one per controller).
+  a durable caller's, or the queue's own flusher thread's (started lazily, one per
+  controller). The flusher waits ``window`` seconds after the first deferred write
+  before it flushes, so that a short task's terminal write, durable anyway, takes
+  its ``-> running`` along in the same commit instead of a commit of its own.
 
 Either way the flush function runs after the write is in the store, so it can tell
 observers (``subscribe``: "after write-through") in order.
@@ -27,7 +29,10 @@ import threading
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-__all__ = ["WriteQueue"]
+__all__ = ["WINDOW", "WriteQueue"]
+
+#: Real seconds the flusher lets deferred writes wait for a durable one to join.
+WINDOW = 0.002
 
 Op = TypeVar("Op")
 
@@ -50,12 +55,16 @@ class WriteQueue(Generic[Op]):
         name: Name of the flusher thread.
     """
 
-    def __init__(self, flush: Callable[[list[Op]], None], *, name: str) -> None:
+    def __init__(
+        self, flush: Callable[[list[Op]], None], *, name: str, window: float = WINDOW
+    ) -> None:
         self._flush = flush
         self._name = name
+        self._window = window
         self._lock = threading.Lock()
         self._flushed = threading.Condition(self._lock)
         self._wake = threading.Condition(self._lock)
+        self._pause = threading.Condition(self._lock)  # notified only by close()
         self._queue: list[_Entry[Op]] = []
         self._flushing = False
         self._closed = False
@@ -92,6 +101,7 @@ class WriteQueue(Generic[Op]):
         with self._lock:
             self._closed = True
             self._wake.notify_all()
+            self._pause.notify_all()
             thread = self._thread
         self.drain()
         if thread is not None and thread is not threading.current_thread():
@@ -132,4 +142,8 @@ class WriteQueue(Generic[Op]):
                     self._wake.wait()
                 if self._closed:
                     return  # close() drains what is left
+                if self._window > 0:
+                    self._pause.wait(self._window)  # a durable write may take them along
+                    if self._flushing or not self._queue or self._closed:
+                        continue
                 self._lead_locked()

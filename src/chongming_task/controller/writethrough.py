@@ -9,9 +9,12 @@ Writes go through a :class:`~chongming_task.controller.writequeue.WriteQueue`: o
 store with a native ``save_many`` (SQLite, PostgreSQL) concurrent transitions share
 one commit and a task's consecutive transitions become one row update. A *durable*
 write returns only once it is stored; the controller makes terminal transitions
-durable (``wait()`` never returns before the store has the terminal state); a task
-is created already queued (``submit()`` returns with the store showing it). The
-others are deferred: stored by the next flush, right away but not waited for.
+durable (``wait()`` never returns before the store has the terminal state) and so are
+the edges into an occupying state (``-> starting``: the store knows a body may run
+before it does, which is what ``reconcile`` judges by); a task is created already
+queued (``submit()`` returns with the store showing it). The others (``-> running``,
+progress of the state within an attempt) are deferred: stored by the next flush,
+right away but not waited for.
 On a store without ``save_many`` every write is durable, exactly as before.
 
 A store failure never fails a task: the task is fine, only its observability is
