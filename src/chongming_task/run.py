@@ -13,6 +13,7 @@ the executor's carrier, the supervisor watches deadlines on the injected clock.
 from __future__ import annotations
 
 import os
+import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from chongming_task.runtime.events import Outbox
 from chongming_task.runtime.executors.base import Executor
 from chongming_task.runtime.options import (
     as_args,
+    as_kwargs,
     as_mapping,
     callable_name,
     check_executor,
@@ -87,6 +89,9 @@ class TaskRun(RunControls, QueueOwnerEdges):
     :class:`~chongming_task.runtime.orchestration.QueueOwnerEdges`.
     """
 
+    # Slots: a busy controller holds 100,000 queued runs (W5 of bench/).
+    __slots__ = ("__weakref__", "_driver", "_pause_timeout", "_state", "_supervisor")
+
     def __init__(
         self,
         fn: Callable[..., Any],
@@ -121,9 +126,7 @@ class TaskRun(RunControls, QueueOwnerEdges):
         if not callable(fn):
             raise ConfigurationError(f"a task must be callable, got {fn!r}")
         spec = spec_of(fn)
-        call = TaskCall(
-            fn, as_args(args), as_mapping(kwargs, "kwargs"), as_mapping(upstream, "upstream")
-        )
+        call = TaskCall(fn, as_args(args), as_kwargs(kwargs), as_mapping(upstream, "upstream"))
         run_name = name or (spec.name if spec else None) or callable_name(fn)
         check_signature(fn, call, run_name)
         retry = retry if retry is not None else (spec.retry if spec else None) or _NO_RETRY
@@ -153,6 +156,7 @@ class TaskRun(RunControls, QueueOwnerEdges):
             clock=clock,
         )
         self._pause_timeout = float(pause_timeout)
+        lock = threading.Lock()  # the run's lock, shared with its outbox
         self._state = RunState(
             machine=machine,
             call=call,
@@ -162,7 +166,8 @@ class TaskRun(RunControls, QueueOwnerEdges):
             timeout=None if timeout is None or timeout.is_unlimited else timeout,
             graceful_stop=float(graceful_stop),
             artifact_root=None if artifact_dir is None else Path(artifact_dir),
-            outbox=Outbox(self),
+            outbox=Outbox(self, lock=lock),
+            lock=lock,
         )
         self._supervisor = Supervisor(self._state)
         self._driver = Driver(self._state, self._supervisor)
@@ -207,7 +212,7 @@ class TaskRun(RunControls, QueueOwnerEdges):
     @property
     def logs(self) -> list[LogEntry]:
         """The last 200 entries the task logged through ``ctx.log`` and friends."""
-        return list(self._state.logs)
+        return self._state.log_entries()
 
     @property
     def executor(self) -> Executor:
@@ -237,7 +242,7 @@ class TaskRun(RunControls, QueueOwnerEdges):
             TimeoutError: Still not terminal after ``timeout``. Nothing about the run
                 changes: call :meth:`stop` to end it.
         """
-        if not self._state.outbox.done.wait(timeout):
+        if not self._state.outbox.wait_done(timeout):
             raise TimeoutError(
                 f"task {self.task_id!r} is still {self.status.value} after {timeout}s; "
                 "wait() changes nothing, call stop() to end it"

@@ -29,6 +29,7 @@ from chongming_task.errors import ConfigurationError
 __all__ = ["Admission", "SlotClaim"]
 
 _GroupKey = tuple[int | None, frozenset[str]]
+_NONE: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,14 +102,15 @@ class Admission:
         """
         if task_id in self._queued or task_id in self._active:
             return
-        limited = frozenset(tag for tag in tags if tag in self.limits)
+        limited = frozenset(tag for tag in tags if tag in self.limits) if self.limits else _NONE
         key: _GroupKey = (bucket if self.max_parallel_per_bucket is not None else None, limited)
         group = self._groups.get(key)
         if group is None:
             group = self._groups[key] = _Group(key)
         seq = next(self._seq)
         heapq.heappush(group.heap, (-priority, seq, task_id))
-        self._queued[task_id] = _Entry(key, seq, bucket)
+        # The group's own key, not this call's equal copy: 100,000 queued tasks share it.
+        self._queued[task_id] = _Entry(group.key, seq, bucket)
 
     def remove(self, task_id: str) -> bool:
         """Take ``task_id`` out of the queue (stopped, paused or cancelled while queued).

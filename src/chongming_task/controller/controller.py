@@ -245,7 +245,7 @@ class Controller:
         if self._closed:
             raise ConfigurationError("this controller is closed; create a new Controller")
         definition = self.registry.require(name)
-        all_tags = definition.tags | check_tags(tags)
+        all_tags = definition.tags if tags is None else definition.tags | check_tags(tags)
         if priority is None:
             priority = self.concurrency.priority
         if isinstance(priority, bool) or not isinstance(priority, int):

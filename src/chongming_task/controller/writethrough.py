@@ -29,7 +29,7 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
@@ -45,6 +45,8 @@ log = logging.getLogger("chongming_task.controller")
 
 #: How many persist failures a controller keeps for inspection (guide §8.9).
 MAX_PERSIST_FAILURES = 20
+#: Locks shared by the direct writes of all tasks (one task always maps to one).
+_STRIPES = 64
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -64,13 +66,13 @@ class PersistFailure:
 
 @dataclass(slots=True)
 class _TaskState:
-    """One task's write bookkeeping: set up by ``create``, then written under ``lock``
-    (direct writes) or by the flush leader alone (batched writes)."""
+    """One task's write bookkeeping: set up by ``create``, then written under its stripe
+    lock (direct writes) or by the flush leader alone (batched writes)."""
 
-    lock: threading.Lock = field(default_factory=threading.Lock)
     persisted: int | None = None
     """The version the store holds; ``None`` until the task was created there."""
-    pending: list[Transition] = field(default_factory=list)
+    pending: tuple[Transition, ...] = ()
+    """Accepted, not yet stored (a tuple: usually empty, and shared while it is)."""
 
 
 class _Write(NamedTuple):
@@ -107,6 +109,9 @@ class WriteThrough:
         self._on_stored = on_stored
         self._lock = threading.Lock()
         self._states: dict[str, _TaskState] = {}
+        # Direct writes of one task are serialised by one of a few shared locks rather
+        # than a lock per task: a busy controller holds 100,000 queued tasks.
+        self._stripes = tuple(threading.Lock() for _ in range(_STRIPES))
         self._queue: WriteQueue[_Write] = WriteQueue(self._flush, name=f"chongming-writes[{owner}]")
 
     # ------------------------------------------------------------ failures
@@ -159,7 +164,7 @@ class WriteThrough:
         Raises:
             ConfigurationError: The store already has this task id (duplicates are refused).
         """
-        state = _TaskState(pending=list(transitions))
+        state = _TaskState(pending=tuple(transitions))
         with self._lock:
             if snapshot.task_id in self._states:
                 raise ConfigurationError(
@@ -177,7 +182,7 @@ class WriteThrough:
             self.record(snapshot.task_id, "create", exc, version=snapshot.status_version)
             return
         state.persisted = snapshot.status_version
-        state.pending.clear()
+        state.pending = ()
 
     def write(
         self, transition: Transition, snapshot: TaskSnapshot, *, durable: bool = True
@@ -197,7 +202,7 @@ class WriteThrough:
         if state is None:
             return True
         if not self.batching:
-            with state.lock:
+            with self._stripes[hash(transition.task_id) % _STRIPES]:
                 self._write_now(state, transition, snapshot)
             return True
         self._queue.put(_Write(transition, snapshot, not durable), durable=durable)
@@ -207,7 +212,7 @@ class WriteThrough:
         """One ``save`` (or the late ``create``) for a store without native batches."""
         if state.persisted is not None and transition.version <= state.persisted:
             return  # already stored (delivered twice)
-        state.pending.append(transition)
+        state.pending = (*state.pending, transition)
         stored = self.stored_form(snapshot)
         if state.persisted is None:
             self._create_late(state, stored)
@@ -218,7 +223,7 @@ class WriteThrough:
             self.record(snapshot.task_id, "save", exc, version=snapshot.status_version)
             return
         state.persisted = snapshot.status_version
-        state.pending.clear()
+        state.pending = ()
 
     def flush(self) -> None:
         """Write everything queued so far; returns when it is stored (or failed)."""
@@ -255,7 +260,7 @@ class WriteThrough:
                 continue  # pruned meanwhile
             if state.persisted is not None and transition.version <= state.persisted:
                 continue  # already stored (delivered twice)
-            state.pending.append(transition)
+            state.pending = (*state.pending, transition)
             current = newest.get(transition.task_id)
             if current is None or snapshot.status_version >= current.status_version:
                 newest[transition.task_id] = snapshot
@@ -268,7 +273,7 @@ class WriteThrough:
             if state.persisted is None:
                 self._create_late(state, stored)
                 continue
-            writes.append(SnapshotWrite(stored, state.persisted, list(state.pending)))
+            writes.append(SnapshotWrite(stored, state.persisted, state.pending))
             owners.append((state, snapshot))
         if not writes:
             return
@@ -279,7 +284,7 @@ class WriteThrough:
         for (state, snapshot), result in zip(owners, results, strict=True):
             if result is None:
                 state.persisted = snapshot.status_version
-                state.pending.clear()
+                state.pending = ()
             else:  # conflicts too: another process changed the task
                 self.record(snapshot.task_id, "save", result, version=snapshot.status_version)
 
@@ -291,7 +296,7 @@ class WriteThrough:
             self.record(stored.task_id, "create", exc, version=stored.status_version)
             return
         state.persisted = stored.status_version
-        state.pending.clear()
+        state.pending = ()
 
     def is_current(self, task_id: str, version: int) -> bool:
         """Whether the store holds ``version`` of ``task_id`` as far as this writer knows."""

@@ -13,7 +13,7 @@ calls under their lock, which is what keeps "single writer" true.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Final
 
 from chongming_task.core.clock import Clock, SystemClock
 from chongming_task.errors import AttemptsExhausted, ConfigurationError, InvalidTransition
@@ -31,6 +31,18 @@ from chongming_task.states import TERMINAL, TRANSITIONS, TaskStatus
 __all__ = ["StateMachine", "Triggers"]
 
 S = TaskStatus
+
+
+class _Now:
+    """Stands for "the instant of this transition" in the changes given to ``_apply``."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NOW"
+
+
+_NOW: Final = _Now()
 
 
 class Triggers:
@@ -260,7 +272,7 @@ class StateMachine:
             trigger,
             actor=actor,
             reason=reason,
-            queued_at=self._clock.now(),
+            queued_at=_NOW,
             started_at=None,
         )
 
@@ -277,14 +289,13 @@ class StateMachine:
         self._check_edge(S.STARTING, trigger)
         if snap.attempt + 1 > snap.max_attempts:
             raise AttemptsExhausted(snap.task_id, snap.attempt, snap.max_attempts)
-        now = self._clock.now()
         self._apply(
             S.STARTING,
             trigger,
             reason=f"executor={executor}" if executor else None,
             attempt=snap.attempt + 1,
-            started_at=now,
-            first_started_at=snap.first_started_at or now,
+            started_at=_NOW,
+            first_started_at=snap.first_started_at or _NOW,
             failure=None,
         )
 
@@ -357,7 +368,7 @@ class StateMachine:
         if self.status is not S.PAUSED:
             raise self._invalid(S.RUNNING, trigger, "resume() is only legal from paused")
         target = S.RUNNING if self.paused_in_place else S.QUEUED
-        extra: dict[str, Any] = {} if target is S.RUNNING else {"queued_at": self._clock.now()}
+        extra: dict[str, Any] = {} if target is S.RUNNING else {"queued_at": _NOW}
         self._apply(target, trigger, actor=actor, reason=reason, **extra)
         return target
 
@@ -573,7 +584,7 @@ class StateMachine:
             failure=None,
             outcome=None,
             started_at=None,
-            queued_at=self._clock.now(),
+            queued_at=_NOW,
         )
 
     def reset(
@@ -645,7 +656,7 @@ class StateMachine:
             ) from None
         extra: dict[str, Any] = {}
         if target in TERMINAL:
-            extra["finished_at"] = self._clock.now()
+            extra["finished_at"] = _NOW
         else:
             extra["finished_at"] = None
         if target in _NO_CURRENT_ATTEMPT:
@@ -657,7 +668,7 @@ class StateMachine:
     # ------------------------------------------------------------ internals
 
     def _finish(self, target: TaskStatus, trigger: str, **changes: Any) -> None:
-        self._apply(target, trigger, finished_at=self._clock.now(), **changes)
+        self._apply(target, trigger, finished_at=_NOW, **changes)
 
     def _require_started(self, target: TaskStatus, trigger: str) -> None:
         if self._snapshot.started_at is None:
@@ -696,6 +707,9 @@ class StateMachine:
         snap = self._snapshot
         now = self._clock.now()
         version = snap.status_version + 1
+        for name, value in changes.items():
+            if value is _NOW:
+                changes[name] = now  # one instant per transition (and one datetime)
         self._snapshot = after = snap.replace(
             status=target, status_version=version, updated_at=now, **changes
         )

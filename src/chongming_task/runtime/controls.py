@@ -23,6 +23,8 @@ S = TaskStatus
 class RunControls:
     """``stop``, ``pause``, ``resume`` and ``cancel``."""
 
+    __slots__ = ()
+
     _state: RunState
     _supervisor: Supervisor
     _pause_timeout: float
@@ -43,7 +45,7 @@ class RunControls:
                 return True
             state.apply(machine.request_stop, actor=actor, reason=reason)
             self._supervisor.stop_attempt_locked(reason, "stop")
-            state.wake.set()
+            state.wake_locked()
             return True
 
     def pause(self, timeout: float | None = None, *, actor: str | None = None) -> bool:
@@ -61,7 +63,7 @@ class RunControls:
                 return True
             if status in (S.QUEUED, S.RETRY_WAIT):
                 state.apply(machine.request_pause, actor=actor)
-                state.wake.set()
+                state.wake_locked()
                 return True
             if status not in (S.STARTING, S.RUNNING, S.PAUSING):
                 return False
@@ -115,7 +117,7 @@ class RunControls:
                     attempt.paused_since = None
                 self._supervisor.body_began_locked(attempt)
                 attempt.control.cancel_pause()
-            state.wake.set()
+            state.wake_locked()
             return True
 
     def cancel(self, *, reason: str, actor: str | None = None) -> bool:
@@ -129,5 +131,5 @@ class RunControls:
                 return False
             state.apply(machine.mark_cancelled, reason=reason, actor=actor)
             self._supervisor.stop_attempt_locked(reason, "cancel")
-            state.wake.set()
+            state.wake_locked()
             return True

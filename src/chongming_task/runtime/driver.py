@@ -60,6 +60,8 @@ _RESULT_HINT = (
 class Driver:
     """Runs attempts one after another and judges how each one ended."""
 
+    __slots__ = ("_state", "_supervisor")
+
     def __init__(self, state: RunState, supervisor: Supervisor) -> None:
         self._state = state
         self._supervisor = supervisor
@@ -134,8 +136,8 @@ class Driver:
                     state.driving = False  # the controller re-admits it with start()
                     return None
                 # The supervisor wakes us when the backoff is over (or on stop/pause).
-                state.wake.clear()
-            state.wake.wait()
+                wake = state.wake_event_locked()
+            wake.wait()
 
     def fail_internally(self, exc: BaseException) -> None:
         """End the run honestly after an internal error instead of leaving it hanging."""
@@ -330,7 +332,7 @@ class Driver:
         self, attempt: Attempt, level: int, message: str, at: datetime | None, stacklevel: int
     ) -> None:
         state = self._state
-        state.logs.append(LogEntry(at or state.clock.now(), level, message, attempt.number))
+        state.add_log(LogEntry(at or state.clock.now(), level, message, attempt.number))
         emit_task_log(
             attempt.task_id,
             attempt.task_name,
@@ -341,7 +343,7 @@ class Driver:
         )
 
     def _recent_logs(self) -> list[LogEntry]:
-        return list(self._state.logs)
+        return self._state.log_entries()
 
 
 def _cancelled_failure(requested: str | None, how: str) -> Failure:

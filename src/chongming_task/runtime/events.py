@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import deque
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
@@ -33,25 +32,42 @@ RunT = TypeVar("RunT")
 class Outbox(Generic[RunT]):
     """Listeners, done callbacks and the done event of one run."""
 
-    def __init__(self, run: RunT) -> None:
+    __slots__ = (
+        "_deliver_lock",
+        "_done",
+        "_done_callbacks",
+        "_done_event",
+        "_finished",
+        "_listeners",
+        "_queue",
+        "_run",
+        "_state_lock",
+    )
+
+    def __init__(self, run: RunT, *, lock: threading.Lock | None = None) -> None:
+        """``lock`` guards listeners, callbacks and the done flag; the run passes its own
+        (never held while listeners run), so a queued run owns one lock fewer."""
         self._run = run
-        self._queue: deque[tuple[Transition, TaskSnapshot]] = deque()
+        # A list, not a deque: it holds one or two records at a time, and an empty
+        # deque costs 600 bytes per run (a controller may hold 100,000 queued runs).
+        self._queue: list[tuple[Transition, TaskSnapshot]] = []
         self._deliver_lock = threading.Lock()
-        self._listeners: list[Listener] = []
-        self._done_callbacks: list[Callable[[RunT], None]] = []
-        self._state_lock = threading.Lock()
+        # Tuples, replaced whole: shared empty ones cost nothing per run until used.
+        self._listeners: tuple[Listener, ...] = ()
+        self._done_callbacks: tuple[Callable[[RunT], None], ...] = ()
+        self._state_lock = lock or threading.Lock()
         self._finished = False
-        self.done = threading.Event()
-        """Set once the terminal transition reached every listener and done callback."""
+        self._done = False
+        self._done_event: threading.Event | None = None  # made for the first waiter
 
     def add_listener(self, listener: Listener) -> None:
         with self._state_lock:
-            self._listeners = [*self._listeners, listener]
+            self._listeners = (*self._listeners, listener)
 
     def add_done_callback(self, callback: Callable[[RunT], None]) -> None:
         with self._state_lock:
             if not self._finished:
-                self._done_callbacks.append(callback)
+                self._done_callbacks = (*self._done_callbacks, callback)
                 return
         self._call_done(callback)
 
@@ -67,7 +83,7 @@ class Outbox(Generic[RunT]):
             try:
                 while True:
                     try:
-                        record, snapshot = self._queue.popleft()
+                        record, snapshot = self._queue.pop(0)
                     except IndexError:
                         break
                     self._deliver_one(record, snapshot)
@@ -89,10 +105,29 @@ class Outbox(Generic[RunT]):
         if record.to_status.is_terminal:
             with self._state_lock:
                 self._finished = True
-                callbacks, self._done_callbacks = self._done_callbacks, []
+                callbacks, self._done_callbacks = self._done_callbacks, ()
             for callback in callbacks:
                 self._call_done(callback)
-            self.done.set()
+            with self._state_lock:
+                self._done = True
+                event = self._done_event
+            if event is not None:
+                event.set()
+
+    @property
+    def done(self) -> bool:
+        """Whether the terminal transition reached every listener and done callback."""
+        return self._done
+
+    def wait_done(self, timeout: float | None) -> bool:
+        """Block until :attr:`done` (at most ``timeout`` seconds); returns :attr:`done`."""
+        with self._state_lock:
+            if self._done:
+                return True
+            if self._done_event is None:
+                self._done_event = threading.Event()
+            event = self._done_event
+        return event.wait(timeout)
 
     def _call_done(self, callback: Callable[[RunT], None]) -> None:
         try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from chongming_task.decorator import signature_of
@@ -17,7 +18,9 @@ from chongming_task.policies import RetryPolicy, Timeout
 from chongming_task.runtime.attempt import TaskCall
 
 __all__ = [
+    "NO_KWARGS",
     "as_args",
+    "as_kwargs",
     "as_mapping",
     "callable_name",
     "check_executor",
@@ -44,6 +47,19 @@ def as_mapping(value: Mapping[str, Any] | None, what: str) -> dict[str, Any]:
     if not isinstance(value, Mapping):
         raise ConfigurationError(f"{what} must be a mapping, got {value!r}")
     return dict(value)
+
+
+def as_kwargs(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """The keyword arguments of a call: a private copy, or one shared read-only empty
+    mapping (most tasks take none, and a controller may hold 100,000 queued runs)."""
+    if not value:
+        if value is not None and not isinstance(value, Mapping):
+            raise ConfigurationError(f"kwargs must be a mapping, got {value!r}")
+        return NO_KWARGS
+    return as_mapping(value, "kwargs")
+
+
+NO_KWARGS: Mapping[str, Any] = MappingProxyType({})
 
 
 def seconds(value: object, what: str) -> float:

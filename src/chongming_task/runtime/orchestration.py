@@ -20,6 +20,8 @@ __all__ = ["QueueOwnerEdges"]
 class QueueOwnerEdges:
     """``enqueue``, ``block``, ``release``, ``skip`` and ``update_fields``."""
 
+    __slots__ = ()
+
     _state: RunState
     _supervisor: Supervisor
 

@@ -36,6 +36,31 @@ R = TypeVar("R")
 class RunState:
     """Everything about one run that more than one thread touches."""
 
+    __slots__ = (
+        "_logs",
+        "_seen",
+        "_synced_beat",
+        "_wake",
+        "artifact_root",
+        "attempt",
+        "call",
+        "clock",
+        "driving",
+        "executor",
+        "graceful_stop",
+        "lock",
+        "machine",
+        "managed",
+        "outbox",
+        "pause_event",
+        "retry",
+        "retry_at",
+        "started",
+        "submitted_at",
+        "timeout",
+        "value",
+    )
+
     def __init__(
         self,
         *,
@@ -48,6 +73,7 @@ class RunState:
         graceful_stop: float,
         artifact_root: Path | None,
         outbox: Outbox[Any],
+        lock: threading.Lock | None = None,
     ) -> None:
         self.machine = machine
         self.call = call
@@ -58,14 +84,15 @@ class RunState:
         self.graceful_stop = graceful_stop
         self.artifact_root = artifact_root
         self.outbox = outbox
-        self.lock = threading.Lock()
+        self.lock = lock or threading.Lock()
         self.attempt: Attempt | None = None
         """The latest attempt; it stays here after it ends (``attempt.live`` says so)."""
         self.value: Any = None
         """The body's return value once the run succeeded (the object itself, not JSON)."""
-        self.logs: deque[LogEntry] = deque(maxlen=LOG_KEEP)
-        self.wake = threading.Event()
-        """Set whenever the driver, waiting between attempts, should look again."""
+        # Made on first use: a queued run must stay small (100,000 of them wait in a
+        # busy controller), and an empty deque or an Event costs about 1 KiB each.
+        self._logs: deque[LogEntry] | None = None
+        self._wake: threading.Event | None = None
         self.started = False
         """``start()`` was called at least once."""
         self.driving = False
@@ -81,6 +108,33 @@ class RunState:
     @property
     def status(self) -> TaskStatus:
         return self.machine.status
+
+    # ------------------------------------------------------------ logs, wake-ups
+
+    def add_log(self, entry: LogEntry) -> None:
+        """Keep ``entry`` among the last ``LOG_KEEP`` (one attempt logs at a time)."""
+        logs = self._logs
+        if logs is None:
+            logs = self._logs = deque(maxlen=LOG_KEEP)
+        logs.append(entry)
+
+    def log_entries(self) -> list[LogEntry]:
+        """The kept log entries, oldest first."""
+        logs = self._logs
+        return [] if logs is None else list(logs)
+
+    def wake_locked(self) -> None:
+        """Tell the driver, waiting between attempts, to look again. Hold :attr:`lock`."""
+        if self._wake is not None:
+            self._wake.set()  # no event yet: nobody waits, and a waiter looks first
+
+    def wake_event_locked(self) -> threading.Event:
+        """A cleared event the driver waits on after releasing :attr:`lock`."""
+        if self._wake is None:
+            self._wake = threading.Event()
+        else:
+            self._wake.clear()
+        return self._wake
 
     # ------------------------------------------------------------ writes
 
@@ -114,7 +168,7 @@ class RunState:
             self.pause_event.set()  # confirmed, aborted or overtaken: pause() may look
             self.pause_event = None
         if status.is_terminal:
-            self.wake.set()
+            self.wake_locked()
 
     # ------------------------------------------------------------ heartbeat
 

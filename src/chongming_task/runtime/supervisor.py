@@ -48,6 +48,8 @@ _MAX_ROUNDS = 4
 class Supervisor:
     """Deadlines of one run, booked on the shared timer service of its clock."""
 
+    __slots__ = ("_entry", "_no_start", "_ran_once", "_spent", "_state", "_timers", "_woken_for")
+
     def __init__(self, state: RunState) -> None:
         self._state = state
         self._timers = TimerService.for_clock(state.clock)
@@ -117,7 +119,7 @@ class Supervisor:
             and now >= state.retry_at - EPSILON
         ):
             self._woken_for = state.retry_at
-            state.wake.set()  # the backoff is over: the driver starts the next attempt
+            state.wake_locked()  # the backoff is over: the driver starts the next attempt
         if attempt is not None and attempt.live:
             if attempt.kill_deadline is not None and now >= attempt.kill_deadline - EPSILON:
                 attempt.kill_deadline = None
@@ -177,7 +179,7 @@ class Supervisor:
             self.stop_attempt_locked(message, "timeout")
         else:
             self._spent = (scope, now)  # nothing to act on: never fire this one again
-        state.wake.set()
+        state.wake_locked()
 
     def timeout_retryable(self, scope: str) -> bool:
         """``attempt``/``idle`` timeouts may be retried; ``start``/``total`` never can be.
