@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 from chongming_task import Pipeline
 from chongming_task.model import TaskSnapshot, Transition
-from chongming_task.states import OCCUPYING, TaskStatus
+from chongming_task.states import TaskStatus
 from chongming_task.testing import wait_until
 
 from . import tasks
@@ -18,25 +19,27 @@ S = TaskStatus
 
 
 class SlotWatch:
-    """Counts tasks in slot-holding states after every transition; keeps the maximum."""
+    """Samples the controller's slot ledger after every transition; keeps the maximum.
 
-    def __init__(self) -> None:
+    The ledger (``active_count``) is the invariant itself. Counting occupying states
+    from events instead would be racy: events are ordered per task, not across tasks,
+    so a finished node's event may arrive after its freed slot's next start.
+    """
+
+    def __init__(self, controller: Any) -> None:
+        self._controller = controller
         self._lock = threading.Lock()
-        self._holding: set[str] = set()
         self.most = 0
 
     def __call__(self, transition: Transition, snapshot: TaskSnapshot) -> None:
+        active = self._controller.active_count
         with self._lock:
-            if transition.to_status in OCCUPYING:
-                self._holding.add(transition.task_id)
-            else:
-                self._holding.discard(transition.task_id)
-            self.most = max(self.most, len(self._holding))
+            self.most = max(self.most, active)
 
 
 def test_a_20_node_chain_runs_on_one_slot() -> None:
     with make_controller(max_parallel=1) as controller:
-        watch = SlotWatch()
+        watch = SlotWatch(controller)
         controller.subscribe(watch, inline=True)
         p = Pipeline("chain")
         previous = p.node("hold", "root", node_id="n0")
@@ -68,7 +71,7 @@ def test_a_20_node_chain_runs_on_one_slot() -> None:
 
 def test_a_200_node_fan_out_fan_in_completes() -> None:
     with make_controller(max_parallel=8) as controller:
-        watch = SlotWatch()
+        watch = SlotWatch(controller)
         controller.subscribe(watch, inline=True)
         p = Pipeline("fan")
         root = p.node("value", 1, node_id="root")
