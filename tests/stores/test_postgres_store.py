@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime
 
 import pytest
+from store_builders import NOW, snap, step
 
 from chongming_task.errors import StoreError
-from chongming_task.model import TaskSnapshot, Transition
 from chongming_task.states import TaskStatus
 from chongming_task.stores._sql import SCHEMA_VERSION
 from chongming_task.stores.base import Command, TaskQuery
@@ -21,27 +20,6 @@ psycopg = pytest.importorskip("psycopg")
 from psycopg.conninfo import conninfo_to_dict, make_conninfo  # noqa: E402
 
 pytestmark = pytest.mark.external_service
-
-NOW = datetime(2026, 3, 1, tzinfo=UTC)
-
-
-def snap(task_id: str = "t1", **changes: object) -> TaskSnapshot:
-    fields: dict[str, object] = {
-        "task_id": task_id,
-        "name": "job",
-        "status": TaskStatus.PENDING,
-        "status_version": 0,
-        "created_at": NOW,
-        "updated_at": NOW,
-    }
-    fields.update(changes)
-    return TaskSnapshot(**fields)  # type: ignore[arg-type]
-
-
-def step(task_id: str, version: int, to: TaskStatus) -> Transition:
-    return Transition(
-        task_id=task_id, from_status=None, to_status=to, trigger="t:x", version=version, at=NOW
-    )
 
 
 def schema_name(dsn: str) -> str:

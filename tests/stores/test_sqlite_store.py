@@ -5,40 +5,18 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from store_builders import snap, step
 
 from chongming_task.errors import ConfigurationError, StoreError
-from chongming_task.model import TaskSnapshot, Transition
 from chongming_task.states import TaskStatus
 from chongming_task.stores._sql import SCHEMA_VERSION
 from chongming_task.stores._sqlbase import Cursor
 from chongming_task.stores._sqlite_group import _Operation
 from chongming_task.stores._sqlrows import task_params
 from chongming_task.stores.sqlite import SqliteTaskStore
-
-NOW = datetime(2026, 3, 1, tzinfo=UTC)
-
-
-def snap(task_id: str = "t1", **changes: object) -> TaskSnapshot:
-    fields: dict[str, object] = {
-        "task_id": task_id,
-        "name": "job",
-        "status": TaskStatus.PENDING,
-        "status_version": 0,
-        "created_at": NOW,
-        "updated_at": NOW,
-    }
-    fields.update(changes)
-    return TaskSnapshot(**fields)  # type: ignore[arg-type]
-
-
-def step(task_id: str, version: int, to: TaskStatus) -> Transition:
-    return Transition(
-        task_id=task_id, from_status=None, to_status=to, trigger="t:x", version=version, at=NOW
-    )
 
 
 @pytest.fixture
