@@ -122,6 +122,9 @@ def reconcile(
         if task_id in held_ids:
             continue
         (occupying if status in OCCUPYING else adoptable).append(task_id)
+    # 100,000 heads kept alive through the writes would make every full collection of
+    # the garbage collector walk them (it runs several times while the pages go by).
+    del heads
     if dry_run:
         return ReconcileReport(lost=tuple(occupying), adoptable=tuple(adoptable), dry_run=True)
     lost: list[str] = []
@@ -144,9 +147,14 @@ def _lost_write(snapshot: TaskSnapshot, clock: Clock, actor: str) -> SnapshotWri
     """The ``-> lost`` write of one occupying task whose lease expired."""
     machine = StateMachine(snapshot, clock=clock)
     failure = _lost_failure(snapshot, actor)
-    machine.mark_lost(failure, actor=actor, reason=failure.message, trigger=RECONCILE_TRIGGER)
-    marked = machine.snapshot.replace(lease_until=None)
-    return SnapshotWrite(marked, snapshot.status_version, machine.transitions[-1:])
+    machine.mark_lost(
+        failure,
+        actor=actor,
+        reason=failure.message,
+        trigger=RECONCILE_TRIGGER,
+        release_lease=True,
+    )
+    return SnapshotWrite(machine.snapshot, snapshot.status_version, machine.transitions[-1:])
 
 
 def _settle(

@@ -14,13 +14,13 @@ stored documents do not depend on which path wrote them.
 from __future__ import annotations
 
 import json.encoder
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, Final
 
 from chongming_task.model import FORMAT_VERSION, Failure, TaskSnapshot, Transition, dumps
 
-__all__ = ["snapshot_json", "transition_json"]
+__all__ = ["array_json", "snapshot_json", "transition_json"]
 
 #: The encoder ``json.dumps(ensure_ascii=False)`` uses for strings (the C one when built).
 _quote: Final[Callable[[str], str]] = json.encoder.encode_basestring
@@ -36,6 +36,28 @@ def _text(value: Any) -> str:
 def _instant(value: datetime | None) -> str:
     # ISO-8601 of a datetime is digits and "-:T+." only: nothing to escape.
     return "null" if value is None else f'"{value.isoformat()}"'
+
+
+def _instants(*values: datetime | None) -> list[str]:
+    """``_instant`` of each, formatting a datetime *object* once.
+
+    A transition takes one clock reading for all its timestamps (``updated_at`` and
+    ``finished_at`` of a terminal state, ``created_at`` and ``queued_at`` of a
+    submission), and the decoder shares one object between equal texts, so the same
+    object often fills several fields; an aware ``isoformat`` costs about a
+    microsecond. Identity, not equality: equal instants in two offsets print apart.
+    """
+    texts: list[str] = []
+    seen: dict[int, str] = {}
+    for value in values:
+        if value is None:
+            texts.append("null")
+            continue
+        text = seen.get(id(value))
+        if text is None:
+            text = seen[id(value)] = f'"{value.isoformat()}"'
+        texts.append(text)
+    return texts
 
 
 def _int(value: int | None) -> str:
@@ -63,18 +85,27 @@ def snapshot_json(s: TaskSnapshot) -> str:
     progress = s.progress
     tags = s.tags
     metadata = s.metadata
+    created, updated, queued, started, first, finished, beat, lease = _instants(
+        s.created_at,
+        s.updated_at,
+        s.queued_at,
+        s.started_at,
+        s.first_started_at,
+        s.finished_at,
+        s.last_heartbeat_at,
+        s.lease_until,
+    )
     return (
         f'{{"v":{FORMAT_VERSION},"task_id":{_quote(s.task_id)},"name":{_quote(s.name)},'
         f'"label":{_text(s.label)},"status":"{s.status.value}",'
         f'"status_version":{int.__repr__(s.status_version)},'
         f'"attempt":{int.__repr__(s.attempt)},"max_attempts":{int.__repr__(s.max_attempts)},'
-        f'"created_at":{_instant(s.created_at)},"updated_at":{_instant(s.updated_at)},'
-        f'"queued_at":{_instant(s.queued_at)},"started_at":{_instant(s.started_at)},'
-        f'"first_started_at":{_instant(s.first_started_at)},'
-        f'"finished_at":{_instant(s.finished_at)},'
+        f'"created_at":{created},"updated_at":{updated},'
+        f'"queued_at":{queued},"started_at":{started},'
+        f'"first_started_at":{first},"finished_at":{finished},'
         f'"progress":{"null" if progress is None else dumps(progress.to_dict())},'
-        f'"last_heartbeat_at":{_instant(s.last_heartbeat_at)},'
-        f'"lease_owner":{_text(s.lease_owner)},"lease_until":{_instant(s.lease_until)},'
+        f'"last_heartbeat_at":{beat},'
+        f'"lease_owner":{_text(s.lease_owner)},"lease_until":{lease},'
         f'"failure":{_failure(s.failure)},'
         f'"outcome":{"null" if s.outcome is None else dumps(s.outcome)},'
         f'"tags":[{",".join(map(_quote, sorted(tags))) if tags else ""}],'
@@ -95,3 +126,10 @@ def transition_json(t: Transition) -> str:
         f'"actor":{_text(t.actor)},"reason":{_text(t.reason)},'
         f'"attempt":{int.__repr__(t.attempt)}}}'
     )
+
+
+def array_json(values: Sequence[Any]) -> str:
+    """``dumps(list(values))``; a list of strings (tags, ids) without the encoder's setup."""
+    if all(type(value) is str for value in values):
+        return f"[{','.join(map(_quote, values))}]"
+    return dumps(list(values))

@@ -158,8 +158,7 @@ class TaskQuery:
         cutoff = self.lease_expired_by
         if cutoff is not None and (not isinstance(cutoff, datetime) or cutoff.tzinfo is None):
             raise ConfigurationError(
-                "TaskQuery.lease_expired_by must be a timezone-aware datetime, "
-                f"got {cutoff!r}"
+                f"TaskQuery.lease_expired_by must be a timezone-aware datetime, got {cutoff!r}"
             )
         if self.limit is not None and (isinstance(self.limit, bool) or self.limit < 0):
             raise ConfigurationError(f"TaskQuery.limit must be >= 0 or None, got {self.limit!r}")

@@ -37,7 +37,8 @@ from typing import Any, Final, Literal, TypeVar
 
 from chongming_task.core.clock import Clock
 from chongming_task.errors import ConfigurationError, StoreError
-from chongming_task.model import dumps, parse_datetime
+from chongming_task.model import parse_datetime
+from chongming_task.stores._fastjson import array_json
 from chongming_task.stores._sql import SCHEMA_VERSION, Cursor, SqlTaskStore
 from chongming_task.stores._sqlfile import split_statements
 from chongming_task.stores._sqlite_group import GroupCommitter
@@ -214,7 +215,7 @@ class SqliteTaskStore(SqlTaskStore):
         return from_micros(int(raw))
 
     def _array(self, values: Sequence[Any]) -> str:
-        return dumps(list(values))
+        return array_json(values)
 
     def _is_unique_violation(self, exc: BaseException) -> bool:
         return isinstance(exc, sqlite3.IntegrityError) and "UNIQUE" in str(exc)
