@@ -20,7 +20,7 @@ from chongming_task.errors import ConcurrencyConflict, ConfigurationError
 from chongming_task.model import Progress, TaskSnapshot, Transition
 from chongming_task.states import TERMINAL, TaskStatus
 from chongming_task.stores._memory_control import MemoryControl
-from chongming_task.stores.base import TaskNotFound, TaskQuery
+from chongming_task.stores.base import TaskHead, TaskNotFound, TaskQuery
 from chongming_task.stores.codec import check_outcome, require_aware
 
 __all__ = ["InMemoryTaskStore"]
@@ -96,6 +96,12 @@ class InMemoryTaskStore(MemoryControl):
         if query.limit is not None:
             rows = rows[: query.limit]
         return [row.snapshot for row in rows]
+
+    def query_heads(self, query: TaskQuery = TaskQuery()) -> list[TaskHead]:  # noqa: B008
+        return [
+            TaskHead(snapshot.task_id, snapshot.status, snapshot.status_version)
+            for snapshot in InMemoryTaskStore.query(self, query)
+        ]
 
     def _candidates(self, query: TaskQuery | None) -> Iterable[_Row]:
         """The rows a query can match: only the named ones when it names task ids.
