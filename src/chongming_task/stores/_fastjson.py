@@ -23,6 +23,8 @@ from chongming_task.model import FORMAT_VERSION, Failure, TaskSnapshot, Transiti
 __all__ = ["array_json", "snapshot_json", "transition_json"]
 
 #: The encoder ``json.dumps(ensure_ascii=False)`` uses for strings (the C one when built).
+#: Statuses and failure kinds are ``StrEnum`` members, so it quotes their text directly
+#: (``.value`` is a Python-level property, read six times per write otherwise).
 _quote: Final[Callable[[str], str]] = json.encoder.encode_basestring
 
 
@@ -68,7 +70,7 @@ def _failure(failure: Failure | None) -> str:
     if failure is None:
         return "null"
     return (
-        f'{{"kind":{_quote(failure.kind.value)},"message":{_text(failure.message)},'
+        f'{{"kind":{_quote(failure.kind)},"message":{_text(failure.message)},'
         f'"retryable":{"true" if failure.retryable else "false"},'
         f'"exception_type":{_text(failure.exception_type)},'
         f'"traceback":{_text(failure.traceback)}}}'
@@ -97,7 +99,7 @@ def snapshot_json(s: TaskSnapshot) -> str:
     )
     return (
         f'{{"v":{FORMAT_VERSION},"task_id":{_quote(s.task_id)},"name":{_quote(s.name)},'
-        f'"label":{_text(s.label)},"status":"{s.status.value}",'
+        f'"label":{_text(s.label)},"status":{_quote(s.status)},'
         f'"status_version":{int.__repr__(s.status_version)},'
         f'"attempt":{int.__repr__(s.attempt)},"max_attempts":{int.__repr__(s.max_attempts)},'
         f'"created_at":{created},"updated_at":{updated},'
@@ -117,11 +119,11 @@ def snapshot_json(s: TaskSnapshot) -> str:
 
 def transition_json(t: Transition) -> str:
     """``dumps(t.to_dict())``, without the dict."""
-    source = "null" if t.from_status is None else f'"{t.from_status.value}"'
+    source = "null" if t.from_status is None else _quote(t.from_status)
     return (
         f'{{"v":{FORMAT_VERSION},"task_id":{_quote(t.task_id)},'
         f'"from":{source},'
-        f'"to":"{t.to_status.value}","trigger":{_quote(t.trigger)},'
+        f'"to":{_quote(t.to_status)},"trigger":{_quote(t.trigger)},'
         f'"version":{int.__repr__(t.version)},"at":{_instant(t.at)},'
         f'"actor":{_text(t.actor)},"reason":{_text(t.reason)},'
         f'"attempt":{int.__repr__(t.attempt)}}}'

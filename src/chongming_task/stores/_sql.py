@@ -202,7 +202,9 @@ class SqlTaskStore(SqlControl):
                 *self._update_params(
                     writes[chain[-1]].snapshot,
                     writes[chain[0]].expect_version,
-                    [t for index in chain for t in writes[index].transitions],
+                    writes[chain[0]].transitions
+                    if len(chain) == 1
+                    else [t for index in chain for t in writes[index].transitions],
                 ),
             )
             for chain in chains
