@@ -226,9 +226,17 @@ def _int_field(data: Mapping[str, Any], key: str, default: int | None, what: str
     return value
 
 
+#: Status by its text: one dict lookup instead of ``TaskStatus(value)`` (a Python-level
+#: enum call) for every decoded snapshot and transition.
+_STATUS_BY_VALUE: Final = {status.value: status for status in TaskStatus}
+
+
 def _status(value: object, what: str) -> TaskStatus:
     if not isinstance(value, str):
         raise StoreError(f"corrupt {what}: unknown status {value!r}")
+    found = _STATUS_BY_VALUE.get(value)
+    if found is not None:
+        return found
     try:
         return TaskStatus(value)
     except ValueError as exc:

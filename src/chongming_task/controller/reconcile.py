@@ -13,7 +13,8 @@ expired, occupying (starting/running/       ``lost`` -- the carrier is gone
 pausing/stopping)
 expired, not occupying (pending/blocked/    unchanged, reported ``adoptable``
 queued/paused/retry_wait)
-the holder wrote first (version conflict)   let go, reported ``skipped``
+the holder wrote first (version conflict),  let go, reported ``skipped``
+or changed it between the two reads
 ==========================================  ===================================
 
 It never re-executes anything: the store keeps states, not recipes (function and
@@ -56,7 +57,8 @@ class ReconcileReport:
     adoptable: tuple[str, ...] = ()
     """Non-occupying tasks whose lease expired: nobody holds them; resubmit to run them."""
     skipped: tuple[str, ...] = ()
-    """Tasks that changed under us (their holder came back and wrote first): left alone."""
+    """Tasks that changed under us (their holder came back: it wrote first, renewed the
+    lease or moved the task on between reconcile's two reads): left alone."""
     dry_run: bool = False
     """True when nothing was written."""
 
