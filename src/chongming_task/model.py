@@ -818,6 +818,19 @@ def advance_snapshot(
     return copy
 
 
+def with_lease(snapshot: TaskSnapshot, owner: str, until: datetime | None) -> TaskSnapshot:
+    """``snapshot.replace(lease_owner=owner, lease_until=until)`` for the controller.
+
+    The controller stamps its lease on every snapshot it writes; ``owner`` was checked
+    when the controller was made and ``until`` is computed from its clock, so the field
+    checks are skipped.
+    """
+    copy = _copy_snapshot(snapshot)
+    _set(copy, "lease_owner", owner)
+    _set(copy, "lease_until", until)
+    return copy
+
+
 def machine_transition(
     *,
     task_id: str,
