@@ -35,7 +35,7 @@ from chongming_task.runtime.executors.base import Executor
 from chongming_task.runtime.options import (
     as_args,
     as_kwargs,
-    as_mapping,
+    as_upstream,
     callable_name,
     check_executor,
     check_options,
@@ -126,7 +126,7 @@ class TaskRun(RunControls, QueueOwnerEdges):
         if not callable(fn):
             raise ConfigurationError(f"a task must be callable, got {fn!r}")
         spec = spec_of(fn)
-        call = TaskCall(fn, as_args(args), as_kwargs(kwargs), as_mapping(upstream, "upstream"))
+        call = TaskCall(fn, as_args(args), as_kwargs(kwargs), as_upstream(upstream))
         run_name = name or (spec.name if spec else None) or callable_name(fn)
         check_signature(fn, call, run_name)
         retry = retry if retry is not None else (spec.retry if spec else None) or _NO_RETRY

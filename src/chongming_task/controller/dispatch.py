@@ -39,7 +39,10 @@ S = TaskStatus
 
 
 @dataclass(frozen=True, slots=True)
-class _Placement:
+class _Held:
+    """A held run with where it queues: one dict entry per run (100,000 queued runs)."""
+
+    run: TaskRun
     priority: int
     tags: frozenset[str]
     bucket: int | None
@@ -61,8 +64,7 @@ class Dispatcher:
             limits=limits,
             max_parallel_per_bucket=max_parallel_per_bucket,
         )
-        self._runs: dict[str, TaskRun] = {}
-        self._placements: dict[str, _Placement] = {}
+        self._held: dict[str, _Held] = {}
         self._live: dict[str, None] = {}  # non-terminal held ids, in submission order
         self._pumping = False
         self._pump_again = False
@@ -73,31 +75,30 @@ class Dispatcher:
     def hold(self, run: TaskRun, *, priority: int, tags: Iterable[str], bucket: int | None) -> None:
         """Start accounting for ``run`` (before any of its transitions is seen)."""
         with self._lock:
-            self._runs[run.task_id] = run
-            self._placements[run.task_id] = _Placement(priority, frozenset(tags), bucket)
+            self._held[run.task_id] = _Held(run, priority, frozenset(tags), bucket)
             self._live[run.task_id] = None
 
     def drop(self, task_id: str) -> None:
         """Forget a run (its creation failed, or it was pruned)."""
         with self._lock:
-            self._runs.pop(task_id, None)
-            self._placements.pop(task_id, None)
+            self._held.pop(task_id, None)
             self._live.pop(task_id, None)
             self._admission.remove(task_id)
             self._admission.release(task_id)
 
     def get(self, task_id: str) -> TaskRun | None:
         with self._lock:
-            return self._runs.get(task_id)
+            held = self._held.get(task_id)
+            return None if held is None else held.run
 
     def runs(self) -> list[TaskRun]:
         with self._lock:
-            return list(self._runs.values())
+            return [held.run for held in self._held.values()]
 
     def live_runs(self) -> list[TaskRun]:
         """Held runs that are not terminal, in submission order."""
         with self._lock:
-            return [self._runs[task_id] for task_id in self._live]
+            return [self._held[task_id].run for task_id in self._live]
 
     def live_ids(self) -> list[str]:
         with self._lock:
@@ -106,12 +107,12 @@ class Dispatcher:
     def active_snapshots(self) -> list[TaskSnapshot]:
         """Snapshots of the runs holding a slot (paused in place and retry backoff too)."""
         with self._lock:
-            runs = [self._runs[task_id] for task_id in self._admission.active_ids()]
+            runs = [self._held[task_id].run for task_id in self._admission.active_ids()]
         return [run.snapshot for run in runs]
 
     def terminal_ids(self) -> list[str]:
         with self._lock:
-            return [task_id for task_id in self._runs if task_id not in self._live]
+            return [task_id for task_id in self._held if task_id not in self._live]
 
     # ------------------------------------------------------------ counters
 
@@ -140,7 +141,7 @@ class Dispatcher:
         task_id = transition.task_id
         target, source = transition.to_status, transition.from_status
         with self._lock:
-            placement = self._placements.get(task_id)
+            placement = self._held.get(task_id)
             if placement is None:
                 return False
             admission = self._admission
@@ -188,7 +189,7 @@ class Dispatcher:
                         self._pumping = False
                         self._pump_again = False
                         return
-                    run = self._runs[task_id]
+                    run = self._held[task_id].run
                 self._start(run)
         except BaseException:
             with self._lock:

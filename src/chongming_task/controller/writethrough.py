@@ -47,6 +47,8 @@ log = logging.getLogger("chongming_task.controller")
 MAX_PERSIST_FAILURES = 20
 #: Locks shared by the direct writes of all tasks (one task always maps to one).
 _STRIPES = 64
+#: How long a computed lease expiry is reused (see ``WriteThrough.lease_until``).
+_LEASE_GRAIN = timedelta(milliseconds=1)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -112,6 +114,7 @@ class WriteThrough:
         # Direct writes of one task are serialised by one of a few shared locks rather
         # than a lock per task: a busy controller holds 100,000 queued tasks.
         self._stripes = tuple(threading.Lock() for _ in range(_STRIPES))
+        self._lease_cache: tuple[datetime, datetime] | None = None
         self._queue: WriteQueue[_Write] = WriteQueue(self._flush, name=f"chongming-writes[{owner}]")
 
     # ------------------------------------------------------------ failures
@@ -151,7 +154,20 @@ class WriteThrough:
     # ------------------------------------------------------------ writes
 
     def lease_until(self) -> datetime:
-        return self.clock.now() + timedelta(seconds=self.lease_ttl)
+        """Now plus the lease TTL, shared by the writes of the same millisecond.
+
+        The value is computed at most once per :data:`_LEASE_GRAIN` and reused: a
+        reused one is up to a millisecond *earlier* than a fresh one would be, so a
+        lease can only look shorter than granted, never longer, and 100,000 queued
+        tasks share a few hundred datetimes instead of holding one each.
+        """
+        now = self.clock.now()
+        cached = self._lease_cache
+        if cached is not None and timedelta(0) <= now - cached[0] < _LEASE_GRAIN:
+            return cached[1]
+        until = now + timedelta(seconds=self.lease_ttl)
+        self._lease_cache = (now, until)
+        return until
 
     def stored_form(self, snapshot: TaskSnapshot) -> TaskSnapshot:
         """The snapshot as stored: with this controller's lease while it is not terminal."""

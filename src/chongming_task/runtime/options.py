@@ -25,6 +25,7 @@ __all__ = [
     "as_args",
     "as_kwargs",
     "as_mapping",
+    "as_upstream",
     "callable_name",
     "check_executor",
     "check_options",
@@ -63,6 +64,14 @@ def as_kwargs(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
 
 
 NO_KWARGS: Mapping[str, Any] = MappingProxyType({})
+
+
+def as_upstream(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """Upstream results of a call: a private copy, or the shared read-only empty mapping
+    (only pipeline nodes have any)."""
+    if value is None:
+        return NO_KWARGS
+    return as_mapping(value, "upstream")
 
 
 def seconds(value: object, what: str) -> float:
