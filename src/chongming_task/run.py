@@ -277,6 +277,20 @@ class TaskRun(RunControls, QueueOwnerEdges):
             ConfigurationError: The run is not pending or queued, or is already running
                 (a run executes once: create a new ``TaskRun`` to run again).
         """
+        self.prepare_start()()
+
+    def prepare_start(self) -> Callable[[], None]:
+        """Take ``-> starting`` now and return the call that launches the body.
+
+        For a queue owner that must store the ``starting`` state before anything can
+        run (the controller creates an at-once admitted task directly in ``starting``:
+        one write instead of two). Until the returned call is made nothing executes;
+        a stop or pause meanwhile is seen by the body's first check, as with
+        :meth:`start`.
+
+        Raises:
+            ConfigurationError: As :meth:`start`.
+        """
         state = self._state
         with state.transaction(self._supervisor.check_locked) as machine:
             status = machine.status
@@ -291,8 +305,11 @@ class TaskRun(RunControls, QueueOwnerEdges):
             state.started = True
             state.driving = True
             self._driver.begin_attempt_locked()
+        return self._launch
+
+    def _launch(self) -> None:
         try:
-            state.executor.launch(self._driver.drive, name=f"chongming-task:{self.task_id}")
+            self._state.executor.launch(self._driver.drive, name=f"chongming-task:{self.task_id}")
         except Exception as exc:  # e.g. "can't start new thread"
             self._driver.fail_internally(exc)
 

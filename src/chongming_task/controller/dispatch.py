@@ -166,6 +166,30 @@ class Dispatcher:
                 return admission.release(task_id)
             return False
 
+    def reserve(self, task_id: str) -> bool:
+        """Give a just-held run a slot at once if nothing else waits; ``True`` if given.
+
+        The submitting thread then moves the run to ``starting`` before the store has
+        it, so the task is created already ``starting`` in one write. Only when the
+        queue is empty: a run never overtakes one that was waiting. ``False`` leaves
+        the run to the ordinary path (its ``-> queued`` puts it in the queue).
+        """
+        with self._lock:
+            held = self._held.get(task_id)
+            admission = self._admission
+            if held is None or self._closed or admission.queued_count:
+                return False
+            admission.push(task_id, priority=held.priority, tags=held.tags, bucket=held.bucket)
+            if admission.pop_eligible() == task_id:
+                return True
+            admission.remove(task_id)  # no room (global, tag or bucket limit)
+            return False
+
+    def unreserve(self, task_id: str) -> None:
+        """Return the slot of a reservation that was not used (the start failed)."""
+        with self._lock:
+            self._admission.release(task_id)
+
     def close(self) -> None:
         """Admit nothing from now on (queued tasks are about to be stopped)."""
         with self._lock:

@@ -12,7 +12,8 @@ write returns only once it is stored; the controller makes terminal transitions
 durable (``wait()`` never returns before the store has the terminal state) and so are
 the edges into an occupying state (``-> starting``: the store knows a body may run
 before it does, which is what ``reconcile`` judges by); a task is created already
-queued (``submit()`` returns with the store showing it). The others (``-> running``,
+queued, or already starting when a slot was free at submission (``submit()`` returns
+with the store showing it). The others (``-> running``,
 progress of the state within an attempt) are deferred: stored by the next flush,
 right away but not waited for.
 On a store without ``save_many`` every write is durable, exactly as before.
