@@ -53,7 +53,8 @@ def test_an_uncontended_submit_is_stored_starting_before_the_body_runs(store: Ta
         assert run.wait(10).value == "done"
     # One write for the creation, the queueing and the admission.
     assert created == [("starting", ["pending", "queued", "starting"])]
-    assert seen and seen[0] in ("starting", "running")
+    assert seen
+    assert seen[0] in ("starting", "running")
     assert path(store.history("t1")) == ["pending", "queued", "starting", "running", "succeeded"]
     assert path(run.transitions) == path(store.history("t1"))
     versions = [t.version for t in store.history("t1")]
@@ -69,8 +70,10 @@ def test_a_waiting_task_is_not_overtaken(store: TaskStore, gate: Gate) -> None:
         third = controller.submit("hold", task_id="third", priority=5)
         # The slot is taken: both are created queued and stay queued.
         stored_second, stored_third = store.get("second"), store.get("third")
-        assert stored_second is not None and stored_second.status is S.QUEUED
-        assert stored_third is not None and stored_third.status is S.QUEUED
+        assert stored_second is not None
+        assert stored_second.status is S.QUEUED
+        assert stored_third is not None
+        assert stored_third.status is S.QUEUED
         order: list[str] = []
         lock = threading.Lock()
 
@@ -81,7 +84,9 @@ def test_a_waiting_task_is_not_overtaken(store: TaskStore, gate: Gate) -> None:
         second.add_done_callback(record)
         third.add_done_callback(record)
         gate.open()
-        assert first.wait(10).ok and second.wait(10).ok and third.wait(10).ok
+        assert first.wait(10).ok
+        assert second.wait(10).ok
+        assert third.wait(10).ok
     assert order == ["third", "second"]  # priority decides, not who came last
     assert path(store.history("second"))[:3] == ["pending", "queued", "starting"]
 
