@@ -10,12 +10,17 @@ visible in ``ps`` and history like any other run.
 Overlap is judged from the store's unfinished runs of the schedule, not from an "is
 running" flag: under ``overlap="allow"`` several runs may be in flight, and a flag
 cleared by the first to finish would be wrong for the others.
+
+A firing *armed* ahead of its scheduled time (``armed_until``) is created ``blocked``
+with that reason and released by the scheduler's loop at the instant; see
+:mod:`chongming_task.schedule.loop`.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING
+from enum import Enum
+from typing import TYPE_CHECKING, Final, Literal
 
 from chongming_task.schedule.admin import UNFINISHED
 from chongming_task.schedule.control import ScheduleControl
@@ -26,7 +31,15 @@ if TYPE_CHECKING:
     from chongming_task.controller import Controller
     from chongming_task.run import TaskRun
 
-__all__ = ["launch", "skip_reason"]
+__all__ = ["JUDGE", "armed_reason", "launch", "skip_reason"]
+
+
+class _Judge(Enum):
+    JUDGE = "judge"
+
+
+#: ``launch(skip=JUDGE)`` (the default): judge :func:`skip_reason` now.
+JUDGE: Final = _Judge.JUDGE
 
 
 def skip_reason(controller: Controller, control: ScheduleControl) -> str | None:
@@ -57,9 +70,21 @@ def launch(
     reason: str | None = None,
     correlation_id: str | None = None,
     command_id: str | None = None,
+    skip: str | Literal[_Judge.JUDGE] | None = JUDGE,
+    armed_until: datetime | None = None,
 ) -> TaskRun:
-    """Submit one firing of ``control`` (skipped at once when :func:`skip_reason` says so)."""
-    skip = skip_reason(controller, control)
+    """Submit one firing of ``control`` (skipped at once when :func:`skip_reason` says so).
+
+    Args:
+        skip: ``JUDGE`` (default) asks :func:`skip_reason` now; a string records the
+            firing as skipped with that reason; ``None``: the caller judged that
+            nothing applies.
+        armed_until: Create the run ``blocked`` until this instant (the caller
+            releases it then); only when no skip applies.
+    """
+    if skip is JUDGE:
+        skip = skip_reason(controller, control)
+    armed = armed_until is not None and skip is None
     metadata = firing_metadata(
         control,
         trigger_type=trigger_type,
@@ -72,7 +97,11 @@ def launch(
         correlation_id=correlation_id,
         command_id=command_id,
         skip_reason=skip,
+        armed=armed,
     )
+    blocked: str | bool = False
+    if armed and armed_until is not None:
+        blocked = armed_reason(armed_until)
     return controller.submit(
         control.task,
         *control.args,
@@ -83,5 +112,11 @@ def launch(
         retry=control.retry_policy,
         timeout=control.timeout,
         skip_reason=skip,
+        blocked=blocked,
         **dict(control.kwargs),
     )
+
+
+def armed_reason(instant: datetime) -> str:
+    """The reason on ``-> blocked`` of a firing armed ahead of ``instant``."""
+    return f"armed: waiting for its scheduled time {instant.isoformat()}"
