@@ -313,7 +313,6 @@ class FiringLoop:
             report.lost += 1
             return False
         self.claims_won += 1
-        report.fired.append(task_id)
         if due.scheduled_at > work.now and not due.catch_up:
             # Ahead of its time: create it blocked now, start it at the instant. A
             # skip is not recorded ahead: the instant judges it (a run may end first).
@@ -330,6 +329,7 @@ class FiringLoop:
                     armed_until=due.scheduled_at,
                 )
             work.armed.append(_Armed(due.scheduled_at, control, due, task_id, run))
+            report.fired.append(task_id)
             return True
         launch(
             self.controller,
@@ -340,6 +340,7 @@ class FiringLoop:
             owner=self.owner,
             catch_up=due.catch_up,
         )
+        report.fired.append(task_id)
         return True
 
     def _start_armed(self, work: _Pass, stop: threading.Event | None) -> None:
