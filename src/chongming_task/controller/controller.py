@@ -222,7 +222,7 @@ class Controller:
         priority: int | None = None,
         bucket_key: str | None = None,
         metadata: Mapping[str, JSONValue] | None = None,
-        blocked: bool = False,
+        blocked: bool | str = False,
         retry: RetryPolicy | None = None,
         timeout: Timeout | None = None,
         skip_reason: str | None = None,
@@ -232,7 +232,9 @@ class Controller:
 
         The run is written to the store, then queued (or ``blocked`` with
         ``blocked=True``, for pipeline nodes waiting on upstream: they take no slot
-        until :meth:`release`). Arguments other than the keyword options go to the task.
+        until :meth:`release`; a string is the reason recorded on ``-> blocked``, as
+        the scheduler does for a firing armed ahead of its scheduled time). Arguments
+        other than the keyword options go to the task.
         ``retry``/``timeout`` override the definition's for this run (the scheduler's
         per-schedule policy); with ``skip_reason`` the run is recorded and ended
         ``skipped`` at once, never taking a slot (a paused schedule's firing).
@@ -286,7 +288,7 @@ class Controller:
         if skip_reason is not None:
             run.skip(reason=skip_reason)
         elif blocked:
-            run.block(reason="waiting for upstream")
+            run.block(reason=blocked if isinstance(blocked, str) else "waiting for upstream")
         else:
             run.enqueue(actor=self.owner)
         creation, edge = run.transitions
@@ -317,9 +319,40 @@ class Controller:
             run.stop("controller closed", actor=self.owner)
         return run
 
-    def release(self, task_id: str, *, upstream: Mapping[str, JSONValue] | None = None) -> None:
+    def release(
+        self,
+        task_id: str,
+        *,
+        upstream: Mapping[str, JSONValue] | None = None,
+        reason: str | None = None,
+        trigger: str = "pipeline:released",
+    ) -> None:
         """Move a ``blocked`` run to the ready queue; ``upstream`` becomes ``ctx.upstream``."""
-        self._held(task_id).release(upstream=upstream)
+        run = self._held(task_id)
+        self._dispatch.hold_pump()  # start it after its -> queued was delivered
+        try:
+            run.release(upstream=upstream, reason=reason, trigger=trigger)
+        finally:
+            self._dispatch.resume_pump()
+
+    def release_many(
+        self, task_ids: Iterable[str], *, reason: str | None = None, trigger: str
+    ) -> dict[str, Exception]:
+        """:meth:`release` each run, then start them together; returns the failures.
+
+        The scheduler releases every firing armed for one instant with one call.
+        """
+        failures: dict[str, Exception] = {}
+        self._dispatch.hold_pump()
+        try:
+            for task_id in task_ids:
+                try:
+                    self._held(task_id).release(reason=reason, trigger=trigger)
+                except Exception as exc:
+                    failures[task_id] = exc
+        finally:
+            self._dispatch.resume_pump()
+        return failures
 
     def skip(self, task_id: str, *, reason: str) -> None:
         """End a run that has not started as ``skipped`` (it should not run at all)."""

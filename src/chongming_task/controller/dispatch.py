@@ -68,6 +68,7 @@ class Dispatcher:
         self._live: dict[str, None] = {}  # non-terminal held ids, in submission order
         self._pumping = False
         self._pump_again = False
+        self._holds = 0
         self._closed = False
 
     # ------------------------------------------------------------ holding
@@ -195,19 +196,39 @@ class Dispatcher:
         with self._lock:
             self._closed = True
 
+    def hold_pump(self) -> None:
+        """Start nothing until :meth:`resume_pump` (pump calls meanwhile only flag a round).
+
+        For edges into ``queued`` taken by a caller outside any delivery (a release):
+        pumped inside the run's own delivery, ``start()`` could not deliver its
+        ``-> starting`` (the delivery in progress holds it back) before the carrier
+        runs the body, and the store would learn of the start only after it began.
+        """
+        with self._lock:
+            self._holds += 1
+
+    def resume_pump(self) -> None:
+        """End one :meth:`hold_pump` and pump what came free meanwhile."""
+        with self._lock:
+            self._holds -= 1
+            held = self._holds > 0
+        if not held:
+            self.pump()
+
     def pump(self) -> None:
         """Start queued runs while slots are free; returns when nothing more may start."""
         with self._lock:
-            if self._pumping:
+            if self._pumping or self._holds:
                 self._pump_again = True
                 return
             self._pumping = True
         try:
             while True:
                 with self._lock:
-                    task_id = None if self._closed else self._admission.pop_eligible()
+                    held = self._closed or self._holds > 0
+                    task_id = None if held else self._admission.pop_eligible()
                     if task_id is None:
-                        if self._pump_again and not self._closed:
+                        if self._pump_again and not held:
                             self._pump_again = False
                             continue
                         self._pumping = False
