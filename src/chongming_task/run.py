@@ -277,7 +277,10 @@ class TaskRun(RunControls, QueueOwnerEdges):
             ConfigurationError: The run is not pending or queued, or is already running
                 (a run executes once: create a new ``TaskRun`` to run again).
         """
-        self.prepare_start()()
+        launch = self.prepare_start()
+        # The body launches once -> starting reached the listeners (the controller
+        # stores it there), even when this start runs inside a delivery of this run.
+        self._state.outbox.after_delivery(launch)
 
     def prepare_start(self) -> Callable[[], None]:
         """Take ``-> starting`` now and return the call that launches the body.
