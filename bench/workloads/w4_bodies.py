@@ -14,6 +14,7 @@ same on every side.
 
 from __future__ import annotations
 
+import itertools
 import mmap
 import struct
 import time
@@ -64,6 +65,16 @@ class Beacon:
     def latest(self) -> float:
         """The latest check (0.0 before the first)."""
         return max(_LAYOUT.unpack_from(self._map, 0))
+
+    def period(self) -> float:
+        """The loop's real period: the median gap between the remembered checks.
+
+        ``PERIOD_S`` plus the sleep's overshoot and the loop's own work; ``PERIOD_S``
+        until two checks are known.
+        """
+        checks = sorted(t for t in _LAYOUT.unpack_from(self._map, 0) if t > 0.0)
+        gaps = sorted(b - a for a, b in itertools.pairwise(checks))
+        return gaps[len(gaps) // 2] if gaps else PERIOD_S
 
     def first_after(self, t0: float) -> float | None:
         """The first remembered check at or after ``t0``; ``None`` if there is none."""

@@ -11,8 +11,8 @@ join, with no state machine at all.
 The phase is uniform by construction. Every body marks a shared beacon at each check
 (``w4_bodies.Beacon``), and the n stops of a round aim at n stratified phases of
 the period -- one drawn uniformly in each n-th of it, in shuffled order -- counted
-from the body's latest check (extrapolated by whole periods when that phase has
-passed). So the floor (stop -> the body's next check) is spread evenly over 0..10 ms
+from the body's latest check (extrapolated by whole measured periods when that
+phase has passed). So the floor (stop -> the body's next check) is spread evenly over 0..10 ms
 on every side, instead of being n random draws whose median alone moved by 2 ms from
 run to run. The beacon also gives each stop's floor exactly (the request -> the
 body's first check after it), hence ``cost`` = latency - floor: what the machinery
@@ -59,15 +59,16 @@ def stratified(n: int, rng: random.Random) -> list[float]:
 def aim(beacon: Beacon, fraction: float) -> None:
     """Sleep until ``fraction`` of a period after a check of the body behind ``beacon``.
 
-    The target is counted from the latest check, plus whole nominal periods if that
-    moment has passed already (a loop period is ``PERIOD_S`` plus the sleep's
-    overshoot, ~0.1 ms, so the phase is off by at most that much; the floor and the
-    cost of each stop are measured, not assumed).
+    The target is counted from the latest check, plus whole periods of the loop as
+    measured on the beacon (``PERIOD_S`` plus the sleep's overshoot) if that moment
+    has passed already. The stopping thread's own sleep overshoots too, by tens of
+    microseconds: the floor and the cost of each stop are measured, not assumed.
     """
     now = time.monotonic()
-    target = beacon.latest() + fraction * PERIOD_S
+    period = beacon.period()
+    target = beacon.latest() + fraction * period
     while target < now + LEAD_S:
-        target += PERIOD_S
+        target += period
     time.sleep(target - now)
 
 
