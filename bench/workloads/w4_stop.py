@@ -132,7 +132,10 @@ class StopLatency(Workload):
     title = "Stop latency: checkpoint() + sleep(10 ms) loop, stop -> terminal"
     description = (
         "A task loops on checkpoint() + sleep(0.01); latency from the stop request to "
-        "the terminal state, per executor and across processes through each store."
+        "the terminal state, per executor and across processes through each store. "
+        "Stops aim at stratified phases of the loop (uniform by construction); cost = "
+        "latency - (request -> the body's next check); ours - bare = the thread side's "
+        "cost minus a bare thread's at the same phases, same round."
     )
     metrics = (
         Metric("p50_ms", "ms", False, "p50"),
