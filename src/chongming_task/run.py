@@ -277,10 +277,7 @@ class TaskRun(RunControls, QueueOwnerEdges):
             ConfigurationError: The run is not pending or queued, or is already running
                 (a run executes once: create a new ``TaskRun`` to run again).
         """
-        launch = self.prepare_start()
-        # The body launches once -> starting reached the listeners (the controller
-        # stores it there), even when this start runs inside a delivery of this run.
-        self._state.outbox.after_delivery(launch)
+        self.prepare_start()()
 
     def prepare_start(self) -> Callable[[], None]:
         """Take ``-> starting`` now and return the call that launches the body.
@@ -308,7 +305,12 @@ class TaskRun(RunControls, QueueOwnerEdges):
             state.started = True
             state.driving = True
             self._driver.begin_attempt_locked()
-        return self._launch
+        return self._launch_when_delivered
+
+    def _launch_when_delivered(self) -> None:
+        # The body launches once -> starting reached the listeners (the controller
+        # stores it there), even when this start runs inside a delivery of this run.
+        self._state.outbox.after_delivery(self._launch)
 
     def _launch(self) -> None:
         try:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from chongming_task.controller.admission import Admission
@@ -70,6 +70,9 @@ class Dispatcher:
         self._pump_again = False
         self._holds = 0
         self._closed = False
+        self.start_group: Callable[[list[TaskRun]], None] | None = None
+        """Starts several runs admitted in one pump round together (the controller
+        gives them one commit); without it they start one by one."""
 
     # ------------------------------------------------------------ holding
 
@@ -226,28 +229,45 @@ class Dispatcher:
             while True:
                 with self._lock:
                     held = self._closed or self._holds > 0
-                    task_id = None if held else self._admission.pop_eligible()
-                    if task_id is None:
+                    admitted = [] if held else self._pop_all_locked()
+                    if not admitted:
                         if self._pump_again and not held:
                             self._pump_again = False
                             continue
                         self._pumping = False
                         self._pump_again = False
                         return
-                    run = self._held[task_id].run
-                self._start(run)
+                    runs = [self._held[task_id].run for task_id in admitted]
+                if len(runs) > 1 and self.start_group is not None:
+                    self.start_group(runs)
+                else:
+                    for run in runs:
+                        self.start_one(run)
         except BaseException:
             with self._lock:
                 self._pumping = False
             raise
 
-    def _start(self, run: TaskRun) -> None:
+    def _pop_all_locked(self) -> list[str]:
+        admitted = []
+        while (task_id := self._admission.pop_eligible()) is not None:
+            admitted.append(task_id)
+        return admitted
+
+    def start_one(self, run: TaskRun) -> None:
+        """Start an admitted run; on failure give its slot back."""
         try:
             run.start()
         except Exception:
-            # Stopped or paused between admission and start (the transition already
-            # returned the slot), or an executor failure: give the slot back either way.
-            with self._lock:
-                self._admission.release(run.task_id)
-            if run.status is S.QUEUED:
-                log.exception("run %s could not be started and stays queued", run.task_id)
+            self.start_failed(run)
+
+    def start_failed(self, run: TaskRun) -> None:
+        """An admitted run could not start: give the slot back.
+
+        Stopped or paused between admission and start (the transition already returned
+        the slot), or an executor failure: the slot comes back either way.
+        """
+        with self._lock:
+            self._admission.release(run.task_id)
+        if run.status is S.QUEUED:
+            log.exception("run %s could not be started and stays queued", run.task_id)
