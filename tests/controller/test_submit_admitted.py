@@ -114,3 +114,42 @@ def test_a_duplicate_id_refused_by_the_store_runs_nothing_and_frees_the_slot(
     assert calls == ["next"]
     # The existing task's trail is untouched by the refused submission.
     assert path(store.history("dup")) == ["pending", "queued", "starting", "running", "succeeded"]
+
+
+def test_runs_admitted_together_are_stored_starting_in_one_commit(store: TaskStore) -> None:
+    seen: dict[str, str] = {}
+
+    def body(ctx: TaskContext) -> None:
+        stored = store.get(ctx.task_id)
+        assert stored is not None
+        seen[ctx.task_id] = stored.status.value
+
+    batches: list[list[tuple[str, list[str]]]] = []
+    original_save_many = store.save_many
+
+    def spy(writes: Any) -> Any:
+        batches.append([(w.snapshot.task_id, path(w.transitions)) for w in writes])
+        return original_save_many(writes)
+
+    store.save_many = spy  # type: ignore[method-assign]
+    with Controller(store=store, max_parallel=2) as controller:
+        controller.register("body", body)
+        first = controller.submit("body", task_id="a", blocked="armed")
+        second = controller.submit("body", task_id="b", blocked="armed")
+        assert controller.release_many(["a", "b"], trigger="test:due") == {}
+        assert first.wait(10).ok
+        assert second.wait(10).ok
+    starting = [batch for batch in batches if any("starting" in p for _, p in batch)]
+    # Both -> starting went out in the first flush, together, with the releases.
+    assert sorted(starting[0]) == [("a", ["queued", "starting"]), ("b", ["queued", "starting"])]
+    assert set(seen) == {"a", "b"}
+    assert set(seen.values()) <= {"starting", "running"}  # stored before either body ran
+    for task_id in ("a", "b"):
+        assert path(store.history(task_id)) == [
+            "pending",
+            "blocked",
+            "queued",
+            "starting",
+            "running",
+            "succeeded",
+        ]
