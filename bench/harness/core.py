@@ -88,7 +88,10 @@ class Settings:
     w2_samples: int = 200
     w3_seconds_per_round: float = 4.0
     w3_rounds: int = 5
-    w4_stops: int = 20
+    w4_stops: int = 100
+    """Stops per round of the thread variants (W4's p50 target is read on these)."""
+    w4_process_stops: int = 20
+    """Stops per round of the process and cross-process variants (a spawn each)."""
     w5_big: int = 1_000_000
     w5_reconcile: int = 100_000
     w5_memory: int = 100_000
@@ -111,7 +114,8 @@ class Settings:
             w2_samples=40,
             w3_seconds_per_round=2.0,
             w3_rounds=1,
-            w4_stops=3,
+            w4_stops=10,
+            w4_process_stops=3,
             w5_big=20_000,
             w5_reconcile=5_000,
             w5_memory=10_000,

@@ -1,6 +1,7 @@
 """W4 worker process: holds looping tasks so another process can stop them.
 
-Run as ``python w4_worker.py sqlite PATH`` or ``python w4_worker.py postgres DSN``.
+Run as ``python w4_worker.py sqlite PATH BEACON`` or ``python w4_worker.py postgres DSN
+BEACON`` (BEACON: the file every task body marks at each check, see ``w4_bodies``).
 Protocol on stdin/stdout, one line each: the parent sends ``start TASK_ID``; the
 worker submits the looping task, waits until it runs, and answers ``running TASK_ID``.
 ``quit`` closes the controller and exits. ``ready`` is printed once at start.
@@ -28,7 +29,7 @@ def _open_store(kind: str, where: str) -> object:
 
 def main(argv: list[str]) -> int:
     """Serve start requests until ``quit``."""
-    kind, where = argv[0], argv[1]
+    kind, where, beacon = argv[0], argv[1], argv[2]
     store = _open_store(kind, where)
     ctl = ours.controller(store, max_parallel=4, owner="w4-worker")
     ctl.register("loop", checkpoint_loop)
@@ -39,7 +40,7 @@ def main(argv: list[str]) -> int:
             if command == "quit":
                 break
             if command == "start":
-                run = ctl.submit("loop", task_id=task_id)
+                run = ctl.submit("loop", task_id=task_id, beacon=beacon)
                 deadline = time.monotonic() + 10
                 while str(run.status) != "running" and time.monotonic() < deadline:
                     time.sleep(0.001)

@@ -56,7 +56,8 @@ class Scale(Workload):
         Target("W5 Postgres ps <= 50 ms at 1M", "ours-postgres-1M", "ps_ms", "<=", 50),
         Target("W5 Postgres get <= 50 ms at 1M", "ours-postgres-1M", "get_ms", "<=", 50),
         Target("W5 reconcile of 100k <= 2 s", "ours-reconcile", "reconcile_s", "<=", 2),
-        Target("W5 100k queued <= 300 MB", "ours-queued", "rss_mb", "<=", 300),
+        # The issue says 300 MB; RSS is read in MiB, so the bound is 300e6 / 2**20 MiB.
+        Target("W5 100k queued <= 300 MB (286.1 MiB)", "ours-queued", "rss_mb", "<=", 286.1),
         Target("W5 no thread per queued task (<= 50)", "ours-queued", "threads", "<=", 50),
     )
 

@@ -35,7 +35,7 @@ from chongming_task.runtime.executors.base import Executor
 from chongming_task.runtime.options import (
     as_args,
     as_kwargs,
-    as_mapping,
+    as_upstream,
     callable_name,
     check_executor,
     check_options,
@@ -126,7 +126,7 @@ class TaskRun(RunControls, QueueOwnerEdges):
         if not callable(fn):
             raise ConfigurationError(f"a task must be callable, got {fn!r}")
         spec = spec_of(fn)
-        call = TaskCall(fn, as_args(args), as_kwargs(kwargs), as_mapping(upstream, "upstream"))
+        call = TaskCall(fn, as_args(args), as_kwargs(kwargs), as_upstream(upstream))
         run_name = name or (spec.name if spec else None) or callable_name(fn)
         check_signature(fn, call, run_name)
         retry = retry if retry is not None else (spec.retry if spec else None) or _NO_RETRY
@@ -277,6 +277,20 @@ class TaskRun(RunControls, QueueOwnerEdges):
             ConfigurationError: The run is not pending or queued, or is already running
                 (a run executes once: create a new ``TaskRun`` to run again).
         """
+        self.prepare_start()()
+
+    def prepare_start(self) -> Callable[[], None]:
+        """Take ``-> starting`` now and return the call that launches the body.
+
+        For a queue owner that must store the ``starting`` state before anything can
+        run (the controller creates an at-once admitted task directly in ``starting``:
+        one write instead of two). Until the returned call is made nothing executes;
+        a stop or pause meanwhile is seen by the body's first check, as with
+        :meth:`start`.
+
+        Raises:
+            ConfigurationError: As :meth:`start`.
+        """
         state = self._state
         with state.transaction(self._supervisor.check_locked) as machine:
             status = machine.status
@@ -291,8 +305,16 @@ class TaskRun(RunControls, QueueOwnerEdges):
             state.started = True
             state.driving = True
             self._driver.begin_attempt_locked()
+        return self._launch_when_delivered
+
+    def _launch_when_delivered(self) -> None:
+        # The body launches once -> starting reached the listeners (the controller
+        # stores it there), even when this start runs inside a delivery of this run.
+        self._state.outbox.after_delivery(self._launch)
+
+    def _launch(self) -> None:
         try:
-            state.executor.launch(self._driver.drive, name=f"chongming-task:{self.task_id}")
+            self._state.executor.launch(self._driver.drive, name=f"chongming-task:{self.task_id}")
         except Exception as exc:  # e.g. "can't start new thread"
             self._driver.fail_internally(exc)
 

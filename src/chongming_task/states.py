@@ -45,15 +45,12 @@ class TaskStatus(StrEnum):
     SKIPPED = "skipped"
     LOST = "lost"
 
-    @property
-    def is_terminal(self) -> bool:
-        """True for the six states with no outgoing edge."""
-        return self in TERMINAL
-
-    @property
-    def occupies_slot(self) -> bool:
-        """True when a task in this state holds execution resources (guide §8.11)."""
-        return self in OCCUPYING
+    # Plain attributes, set on every member below from the table: they are read a
+    # couple of dozen times per task, and a property call costs several times a read.
+    is_terminal: bool
+    """True for the six states with no outgoing edge."""
+    occupies_slot: bool
+    """True when a task in this state holds execution resources (guide §8.11)."""
 
     def __str__(self) -> str:
         return self.value
@@ -114,6 +111,11 @@ TERMINAL: Final = frozenset(status for status, targets in TRANSITIONS.items() if
 #: States that hold an execution slot: a control action on them needs an intermediate
 #: state (stopping/pausing), and an expired lease on them means the carrier is gone.
 OCCUPYING: Final = frozenset({S.STARTING, S.RUNNING, S.PAUSING, S.STOPPING})
+
+for _member in TaskStatus:
+    _member.is_terminal = _member in TERMINAL
+    _member.occupies_slot = _member in OCCUPYING
+del _member
 
 #: Non-terminal states that hold no execution slot: control takes effect immediately.
 NON_OCCUPYING: Final = frozenset(set(TaskStatus) - TERMINAL - OCCUPYING)

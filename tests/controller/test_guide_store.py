@@ -119,8 +119,10 @@ def test_8_9_store_failures_never_fail_a_task() -> None:
     assert "database is locked" in failures[0].error
     assert len(controller.persist_failures) <= 20
     store.save, store.save_many = original, original_many  # type: ignore[method-assign]
-    # Created already queued; every later write failed.
-    assert controller.get("t").status is S.QUEUED  # type: ignore[union-attr]
+    # A free slot at submission: created already starting (one write with the
+    # creation, queued and starting records); every later write failed.
+    assert controller.get("t").status is S.STARTING  # type: ignore[union-attr]
+    assert [t.to_status for t in controller.history("t")] == [S.PENDING, S.QUEUED, S.STARTING]
     controller.close(close_store=True)
 
 

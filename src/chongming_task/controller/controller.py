@@ -141,6 +141,8 @@ class Controller:
             limits=self.concurrency.limits,
             max_parallel_per_bucket=max_parallel_per_bucket,
         )
+        self._dispatch.start_group = self._start_group
+        self._starting_together = threading.local()
         self.max_parallel_per_bucket = max_parallel_per_bucket
         self._events = EventBus(name=f"chongming-events[{self.owner}]")
         self._writes = WriteThrough(
@@ -222,7 +224,7 @@ class Controller:
         priority: int | None = None,
         bucket_key: str | None = None,
         metadata: Mapping[str, JSONValue] | None = None,
-        blocked: bool = False,
+        blocked: bool | str = False,
         retry: RetryPolicy | None = None,
         timeout: Timeout | None = None,
         skip_reason: str | None = None,
@@ -232,7 +234,9 @@ class Controller:
 
         The run is written to the store, then queued (or ``blocked`` with
         ``blocked=True``, for pipeline nodes waiting on upstream: they take no slot
-        until :meth:`release`). Arguments other than the keyword options go to the task.
+        until :meth:`release`; a string is the reason recorded on ``-> blocked``, as
+        the scheduler does for a firing armed ahead of its scheduled time). Arguments
+        other than the keyword options go to the task.
         ``retry``/``timeout`` override the definition's for this run (the scheduler's
         per-schedule policy); with ``skip_reason`` the run is recorded and ended
         ``skipped`` at once, never taking a slot (a paused schedule's firing).
@@ -286,32 +290,71 @@ class Controller:
         if skip_reason is not None:
             run.skip(reason=skip_reason)
         elif blocked:
-            run.block(reason="waiting for upstream")
+            run.block(reason=blocked if isinstance(blocked, str) else "waiting for upstream")
         else:
             run.enqueue(actor=self.owner)
         creation, edge = run.transitions
-        after_edge = run.snapshot
+        announced = [(creation, created), (edge, run.snapshot)]
         # Held before it is visible in the store: a stop command that races the
         # submission must find the run.
         self._dispatch.hold(run, priority=priority, tags=all_tags, bucket=bucket)
+        launch = None
+        if edge.to_status is TaskStatus.QUEUED and self._dispatch.reserve(task_id):
+            launch = self._prepare_admitted(run, announced)
+        stored = announced[-1][1]
         try:
-            self._writes.create(after_edge, (creation, edge))
+            self._writes.create(stored, tuple(record for record, _ in announced))
         except BaseException:
             self._dispatch.drop(task_id)
+            if launch is not None:  # never stored, never launched: end it for good
+                run.cancel(reason="the task could not be stored", actor=self.owner)
             raise
         run.add_listener(self._on_transition)
         self._start_background()
-        self._events.publish(creation, created)
-        self._events.publish(edge, after_edge)
-        if self._dispatch.on_transition(edge):
+        for record, snapshot in announced:
+            self._events.publish(record, snapshot)
+        if launch is not None:
+            launch()  # only now, with the store showing it starting
+        elif self._dispatch.on_transition(edge):
             self._dispatch.pump()
         if self.closed:  # close() ran meanwhile and did not see this run
             run.stop("controller closed", actor=self.owner)
         return run
 
-    def release(self, task_id: str, *, upstream: Mapping[str, JSONValue] | None = None) -> None:
+    def release(
+        self,
+        task_id: str,
+        *,
+        upstream: Mapping[str, JSONValue] | None = None,
+        reason: str | None = None,
+        trigger: str = "pipeline:released",
+    ) -> None:
         """Move a ``blocked`` run to the ready queue; ``upstream`` becomes ``ctx.upstream``."""
-        self._held(task_id).release(upstream=upstream)
+        run = self._held(task_id)
+        self._dispatch.hold_pump()  # start it after its -> queued was delivered
+        try:
+            run.release(upstream=upstream, reason=reason, trigger=trigger)
+        finally:
+            self._dispatch.resume_pump()
+
+    def release_many(
+        self, task_ids: Iterable[str], *, reason: str | None = None, trigger: str
+    ) -> dict[str, Exception]:
+        """:meth:`release` each run, then start them together; returns the failures.
+
+        The scheduler releases every firing armed for one instant with one call.
+        """
+        failures: dict[str, Exception] = {}
+        self._dispatch.hold_pump()
+        try:
+            for task_id in task_ids:
+                try:
+                    self._held(task_id).release(reason=reason, trigger=trigger)
+                except Exception as exc:
+                    failures[task_id] = exc
+        finally:
+            self._dispatch.resume_pump()
+        return failures
 
     def skip(self, task_id: str, *, reason: str) -> None:
         """End a run that has not started as ``skipped`` (it should not run at all)."""
@@ -607,7 +650,11 @@ class Controller:
         target, source = transition.to_status, transition.from_status
         durable = (
             target.is_terminal
-            or (target in OCCUPYING and source not in OCCUPYING)
+            or (
+                target in OCCUPYING
+                and source not in OCCUPYING
+                and not getattr(self._starting_together, "active", False)
+            )
             or self._events.has_inline
         )
         announce = self._writes.write(transition, snapshot, durable=durable)
@@ -616,6 +663,52 @@ class Controller:
             self._events.publish(transition, snapshot)
         if freed:
             self._dispatch.pump()
+
+    def _prepare_admitted(
+        self, run: TaskRun, announced: list[tuple[Transition, TaskSnapshot]]
+    ) -> Callable[[], None] | None:
+        """``-> starting`` for a run that got a slot at submission, before it is stored.
+
+        The task is then created already ``starting`` (creation, ``queued`` and
+        ``starting`` in one write) instead of created ``queued`` and saved ``starting``
+        right after: the same durable states in one commit fewer. ``None`` if the run
+        could not start (a stop raced the submission): it takes the ordinary path.
+        """
+        try:
+            launch = run.prepare_start()
+        except ConfigurationError:
+            self._dispatch.unreserve(run.task_id)
+            return None
+        snapshot = run.snapshot
+        announced.extend((record, snapshot) for record in run.transitions[len(announced) :])
+        return launch
+
+    def _start_group(self, runs: list[TaskRun]) -> None:
+        """Start runs admitted in one pump round with one commit for all their starts.
+
+        Each ``-> starting`` is written deferred, then one flush stores them all (and
+        announces them), and only then is any body launched: the rule that the store
+        shows ``starting`` before a body runs holds for each, for the price of one
+        commit instead of one per run (the scheduler releases every firing of an
+        instant together). Stores without native batches start them one by one.
+        """
+        if not self._writes.batching or self._events.has_inline:
+            for run in runs:
+                self._dispatch.start_one(run)
+            return
+        launches: list[Callable[[], None]] = []
+        self._starting_together.active = True
+        try:
+            for run in runs:
+                try:
+                    launches.append(run.prepare_start())
+                except Exception:
+                    self._dispatch.start_failed(run)
+        finally:
+            self._starting_together.active = False
+        self._writes.flush()
+        for launch in launches:
+            launch()
 
     def _start_background(self) -> None:
         self._leases.start()

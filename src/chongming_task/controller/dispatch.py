@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from chongming_task.controller.admission import Admission
@@ -39,7 +39,10 @@ S = TaskStatus
 
 
 @dataclass(frozen=True, slots=True)
-class _Placement:
+class _Held:
+    """A held run with where it queues: one dict entry per run (100,000 queued runs)."""
+
+    run: TaskRun
     priority: int
     tags: frozenset[str]
     bucket: int | None
@@ -61,43 +64,45 @@ class Dispatcher:
             limits=limits,
             max_parallel_per_bucket=max_parallel_per_bucket,
         )
-        self._runs: dict[str, TaskRun] = {}
-        self._placements: dict[str, _Placement] = {}
+        self._held: dict[str, _Held] = {}
         self._live: dict[str, None] = {}  # non-terminal held ids, in submission order
         self._pumping = False
         self._pump_again = False
+        self._holds = 0
         self._closed = False
+        self.start_group: Callable[[list[TaskRun]], None] | None = None
+        """Starts several runs admitted in one pump round together (the controller
+        gives them one commit); without it they start one by one."""
 
     # ------------------------------------------------------------ holding
 
     def hold(self, run: TaskRun, *, priority: int, tags: Iterable[str], bucket: int | None) -> None:
         """Start accounting for ``run`` (before any of its transitions is seen)."""
         with self._lock:
-            self._runs[run.task_id] = run
-            self._placements[run.task_id] = _Placement(priority, frozenset(tags), bucket)
+            self._held[run.task_id] = _Held(run, priority, frozenset(tags), bucket)
             self._live[run.task_id] = None
 
     def drop(self, task_id: str) -> None:
         """Forget a run (its creation failed, or it was pruned)."""
         with self._lock:
-            self._runs.pop(task_id, None)
-            self._placements.pop(task_id, None)
+            self._held.pop(task_id, None)
             self._live.pop(task_id, None)
             self._admission.remove(task_id)
             self._admission.release(task_id)
 
     def get(self, task_id: str) -> TaskRun | None:
         with self._lock:
-            return self._runs.get(task_id)
+            held = self._held.get(task_id)
+            return None if held is None else held.run
 
     def runs(self) -> list[TaskRun]:
         with self._lock:
-            return list(self._runs.values())
+            return [held.run for held in self._held.values()]
 
     def live_runs(self) -> list[TaskRun]:
         """Held runs that are not terminal, in submission order."""
         with self._lock:
-            return [self._runs[task_id] for task_id in self._live]
+            return [self._held[task_id].run for task_id in self._live]
 
     def live_ids(self) -> list[str]:
         with self._lock:
@@ -106,12 +111,12 @@ class Dispatcher:
     def active_snapshots(self) -> list[TaskSnapshot]:
         """Snapshots of the runs holding a slot (paused in place and retry backoff too)."""
         with self._lock:
-            runs = [self._runs[task_id] for task_id in self._admission.active_ids()]
+            runs = [self._held[task_id].run for task_id in self._admission.active_ids()]
         return [run.snapshot for run in runs]
 
     def terminal_ids(self) -> list[str]:
         with self._lock:
-            return [task_id for task_id in self._runs if task_id not in self._live]
+            return [task_id for task_id in self._held if task_id not in self._live]
 
     # ------------------------------------------------------------ counters
 
@@ -140,7 +145,7 @@ class Dispatcher:
         task_id = transition.task_id
         target, source = transition.to_status, transition.from_status
         with self._lock:
-            placement = self._placements.get(task_id)
+            placement = self._held.get(task_id)
             if placement is None:
                 return False
             admission = self._admission
@@ -165,43 +170,104 @@ class Dispatcher:
                 return admission.release(task_id)
             return False
 
+    def reserve(self, task_id: str) -> bool:
+        """Give a just-held run a slot at once if nothing else waits; ``True`` if given.
+
+        The submitting thread then moves the run to ``starting`` before the store has
+        it, so the task is created already ``starting`` in one write. Only when the
+        queue is empty: a run never overtakes one that was waiting. ``False`` leaves
+        the run to the ordinary path (its ``-> queued`` puts it in the queue).
+        """
+        with self._lock:
+            held = self._held.get(task_id)
+            admission = self._admission
+            if held is None or self._closed or admission.queued_count:
+                return False
+            admission.push(task_id, priority=held.priority, tags=held.tags, bucket=held.bucket)
+            if admission.pop_eligible() == task_id:
+                return True
+            admission.remove(task_id)  # no room (global, tag or bucket limit)
+            return False
+
+    def unreserve(self, task_id: str) -> None:
+        """Return the slot of a reservation that was not used (the start failed)."""
+        with self._lock:
+            self._admission.release(task_id)
+
     def close(self) -> None:
         """Admit nothing from now on (queued tasks are about to be stopped)."""
         with self._lock:
             self._closed = True
 
+    def hold_pump(self) -> None:
+        """Start nothing until :meth:`resume_pump` (pump calls meanwhile only flag a round).
+
+        For edges into ``queued`` taken by a caller outside any delivery (a release):
+        pumped inside the run's own delivery, ``start()`` could not deliver its
+        ``-> starting`` (the delivery in progress holds it back) before the carrier
+        runs the body, and the store would learn of the start only after it began.
+        """
+        with self._lock:
+            self._holds += 1
+
+    def resume_pump(self) -> None:
+        """End one :meth:`hold_pump` and pump what came free meanwhile."""
+        with self._lock:
+            self._holds -= 1
+            held = self._holds > 0
+        if not held:
+            self.pump()
+
     def pump(self) -> None:
         """Start queued runs while slots are free; returns when nothing more may start."""
         with self._lock:
-            if self._pumping:
+            if self._pumping or self._holds:
                 self._pump_again = True
                 return
             self._pumping = True
         try:
             while True:
                 with self._lock:
-                    task_id = None if self._closed else self._admission.pop_eligible()
-                    if task_id is None:
-                        if self._pump_again and not self._closed:
+                    held = self._closed or self._holds > 0
+                    admitted = [] if held else self._pop_all_locked()
+                    if not admitted:
+                        if self._pump_again and not held:
                             self._pump_again = False
                             continue
                         self._pumping = False
                         self._pump_again = False
                         return
-                    run = self._runs[task_id]
-                self._start(run)
+                    runs = [self._held[task_id].run for task_id in admitted]
+                if len(runs) > 1 and self.start_group is not None:
+                    self.start_group(runs)
+                else:
+                    for run in runs:
+                        self.start_one(run)
         except BaseException:
             with self._lock:
                 self._pumping = False
             raise
 
-    def _start(self, run: TaskRun) -> None:
+    def _pop_all_locked(self) -> list[str]:
+        admitted = []
+        while (task_id := self._admission.pop_eligible()) is not None:
+            admitted.append(task_id)
+        return admitted
+
+    def start_one(self, run: TaskRun) -> None:
+        """Start an admitted run; on failure give its slot back."""
         try:
             run.start()
         except Exception:
-            # Stopped or paused between admission and start (the transition already
-            # returned the slot), or an executor failure: give the slot back either way.
-            with self._lock:
-                self._admission.release(run.task_id)
-            if run.status is S.QUEUED:
-                log.exception("run %s could not be started and stays queued", run.task_id)
+            self.start_failed(run)
+
+    def start_failed(self, run: TaskRun) -> None:
+        """An admitted run could not start: give the slot back.
+
+        Stopped or paused between admission and start (the transition already returned
+        the slot), or an executor failure: the slot comes back either way.
+        """
+        with self._lock:
+            self._admission.release(run.task_id)
+        if run.status is S.QUEUED:
+            log.exception("run %s could not be started and stays queued", run.task_id)

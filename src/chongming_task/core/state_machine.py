@@ -13,6 +13,7 @@ calls under their lock, which is what keeps "single writer" true.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import Any, Final
 
 from chongming_task.core.clock import Clock, SystemClock
@@ -23,8 +24,10 @@ from chongming_task.model import (
     JSONValue,
     TaskSnapshot,
     Transition,
+    advance_snapshot,
     ensure_json,
     machine_transition,
+    new_machine_snapshot,
 )
 from chongming_task.states import TERMINAL, TRANSITIONS, TaskStatus
 
@@ -177,14 +180,11 @@ class StateMachine:
             ensure_json(dict(metadata), "metadata")
         clock = clock or SystemClock()
         now = clock.now()
-        snapshot = TaskSnapshot(
+        snapshot = new_machine_snapshot(
             task_id=task_id,
             name=name,
+            at=now,
             label=label,
-            status=S.PENDING,
-            status_version=0,
-            created_at=now,
-            updated_at=now,
             max_attempts=max_attempts,
             tags=tag_set,
             priority=priority,
@@ -716,13 +716,15 @@ class StateMachine:
                 self._require_started(target, trigger)
         snap = self._snapshot
         now = self._clock.now()
+        if not isinstance(now, datetime) or now.tzinfo is None:
+            raise ConfigurationError(
+                f"the clock's now() must return a timezone-aware datetime, got {now!r}"
+            )
         version = snap.status_version + 1
         for name, value in changes.items():
             if value is _NOW:
                 changes[name] = now  # one instant per transition (and one datetime)
-        self._snapshot = after = snap.replace(
-            status=target, status_version=version, updated_at=now, **changes
-        )
+        self._snapshot = after = advance_snapshot(snap, target, version, now, changes)
         record = machine_transition(
             task_id=snap.task_id,
             from_status=snap.status,

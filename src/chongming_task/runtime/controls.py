@@ -43,8 +43,11 @@ class RunControls:
                 return False
             if status is S.STOPPING:
                 return True
-            state.apply(machine.request_stop, actor=actor, reason=reason)
+            # The body's flag first: a checkpoint reached while the transition is being
+            # recorded already stops (its driver waits for this lock, so ``stopping``
+            # is still recorded before ``stopped``) instead of sleeping one more period.
             self._supervisor.stop_attempt_locked(reason, "stop")
+            state.apply(machine.request_stop, actor=actor, reason=reason)
             state.wake_locked()
             return True
 

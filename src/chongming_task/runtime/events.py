@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from chongming_task.model import TaskSnapshot, Transition
 
@@ -50,7 +50,9 @@ class Outbox(Generic[RunT]):
         self._run = run
         # A list, not a deque: it holds one or two records at a time, and an empty
         # deque costs 600 bytes per run (a controller may hold 100,000 queued runs).
-        self._queue: list[tuple[Transition, TaskSnapshot]] = []
+        # Records, and actions (``None``, fn) to run once the records before them
+        # reached the listeners (see :meth:`after_delivery`).
+        self._queue: list[tuple[Transition | None, Any]] = []
         self._deliver_lock = threading.Lock()
         # Tuples, replaced whole: shared empty ones cost nothing per run until used.
         self._listeners: tuple[Listener, ...] = ()
@@ -75,6 +77,22 @@ class Outbox(Generic[RunT]):
         """Queue one record; call under the run's lock, in transition order."""
         self._queue.append((record, snapshot))
 
+    def after_delivery(self, action: Callable[[], None]) -> None:
+        """Run ``action`` once every record queued so far has reached the listeners.
+
+        At once if nothing is queued or being delivered; otherwise the delivering
+        thread runs it right after those records. This is how a run launches its body
+        only after its ``-> starting`` was delivered, and so stored by the
+        controller's write-through, even when the start happens inside a delivery of
+        the same run (a listener that starts it) or while another thread delivers.
+        Call without the run's lock.
+        """
+        if not self._queue and not self._deliver_lock.locked():
+            action()
+            return
+        self._queue.append((None, action))
+        self.deliver()
+
     def deliver(self) -> None:
         """Hand queued records to the listeners; call after releasing the run's lock."""
         while self._queue:
@@ -83,12 +101,22 @@ class Outbox(Generic[RunT]):
             try:
                 while True:
                     try:
-                        record, snapshot = self._queue.pop(0)
+                        record, item = self._queue.pop(0)
                     except IndexError:
                         break
-                    self._deliver_one(record, snapshot)
+                    if record is None:
+                        self._run_action(item)
+                    else:
+                        self._deliver_one(record, item)
             finally:
                 self._deliver_lock.release()
+
+    @staticmethod
+    def _run_action(action: Callable[[], None]) -> None:
+        try:
+            action()
+        except Exception:
+            log.exception("post-delivery action %r failed; the run goes on", action)
 
     def _deliver_one(self, record: Transition, snapshot: TaskSnapshot) -> None:
         for listener in self._listeners:

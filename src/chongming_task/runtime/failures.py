@@ -18,6 +18,7 @@ __all__ = [
     "CarrierCrashed",
     "crash_failure",
     "describe_exit",
+    "end_traceback",
     "exception_failure",
     "format_traceback",
     "is_retryable",
@@ -53,6 +54,18 @@ def qualified_name(error: BaseException) -> str:
 
 def format_traceback(error: BaseException) -> str:
     return "".join(traceback_module.format_exception(error))
+
+
+def end_traceback(error: BaseException) -> str | None:
+    """The traceback an attempt that raised ``error`` keeps: ``None`` for a ``TaskCancelled``.
+
+    A checkpoint's ``TaskCancelled`` ends the run as ``stopped``, ``cancelled`` or a
+    timeout, and none of those failures carries a traceback; formatting one anyway
+    (every frame's source file is stat'ed) was 0.4 ms on the path of every stop.
+    """
+    if isinstance(error, TaskCancelled):
+        return None
+    return format_traceback(error)
 
 
 def is_retryable(policy: RetryPolicy, error: BaseException) -> bool:

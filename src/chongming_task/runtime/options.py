@@ -7,7 +7,10 @@ inside a worker thread minutes later.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import threading
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
@@ -22,6 +25,7 @@ __all__ = [
     "as_args",
     "as_kwargs",
     "as_mapping",
+    "as_upstream",
     "callable_name",
     "check_executor",
     "check_options",
@@ -62,6 +66,14 @@ def as_kwargs(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
 NO_KWARGS: Mapping[str, Any] = MappingProxyType({})
 
 
+def as_upstream(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """Upstream results of a call: a private copy, or the shared read-only empty mapping
+    (only pipeline nodes have any)."""
+    if value is None:
+        return NO_KWARGS
+    return as_mapping(value, "upstream")
+
+
 def seconds(value: object, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
         raise ConfigurationError(f"{what} must be a number of seconds, got {value!r}")
@@ -91,7 +103,23 @@ def callable_name(fn: Callable[..., Any]) -> str:
     return type(fn).__name__
 
 
+#: Per function, the call shapes (positional count, keyword names) that bound before.
+#: Whether arguments bind depends only on that shape, never on the values, so a shape
+#: seen once needs no ``Signature.bind`` again (a third of a no-op submission's checks).
+_FITTING_SHAPES: weakref.WeakKeyDictionary[Callable[..., Any], set[tuple[int, frozenset[str]]]] = (
+    weakref.WeakKeyDictionary()
+)
+_SHAPES_LOCK = threading.Lock()
+
+
 def check_signature(fn: Callable[..., Any], call: TaskCall, name: str) -> None:
+    shape = (len(call.args), frozenset(call.kwargs))
+    with _SHAPES_LOCK:
+        try:
+            if shape in _FITTING_SHAPES[fn]:
+                return
+        except (KeyError, TypeError):
+            pass
     signature = signature_of(fn)
     if signature is None:
         return  # builtins and some C callables: nothing to check against
@@ -102,6 +130,9 @@ def check_signature(fn: Callable[..., Any], call: TaskCall, name: str) -> None:
             f"arguments do not fit task {name!r}{signature}: {exc}; the first parameter "
             "receives the TaskContext, so do not pass it yourself"
         ) from exc
+    # A callable that is not weak-referenceable is simply checked every time.
+    with _SHAPES_LOCK, contextlib.suppress(TypeError):
+        _FITTING_SHAPES.setdefault(fn, set()).add(shape)
 
 
 def check_executor(executor: object) -> None:

@@ -49,9 +49,17 @@ class QueueOwnerEdges:
             state.apply(machine.mark_blocked, reason=reason)
 
     def release(
-        self, *, upstream: Mapping[str, JSONValue] | None = None, reason: str | None = None
+        self,
+        *,
+        upstream: Mapping[str, JSONValue] | None = None,
+        reason: str | None = None,
+        trigger: str = "pipeline:released",
     ) -> None:
-        """``blocked -> queued``; ``upstream`` becomes ``ctx.upstream`` of every attempt."""
+        """``blocked -> queued``; ``upstream`` becomes ``ctx.upstream`` of every attempt.
+
+        ``trigger`` names who released it on the transition (the scheduler releases
+        a firing it armed ahead of its scheduled time with ``schedule:due``).
+        """
         state = self._state
         with state.transaction(self._supervisor.check_locked) as machine:
             if upstream is not None:
@@ -59,7 +67,7 @@ class QueueOwnerEdges:
                 new_call = TaskCall(call.fn, call.args, call.kwargs, dict(upstream))
                 state.executor.check(new_call)
                 state.call = new_call
-            state.apply(machine.mark_queued, reason=reason, trigger="pipeline:released")
+            state.apply(machine.mark_queued, reason=reason, trigger=trigger)
 
     def skip(self, *, reason: str, failure: Failure | None = None) -> None:
         """End a run that has not started as ``skipped`` (it should not run at all)."""

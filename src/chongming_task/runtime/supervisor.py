@@ -48,17 +48,35 @@ _MAX_ROUNDS = 4
 class Supervisor:
     """Deadlines of one run, booked on the shared timer service of its clock."""
 
-    __slots__ = ("_entry", "_no_start", "_ran_once", "_spent", "_state", "_timers", "_woken_for")
+    __slots__ = (
+        "_entry",
+        "_no_start",
+        "_ran_once",
+        "_service",
+        "_spent",
+        "_state",
+        "_woken_for",
+    )
 
     def __init__(self, state: RunState) -> None:
         self._state = state
-        self._timers = TimerService.for_clock(state.clock)
+        self._service: TimerService | None = None
         self._entry: TimerEntry | None = None
         self._ran_once = False
         self._spent: tuple[str, float] | None = None
         self._woken_for: float | None = None  # the backoff deadline the driver was woken for
         timeout = state.timeout
         self._no_start = None if timeout is None else dataclasses.replace(timeout, start=None)
+
+    @property
+    def _timers(self) -> TimerService:
+        """The clock's shared timer service, looked up on first use: most runs (no
+        timeout, no retry, no stop) never book a deadline, and the lookup is a weak
+        dictionary probe per run."""
+        service = self._service
+        if service is None:
+            service = self._service = TimerService.for_clock(self._state.clock)
+        return service
 
     # ------------------------------------------------------------ events from the run
 

@@ -141,12 +141,15 @@ def firing_metadata(
     correlation_id: str | None = None,
     command_id: str | None = None,
     skip_reason: str | None = None,
+    armed: bool = False,
 ) -> dict[str, Any]:
     """The task metadata of one firing (``scheduler.run.v1``, extended).
 
     ``schedule``, ``trigger_type`` and ``scheduled_at`` sit at the top level as
     strings so stores can filter on them (``TaskQuery(metadata_eq={"schedule": n})``);
     the nested ``trigger``, ``runtime`` and ``control`` snapshots follow the Go layout.
+    ``armed`` marks a firing created ahead of its scheduled time and held ``blocked``
+    until then (``runtime.armed``; ``fired_at`` is when it was created).
     """
     trigger: dict[str, Any] = {
         "type": trigger_type,
@@ -170,6 +173,8 @@ def firing_metadata(
         "runtime": {"owner": owner, "fired_at": fired_at.isoformat()},
         "control": control_snapshot(control),
     }
+    if armed:
+        metadata["runtime"]["armed"] = True
     if skip_reason is not None:
         metadata["skip"] = {"reason": skip_reason}
     return metadata

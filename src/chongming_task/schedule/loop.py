@@ -7,26 +7,53 @@ each schedule registered here whose bucket this node owns, claims each due time 
 the store (exactly one scheduler on the store wins it) and launches the winner's
 firing. Then it serves the schedule commands. One failing schedule or store call is
 counted and reported; it never stops the others or the loop.
+
+**Working ahead of the instant.** The background loop does not wait for a firing's
+scheduled time to do the expensive part. It wakes ``lead`` seconds before the next
+due time and runs a tick *ahead* to that instant: it reads the control records,
+plans, claims each firing (the durable exactly-once claim) and creates its run
+``blocked`` ("armed: waiting for its scheduled time ..."), all before the instant.
+Then it waits precisely until the instant (the clock's wait, and on the system clock
+a final spin of at most :data:`SPIN` seconds) and only then releases the armed runs
+(``blocked -> queued``, trigger ``schedule:due``), so the body starts no earlier than
+its scheduled time and the store never shows it started before it did. What is left
+at the instant is the controller's own start (``-> starting`` is durable) and the
+hand-off to a carrier thread. The bookkeeping writes of the control records follow.
+
+A firing that a skip would apply to when armed (paused, or ``overlap="forbid"``
+with an unfinished run) is only claimed ahead; it is launched at the instant, where
+the skip is judged again, so a run that ends in the meantime does not cause a skip.
+If the loop is stopped (``Scheduler.close``) before an armed firing's instant, the
+run is ended ``skipped`` with that reason: it was claimed here, so nobody else fires
+it, and the record says why it did not run. A crash in that window leaves the run
+``blocked`` with its lease running out: ``reconcile()`` reports it adoptable (it never
+started), and the next ``overlap="forbid"`` check of the schedule ends it ``skipped``
+(:func:`~chongming_task.schedule.launcher.skip_reason`).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Final
 
+from chongming_task.core.clock import SystemClock
 from chongming_task.schedule.admin import ScheduleAdmin
 from chongming_task.schedule.commands import ScheduleCommands
 from chongming_task.schedule.control import ScheduleControl, redact_error
 from chongming_task.schedule.firing import DueFiring, FiringPlan, plan_firings
-from chongming_task.schedule.launcher import launch
+from chongming_task.schedule.launcher import launch, skip_reason
 from chongming_task.schedule.registration import Registered
 from chongming_task.schedule.ticks import TickReport, firing_task_id
+from chongming_task.states import TaskStatus
 from chongming_task.stores.base import Command, ScheduleRecord
 
 if TYPE_CHECKING:
     from chongming_task.controller import Controller
+    from chongming_task.run import TaskRun
 
 __all__ = ["FiringLoop"]
 
@@ -37,6 +64,39 @@ log = logging.getLogger("chongming_task.schedule")
 FIRING_RETENTION: Final = timedelta(days=2)
 #: How often a scheduler prunes older claims (every scheduler does; it is idempotent).
 PRUNE_EVERY: Final = timedelta(hours=1)
+#: On the system clock, the last stretch before an instant is a spin instead of a
+#: timed wait: ``Event.wait`` wakes 0.1-0.3 ms late on Linux, a spin does not.
+SPIN: Final = 0.0005
+#: Longest the loop stands aside after releasing runs, so their carriers get the GIL
+#: before the loop's own bookkeeping (control records, commands) takes it.
+STAND_ASIDE: Final = 0.005
+_BEFORE_BODY: Final = frozenset({TaskStatus.BLOCKED, TaskStatus.QUEUED, TaskStatus.STARTING})
+#: The trigger of ``blocked -> queued`` when an armed firing's instant has come.
+RELEASE_TRIGGER: Final = "schedule:due"
+
+
+@dataclass(slots=True)
+class _Armed:
+    """A firing claimed ahead of its scheduled time, to be started at it."""
+
+    scheduled_at: datetime
+    control: ScheduleControl
+    due: DueFiring
+    task_id: str
+    run: TaskRun | None
+    """The run created ``blocked``; ``None``: a skip applied when it was armed, so the
+    firing is launched (and the skip judged again) at its instant."""
+
+
+@dataclass(slots=True)
+class _Pass:
+    """One tick: decided at ``now``, firing everything due up to ``horizon``."""
+
+    now: datetime
+    horizon: datetime
+    report: TickReport
+    errors: int = 0
+    armed: list[_Armed] = field(default_factory=list)
 
 
 class FiringLoop:
@@ -75,6 +135,8 @@ class FiringLoop:
         self.claims_won = 0
         self.claims_lost = 0
         self._pruned_at: datetime | None = None
+        self.arming_seconds = 0.0
+        """Real seconds the last tick ahead took from waking to its firings armed."""
 
     # -- registrations -------------------------------------------------------------
 
@@ -105,12 +167,22 @@ class FiringLoop:
 
     # -- the tick ----------------------------------------------------------------------
 
-    def tick(self) -> TickReport:
-        """One pass: read controls, fire what is due, handle commands. Never raises."""
+    def tick(
+        self, *, ahead: datetime | None = None, stop: threading.Event | None = None
+    ) -> TickReport:
+        """One pass: read controls, fire what is due, handle commands. Never raises.
+
+        With ``ahead`` (a future instant, the background loop's use) firings due up
+        to ``ahead`` are claimed and armed now and started at their scheduled time;
+        the call returns after that. ``stop`` cuts that wait short (see the module
+        docstring for what happens to the armed firings then).
+        """
         with self._tick_lock:
+            began = time.monotonic()
             now = self.clock.now()
-            report = TickReport(at=now)
-            errors = 0
+            horizon = now if ahead is None or ahead < now else ahead
+            work = _Pass(now=now, horizon=horizon, report=TickReport(at=now))
+            report = work.report
             records: dict[str, ScheduleRecord] = {}
             entries = self.registered()
             if self.controller.closed:
@@ -122,13 +194,13 @@ class FiringLoop:
                 records = {r.name: r for r in self.store.list_schedules()}
             except Exception as exc:
                 entries = []  # without the records nothing can be decided this tick
-                errors += self._failed(report, "reading schedules", exc)
+                work.errors += self._failed(report, "reading schedules", exc)
             plans: list[tuple[Registered, ScheduleControl, FiringPlan]] = []
             for entry in entries:
                 try:
-                    planned = self._plan(entry, records.get(entry.schedule.name), now, report)
+                    planned = self._plan(entry, records.get(entry.schedule.name), horizon, report)
                 except Exception as exc:  # one schedule's failure must not stop the others
-                    errors += self._failed(report, f"schedule {entry.schedule.name!r}", exc)
+                    work.errors += self._failed(report, f"schedule {entry.schedule.name!r}", exc)
                     continue
                 if planned is not None:
                     plans.append((entry, *planned))
@@ -139,28 +211,31 @@ class FiringLoop:
                 try:
                     newest: datetime | None = None
                     for due in plan.due:
-                        if self._fire(control, due, report):
+                        if self._fire(control, due, work):
                             newest = due.scheduled_at
                 except Exception as exc:
-                    errors += self._failed(report, f"schedule {entry.schedule.name!r}", exc)
+                    work.errors += self._failed(report, f"schedule {entry.schedule.name!r}", exc)
                     continue
                 fired.append((entry, control, plan, newest))
+            if work.armed:
+                self.arming_seconds = time.monotonic() - began
+                self._start_armed(work, stop)
             for entry, control, plan, newest in fired:
                 try:
-                    self._settle(entry, control, plan, newest, now)
+                    self._settle(entry, control, plan, newest, horizon)
                 except Exception as exc:
-                    errors += self._failed(report, f"schedule {entry.schedule.name!r}", exc)
+                    work.errors += self._failed(report, f"schedule {entry.schedule.name!r}", exc)
             try:
                 report.commands = self.commands.poll()
             except Exception as exc:
-                errors += self._failed(report, "schedule commands", exc)
+                work.errors += self._failed(report, "schedule commands", exc)
             if self._pruned_at is None or now - self._pruned_at >= PRUNE_EVERY:
                 try:
                     self.store.prune_firings(now - FIRING_RETENTION)
                     self._pruned_at = now
                 except Exception as exc:
-                    errors += self._failed(report, "pruning firing claims", exc)
-            if not errors:
+                    work.errors += self._failed(report, "pruning firing claims", exc)
+            if not work.errors:
                 self.store_errors = 0
                 self.last_store_error = None
             self.last_tick_at = now
@@ -229,14 +304,33 @@ class FiringLoop:
         if newest is not None or control.next_run_at != plan.next_at:
             self.admin.update(control.name, lambda c: c.with_fired(newest, plan.next_at))
 
-    def _fire(self, control: ScheduleControl, due: DueFiring, report: TickReport) -> bool:
-        """Claim ``due``; if this scheduler wins, submit it. Returns whether it won."""
+    def _fire(self, control: ScheduleControl, due: DueFiring, work: _Pass) -> bool:
+        """Claim ``due``; if this scheduler wins, submit or arm it. Returns whether it won."""
+        report = work.report
         task_id = firing_task_id(control.name, due.scheduled_at)
         if not self.store.claim_firing(control.name, due.scheduled_at, self.owner, task_id):
             self.claims_lost += 1
             report.lost += 1
             return False
         self.claims_won += 1
+        if due.scheduled_at > work.now and not due.catch_up:
+            # Ahead of its time: create it blocked now, start it at the instant. A
+            # skip is not recorded ahead: the instant judges it (a run may end first).
+            run: TaskRun | None = None
+            if skip_reason(self.controller, control) is None:
+                run = launch(
+                    self.controller,
+                    control,
+                    trigger_type=control.kind,
+                    scheduled_at=due.scheduled_at,
+                    task_id=task_id,
+                    owner=self.owner,
+                    skip=None,
+                    armed_until=due.scheduled_at,
+                )
+            work.armed.append(_Armed(due.scheduled_at, control, due, task_id, run))
+            report.fired.append(task_id)
+            return True
         launch(
             self.controller,
             control,
@@ -248,6 +342,101 @@ class FiringLoop:
         )
         report.fired.append(task_id)
         return True
+
+    def _start_armed(self, work: _Pass, stop: threading.Event | None) -> None:
+        """At each armed firing's instant (not before), start it; on ``stop``, skip it."""
+        pending = sorted(work.armed, key=lambda armed: armed.scheduled_at)
+        while pending:
+            instant = pending[0].scheduled_at
+            if not self._await(instant, stop):
+                for left in pending:
+                    self._retire(left, work)
+                return
+            group = [armed for armed in pending if armed.scheduled_at == instant]
+            pending = pending[len(group) :]
+            # Every run armed for this instant is released first and started together.
+            failures = self.controller.release_many(
+                [armed.task_id for armed in group if armed.run is not None],
+                reason=f"scheduled time {instant.isoformat()} reached",
+                trigger=RELEASE_TRIGGER,
+            )
+            for task_id, exc in failures.items():
+                work.errors += self._failed(work.report, f"firing {task_id!r}", exc)
+            self._let_start([armed.run for armed in group if armed.run is not None])
+            for armed in group:
+                if armed.run is not None:
+                    continue
+                try:
+                    launch(
+                        self.controller,
+                        armed.control,
+                        trigger_type=armed.control.kind,
+                        scheduled_at=armed.scheduled_at,
+                        task_id=armed.task_id,
+                        owner=self.owner,
+                    )
+                except Exception as exc:
+                    work.errors += self._failed(work.report, f"firing {armed.task_id!r}", exc)
+
+    def _let_start(self, runs: list[TaskRun]) -> None:
+        """Stand aside (real clock only) until the released runs are past ``starting``.
+
+        The bookkeeping that follows is Python holding the GIL; the carriers that are
+        about to call the bodies need it more. Bounded by :data:`STAND_ASIDE`.
+        """
+        if not runs or type(self.clock) is not SystemClock:
+            return
+        deadline = time.monotonic() + STAND_ASIDE
+        while any(run.status in _BEFORE_BODY for run in runs):
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.0001)
+
+    def _retire(self, armed: _Armed, work: _Pass) -> None:
+        """The loop stopped before ``armed``'s instant: record it as not run."""
+        reason = (
+            f"scheduler {self.owner} closed before the scheduled time "
+            f"{armed.scheduled_at.isoformat()} of this firing, which it had claimed"
+        )
+        try:
+            if armed.run is not None:
+                armed.run.skip(reason=reason)
+            else:
+                launch(
+                    self.controller,
+                    armed.control,
+                    trigger_type=armed.control.kind,
+                    scheduled_at=armed.scheduled_at,
+                    task_id=armed.task_id,
+                    owner=self.owner,
+                    skip=reason,
+                )
+        except Exception as exc:
+            work.errors += self._failed(work.report, f"firing {armed.task_id!r}", exc)
+
+    def _await(self, instant: datetime, stop: threading.Event | None) -> bool:
+        """Block until ``instant`` (True) or until ``stop`` is set before it (False).
+
+        Never returns True before the clock has reached ``instant``. On the system
+        clock the last :data:`SPIN` seconds are spun: a timed wait wakes late.
+        """
+        clock = self.clock
+        precise = type(clock) is SystemClock
+        event = stop if stop is not None else threading.Event()
+        while True:
+            remaining = (instant - clock.now()).total_seconds()
+            if remaining <= 0:
+                return True
+            if event.is_set():
+                return False
+            if not precise:
+                clock.wait(event, remaining)
+            elif remaining > SPIN:
+                clock.wait(event, remaining - SPIN)
+            else:
+                end = time.time() + remaining
+                while time.time() < end:
+                    pass
 
     def accepts(self, name: str) -> bool:
         with self._lock:

@@ -16,6 +16,10 @@ leases and metrics treat scheduled work like any other. The scheduler only decid
    the reason: a record, not silence;
 5. schedule commands from other processes are applied (``ScheduleCommands``), and
    finished runs update the counters through ``controller.subscribe``.
+
+The background loop works ahead of each instant: it wakes ``lead`` seconds before
+the next due time, claims the firings and creates their runs ``blocked``, then
+releases them exactly at the scheduled time (see :mod:`chongming_task.schedule.loop`).
 """
 
 from __future__ import annotations
@@ -51,6 +55,12 @@ log = logging.getLogger("chongming_task.schedule")
 DEFAULT_MISFIRE_TOLERANCE: Final = 60.0
 #: Lease of a claimed schedule command; renewed on every tick while its run lasts.
 DEFAULT_COMMAND_LEASE: Final = 30.0
+#: How long before a firing's scheduled time the loop claims it and creates its run.
+DEFAULT_LEAD: Final = 0.02
+#: The lead grows to twice the time the last arming took (many schedules due at one
+#: instant, a slow store), but never beyond this: it is also the window in which a
+#: crash leaves a claimed firing armed but not run.
+MAX_LEAD: Final = 1.0
 
 
 class Scheduler:
@@ -64,6 +74,9 @@ class Scheduler:
         misfire_tolerance: Seconds a firing may be noticed late and still run on time.
         command_lease: Lease of claimed schedule commands, renewed every tick
             (default: 30 s, at least three ticks).
+        lead: Seconds before a firing's scheduled time at which the background loop
+            claims it and creates its run (blocked until the instant); it grows to
+            twice the last arming's duration when that is longer, up to 1 s.
 
     Raises:
         ConfigurationError: Invalid settings.
@@ -78,6 +91,7 @@ class Scheduler:
         owner: str | None = None,
         misfire_tolerance: float = DEFAULT_MISFIRE_TOLERANCE,
         command_lease: float | None = None,
+        lead: float = DEFAULT_LEAD,
     ) -> None:
         if command_lease is None:
             command_lease = max(DEFAULT_COMMAND_LEASE, 3 * tick)
@@ -85,6 +99,7 @@ class Scheduler:
             ("tick", tick),
             ("misfire_tolerance", misfire_tolerance),
             ("command_lease", command_lease),
+            ("lead", lead),
         ):
             if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
                 raise ConfigurationError(
@@ -101,6 +116,9 @@ class Scheduler:
         self.tick_interval = float(tick)
         self.owner = owner or controller.owner
         self.misfire_tolerance = float(misfire_tolerance)
+        if lead > MAX_LEAD:
+            raise ConfigurationError(f"lead must be at most {MAX_LEAD} s, got {lead!r}")
+        self.lead = float(lead)
         self.admin = ScheduleAdmin(self.store, clock=self.clock, actor=self.owner)
         self._firing = FiringLoop(
             controller,
@@ -300,17 +318,28 @@ class Scheduler:
     def _loop(self) -> None:
         while not self._stop.is_set():
             self._wake.clear()
-            self.tick()
+            soonest = self._firing.next_due()
+            if soonest is not None and self._seconds_to(soonest) <= self._lead():
+                # Arm ahead: claim and create now, start at the instant (loop.py).
+                self._firing.tick(ahead=soonest, stop=self._stop)
+            else:
+                self.tick()
             if self._stop.is_set():
                 return
             self.clock.wait(self._wake, self._next_wait())
 
+    def _lead(self) -> float:
+        return min(MAX_LEAD, max(self.lead, 2 * self._firing.arming_seconds))
+
+    def _seconds_to(self, instant: datetime) -> float:
+        return (instant - self.clock.now()).total_seconds()
+
     def _next_wait(self) -> float:
-        """Until the next due firing, at most one tick."""
+        """Until ``lead`` before the next due firing, at most one tick."""
         soonest = self._firing.next_due()
         if soonest is None:
             return self.tick_interval
-        seconds = (soonest - self.clock.now()).total_seconds()
+        seconds = self._seconds_to(soonest) - self._lead()
         return min(self.tick_interval, max(0.0, seconds))
 
     def tick(self) -> TickReport:
@@ -368,4 +397,5 @@ class Scheduler:
                 snapshot.task_id, transition.to_status, finished_at=finished, error=error
             ),
         )
-        self._wake.set()  # a manual-run command may be waiting for this run
+        if snapshot.metadata.get("trigger_type") == "manual":
+            self._wake.set()  # a manual-run command may be waiting for this run

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Collection, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Collection, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 
@@ -54,6 +53,29 @@ def _as_submitted(command: Command) -> Command:
     )
 
 
+class _OpenLock:
+    """``with store._locked():`` -- the lock, and a closed store refused under it.
+
+    A class rather than ``@contextmanager``: every store call takes it (three times per
+    task at least), and a generator per call cost more than the dict work inside.
+    """
+
+    __slots__ = ("_store",)
+
+    def __init__(self, store: MemoryControl) -> None:
+        self._store = store
+
+    def __enter__(self) -> None:
+        store = self._store
+        store._lock.acquire()
+        if store._closed:
+            store._lock.release()
+            raise StoreError("the store is closed")
+
+    def __exit__(self, *exc: object) -> None:
+        self._store._lock.release()
+
+
 class MemoryControl(TaskStore):
     """State and lock of the in-memory store, with its command and schedule half."""
 
@@ -65,13 +87,11 @@ class MemoryControl(TaskStore):
         self._firings: dict[tuple[str, int], tuple[str, str]] = {}
         self._signal = CommandSignal()
         self._closed = False
+        self._open_lock = _OpenLock(self)
 
-    @contextmanager
-    def _locked(self) -> Iterator[None]:
-        with self._lock:
-            if self._closed:
-                raise StoreError("the store is closed")
-            yield
+    def _locked(self) -> _OpenLock:
+        """The store's lock, refusing to be taken once the store is closed."""
+        return self._open_lock
 
     # ------------------------------------------------------------ commands
 

@@ -25,7 +25,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from chongming_task.runtime.attempt import Attempt, AttemptEnd, Raised, Returned, TaskCall
 from chongming_task.runtime.context import RuntimeContext
-from chongming_task.runtime.failures import format_traceback
+from chongming_task.runtime.failures import end_traceback
 
 __all__ = ["Executor", "call_body", "run_in_this_thread"]
 
@@ -92,5 +92,5 @@ def run_in_this_thread(attempt: Attempt) -> AttemptEnd:
         ctx.checkpoint()
         value = call_body(call.fn, ctx, call.args, call.kwargs)
     except BaseException as exc:
-        return Raised(exc, format_traceback(exc))
+        return Raised(exc, end_traceback(exc))
     return Returned(value)

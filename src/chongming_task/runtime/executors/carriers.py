@@ -81,6 +81,8 @@ class CarrierPool:
         self._idle: list[Carrier] = []
         self.started = 0
         """Threads started so far (a reused carrier does not count)."""
+        self.handed_off = 0
+        """Jobs handed to a carrier that has not begun them yet (see ``ThreadExecutor``)."""
 
     @property
     def idle(self) -> int:
@@ -96,6 +98,7 @@ class CarrierPool:
         """
         with self._lock:
             carrier = self._idle.pop() if self._idle else None
+            self.handed_off += 1
         if carrier is not None:
             carrier.job, carrier.name = job, name
             carrier.ready.release()
@@ -104,7 +107,12 @@ class CarrierPool:
         carrier.job, carrier.name = job, name
         thread = threading.Thread(target=self._serve, args=(carrier,), name=name, daemon=True)
         carrier.thread = thread
-        thread.start()
+        try:
+            thread.start()
+        except BaseException:
+            with self._lock:
+                self.handed_off -= 1
+            raise
         with self._lock:
             self.started += 1
 
@@ -114,6 +122,8 @@ class CarrierPool:
         while True:
             job, carrier.job = carrier.job, None
             assert job is not None
+            with self._lock:
+                self.handed_off -= 1
             thread.name = carrier.name
             contextvars.Context().run(job)  # an exception ends the thread, as before
             if carrier.abandoned or not self._park(carrier, thread):
@@ -140,6 +150,7 @@ class CarrierPool:
         # The idle carriers' threads do not exist in a forked child.
         self._lock = threading.Lock()
         self._idle = []
+        self.handed_off = 0
 
 
 #: The carriers every ThreadExecutor shares: reuse across executors and controllers.

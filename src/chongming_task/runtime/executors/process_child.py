@@ -36,7 +36,7 @@ from chongming_task.model import Progress, ensure_json
 from chongming_task.runtime.context import LOG_KEEP, LogEntry, RuntimeContext
 from chongming_task.runtime.control import Control
 from chongming_task.runtime.executors.base import call_body
-from chongming_task.runtime.failures import format_traceback, qualified_name
+from chongming_task.runtime.failures import end_traceback, format_traceback, qualified_name
 
 __all__ = ["FLUSH_INTERVAL", "ChildError", "ChildPayload", "child_main"]
 
@@ -182,7 +182,7 @@ def child_main(conn: Connection) -> None:
         ctx.checkpoint()  # a stop or pause that arrived while starting
         value = call_body(payload.fn, ctx, payload.args, payload.kwargs)
     except BaseException as exc:
-        end: tuple[Any, ...] = ("raised", _portable(exc), format_traceback(exc))
+        end: tuple[Any, ...] = ("raised", _portable(exc), end_traceback(exc))
     else:
         end = _result_message(value, payload.task_name)
     channel.flush()

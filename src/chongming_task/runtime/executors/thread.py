@@ -13,6 +13,7 @@ cost of short tasks. A thread whose run was abandoned is never reused.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from chongming_task.runtime.attempt import Attempt, AttemptEnd, TaskCall
@@ -37,7 +38,14 @@ class ThreadExecutor:
 
     def run_attempt(self, attempt: Attempt) -> AttemptEnd:
         attempt.handle = current_carrier()
-        return run_in_this_thread(attempt)
+        end = run_in_this_thread(attempt)
+        if SHARED.handed_off:
+            # Another run was launched and its carrier waits for the GIL, which this
+            # thread would otherwise keep through its whole conclusion (CPython hands
+            # it over only when the holder blocks, or after 5 ms): let it begin its
+            # body first (the scheduler launches every firing of an instant at once).
+            time.sleep(0)
+        return end
 
     def terminate(self, attempt: Attempt) -> bool:
         """A Python thread cannot be killed safely: the run must report ``lost``.
