@@ -103,6 +103,24 @@ def parse_datetime(value: object, name: str = "datetime") -> datetime | None:
     return parsed
 
 
+def _shared_datetime(value: object, name: str, seen: dict[str, datetime]) -> datetime | None:
+    """``parse_datetime``, one object per distinct text of one document.
+
+    A transition stamps several fields with one clock reading (``created_at`` and
+    ``queued_at`` of a submission, ``updated_at`` and ``finished_at`` of an end), so
+    a document often repeats a text: it is parsed once, and the encoder, which formats
+    each datetime object once, then prints it once too.
+    """
+    if type(value) is not str:
+        return parse_datetime(value, name)
+    parsed = seen.get(value)
+    if parsed is None:
+        parsed = parse_datetime(value, name)
+        assert parsed is not None  # only None parses to None
+        seen[value] = parsed
+    return parsed
+
+
 _SUBSECOND_OFFSET: Final = re.compile(
     r"(?P<sign>[+-])(?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)\.(?P<us>\d{6})$"
 )
@@ -208,9 +226,17 @@ def _int_field(data: Mapping[str, Any], key: str, default: int | None, what: str
     return value
 
 
+#: Status by its text: one dict lookup instead of ``TaskStatus(value)`` (a Python-level
+#: enum call) for every decoded snapshot and transition.
+_STATUS_BY_VALUE: Final = {status.value: status for status in TaskStatus}
+
+
 def _status(value: object, what: str) -> TaskStatus:
     if not isinstance(value, str):
         raise StoreError(f"corrupt {what}: unknown status {value!r}")
+    found = _STATUS_BY_VALUE.get(value)
+    if found is not None:
+        return found
     try:
         return TaskStatus(value)
     except ValueError as exc:
@@ -542,9 +568,11 @@ class TaskSnapshot:
         data = _mapping(data, "task snapshot")
         _check_version(data, "task snapshot")
         what = "task snapshot"
+        seen: dict[str, datetime] = {}
+        when = _shared_datetime
         try:
-            created = parse_datetime(data["created_at"], "created_at")
-            updated = parse_datetime(data["updated_at"], "updated_at")
+            created = when(data["created_at"], "created_at", seen)
+            updated = when(data["updated_at"], "updated_at", seen)
             if created is None or updated is None:
                 raise TypeError("created_at and updated_at must not be null")
             progress = data.get("progress")
@@ -566,14 +594,14 @@ class TaskSnapshot:
                 max_attempts=_int_field(data, "max_attempts", 1, what),
                 created_at=created,
                 updated_at=updated,
-                queued_at=parse_datetime(data.get("queued_at"), "queued_at"),
-                started_at=parse_datetime(data.get("started_at"), "started_at"),
-                first_started_at=parse_datetime(data.get("first_started_at"), "first_started_at"),
-                finished_at=parse_datetime(data.get("finished_at"), "finished_at"),
+                queued_at=when(data.get("queued_at"), "queued_at", seen),
+                started_at=when(data.get("started_at"), "started_at", seen),
+                first_started_at=when(data.get("first_started_at"), "first_started_at", seen),
+                finished_at=when(data.get("finished_at"), "finished_at", seen),
                 progress=None if progress is None else Progress.from_dict(progress),
-                last_heartbeat_at=parse_datetime(data.get("last_heartbeat_at"), "heartbeat"),
+                last_heartbeat_at=when(data.get("last_heartbeat_at"), "heartbeat", seen),
                 lease_owner=data.get("lease_owner"),
-                lease_until=parse_datetime(data.get("lease_until"), "lease_until"),
+                lease_until=when(data.get("lease_until"), "lease_until", seen),
                 failure=None if failure is None else Failure.from_dict(failure),
                 outcome=data.get("outcome"),
                 tags=frozenset(tags),

@@ -13,7 +13,8 @@ expired, occupying (starting/running/       ``lost`` -- the carrier is gone
 pausing/stopping)
 expired, not occupying (pending/blocked/    unchanged, reported ``adoptable``
 queued/paused/retry_wait)
-the holder wrote first (version conflict)   let go, reported ``skipped``
+the holder wrote first (version conflict),  let go, reported ``skipped``
+or changed it between the two reads
 ==========================================  ===================================
 
 It never re-executes anything: the store keeps states, not recipes (function and
@@ -40,9 +41,14 @@ RECONCILE_TRIGGER = "reconcile:lease_expired"
 _UNFINISHED = frozenset(set(TaskStatus) - TERMINAL)
 Outcome = ConcurrencyConflict | StoreError | None
 
-#: ``-> lost`` writes per ``save_many`` (one commit): a restart after a crash of a busy
-#: node has tens of thousands of them, and a commit each would take most of the time.
-WRITE_BATCH = 1000
+#: Occupying tasks read and written per page: one ``query`` and one ``save_many`` (one
+#: commit) each. A restart after a crash of a busy node has tens of thousands of them;
+#: a commit each would take most of the time. Small pages keep a page's snapshots,
+#: documents and parameters short-lived: with 1,000 per page they outlived enough young
+#: collections for the garbage collector to walk them again in full collections (W5,
+#: 100,000 tasks: 0.25 s of collection at 1,000 per page, 0.12 s at 200, and no
+#: measurable cost from 250 commits instead of 50 in WAL mode).
+WRITE_BATCH = 200
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,7 +60,8 @@ class ReconcileReport:
     adoptable: tuple[str, ...] = ()
     """Non-occupying tasks whose lease expired: nobody holds them; resubmit to run them."""
     skipped: tuple[str, ...] = ()
-    """Tasks that changed under us (their holder came back and wrote first): left alone."""
+    """Tasks that changed under us (their holder came back: it wrote first, renewed the
+    lease or moved the task on between reconcile's two reads): left alone."""
     dry_run: bool = False
     """True when nothing was written."""
 
@@ -89,58 +96,70 @@ def reconcile(
 ) -> ReconcileReport:
     """Apply the table above to every unfinished task in ``buckets`` (all when ``None``).
 
+    Two reads, so that a restart after the crash of a busy node costs little more than
+    its writes: one ``query_heads`` sorts every task whose lease expired into adoptable
+    or occupying without decoding a document (tasks with a live lease are filtered out
+    by the store), then the occupying ones are read in full a page at a time, each page
+    written back as one ``save_many``. The page's read repeats the judgement (status and
+    lease), so a task that changed between the two reads is reported ``skipped``; the
+    write itself is guarded by ``expect_version`` against a holder that comes back later.
+
     Args:
         store: Where the tasks are.
         clock: Decides which leases have expired.
         actor: Who is reconciling (written on the ``lost`` transitions).
         buckets: Only these buckets (a node's own, guide §8.14); ``None`` for every task.
         held: Task ids the caller supervises right now: never touched.
-        dry_run: Report only, write nothing.
+        dry_run: Report only, write nothing (and read no snapshot).
         on_lost: Told of every ``-> lost`` transition once it is stored (the
             controller publishes it to its subscribers, so observers hear it too).
 
     Raises:
         StoreError: The store failed while reading or writing.
     """
-    query = TaskQuery(
-        statuses=_UNFINISHED,
-        buckets=None if buckets is None else frozenset(buckets),
-    )
+    scope = None if buckets is None else frozenset(buckets)
     now = clock.now()
-    lost: list[str] = []
-    adoptable: list[str] = []
-    skipped: list[str] = []
     held_ids = frozenset(held)
-    batch: list[SnapshotWrite] = []
-    for snapshot in store.query(query):
-        if snapshot.task_id in held_ids:
+    adoptable: list[str] = []
+    occupying: list[str] = []
+    heads = store.query_heads(TaskQuery(statuses=_UNFINISHED, buckets=scope, lease_expired_by=now))
+    for task_id, status, _ in heads:
+        if task_id in held_ids:
             continue
-        if snapshot.lease_until is not None and snapshot.lease_until > now:
-            continue  # a live process holds it
-        if snapshot.status not in OCCUPYING:
-            adoptable.append(snapshot.task_id)
-            continue
-        if dry_run:
-            lost.append(snapshot.task_id)
-            continue
-        batch.append(_lost_write(snapshot, clock, actor))
-        if len(batch) >= WRITE_BATCH:
+        (occupying if status in OCCUPYING else adoptable).append(task_id)
+    # 100,000 heads kept alive through the writes would make every full collection of
+    # the garbage collector walk them (it runs several times while the pages go by).
+    del heads
+    if dry_run:
+        return ReconcileReport(lost=tuple(occupying), adoptable=tuple(adoptable), dry_run=True)
+    lost: list[str] = []
+    skipped: list[str] = []
+    for start in range(0, len(occupying), WRITE_BATCH):
+        page = occupying[start : start + WRITE_BATCH]
+        still = TaskQuery(
+            task_ids=frozenset(page), statuses=OCCUPYING, buckets=scope, lease_expired_by=now
+        )
+        batch = [_lost_write(snapshot, clock, actor) for snapshot in store.query(still)]
+        if len(batch) < len(page):
+            found = {write.snapshot.task_id for write in batch}
+            skipped.extend(task_id for task_id in page if task_id not in found)
+        if batch:
             _settle(batch, store.save_many(batch), lost, skipped, on_lost)
-            batch = []
-    if batch:
-        _settle(batch, store.save_many(batch), lost, skipped, on_lost)
-    return ReconcileReport(
-        lost=tuple(lost), adoptable=tuple(adoptable), skipped=tuple(skipped), dry_run=dry_run
-    )
+    return ReconcileReport(lost=tuple(lost), adoptable=tuple(adoptable), skipped=tuple(skipped))
 
 
 def _lost_write(snapshot: TaskSnapshot, clock: Clock, actor: str) -> SnapshotWrite:
     """The ``-> lost`` write of one occupying task whose lease expired."""
     machine = StateMachine(snapshot, clock=clock)
     failure = _lost_failure(snapshot, actor)
-    machine.mark_lost(failure, actor=actor, reason=failure.message, trigger=RECONCILE_TRIGGER)
-    marked = machine.snapshot.replace(lease_until=None)
-    return SnapshotWrite(marked, snapshot.status_version, machine.transitions[-1:])
+    machine.mark_lost(
+        failure,
+        actor=actor,
+        reason=failure.message,
+        trigger=RECONCILE_TRIGGER,
+        release_lease=True,
+    )
+    return SnapshotWrite(machine.snapshot, snapshot.status_version, machine.transitions[-1:])
 
 
 def _settle(

@@ -529,11 +529,15 @@ class StateMachine:
         actor: str | None = None,
         reason: str | None = None,
         trigger: str = Triggers.LOST,
+        release_lease: bool = False,
     ) -> None:
         """The carrier is gone or was abandoned: the result is unknown (retryable).
 
         Pass a ``failure`` saying why (§9.3): ``lost`` means "we do not know", and the
         reason is what lets an operator decide between re-running and checking by hand.
+        ``release_lease`` also clears ``lease_until`` in the same change: ``reconcile()``
+        declares the lease's holder gone, and a copy of the snapshot for that alone would
+        cost as much as the transition (it marks tens of thousands after a crash).
 
         Raises:
             InvalidTransition: The current state has no edge to ``lost``.
@@ -541,8 +545,14 @@ class StateMachine:
         failure = failure or Failure(
             kind=FailureKind.LOST, message=reason or "result unknown", retryable=True
         )
+        extra: dict[str, Any] = {"lease_until": None} if release_lease else {}
         self._finish(
-            S.LOST, trigger, actor=actor, reason=reason or failure.message, failure=failure
+            S.LOST,
+            trigger,
+            actor=actor,
+            reason=reason or failure.message,
+            failure=failure,
+            **extra,
         )
 
     # ------------------------------------------------------------ explicit escapes

@@ -20,7 +20,7 @@ from chongming_task.states import TERMINAL, TaskStatus
 from chongming_task.stores import _sqlrows as rows
 from chongming_task.stores._sqlbase import SCHEMA_VERSION, Cursor
 from chongming_task.stores._sqlcontrol import SqlControl
-from chongming_task.stores.base import SnapshotWrite, TaskNotFound, TaskQuery
+from chongming_task.stores.base import SnapshotWrite, TaskHead, TaskNotFound, TaskQuery
 from chongming_task.stores.codec import decode_transition, encode_transition, require_aware
 
 __all__ = ["SCHEMA_VERSION", "Cursor", "SqlTaskStore"]
@@ -202,7 +202,9 @@ class SqlTaskStore(SqlControl):
                 *self._update_params(
                     writes[chain[-1]].snapshot,
                     writes[chain[0]].expect_version,
-                    [t for index in chain for t in writes[index].transitions],
+                    writes[chain[0]].transitions
+                    if len(chain) == 1
+                    else [t for index in chain for t in writes[index].transitions],
                 ),
             )
             for chain in chains
@@ -230,19 +232,32 @@ class SqlTaskStore(SqlControl):
         return None if found is None else rows.decode_task(found)
 
     def query(self, query: TaskQuery = TaskQuery()) -> list[TaskSnapshot]:  # noqa: B008
-        parts = rows.build_filters(query, self._sql, self._array)
+        return [rows.decode_task(row) for row in self._select("select_tasks", query)]
+
+    def query_heads(self, query: TaskQuery = TaskQuery()) -> list[TaskHead]:  # noqa: B008
+        status = rows.decode_status
+        return [
+            TaskHead(task_id, status(value), int(version))
+            for task_id, value, version in self._select("select_heads", query)
+        ]
+
+    def _select(self, section: str, query: TaskQuery) -> list[Any]:
+        """The rows of ``section`` (a ``SELECT ... FROM ct_tasks t``) matching ``query``."""
+        parts = rows.build_filters(query, self._sql, self._array, self._instant)
         if parts.empty or query.limit == 0:
             return []
         order = rows.ORDER_SQL[query.order]
-        statement = f"{self._sql['select_tasks']}{parts.where} ORDER BY {order}"
+        statement = f"{self._sql[section]}{parts.where} ORDER BY {order}"
         if query.limit is not None:
             statement = f"{statement} {self._sql['limit']}"
             parts.params["limit"] = query.limit
-        found = self._run(lambda cur: cur.execute(statement, parts.params).fetchall(), write=False)
-        return [rows.decode_task(row) for row in found]
+        found: list[Any] = self._run(
+            lambda cur: cur.execute(statement, parts.params).fetchall(), write=False
+        )
+        return found
 
     def count_by_status(self, query: TaskQuery | None = None) -> dict[TaskStatus, int]:
-        parts = rows.build_filters(query, self._sql, self._array)
+        parts = rows.build_filters(query, self._sql, self._array, self._instant)
         if parts.empty:
             return {}
         statement = f"{self._sql['count_tasks']}{parts.where} GROUP BY t.status"

@@ -9,7 +9,7 @@ and a list are bound, which the caller passes in as two small functions.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Final
 
 from chongming_task.errors import StoreError
@@ -118,8 +118,14 @@ def decode_task(row: Sequence[Any]) -> TaskSnapshot:
         raise StoreError(f"corrupt task row: {exc!r}") from exc
 
 
+_STATUS_BY_VALUE: Final = {status.value: status for status in TaskStatus}
+
+
 def decode_status(value: object) -> TaskStatus:
     """A status column value; anything unknown is a corrupt row."""
+    status = _STATUS_BY_VALUE.get(value) if isinstance(value, str) else None
+    if status is not None:
+        return status  # one dict lookup: query_heads decodes a status per row
     try:
         return TaskStatus(str(value))
     except ValueError as exc:
@@ -198,7 +204,9 @@ class QueryParts:
         """True when the filters can match nothing (an empty ``statuses`` set)."""
 
 
-def build_filters(query: TaskQuery | None, sql: Mapping[str, str], array: Bind) -> QueryParts:
+def build_filters(
+    query: TaskQuery | None, sql: Mapping[str, str], array: Bind, instant: Bind
+) -> QueryParts:
     """Compose the ``WHERE`` of ``query`` from constant fragments; values stay parameters."""
     clauses: list[str] = []
     params: dict[str, Any] = {}
@@ -235,6 +243,15 @@ def build_filters(query: TaskQuery | None, sql: Mapping[str, str], array: Bind) 
     if query.owner is not None:
         clauses.append(sql["filter_owner"])
         params["owner"] = query.owner
+    if query.task_ids is not None:
+        if not query.task_ids:
+            return QueryParts("", params, empty=True)
+        clauses.append(sql["filter_task_ids"])
+        params["task_ids"] = array(sorted(query.task_ids))
+    if query.lease_expired_by is not None:
+        clauses.append(sql["filter_lease_expired"])
+        params["lease_cutoff_at"] = instant(query.lease_expired_by)
+        params["lease_cutoff_text"] = query.lease_expired_by.astimezone(UTC).isoformat()
     for index, (key, value) in enumerate(sorted((query.metadata_eq or {}).items())):
         column = _INDEXED_METADATA.get(key)
         if column is not None:

@@ -14,6 +14,7 @@ from typing import Any, Final
 
 from chongming_task.errors import ConfigurationError, StoreError
 from chongming_task.model import JSONValue, TaskSnapshot, Transition, dumps, loads
+from chongming_task.stores._fastjson import snapshot_json, transition_json
 from chongming_task.stores.records import OUTCOME_MAX_BYTES
 
 __all__ = [
@@ -76,8 +77,17 @@ def check_outcome(outcome: JSONValue, task_id: str) -> None:
 
 
 def encode_snapshot(snapshot: TaskSnapshot) -> str:
-    """The snapshot's JSON document, with the outcome cap enforced."""
-    text = encode_json(snapshot.to_dict(), f"snapshot of task {snapshot.task_id!r}")
+    """The snapshot's JSON document, with the outcome cap enforced.
+
+    Exactly ``dumps(snapshot.to_dict())``, written without the intermediate dict
+    (``_fastjson``): every store write encodes one.
+    """
+    try:
+        text = snapshot_json(snapshot)
+    except (TypeError, ValueError) as exc:
+        raise ConfigurationError(
+            f"snapshot of task {snapshot.task_id!r} is not JSON-serialisable: {exc}"
+        ) from exc
     if len(text) > _SAFE_CHARS and snapshot.outcome is not None:
         check_outcome(snapshot.outcome, snapshot.task_id)
     return text
@@ -92,8 +102,8 @@ def decode_snapshot(raw: str | bytes | Mapping[str, Any]) -> TaskSnapshot:
 
 
 def encode_transition(transition: Transition) -> str:
-    """The transition's JSON document."""
-    return dumps(transition.to_dict())
+    """The transition's JSON document (exactly ``dumps(transition.to_dict())``)."""
+    return transition_json(transition)
 
 
 def decode_transition(raw: str | bytes | Mapping[str, Any]) -> Transition:

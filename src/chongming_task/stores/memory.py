@@ -10,7 +10,7 @@ JSON so a caller can never alias the stored state. Treat returned objects as rea
 from __future__ import annotations
 
 import itertools
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -20,7 +20,7 @@ from chongming_task.errors import ConcurrencyConflict, ConfigurationError
 from chongming_task.model import Progress, TaskSnapshot, Transition
 from chongming_task.states import TERMINAL, TaskStatus
 from chongming_task.stores._memory_control import MemoryControl
-from chongming_task.stores.base import TaskNotFound, TaskQuery
+from chongming_task.stores.base import TaskHead, TaskNotFound, TaskQuery
 from chongming_task.stores.codec import check_outcome, require_aware
 
 __all__ = ["InMemoryTaskStore"]
@@ -90,17 +90,34 @@ class InMemoryTaskStore(MemoryControl):
 
     def query(self, query: TaskQuery = TaskQuery()) -> list[TaskSnapshot]:  # noqa: B008
         with self._locked():
-            rows = [row for row in self._tasks.values() if query.matches(row.snapshot)]
+            rows = [row for row in self._candidates(query) if query.matches(row.snapshot)]
         key, reverse = _sort_key(query.order)
         rows.sort(key=key, reverse=reverse)
         if query.limit is not None:
             rows = rows[: query.limit]
         return [row.snapshot for row in rows]
 
+    def query_heads(self, query: TaskQuery = TaskQuery()) -> list[TaskHead]:  # noqa: B008
+        return [
+            TaskHead(snapshot.task_id, snapshot.status, snapshot.status_version)
+            for snapshot in InMemoryTaskStore.query(self, query)
+        ]
+
+    def _candidates(self, query: TaskQuery | None) -> Iterable[_Row]:
+        """The rows a query can match: only the named ones when it names task ids.
+
+        ``reconcile()`` reads a node's lost tasks a page of ids at a time; scanning every
+        task for each page would make it quadratic. Called with the lock held.
+        """
+        if query is None or query.task_ids is None:
+            return self._tasks.values()
+        found = (self._tasks.get(task_id) for task_id in query.task_ids)
+        return [row for row in found if row is not None]
+
     def count_by_status(self, query: TaskQuery | None = None) -> dict[TaskStatus, int]:
         counts: dict[TaskStatus, int] = {}
         with self._locked():
-            for row in self._tasks.values():
+            for row in self._candidates(query):
                 if query is None or query.matches(row.snapshot):
                     status = row.snapshot.status
                     counts[status] = counts.get(status, 0) + 1

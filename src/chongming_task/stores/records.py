@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, NamedTuple
 
 from chongming_task.errors import ConcurrencyConflict, ConfigurationError, StoreError
 from chongming_task.model import JSONValue, TaskSnapshot, parse_datetime
@@ -22,6 +22,7 @@ __all__ = [
     "Command",
     "ScheduleConflict",
     "ScheduleRecord",
+    "TaskHead",
     "TaskNotFound",
     "TaskQuery",
 ]
@@ -117,6 +118,13 @@ class TaskQuery:
     owner: str | None = None
     metadata_eq: Mapping[str, str] | None = None
     """Top-level metadata keys whose value is exactly this string (``{"schedule": "n"}``)."""
+    task_ids: frozenset[str] | None = None
+    """Only these task ids (a page of ids found by ``query_heads``, read in full)."""
+    lease_expired_by: datetime | None = None
+    """Tasks nobody holds at this instant: ``lease_until`` unset or not after it (``<=``).
+
+    The judgement of ``reconcile()``, made by the store so that tasks with a live lease
+    are never read: compared as instants, whatever the offsets they were written with."""
     limit: int | None = None
     order: Order = "created"
     """``created``/``updated`` ascending, ``-`` for descending; ``priority`` is highest
@@ -133,6 +141,25 @@ class TaskQuery:
             object.__setattr__(self, "statuses", statuses)
         if self.buckets is not None:
             object.__setattr__(self, "buckets", frozenset(self.buckets))
+        if self.task_ids is not None:
+            given: object = self.task_ids
+            if isinstance(given, str):
+                raise ConfigurationError(
+                    f"TaskQuery.task_ids must be a collection of ids, not the string "
+                    f"{given!r}; wrap it: task_ids={{...}}"
+                )
+            task_ids = frozenset(self.task_ids)
+            for task_id in task_ids:
+                if not isinstance(task_id, str):
+                    raise ConfigurationError(
+                        f"TaskQuery.task_ids must hold strings, got {task_id!r}"
+                    )
+            object.__setattr__(self, "task_ids", task_ids)
+        cutoff = self.lease_expired_by
+        if cutoff is not None and (not isinstance(cutoff, datetime) or cutoff.tzinfo is None):
+            raise ConfigurationError(
+                f"TaskQuery.lease_expired_by must be a timezone-aware datetime, got {cutoff!r}"
+            )
         if self.limit is not None and (isinstance(self.limit, bool) or self.limit < 0):
             raise ConfigurationError(f"TaskQuery.limit must be >= 0 or None, got {self.limit!r}")
         if self.order not in _ORDERS:
@@ -160,12 +187,32 @@ class TaskQuery:
             return False
         if self.owner is not None and snapshot.owner != self.owner:
             return False
+        if self.task_ids is not None and snapshot.task_id not in self.task_ids:
+            return False
+        if (
+            self.lease_expired_by is not None
+            and snapshot.lease_until is not None
+            and snapshot.lease_until > self.lease_expired_by
+        ):
+            return False
         if self.metadata_eq:
             for key, value in self.metadata_eq.items():
                 found = snapshot.metadata.get(key)
                 if not isinstance(found, str) or found != value:
                     return False
         return True
+
+
+class TaskHead(NamedTuple):
+    """Who a task is and where it stands, without its document (``query_heads``).
+
+    Enough to sort tasks into what to do with them (``reconcile()`` classifies a whole
+    node's tasks by it) at a fraction of the cost of decoding snapshots.
+    """
+
+    task_id: str
+    status: TaskStatus
+    status_version: int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -287,6 +334,14 @@ class ScheduleRecord:
     updated_at: datetime
 
 
-for _public in (TaskNotFound, ClaimLost, ScheduleConflict, TaskQuery, Command, ScheduleRecord):
+for _public in (
+    TaskNotFound,
+    ClaimLost,
+    ScheduleConflict,
+    TaskQuery,
+    TaskHead,
+    Command,
+    ScheduleRecord,
+):
     _public.__module__ = _PUBLIC_MODULE
 del _public

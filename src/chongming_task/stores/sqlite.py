@@ -37,7 +37,8 @@ from typing import Any, Final, Literal, TypeVar
 
 from chongming_task.core.clock import Clock
 from chongming_task.errors import ConfigurationError, StoreError
-from chongming_task.model import dumps
+from chongming_task.model import parse_datetime
+from chongming_task.stores._fastjson import array_json
 from chongming_task.stores._sql import SCHEMA_VERSION, Cursor, SqlTaskStore
 from chongming_task.stores._sqlfile import split_statements
 from chongming_task.stores._sqlite_group import GroupCommitter
@@ -53,6 +54,17 @@ _MIN_SQLITE: Final = (3, 35, 0)
 #: database answers ``ps`` from the OS page cache shared by every connection.
 _CACHE_KIB: Final = 16 * 1024
 _MMAP_BYTES: Final = 256 * 1024 * 1024
+
+
+def _lease_expired(lease_until: object, cutoff_micros: object) -> int:
+    """SQL ``ct_lease_expired(lease_until, cutoff)``: the exact test behind the filter.
+
+    ``filter_lease_expired`` calls it only for the leases ``julianday()`` cannot settle
+    (the same millisecond as the cutoff, or an offset with seconds). A corrupt value
+    raises, which fails the query like any corrupt row.
+    """
+    parsed = parse_datetime(lease_until, "lease_until")
+    return int(parsed is None or to_micros(parsed) <= int(cutoff_micros))  # type: ignore[call-overload]
 
 
 class SqliteTaskStore(SqlTaskStore):
@@ -121,6 +133,7 @@ class SqliteTaskStore(SqlTaskStore):
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open SQLite database {self._path!r}: {exc}") from exc
         try:
+            conn.create_function("ct_lease_expired", 2, _lease_expired, deterministic=True)
             if writer and not self._memory:
                 with suppress(sqlite3.OperationalError):  # a read-only file keeps its mode
                     conn.execute("PRAGMA journal_mode=WAL")
@@ -202,7 +215,7 @@ class SqliteTaskStore(SqlTaskStore):
         return from_micros(int(raw))
 
     def _array(self, values: Sequence[Any]) -> str:
-        return dumps(list(values))
+        return array_json(values)
 
     def _is_unique_violation(self, exc: BaseException) -> bool:
         return isinstance(exc, sqlite3.IntegrityError) and "UNIQUE" in str(exc)

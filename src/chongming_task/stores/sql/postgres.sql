@@ -174,6 +174,9 @@ FROM ct_tasks WHERE task_id = %(task_id)s;
 SELECT t.doc::text, t.progress::text, t.heartbeat_at, t.lease_owner, t.lease_until, t.pid
 FROM ct_tasks t
 
+-- name: select_heads
+SELECT t.task_id, t.status, t.status_version FROM ct_tasks t
+
 -- name: count_tasks
 SELECT t.status, count(*) FROM ct_tasks t
 
@@ -209,6 +212,20 @@ t.meta_schedule = %(meta_schedule)s
 
 -- name: filter_meta_pipeline
 t.meta_pipeline = %(meta_pipeline)s
+
+-- name: filter_task_ids
+t.task_id = ANY(%(task_ids)s)
+
+-- name: filter_lease_expired
+-- lease_until is the ISO text of an aware datetime in the offset it was written with.
+-- timestamptz reads every offset Python writes except one with microseconds
+-- ("+00:00:00.000001"), which is taken apart by hand: local time minus the offset.
+(t.lease_until IS NULL OR CASE
+    WHEN t.lease_until ~ '[+-]\d\d:\d\d:\d\d\.\d{6}$'
+    THEN left(t.lease_until, -16)::timestamp - right(t.lease_until, 16)::interval
+        <= (%(lease_cutoff_at)s::timestamptz AT TIME ZONE 'UTC')
+    ELSE t.lease_until::timestamptz <= %(lease_cutoff_at)s::timestamptz
+END)
 
 -- name: filter_meta_key
 (json_typeof(t.doc -> 'metadata' -> %(meta_key_{i})s) = 'string'

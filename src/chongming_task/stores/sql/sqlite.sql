@@ -195,6 +195,9 @@ FROM ct_tasks WHERE task_id = :task_id;
 -- name: select_tasks
 SELECT t.doc, t.progress, t.heartbeat_at, t.lease_owner, t.lease_until, t.pid FROM ct_tasks t
 
+-- name: select_heads
+SELECT t.task_id, t.status, t.status_version FROM ct_tasks t
+
 -- name: count_tasks
 SELECT t.status, count(*) FROM ct_tasks t
 
@@ -230,6 +233,20 @@ t.meta_schedule = :meta_schedule
 
 -- name: filter_meta_pipeline
 t.meta_pipeline = :meta_pipeline
+
+-- name: filter_task_ids
+t.task_id IN (SELECT value FROM json_each(:task_ids))
+
+-- name: filter_lease_expired
+-- lease_until is the ISO text of an aware datetime, in whatever offset it was written
+-- with. julianday() compares instants but only to the millisecond (and cannot read an
+-- offset with seconds), so it settles the clear cases and the exact comparison, in
+-- Python (ct_lease_expired, registered on every connection), runs only for a lease
+-- in the same millisecond as the cutoff or in an unusual format.
+(t.lease_until IS NULL
+ OR julianday(t.lease_until) < julianday(:lease_cutoff_text)
+ OR (coalesce(julianday(t.lease_until) = julianday(:lease_cutoff_text), 1)
+     AND ct_lease_expired(t.lease_until, :lease_cutoff_at)))
 
 -- name: filter_meta_key
 EXISTS (

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from chongming_task.errors import ConfigurationError
 from chongming_task.states import TERMINAL, TaskStatus
-from chongming_task.stores.base import TaskQuery
-from chongming_task.testing._store_contract._support import START, ContractHarness, raises
+from chongming_task.stores.base import TaskHead, TaskQuery
+from chongming_task.testing._store_contract._support import (
+    START,
+    TZ_MINUS_3_30,
+    TZ_PLUS_8,
+    ContractHarness,
+    raises,
+)
 
 __all__ = ["QueryCases"]
 
@@ -16,7 +22,7 @@ S = TaskStatus
 
 
 class QueryCases(ContractHarness):
-    """``query``, ``count_by_status``, ``count_by_bucket`` and ``prune``."""
+    """``query``, ``query_heads``, ``count_by_status``, ``count_by_bucket`` and ``prune``."""
 
     def ids(self, query: TaskQuery = TaskQuery()) -> list[str]:  # noqa: B008
         return [snapshot.task_id for snapshot in self.store.query(query)]
@@ -104,6 +110,90 @@ class QueryCases(ContractHarness):
         assert self.ids(query) == ["a"]
         assert self.ids(TaskQuery(statuses=frozenset({S.RUNNING}), owner="w1")) == ["c"]
 
+    def test_filter_by_task_ids(self) -> None:
+        self.populate()
+        assert self.ids(TaskQuery(task_ids=frozenset({"f", "a", "c"}))) == ["a", "c", "f"]
+        assert self.ids(TaskQuery(task_ids=frozenset({"b", "nope"}))) == ["b"]
+        assert self.ids(TaskQuery(task_ids=frozenset())) == []
+        running = TaskQuery(task_ids=frozenset({"a", "b", "c"}), statuses=frozenset({S.RUNNING}))
+        assert self.ids(running) == ["a", "c"]
+        assert self.store.count_by_status(running) == {S.RUNNING: 2}
+
+    def lease_population(self, cutoff: datetime) -> dict[str, bool]:
+        """Tasks with leases around ``cutoff``; maps each id to "expired by the cutoff"."""
+        micro = timedelta(microseconds=1)
+        leases: dict[str, tuple[datetime | None, bool]] = {
+            "never-leased": (None, True),
+            "long-gone": (cutoff - timedelta(hours=1), True),
+            "exactly-now": (cutoff, True),
+            "a-microsecond-ago": (cutoff - micro, True),
+            "a-microsecond-left": (cutoff + micro, False),
+            "half-a-millisecond-left": (cutoff + timedelta(microseconds=500), False),
+            "live": (cutoff + timedelta(seconds=30), False),
+            # The same instants written in other offsets: compared as instants.
+            "gone-plus-8": ((cutoff - micro).astimezone(TZ_PLUS_8), True),
+            "live-minus-3-30": ((cutoff + micro).astimezone(TZ_MINUS_3_30), False),
+            "now-odd-offset": (cutoff.astimezone(timezone(timedelta(hours=5, seconds=15))), True),
+            "live-odd-offset": (
+                (cutoff + micro).astimezone(timezone(timedelta(seconds=-1, microseconds=7))),
+                False,
+            ),
+            "gone-odd-offset": (
+                (cutoff - micro).astimezone(timezone(timedelta(microseconds=3))),
+                True,
+            ),
+        }
+        for task_id, (until, _) in leases.items():
+            self.created(task_id, status=S.RUNNING, lease_owner="w", lease_until=until)
+        return {task_id: expired for task_id, (_, expired) in leases.items()}
+
+    def test_filter_by_lease_expired_by_compares_instants_to_the_microsecond(self) -> None:
+        cutoff = datetime(2026, 3, 1, 12, 30, 15, 250_000, tzinfo=START.tzinfo)
+        expected = self.lease_population(cutoff)
+        expired = [task_id for task_id, gone in expected.items() if gone]
+        query = TaskQuery(lease_expired_by=cutoff)
+        assert self.ids(query) == expired
+        assert self.store.count_by_status(query) == {S.RUNNING: len(expired)}
+        # The cutoff's own offset does not matter either.
+        assert self.ids(TaskQuery(lease_expired_by=cutoff.astimezone(TZ_MINUS_3_30))) == expired
+
+    def test_lease_expired_by_sees_leases_written_by_touch_and_renew(self) -> None:
+        cutoff = START + timedelta(minutes=5)
+        self.created("renewed", status=S.RUNNING, lease_owner="w", lease_until=START)
+        self.created("touched", status=S.RUNNING, lease_owner="w", lease_until=START)
+        self.created("left-alone", status=S.RUNNING, lease_owner="w", lease_until=START)
+        query = TaskQuery(lease_expired_by=cutoff)
+        assert self.ids(query) == ["renewed", "touched", "left-alone"]
+        self.store.renew_leases("w", ["renewed"], cutoff + timedelta(microseconds=1))
+        self.store.touch(
+            "touched", lease_until=(cutoff + timedelta(seconds=1)).astimezone(TZ_PLUS_8)
+        )
+        assert self.ids(query) == ["left-alone"]
+        self.store.touch("renewed", lease_until=cutoff)
+        assert self.ids(query) == ["renewed", "left-alone"]
+
+    def test_query_heads_are_query_without_the_documents(self) -> None:
+        self.populate()
+        queries = [
+            TaskQuery(),
+            TaskQuery(statuses=frozenset({S.RUNNING, S.QUEUED}), order="-created"),
+            TaskQuery(name_prefix="sync", limit=2),
+            TaskQuery(task_ids=frozenset({"e", "b"}), order="updated"),
+            TaskQuery(lease_expired_by=START, tag="io"),
+            TaskQuery(statuses=frozenset()),
+            TaskQuery(limit=0),
+        ]
+        for query in queries:
+            expected = [
+                TaskHead(s.task_id, s.status, s.status_version) for s in self.store.query(query)
+            ]
+            heads = self.store.query_heads(query)
+            assert heads == expected, f"query_heads({query}) = {heads}, query says {expected}"
+            for head in heads:
+                assert isinstance(head, TaskHead)
+                assert type(head.status) is TaskStatus
+                assert type(head.status_version) is int
+
     def test_orders_and_limit(self) -> None:
         later = START + timedelta(hours=1)
         self.created("p1", priority=1, updated_at=later + timedelta(seconds=3))
@@ -131,6 +221,10 @@ class QueryCases(ContractHarness):
             {"order": "sideways"},
             {"statuses": frozenset({"running"})},
             {"metadata_eq": {"k": 1}},
+            {"task_ids": "abc"},
+            {"task_ids": frozenset({1})},
+            {"lease_expired_by": datetime(2026, 1, 1)},
+            {"lease_expired_by": "2026-01-01T00:00:00+00:00"},
         ]
         for kwargs in bad:
             raises(

@@ -1,0 +1,234 @@
+"""reconcile() on every store: the transitions it writes, its two reads, and its dry run.
+
+reconcile sorts tasks by their heads (``query_heads``, filtered by the store on
+``lease_expired_by``), then reads the occupying ones in full a page at a time and writes
+each page with one ``save_many``. These cases pin what that must not change: every
+``-> lost`` record in the history, the lease judged to the microsecond, a task that
+moves between the two reads left alone, and a dry run that writes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chongming_task.controller import reconcile as reconcile_module
+from chongming_task.controller.reconcile import RECONCILE_TRIGGER, reconcile
+from chongming_task.core.state_machine import StateMachine
+from chongming_task.model import FailureKind, TaskSnapshot, Transition
+from chongming_task.states import TaskStatus
+from chongming_task.stores.base import TaskStore
+from chongming_task.stores.memory import InMemoryTaskStore
+from chongming_task.stores.sqlite import SqliteTaskStore
+from chongming_task.testing import FakeClock
+
+S = TaskStatus
+RUNNING_PATH = [S.PENDING, S.QUEUED, S.STARTING, S.RUNNING]
+WRITES = ("create", "create_many", "save", "save_many", "append", "touch", "renew_leases")
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture(
+    params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.external_service)]
+)
+def store(request: pytest.FixtureRequest, clock: FakeClock, tmp_path: Path) -> Iterator[TaskStore]:
+    made: TaskStore
+    if request.param == "memory":
+        made = InMemoryTaskStore(clock=clock)
+    elif request.param == "sqlite":
+        made = SqliteTaskStore(tmp_path / "tasks.db", clock=clock)
+    else:
+        from chongming_task.stores.postgres import PostgresTaskStore
+
+        made = PostgresTaskStore(request.getfixturevalue("postgres_dsn"), clock=clock)
+    with made:
+        yield made
+
+
+def put(
+    store: TaskStore, clock: FakeClock, task_id: str, *, running: bool, lease: timedelta | None
+) -> TaskSnapshot:
+    """A task of a dead owner, running or queued, whose lease ends ``lease`` from now."""
+    machine = StateMachine.create(task_id, "job", owner="dead", clock=clock)
+    machine.mark_queued()
+    if running:
+        machine.mark_starting()
+        machine.mark_running()
+    until = None if lease is None else clock.now() + lease
+    snapshot = machine.snapshot.replace(lease_owner="dead", lease_until=until)
+    store.create(snapshot, machine.transitions)
+    return snapshot
+
+
+def test_every_lost_transition_is_stored_and_announced(
+    store: TaskStore, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(reconcile_module, "WRITE_BATCH", 2)  # three pages
+    gone = timedelta(seconds=-5)
+    before = {f"run-{i}": put(store, clock, f"run-{i}", running=True, lease=gone) for i in range(5)}
+    put(store, clock, "idle", running=False, lease=gone)
+    clock.advance(60)
+    heard: list[tuple[Transition, TaskSnapshot]] = []
+    report = reconcile(
+        store, clock=clock, actor="node-b", on_lost=lambda t, s: heard.append((t, s))
+    )
+
+    assert report.lost == tuple(before)
+    assert report.adoptable == ("idle",)
+    assert report.skipped == ()
+    assert [t.task_id for t, _ in heard] == list(before)
+    for (announced, announced_snapshot), (task_id, old) in zip(heard, before.items(), strict=True):
+        history = store.history(task_id)
+        assert [t.to_status for t in history] == [*RUNNING_PATH, S.LOST]
+        last = history[-1]
+        assert last == announced
+        assert last.from_status is S.RUNNING
+        assert last.version == old.status_version + 1
+        assert last.at == clock.now()
+        assert last.actor == "node-b"
+        assert last.trigger == RECONCILE_TRIGGER
+        assert last.attempt == old.attempt
+        stored = store.get(task_id)
+        assert stored == announced_snapshot
+        assert stored is not None
+        assert stored.status is S.LOST
+        assert stored.status_version == last.version
+        assert stored.lease_until is None
+        assert stored.finished_at == stored.updated_at == clock.now()
+        assert stored.failure is not None
+        assert stored.failure.kind is FailureKind.LOST
+        assert stored.failure.retryable
+        assert last.reason == stored.failure.message
+        assert "dead" in stored.failure.message
+        assert "node-b" in stored.failure.message
+    assert len(store.history("idle")) == 2  # adoptable: reported, never written
+
+
+def test_the_lease_is_judged_to_the_microsecond(store: TaskStore, clock: FakeClock) -> None:
+    micro = timedelta(microseconds=1)
+    put(store, clock, "ended-a-microsecond-ago", running=True, lease=-micro)
+    put(store, clock, "ends-right-now", running=True, lease=timedelta(0))
+    put(store, clock, "a-microsecond-left", running=True, lease=micro)
+    put(store, clock, "queued-a-microsecond-left", running=False, lease=micro)
+    put(store, clock, "queued-never-leased", running=False, lease=None)
+    report = reconcile(store, clock=clock, actor="x")
+    assert report.lost == ("ended-a-microsecond-ago", "ends-right-now")
+    assert report.adoptable == ("queued-never-leased",)
+    live = store.get("a-microsecond-left")
+    assert live is not None
+    assert live.status is S.RUNNING
+    assert len(store.history("a-microsecond-left")) == len(RUNNING_PATH)
+
+
+def _after(store: TaskStore, name: str, then: Callable[[], None]) -> None:
+    """Run ``then`` right after the store's ``name`` method returns (once)."""
+    original = getattr(store, name)
+    done = False
+
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        nonlocal done
+        result = original(*args, **kwargs)
+        if not done:
+            done = True
+            then()
+        return result
+
+    setattr(store, name, wrapped)
+
+
+def test_a_task_that_moves_between_the_two_reads_is_left_alone(
+    store: TaskStore, clock: FakeClock
+) -> None:
+    gone = timedelta(seconds=-1)
+    for task_id in ("steady", "stopping", "renewed", "paused", "finished"):
+        put(store, clock, task_id, running=True, lease=gone)
+
+    def holders_come_back() -> None:
+        # After the heads were read: one holder renews its lease, the others move on.
+        store.touch("renewed", lease_until=clock.now() + timedelta(seconds=30))
+        steps = {
+            "stopping": ["mark_stopping"],  # still occupying: still lost, at its new version
+            "paused": ["mark_pausing", "mark_paused"],
+            "finished": ["mark_succeeded"],
+        }
+        for task_id, names in steps.items():
+            current = store.get(task_id)
+            assert current is not None
+            machine = StateMachine(current, clock=clock)
+            for name in names:
+                getattr(machine, name)()
+            store.save(
+                machine.snapshot,
+                expect_version=current.status_version,
+                transitions=machine.transitions[-len(names) :],
+            )
+
+    _after(store, "query_heads", holders_come_back)
+    report = reconcile(store, clock=clock, actor="x")
+    assert report.lost == ("steady", "stopping")
+    assert report.skipped == ("renewed", "paused", "finished")
+    stopping = store.history("stopping")
+    assert [t.to_status for t in stopping] == [*RUNNING_PATH, S.STOPPING, S.LOST]
+    assert stopping[-1].from_status is S.STOPPING
+    expected = {"renewed": S.RUNNING, "paused": S.PAUSED, "finished": S.SUCCEEDED}
+    for task_id, status in expected.items():
+        stored = store.get(task_id)
+        assert stored is not None
+        assert stored.status is status
+        assert S.LOST not in [t.to_status for t in store.history(task_id)]
+
+
+def test_a_holder_that_writes_after_the_page_read_wins(store: TaskStore, clock: FakeClock) -> None:
+    put(store, clock, "racy", running=True, lease=timedelta(seconds=-1))
+    put(store, clock, "calm", running=True, lease=timedelta(seconds=-1))
+
+    def holder_writes() -> None:
+        current = store.get("racy")
+        assert current is not None
+        machine = StateMachine(current, clock=clock)
+        machine.mark_succeeded(outcome=1)
+        store.save(
+            machine.snapshot,
+            expect_version=current.status_version,
+            transitions=machine.transitions[-1:],
+        )
+
+    _after(store, "query", holder_writes)
+    report = reconcile(store, clock=clock, actor="x")
+    assert report.lost == ("calm",)
+    assert report.skipped == ("racy",)
+    racy = store.get("racy")
+    assert racy is not None
+    assert racy.status is S.SUCCEEDED  # expect_version kept the holder's write
+    assert [t.to_status for t in store.history("racy")][-1] is S.SUCCEEDED
+
+
+def test_a_dry_run_reads_heads_only_and_writes_nothing(store: TaskStore, clock: FakeClock) -> None:
+    put(store, clock, "lost", running=True, lease=timedelta(seconds=-1))
+    put(store, clock, "idle", running=False, lease=timedelta(seconds=-1))
+    put(store, clock, "live", running=True, lease=timedelta(seconds=10))
+    calls: list[str] = []
+    for name in (*WRITES, "query"):
+        original = getattr(store, name)
+
+        def spy(*args: Any, _name: str = name, _original: Any = original, **kwargs: Any) -> Any:
+            calls.append(_name)
+            return _original(*args, **kwargs)
+
+        setattr(store, name, spy)
+    report = reconcile(store, clock=clock, actor="x", dry_run=True)
+    assert report.dry_run
+    assert (report.lost, report.adoptable, report.skipped) == (("lost",), ("idle",), ())
+    assert calls == []
+    lost = store.get("lost")
+    assert lost is not None
+    assert lost.status is S.RUNNING
+    assert len(store.history("lost")) == len(RUNNING_PATH)
