@@ -49,6 +49,7 @@ from chongming_task.model import JSONValue, TaskSnapshot, Transition, ensure_jso
 from chongming_task.policies import BucketPolicy, ConcurrencyPolicy, RetryPolicy, Timeout
 from chongming_task.run import TaskOutcome, TaskRun
 from chongming_task.runtime.executors.base import Executor
+from chongming_task.runtime.executors.carriers import launching_together
 from chongming_task.states import OCCUPYING, TaskStatus
 from chongming_task.stores.base import TaskQuery, TaskStore
 
@@ -693,8 +694,9 @@ class Controller:
         instant together). Stores without native batches start them one by one.
         """
         if not self._writes.batching or self._events.has_inline:
-            for run in runs:
-                self._dispatch.start_one(run)
+            with launching_together():
+                for run in runs:
+                    self._dispatch.start_one(run)
             return
         launches: list[Callable[[], None]] = []
         self._starting_together.active = True
@@ -707,8 +709,9 @@ class Controller:
         finally:
             self._starting_together.active = False
         self._writes.flush()
-        for launch in launches:
-            launch()
+        with launching_together():
+            for launch in launches:
+                launch()
 
     def _start_background(self) -> None:
         self._leases.start()

@@ -24,10 +24,11 @@ not exist there).
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Final
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "Carrier",
     "CarrierPool",
     "current_carrier",
+    "launching_together",
 ]
 
 #: Seconds an idle carrier waits for its next run before its thread exits.
@@ -53,7 +55,7 @@ _local = threading.local()
 class Carrier:
     """One carrier thread and its hand-off slot."""
 
-    __slots__ = ("abandoned", "job", "name", "ready", "thread")
+    __slots__ = ("abandoned", "job", "name", "ready", "thread", "together")
 
     def __init__(self) -> None:
         self.job: Callable[[], None] | None = None
@@ -63,6 +65,26 @@ class Carrier:
         self.abandoned = False
         """Set by the executor when the run gave this carrier up (``lost``)."""
         self.thread: threading.Thread | None = None
+        self.together = False
+        """Its job was launched with others (:func:`launching_together`)."""
+
+
+@contextlib.contextmanager
+def launching_together() -> Iterator[None]:
+    """Mark the launches made in this block as one group that should begin together.
+
+    A carrier whose body returns while another carrier of the group still waits for
+    the GIL yields it once (``ThreadExecutor``): CPython hands the GIL over only when
+    its holder blocks (or after 5 ms), so the first body's whole conclusion would
+    otherwise run before the second body begins. The scheduler launches every firing
+    of an instant together; ordinary launches are not affected.
+    """
+    before = getattr(_local, "together", False)
+    _local.together = True
+    try:
+        yield
+    finally:
+        _local.together = before
 
 
 def current_carrier() -> Carrier | None:
@@ -81,8 +103,8 @@ class CarrierPool:
         self._idle: list[Carrier] = []
         self.started = 0
         """Threads started so far (a reused carrier does not count)."""
-        self.handed_off = 0
-        """Jobs handed to a carrier that has not begun them yet (see ``ThreadExecutor``)."""
+        self.together_waiting = 0
+        """Jobs launched together (:func:`launching_together`) not begun yet."""
 
     @property
     def idle(self) -> int:
@@ -96,22 +118,25 @@ class CarrierPool:
         Raises:
             RuntimeError: A new thread was needed and could not be started.
         """
+        together = getattr(_local, "together", False)
         with self._lock:
             carrier = self._idle.pop() if self._idle else None
-            self.handed_off += 1
+            if together:
+                self.together_waiting += 1
         if carrier is not None:
-            carrier.job, carrier.name = job, name
+            carrier.job, carrier.name, carrier.together = job, name, together
             carrier.ready.release()
             return
         carrier = Carrier()
-        carrier.job, carrier.name = job, name
+        carrier.job, carrier.name, carrier.together = job, name, together
         thread = threading.Thread(target=self._serve, args=(carrier,), name=name, daemon=True)
         carrier.thread = thread
         try:
             thread.start()
         except BaseException:
-            with self._lock:
-                self.handed_off -= 1
+            if together:
+                with self._lock:
+                    self.together_waiting -= 1
             raise
         with self._lock:
             self.started += 1
@@ -122,8 +147,10 @@ class CarrierPool:
         while True:
             job, carrier.job = carrier.job, None
             assert job is not None
-            with self._lock:
-                self.handed_off -= 1
+            if carrier.together:
+                carrier.together = False
+                with self._lock:
+                    self.together_waiting -= 1
             thread.name = carrier.name
             contextvars.Context().run(job)  # an exception ends the thread, as before
             if carrier.abandoned or not self._park(carrier, thread):
@@ -150,7 +177,7 @@ class CarrierPool:
         # The idle carriers' threads do not exist in a forked child.
         self._lock = threading.Lock()
         self._idle = []
-        self.handed_off = 0
+        self.together_waiting = 0
 
 
 #: The carriers every ThreadExecutor shares: reuse across executors and controllers.

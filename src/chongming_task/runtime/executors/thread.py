@@ -39,11 +39,9 @@ class ThreadExecutor:
     def run_attempt(self, attempt: Attempt) -> AttemptEnd:
         attempt.handle = current_carrier()
         end = run_in_this_thread(attempt)
-        if SHARED.handed_off:
-            # Another run was launched and its carrier waits for the GIL, which this
-            # thread would otherwise keep through its whole conclusion (CPython hands
-            # it over only when the holder blocks, or after 5 ms): let it begin its
-            # body first (the scheduler launches every firing of an instant at once).
+        if SHARED.together_waiting:
+            # A run launched with others waits for the GIL, which this thread would
+            # keep through its whole conclusion: let it begin its body first.
             time.sleep(0)
         return end
 
