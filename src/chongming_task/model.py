@@ -522,13 +522,7 @@ class TaskSnapshot:
             TypeError: A name in ``changes`` is not a snapshot field.
             ConfigurationError: A changed value is malformed (the message names it).
         """
-        copy = _copy_snapshot(self)
-        for name, value in changes.items():
-            check = _SNAPSHOT_CHECKS.get(name)
-            if check is None:
-                raise TypeError(f"TaskSnapshot.replace() got an unexpected field {name!r}")
-            _set(copy, name, check(value))
-        return copy
+        return _with_checked(_copy_snapshot(self), changes)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict with a format version; :meth:`from_dict` reverses it exactly."""
@@ -838,6 +832,11 @@ def advance_snapshot(
     _set(copy, "status", status)
     _set(copy, "status_version", version)
     _set(copy, "updated_at", at)
+    return _with_checked(copy, changes)
+
+
+def _with_checked(copy: TaskSnapshot, changes: Mapping[str, Any]) -> TaskSnapshot:
+    """Set each of ``changes`` on ``copy`` (a fresh, unshared copy) after its check."""
     for name, value in changes.items():
         check = _SNAPSHOT_CHECKS.get(name)
         if check is None:

@@ -728,8 +728,10 @@ class Controller:
             self.store, task_id, action, issued_by=self.owner, clock=self.clock, reason=reason
         )
 
-    def _record(self, task_id: str | None, operation: str, error: BaseException) -> None:
-        self._writes.record(task_id, operation, error)
+    def _record(
+        self, task_id: str | None, operation: str, error: BaseException, *, quiet: bool = False
+    ) -> None:
+        self._writes.record(task_id, operation, error, quiet=quiet)
 
     def __repr__(self) -> str:
         return (

@@ -19,6 +19,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 
 from chongming_task.core.clock import Clock
 from chongming_task.model import Progress, TaskSnapshot
@@ -32,6 +33,14 @@ log = logging.getLogger("chongming_task.controller")
 RENEW_FRACTION = 1 / 3
 #: Upper bound on how stale ``PROGRESS`` in the store may be.
 PROGRESS_INTERVAL = 1.0
+
+
+class FailureSink(Protocol):
+    """Where a failed store call goes: kept and counted, logged unless ``quiet``."""
+
+    def __call__(
+        self, task_id: str | None, operation: str, error: BaseException, *, quiet: bool = ...
+    ) -> None: ...
 
 
 @dataclass(slots=True)
@@ -53,7 +62,11 @@ class LeaseKeeper:
         active: Returns the snapshots of those holding a slot (the only ones whose
             progress, heartbeat or pid can change).
         lease_until: Computes a fresh ``lease_until`` (shared with the write-through).
-        on_failure: Called with ``(task_id, operation, error)`` for a failed store call.
+        on_failure: Called with ``(task_id, operation, error, quiet=...)`` for a failed
+            store call. A failure that repeats the previous one of the same operation
+            is passed ``quiet=True`` (still kept and counted, not logged again): a
+            store that went away would otherwise log a warning every tick; the first
+            success after a streak is logged once.
     """
 
     def __init__(
@@ -66,7 +79,7 @@ class LeaseKeeper:
         held: Callable[[], Sequence[str]],
         active: Callable[[], Sequence[TaskSnapshot]],
         lease_until: Callable[[], datetime],
-        on_failure: Callable[[str | None, str, BaseException], None],
+        on_failure: FailureSink,
         progress_interval: float = PROGRESS_INTERVAL,
     ) -> None:
         self._store = store
@@ -83,6 +96,7 @@ class LeaseKeeper:
         self._thread: threading.Thread | None = None
         self._next_renewal = 0.0
         self._lock = threading.Lock()
+        self._streaks: dict[str, tuple[str, int]] = {}  # operation -> (error, count)
 
     def start(self) -> None:
         """Start the thread (idempotent)."""
@@ -118,7 +132,9 @@ class LeaseKeeper:
             try:
                 self._store.renew_leases(self._owner, held, self._lease_until())
             except Exception as exc:
-                self._on_failure(None, "renew_leases", exc)
+                self._failed(None, "renew_leases", exc)
+            else:
+                self._succeeded("renew_leases")
 
     # ------------------------------------------------------------ internals
 
@@ -138,9 +154,28 @@ class LeaseKeeper:
                 snapshot.task_id, progress=new_progress, heartbeat_at=new_beat, pid=new_pid
             )
         except Exception as exc:
-            self._on_failure(snapshot.task_id, "touch", exc)
+            self._failed(snapshot.task_id, "touch", exc)
             return
+        self._succeeded("touch")
         seen.progress, seen.heartbeat, seen.pid = progress, beat, pid
+
+    def _failed(self, task_id: str | None, operation: str, error: BaseException) -> None:
+        text = f"{type(error).__name__}: {error}"
+        previous = self._streaks.get(operation)
+        repeated = previous is not None and previous[0] == text
+        self._streaks[operation] = (text, previous[1] + 1 if repeated and previous else 1)
+        self._on_failure(task_id, operation, error, quiet=repeated)
+
+    def _succeeded(self, operation: str) -> None:
+        streak = self._streaks.pop(operation, None)
+        if streak is not None:
+            log.info(
+                "store %s works again for %s after %d failed attempt(s) (last: %s)",
+                operation,
+                self._owner,
+                streak[1],
+                streak[0],
+            )
 
     def _loop(self) -> None:
         while not self._clock.wait(self._stop, self.tick):

@@ -127,8 +127,10 @@ class WriteThrough:
         error: BaseException,
         *,
         version: int | None = None,
+        quiet: bool = False,
     ) -> None:
-        """Keep and log a failed store operation."""
+        """Keep and log a failed store operation (``quiet``: kept and counted, logged
+        at debug level only -- a repeat of the failure logged just before)."""
         failure = PersistFailure(
             task_id=task_id,
             operation=operation,
@@ -139,7 +141,8 @@ class WriteThrough:
         with self._lock:
             self.persist_failures.append(failure)
             self.failure_count += 1
-        log.warning(
+        log.log(
+            logging.DEBUG if quiet else logging.WARNING,
             "store %s failed for task %s (the task itself is not affected): %s",
             operation,
             task_id,

@@ -367,16 +367,21 @@ class FiringLoop:
                 if armed.run is not None:
                     continue
                 try:
-                    launch(
-                        self.controller,
-                        armed.control,
-                        trigger_type=armed.control.kind,
-                        scheduled_at=armed.scheduled_at,
-                        task_id=armed.task_id,
-                        owner=self.owner,
-                    )
+                    self._launch_armed(armed)
                 except Exception as exc:
                     work.errors += self._failed(work.report, f"firing {armed.task_id!r}", exc)
+
+    def _launch_armed(self, armed: _Armed, *, skip: str | None = None) -> None:
+        """Launch (or record skipped) a firing that was claimed ahead without a run."""
+        launch(
+            self.controller,
+            armed.control,
+            trigger_type=armed.control.kind,
+            scheduled_at=armed.scheduled_at,
+            task_id=armed.task_id,
+            owner=self.owner,
+            skip=skip,
+        )
 
     def _let_start(self, runs: list[TaskRun]) -> None:
         """Stand aside (real clock only) until the released runs are past ``starting``.
@@ -402,15 +407,7 @@ class FiringLoop:
             if armed.run is not None:
                 armed.run.skip(reason=reason)
             else:
-                launch(
-                    self.controller,
-                    armed.control,
-                    trigger_type=armed.control.kind,
-                    scheduled_at=armed.scheduled_at,
-                    task_id=armed.task_id,
-                    owner=self.owner,
-                    skip=reason,
-                )
+                self._launch_armed(armed, skip=reason)
         except Exception as exc:
             work.errors += self._failed(work.report, f"firing {armed.task_id!r}", exc)
 
