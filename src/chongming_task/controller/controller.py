@@ -49,7 +49,7 @@ from chongming_task.model import JSONValue, TaskSnapshot, Transition, ensure_jso
 from chongming_task.policies import BucketPolicy, ConcurrencyPolicy, RetryPolicy, Timeout
 from chongming_task.run import TaskOutcome, TaskRun
 from chongming_task.runtime.executors.base import Executor
-from chongming_task.runtime.executors.carriers import launching_together
+from chongming_task.runtime.executors.carriers import carrying_on, launching_together
 from chongming_task.states import OCCUPYING, TaskStatus
 from chongming_task.stores.base import TaskQuery, TaskStore
 
@@ -143,6 +143,7 @@ class Controller:
             max_parallel_per_bucket=max_parallel_per_bucket,
         )
         self._dispatch.start_group = self._start_group
+        self._listener = self._on_transition  # one bound method: compared by identity
         self._starting_together = threading.local()
         self.max_parallel_per_bucket = max_parallel_per_bucket
         self._events = EventBus(name=f"chongming-events[{self.owner}]")
@@ -310,7 +311,7 @@ class Controller:
             if launch is not None:  # never stored, never launched: end it for good
                 run.cancel(reason="the task could not be stored", actor=self.owner)
             raise
-        run.add_listener(self._on_transition)
+        run.add_listener(self._listener)
         self._start_background()
         for record, snapshot in announced:
             self._events.publish(record, snapshot)
@@ -663,7 +664,13 @@ class Controller:
         if announce:
             self._events.publish(transition, snapshot)
         if freed:
-            self._dispatch.pump()
+            run = self._dispatch.get(transition.task_id) if target.is_terminal else None
+            if run is not None and run.observed_only_by(self._listener):
+                # Nobody else listens to this run: start the next one once this
+                # delivery is over, and let the thread that ran this body carry it.
+                run.after_delivery(self._pump_carrying_on)
+            else:
+                self._dispatch.pump()
 
     def _prepare_admitted(
         self, run: TaskRun, announced: list[tuple[Transition, TaskSnapshot]]
@@ -712,6 +719,10 @@ class Controller:
         with launching_together():
             for launch in launches:
                 launch()
+
+    def _pump_carrying_on(self) -> None:
+        with carrying_on():
+            self._dispatch.pump()
 
     def _start_background(self) -> None:
         self._leases.start()

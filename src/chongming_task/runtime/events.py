@@ -77,6 +77,11 @@ class Outbox(Generic[RunT]):
         """Queue one record; call under the run's lock, in transition order."""
         self._queue.append((record, snapshot))
 
+    def observed_only_by(self, listener: Listener) -> bool:
+        """Whether ``listener`` is the only listener and no done callback is waiting."""
+        with self._state_lock:
+            return self._listeners == (listener,) and not self._done_callbacks
+
     def after_delivery(self, action: Callable[[], None]) -> None:
         """Run ``action`` once every record queued so far has reached the listeners.
 

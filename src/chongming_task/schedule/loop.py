@@ -45,7 +45,7 @@ from chongming_task.schedule.admin import ScheduleAdmin
 from chongming_task.schedule.commands import ScheduleCommands
 from chongming_task.schedule.control import ScheduleControl, redact_error
 from chongming_task.schedule.firing import DueFiring, FiringPlan, plan_firings
-from chongming_task.schedule.launcher import launch, skip_reason
+from chongming_task.schedule.launcher import JUDGE, launch, skip_reason
 from chongming_task.schedule.registration import Registered
 from chongming_task.schedule.ticks import TickReport, firing_task_id
 from chongming_task.states import TaskStatus
@@ -372,7 +372,8 @@ class FiringLoop:
                     work.errors += self._failed(work.report, f"firing {armed.task_id!r}", exc)
 
     def _launch_armed(self, armed: _Armed, *, skip: str | None = None) -> None:
-        """Launch (or record skipped) a firing that was claimed ahead without a run."""
+        """Launch a firing claimed ahead without a run, judging its skip now; or, with
+        ``skip``, record it skipped for that reason."""
         launch(
             self.controller,
             armed.control,
@@ -380,7 +381,7 @@ class FiringLoop:
             scheduled_at=armed.scheduled_at,
             task_id=armed.task_id,
             owner=self.owner,
-            skip=skip,
+            skip=JUDGE if skip is None else skip,
         )
 
     def _let_start(self, runs: list[TaskRun]) -> None:

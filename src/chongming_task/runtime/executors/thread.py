@@ -18,7 +18,12 @@ from collections.abc import Callable
 
 from chongming_task.runtime.attempt import Attempt, AttemptEnd, TaskCall
 from chongming_task.runtime.executors.base import run_in_this_thread
-from chongming_task.runtime.executors.carriers import SHARED, Carrier, current_carrier
+from chongming_task.runtime.executors.carriers import (
+    SHARED,
+    Carrier,
+    current_carrier,
+    hand_on_successor,
+)
 
 __all__ = ["ThreadExecutor"]
 
@@ -37,8 +42,11 @@ class ThreadExecutor:
         SHARED.launch(drive, name=name)
 
     def run_attempt(self, attempt: Attempt) -> AttemptEnd:
-        attempt.handle = current_carrier()
+        hand_on_successor()  # another attempt of the same run (a retry) runs here first
+        carrier = attempt.handle = current_carrier()
         end = run_in_this_thread(attempt)
+        if carrier is not None:
+            carrier.finishing = True
         if SHARED.together_waiting:
             # A run launched with others waits for the GIL, which this thread would
             # keep through its whole conclusion: let it begin its body first.
