@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from pathlib import Path
 
@@ -47,7 +48,13 @@ def test_ten_thousand_tasks_leave_no_slot_behind(kind: str, count: int, tmp_path
         peaks: Counter[str] = Counter()
         active: dict[str, TaskSnapshot] = {}
 
+        lock = threading.Lock()  # inline subscribers run in every transitioning thread
+
         def watch(transition: Transition, snapshot: TaskSnapshot) -> None:
+            with lock:
+                _watch(transition, snapshot)
+
+        def _watch(transition: Transition, snapshot: TaskSnapshot) -> None:
             if transition.to_status is S.STARTING:
                 active[snapshot.task_id] = snapshot
                 peaks["all"] = max(peaks["all"], len(active))

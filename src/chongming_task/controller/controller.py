@@ -660,9 +660,11 @@ class Controller:
             or self._events.has_inline
         )
         announce = self._writes.write(transition, snapshot, durable=durable)
-        freed = self._dispatch.on_transition(transition)
         if announce:
+            # Before the ledger frees the slot: an inline subscriber hears a run's end
+            # before any thread can start another run in its place.
             self._events.publish(transition, snapshot)
+        freed = self._dispatch.on_transition(transition)
         if freed:
             run = self._dispatch.get(transition.task_id) if target.is_terminal else None
             if run is not None and run.observed_only_by(self._listener):
