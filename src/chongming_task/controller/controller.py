@@ -331,13 +331,12 @@ class Controller:
         reason: str | None = None,
         trigger: str = "pipeline:released",
     ) -> None:
-        """Move a ``blocked`` run to the ready queue; ``upstream`` becomes ``ctx.upstream``."""
-        run = self._held(task_id)
-        self._dispatch.hold_pump()  # start it after its -> queued was delivered
-        try:
-            run.release(upstream=upstream, reason=reason, trigger=trigger)
-        finally:
-            self._dispatch.resume_pump()
+        """Move a ``blocked`` run to the ready queue; ``upstream`` becomes ``ctx.upstream``.
+
+        Started from inside its own delivery if a slot is free: the run launches its
+        body only once its ``-> starting`` was delivered (``Outbox.after_delivery``).
+        """
+        self._held(task_id).release(upstream=upstream, reason=reason, trigger=trigger)
 
     def release_many(
         self, task_ids: Iterable[str], *, reason: str | None = None, trigger: str

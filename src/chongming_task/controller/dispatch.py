@@ -202,10 +202,9 @@ class Dispatcher:
     def hold_pump(self) -> None:
         """Start nothing until :meth:`resume_pump` (pump calls meanwhile only flag a round).
 
-        For edges into ``queued`` taken by a caller outside any delivery (a release):
-        pumped inside the run's own delivery, ``start()`` could not deliver its
-        ``-> starting`` (the delivery in progress holds it back) before the carrier
-        runs the body, and the store would learn of the start only after it began.
+        For a caller that queues several runs at once (``release_many``): they are
+        then admitted in one pump round and start together (one ``-> starting``
+        commit, see ``Controller._start_group``) instead of one by one.
         """
         with self._lock:
             self._holds += 1

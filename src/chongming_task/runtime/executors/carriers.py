@@ -85,6 +85,17 @@ class Carrier:
 
 
 @contextlib.contextmanager
+def _flag(name: str) -> Iterator[None]:
+    """Set the thread-local flag ``name`` for the block (nested blocks restore it)."""
+    before = getattr(_local, name, False)
+    setattr(_local, name, True)
+    try:
+        yield
+    finally:
+        setattr(_local, name, before)
+
+
+@contextlib.contextmanager
 def launching_together() -> Iterator[None]:
     """Mark the launches made in this block as one group that should begin together.
 
@@ -94,12 +105,8 @@ def launching_together() -> Iterator[None]:
     otherwise run before the second body begins. The scheduler launches every firing
     of an instant together; ordinary launches are not affected.
     """
-    before = getattr(_local, "together", False)
-    _local.together = True
-    try:
+    with _flag("together"):
         yield
-    finally:
-        _local.together = before
 
 
 @contextlib.contextmanager
@@ -111,12 +118,8 @@ def carrying_on() -> Iterator[None]:
     only once the current job returns, so anything that could wait for it here would
     wait forever. The controller pumps the next run this way after a run's end.
     """
-    before = getattr(_local, "carry_on", False)
-    _local.carry_on = True
-    try:
+    with _flag("carry_on"):
         yield
-    finally:
-        _local.carry_on = before
 
 
 def hand_on_successor() -> None:
