@@ -13,13 +13,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol
+from types import MappingProxyType
+from typing import Any, Final, Protocol
 
 from chongming_task.model import JSONValue, Progress
 from chongming_task.runtime.context import LogEntry, RuntimeContext
 from chongming_task.runtime.control import Control
 
 __all__ = [
+    "SPENT_CALL",
     "Attempt",
     "AttemptEnd",
     "AttemptOwner",
@@ -39,6 +41,15 @@ class TaskCall:
     args: tuple[Any, ...]
     kwargs: Mapping[str, Any]
     upstream: Mapping[str, JSONValue] = field(default_factory=dict)
+
+
+def _spent(*args: Any, **kwargs: Any) -> None:
+    raise RuntimeError("a finished run's call was released; a TaskRun executes once")
+
+
+#: What a finished run keeps instead of its call: the arguments go back to the caller's
+#: garbage collector as soon as the last attempt is over (``Driver._let_go_locked``).
+SPENT_CALL: Final = TaskCall(_spent, (), MappingProxyType({}), MappingProxyType({}))
 
 
 # ---------------------------------------------------------------- endings

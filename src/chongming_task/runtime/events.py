@@ -143,7 +143,9 @@ class Outbox(Generic[RunT]):
                 self._call_done(callback)
             with self._state_lock:
                 self._done = True
-                event = self._done_event
+                # Waiters already blocked hold the event; later ones read ``_done``. A
+                # finished run stays held until pruned, so it keeps no condition.
+                event, self._done_event = self._done_event, None
             if event is not None:
                 event.set()
 
