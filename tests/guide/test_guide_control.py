@@ -12,7 +12,7 @@ import threading
 import time
 from typing import Any
 
-from chongming_task import task
+from chongming_task import Controller, task
 from chongming_task.model import FailureKind
 from chongming_task.policies import FixedBackoff, RetryPolicy, Timeout
 from chongming_task.testing import FakeClock, wait_until
@@ -361,3 +361,54 @@ def test_s4_5_stop_is_terminal_and_cannot_be_undone() -> None:
     assert run.pause(timeout=0.1) is False
     assert run.stop() is False  # already terminal
     assert run.status is S.STOPPED
+
+
+class SlowLaunch:
+    """A thread executor whose carrier starts only when ``go`` is set."""
+
+    def __init__(self) -> None:
+        from chongming_task.runtime.executors.thread import ThreadExecutor
+
+        self.inner = ThreadExecutor()
+        self.name = self.inner.name
+        self.supports_pause = self.inner.supports_pause
+        self.kill_after = self.inner.kill_after
+        self.go = threading.Event()
+
+    def check(self, call: Any) -> None:
+        self.inner.check(call)
+
+    def launch(self, drive: Any, *, name: str) -> None:
+        def later() -> None:
+            self.go.wait(10)
+            self.inner.launch(drive, name=name)
+
+        threading.Thread(target=later, daemon=True).start()
+
+    def run_attempt(self, attempt: Any) -> Any:
+        return self.inner.run_attempt(attempt)
+
+    def terminate(self, attempt: Any) -> bool:
+        return self.inner.terminate(attempt)
+
+    def kill(self, attempt: Any) -> None:
+        self.inner.kill(attempt)
+
+
+def test_stop_right_after_submit_lets_a_returning_worker_succeed() -> None:
+    """§4.5 with a carrier slower than the caller: the stop lands while `starting`."""
+    executor = SlowLaunch()
+    controller = Controller(owner="node-a", executor=executor)  # type: ignore[arg-type]
+    try:
+        controller.register_all(worker)
+        run = controller.submit("worker", "kafka://orders", task_id="orders-worker")
+        assert run.status is S.STARTING  # where submit() leaves it when the carrier is late
+        controller.stop("orders-worker", reason="发布窗口")
+        executor.go.set()
+        outcome = controller.wait("orders-worker", timeout=10)  # → succeeded，value=已处理批数
+        assert outcome.status is S.SUCCEEDED
+        assert isinstance(outcome.value, int)
+        assert path(run) == [S.PENDING, S.QUEUED, S.STARTING, S.STOPPING, S.SUCCEEDED]
+    finally:
+        executor.go.set()
+        controller.close(timeout=5)

@@ -93,3 +93,13 @@ def resize(ctx: TaskContext, path: str) -> str:
 
 def fetch_all(ctx: TaskContext) -> list[int]:
     return [1, 2, 3]
+
+
+def until_stop_requested(ctx: TaskContext) -> int:
+    """Return how many rounds it did once a stop is requested (guide §4.5's worker)."""
+    rounds = 0
+    while not ctx.is_stop_requested:
+        ctx.checkpoint()
+        rounds += 1
+        time.sleep(0.002)
+    return rounds

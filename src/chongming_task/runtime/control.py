@@ -51,7 +51,9 @@ class Control:
         self.pause_seq = 0
         #: Monotonic time of the last checkpoint or ``heartbeat.beat()``.
         self.beat = beat
-        self._cond = threading.Condition(threading.Lock())
+        # An RLock: a Condition on a plain Lock probes it for three methods it lacks,
+        # one AttributeError each, which made this the costliest line of an attempt.
+        self._cond = threading.Condition(threading.RLock())
         # Called when the body reaches a checkpoint with a pause pending; it confirms the
         # pause (pausing -> paused) and says whether the body should block.
         self.on_pause = on_pause

@@ -36,7 +36,7 @@ class Outbox(Generic[RunT]):
         "_deliver_lock",
         "_done",
         "_done_callbacks",
-        "_done_event",
+        "_done_waiters",
         "_finished",
         "_listeners",
         "_queue",
@@ -60,7 +60,10 @@ class Outbox(Generic[RunT]):
         self._state_lock = lock or threading.Lock()
         self._finished = False
         self._done = False
-        self._done_event: threading.Event | None = None  # made for the first waiter
+        # One parked lock per blocked ``wait_done`` caller, released when done: a
+        # ``threading.Event`` per waited run cost more than the rest of its delivery
+        # (its Condition probes a plain lock for three methods it lacks, by exception).
+        self._done_waiters: list[threading.Lock] | None = None
 
     def add_listener(self, listener: Listener) -> None:
         with self._state_lock:
@@ -143,11 +146,9 @@ class Outbox(Generic[RunT]):
                 self._call_done(callback)
             with self._state_lock:
                 self._done = True
-                # Waiters already blocked hold the event; later ones read ``_done``. A
-                # finished run stays held until pruned, so it keeps no condition.
-                event, self._done_event = self._done_event, None
-            if event is not None:
-                event.set()
+                waiters, self._done_waiters = self._done_waiters, None
+            for waiter in waiters or ():
+                waiter.release()
 
     @property
     def done(self) -> bool:
@@ -156,13 +157,23 @@ class Outbox(Generic[RunT]):
 
     def wait_done(self, timeout: float | None) -> bool:
         """Block until :attr:`done` (at most ``timeout`` seconds); returns :attr:`done`."""
+        if self.done:  # finished: no lock to make
+            return True
+        waiter = threading.Lock()
+        waiter.acquire()
         with self._state_lock:
             if self._done:
                 return True
-            if self._done_event is None:
-                self._done_event = threading.Event()
-            event = self._done_event
-        return event.wait(timeout)
+            if self._done_waiters is None:
+                self._done_waiters = []
+            self._done_waiters.append(waiter)
+        if waiter.acquire(timeout=-1 if timeout is None else max(0.0, timeout)):
+            return True
+        with self._state_lock:
+            if self._done_waiters is not None and waiter in self._done_waiters:
+                self._done_waiters.remove(waiter)
+                return False
+        return True  # released between the timeout and the lock: done after all
 
     def _call_done(self, callback: Callable[[RunT], None]) -> None:
         try:

@@ -25,6 +25,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from chongming_task.runtime.attempt import Attempt, AttemptEnd, Raised, Returned, TaskCall
 from chongming_task.runtime.context import RuntimeContext
+from chongming_task.runtime.control import Control
 from chongming_task.runtime.failures import end_traceback
 
 __all__ = ["Executor", "call_body", "run_in_this_thread"]
@@ -81,6 +82,22 @@ async def _await(awaitable: Awaitable[T]) -> T:
     return await awaitable
 
 
+def checkpoint_before_body(ctx: RuntimeContext, control: Control) -> None:
+    """Honour what arrived while the run was ``starting``, before the body is called.
+
+    A pause confirms here, and a stop from a start timeout or a cancel (an upstream
+    failed) ends the attempt without running the body: nothing was asked of it yet.
+    A person's ``stop()`` does not: it is a request the body answers (guide §4.4 and
+    §4.5), so the body runs, sees ``ctx.is_stop_requested`` and may return what it
+    has (``stopping -> succeeded``, value kept) or stop at its first checkpoint
+    (``stopped``). ``Controller.submit()`` returns while the run is ``starting``, so
+    "submit, then stop" must not depend on whether the carrier was quicker.
+    """
+    if control.stop_requested and control.stop_source == "stop":
+        return
+    ctx.checkpoint()
+
+
 def run_in_this_thread(attempt: Attempt) -> AttemptEnd:
     """Run ``attempt`` in the calling thread (the thread and inline executors)."""
     ctx = attempt.make_context()
@@ -88,8 +105,7 @@ def run_in_this_thread(attempt: Attempt) -> AttemptEnd:
     try:
         attempt.set_pid(os.getpid())
         attempt.mark_running()
-        # A stop or pause that arrived while starting takes effect before the body.
-        ctx.checkpoint()
+        checkpoint_before_body(ctx, attempt.control)
         value = call_body(call.fn, ctx, call.args, call.kwargs)
     except BaseException as exc:
         return Raised(exc, end_traceback(exc))

@@ -119,6 +119,7 @@ class ProcessExecutor:
             task_name=attempt.task_name,
             attempt=attempt.number,
             artifact_root=attempt.artifact_root,
+            stop=(control.stop_reason, control.stop_source) if control.stop_requested else None,
         )
         try:
             data = pickle.dumps(payload)
@@ -135,7 +136,9 @@ class ProcessExecutor:
         child = _Child(process, parent_conn)
         attempt.handle = child
         with child.lock:
-            if attempt.hard_stopped or control.stop_requested:
+            # A person's stop is answered by the body (checkpoint_before_body); a
+            # cancel or a start timeout ends the attempt before it costs a process.
+            if attempt.hard_stopped or (control.stop_requested and control.stop_source != "stop"):
                 parent_conn.close()
                 child_conn.close()
                 return Raised(control.cancelled())

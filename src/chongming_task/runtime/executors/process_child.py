@@ -35,7 +35,7 @@ from chongming_task.errors import ConfigurationError, TaskExecutionError
 from chongming_task.model import Progress, ensure_json
 from chongming_task.runtime.context import LOG_KEEP, LogEntry, RuntimeContext
 from chongming_task.runtime.control import Control
-from chongming_task.runtime.executors.base import call_body
+from chongming_task.runtime.executors.base import call_body, checkpoint_before_body
 from chongming_task.runtime.failures import end_traceback, format_traceback, qualified_name
 
 __all__ = ["FLUSH_INTERVAL", "ChildError", "ChildPayload", "child_main"]
@@ -71,6 +71,7 @@ class ChildPayload:
         task_name: str,
         attempt: int,
         artifact_root: Path | None,
+        stop: tuple[str | None, str] | None = None,
     ) -> None:
         self.fn = fn
         self.args = args
@@ -80,6 +81,9 @@ class ChildPayload:
         self.task_name = task_name
         self.attempt = attempt
         self.artifact_root = artifact_root
+        self.stop = stop
+        """``(reason, source)`` of a stop requested before the child started: the body
+        must see it from its first instruction, not whenever the pipe delivers it."""
 
 
 class _Channel:
@@ -164,6 +168,8 @@ def child_main(conn: Connection) -> None:
         _exit(1)
     assert isinstance(payload, ChildPayload)
     control = Control(beat=time.monotonic())
+    if payload.stop is not None:
+        control.request_stop(*payload.stop)
     channel = _Channel(conn, control, payload.attempt)
     control.on_pause = channel.paused
     threading.Thread(target=channel.pump, name="chongming-task-pipe", daemon=True).start()
@@ -179,7 +185,7 @@ def child_main(conn: Connection) -> None:
     )
     channel.send(("started", os.getpid()))
     try:
-        ctx.checkpoint()  # a stop or pause that arrived while starting
+        checkpoint_before_body(ctx, control)  # what arrived while starting
         value = call_body(payload.fn, ctx, payload.args, payload.kwargs)
     except BaseException as exc:
         end: tuple[Any, ...] = ("raised", _portable(exc), end_traceback(exc))
