@@ -28,6 +28,7 @@ from chongming_task.stores.base import (
     TaskNotFound,
     TaskQuery,
     TaskStore,
+    validate_actions,
 )
 from chongming_task.stores.codec import (
     decode_snapshot,
@@ -212,10 +213,17 @@ class DictTaskStore(TaskStore):
         return Command.from_dict(data)
 
     def claim_commands(
-        self, owner: str, *, lease: float, limit: int = 10, kinds: Collection[str] | None = None
+        self,
+        owner: str,
+        *,
+        lease: float,
+        limit: int = 10,
+        kinds: Collection[str] | None = None,
+        actions: Collection[str] | None = None,  # so a worker never waits on a poller
     ) -> list[Command]:
         if lease <= 0 or limit < 1:
             raise ConfigurationError("lease must be > 0 and limit >= 1")
+        actions = validate_actions(actions)
         self.signal.mark_seen()
         claimed = []
         with self.lock:
@@ -226,7 +234,10 @@ class DictTaskStore(TaskStore):
                 expired = data["status"] == "claimed" and until is not None and until <= now
                 eligible = data["status"] == "pending" or expired
                 mine = data["target_owner"] in (None, owner)
-                if eligible and mine and (kinds is None or data["kind"] in kinds):
+                wanted = (kinds is None or data["kind"] in kinds) and (
+                    actions is None or data["action"] in actions
+                )
+                if eligible and mine and wanted:
                     data.update(
                         status="claimed",
                         claimed_by=owner,

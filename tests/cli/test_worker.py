@@ -10,8 +10,12 @@ from typing import Any
 import pytest
 
 from chongming_task.controller import Controller
+from chongming_task.controller.commands import issue_command
+from chongming_task.core.clock import SystemClock
 from chongming_task.errors import ConfigurationError
 from chongming_task.policies import BucketPolicy
+from chongming_task.stores.base import Command
+from chongming_task.stores.memory import InMemoryTaskStore
 from chongming_task.stores.sqlite import SqliteTaskStore
 from chongming_task.testing import wait_until
 from chongming_task.worker import (
@@ -137,32 +141,102 @@ def test_worker_takes_only_its_buckets_and_only_free_slots(store: SqliteTaskStor
         Submission(name="add", task_id="c", bucket_key=theirs, kwargs={"a": 1}).submit(
             store, issued_by="me"
         )
-
-        # One of "a" and "b" takes the only slot. Usually "a", but not always: the
-        # controller's own command poller may hold "a" for an instant (it claims every
-        # task command and hands back the submissions), and the worker then claims "b".
-        def running_one() -> str | None:
-            for task_id in ("a", "b"):
-                snap = store.get(task_id)
-                if snap is not None and snap.status.value == "running":
-                    return task_id
-            return None
-
-        first = wait_until(running_one)
-        second = "b" if first == "a" else "a"
+        # "a" takes the only slot, strictly in order: the controller's own poller never
+        # claims a submission, so it can never hold "a" while the worker takes "b".
+        wait_until(lambda: (s := store.get("a")) is not None and s.status.value == "running")
         assert worker.free_slots() == 0
-        # Full: the other waits for a slot, "c" belongs to another node's bucket.
-        assert store.get(second) is None
+        # Full: "b" waits for a slot, "c" belongs to another node's bucket.
+        assert store.get("b") is None
         assert store.get("c") is None
         other = find_submission(store, "c")
         assert other is not None
         assert other.status != "completed"
-        controller.stop(first, reason="make room")
-        wait_until(lambda: (s := store.get(second)) is not None and s.status.value == "running")
+        controller.stop("a", reason="make room")
+        wait_until(lambda: (s := store.get("b")) is not None and s.status.value == "running")
         assert store.get("c") is None
     finally:
         shutdown = worker.shutdown(timeout=10)
-    assert {t.task_id for t in shutdown.tasks} == {second}
+    assert {t.task_id for t in shutdown.tasks} == {"b"}
+
+
+class _Interleaving(InMemoryTaskStore):
+    """Runs ``after_claim`` once, right after the next ``claim_commands`` returns.
+
+    That is the instant in which the claimant holds everything it claimed and has
+    handed nothing back yet: the window of the race, opened on demand.
+    """
+
+    after_claim: Callable[[], None] | None = None
+
+    def claim_commands(self, owner: str, **options: Any) -> list[Command]:
+        claimed = super().claim_commands(owner, **options)
+        hook, self.after_claim = self.after_claim, None
+        if hook is not None:
+            hook()
+        return claimed
+
+
+def test_the_controllers_poller_never_holds_a_submission_from_the_worker() -> None:
+    # "a" is pending when the controller's poller claims; "b" arrives and the worker
+    # (one free slot) claims while the poller still holds what it took. The worker must
+    # take "a". (It took "b" when the poller claimed every task command.)
+    with _Interleaving() as store:
+        controller = Controller(store, owner="w1", max_parallel=1)
+        controller.register("spin", spin)
+        worker = Worker(controller, max_parallel=1, poll_interval=0.05)
+        try:
+            Submission(name="spin", task_id="a").submit(store, issued_by="me")
+            polls: list[tuple[int, int]] = []
+
+            def then_b_and_the_worker() -> None:
+                Submission(name="spin", task_id="b").submit(store, issued_by="me")
+                polls.append(worker.poll_once())
+
+            store.after_claim = then_b_and_the_worker
+            controller._poller.poll_once()
+            assert polls == [(1, 0)]
+            taken = [task_id for task_id in ("a", "b") if store.get(task_id) is not None]
+            assert taken == ["a"], f"the worker took {taken} first, not the oldest submission"
+        finally:
+            worker.shutdown(timeout=10)
+
+
+class _Legacy(SqliteTaskStore):
+    """A store written before ``claim_commands`` took ``actions``."""
+
+    def claim_commands(  # type: ignore[override]
+        self, owner: str, *, lease: float, limit: int = 10, kinds: Any = None
+    ) -> list[Command]:
+        return super().claim_commands(owner, lease=lease, limit=limit, kinds=kinds)
+
+
+def test_a_store_without_the_action_filter_still_serves_worker_and_poller(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Both consumers claim every task command and hand back the other's: slower to
+    # settle and only roughly in order, but nothing is lost or applied by the wrong one.
+    with _Legacy(tmp_path / "legacy.db") as store:
+        _controller, worker = _worker(store)
+        worker.start()
+        try:
+            Submission(name="spin", task_id="long").submit(store, issued_by="me")
+            Submission(name="add", task_id="ok", kwargs={"a": 1}).submit(store, issued_by="me")
+            wait_until(lambda: (s := store.get("long")) is not None and s.status.value == "running")
+            wait_until(lambda: (s := store.get("ok")) is not None and s.status.value == "succeeded")
+            snapshot = store.get("long")
+            assert snapshot is not None
+            # A stop from another process reaches the holder's poller through the store.
+            stop = issue_command(
+                store, snapshot, "stop", issued_by="ops", clock=SystemClock(), reason="done"
+            )
+            wait_until(lambda: (s := store.get("long")) is not None and s.status.value == "stopped")
+            wait_until(
+                lambda: (c := store.get_command(stop.command_id)) and c.status == "completed"
+            )
+        finally:
+            worker.shutdown(timeout=10)
+    assert worker.accepted == 2
+    assert "takes no 'actions' filter" in caplog.text
 
 
 def test_worker_needs_a_sane_configuration() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from chongming_task.controller.commands import CommandPoller, issue_command
+from chongming_task.controller.commands import CommandPoller, control_remote, issue_command
 from chongming_task.controller.events import EventBus
 from chongming_task.controller.writethrough import MAX_PERSIST_FAILURES, WriteThrough
 from chongming_task.core.clock import SystemClock
@@ -17,7 +17,7 @@ from chongming_task.core.state_machine import StateMachine
 from chongming_task.errors import ConfigurationError, StoreError
 from chongming_task.model import TaskSnapshot, Transition
 from chongming_task.states import TaskStatus
-from chongming_task.stores.base import Command
+from chongming_task.stores.base import Command, TaskStore
 from chongming_task.stores.memory import InMemoryTaskStore
 from chongming_task.testing import FakeClock, wait_until
 
@@ -226,7 +226,7 @@ def stored_task(store: InMemoryTaskStore, task_id: str, owner: str) -> TaskSnaps
     return snapshot
 
 
-def make_poller(store: InMemoryTaskStore, owner: str, runs: dict[str, FakeRun]) -> CommandPoller:
+def make_poller(store: TaskStore, owner: str, runs: dict[str, FakeRun]) -> CommandPoller:
     failures: list[tuple[str | None, str, BaseException]] = []
     return CommandPoller(
         store=store,
@@ -305,35 +305,68 @@ def test_a_command_addressed_to_us_for_a_task_we_lost_is_completed(
     assert stored.result == {"applied": False, "error": "task is not held"}
 
 
-def test_unknown_actions_complete_with_an_error(store: InMemoryTaskStore) -> None:
+class LegacyStore(InMemoryTaskStore):
+    """A third-party store written before ``claim_commands`` took ``actions``."""
+
+    def claim_commands(  # type: ignore[override]
+        self, owner: str, *, lease: float, limit: int = 10, kinds: Any = None
+    ) -> list[Command]:
+        return super().claim_commands(owner, lease=lease, limit=limit, kinds=kinds)
+
+
+def raw_command(action: str, *, target: str = "job-1", target_owner: str | None) -> Command:
+    """A command as another (older or foreign) process may have written it."""
+    return Command.new(
+        kind="task",
+        target=target,
+        action=action,
+        issued_by="cli",
+        issued_at=SystemClock().now(),
+        target_owner=target_owner,
+    )
+
+
+def test_unknown_actions_are_refused_when_issued(store: InMemoryTaskStore) -> None:
     snapshot = stored_task(store, "job-1", "w")
-    command = issue_command(store, snapshot, "explode", issued_by="ops", clock=SystemClock())
-    make_poller(store, "w", {"job-1": FakeRun()}).poll_once()
-    result = store.get_command(command.command_id).result  # type: ignore[union-attr]
+    with pytest.raises(ValueError, match="unknown task action 'explode'; valid actions are "):
+        issue_command(store, snapshot, "explode", issued_by="ops", clock=SystemClock())
+    with pytest.raises(ConfigurationError, match="pause, resume, stop"):
+        control_remote(store, "job-1", "explode", issued_by="ops", clock=SystemClock())
+    assert store.claim_commands("anyone", lease=5) == [], "nothing may have been written"
+
+
+def test_a_poller_never_claims_an_action_it_does_not_apply(store: InMemoryTaskStore) -> None:
+    submit = store.submit_command(raw_command("submit", target="new-task", target_owner=None))
+    odd = store.submit_command(raw_command("explode", target_owner="w"))
+    assert make_poller(store, "w", {"job-1": FakeRun()}).poll_once() == (0, 0)
+    for command in (submit, odd):
+        stored = store.get_command(command.command_id)
+        assert stored is not None
+        assert (stored.status, stored.claims) == ("pending", 0)
+
+
+def test_a_legacy_store_still_gets_unknown_actions_answered() -> None:
+    with LegacyStore() as store:
+        command = store.submit_command(raw_command("explode", target_owner="w"))
+        assert make_poller(store, "w", {"job-1": FakeRun()}).poll_once() == (1, 0)
+        result = store.get_command(command.command_id).result  # type: ignore[union-attr]
     assert result == {"applied": False, "error": "unknown action 'explode'"}
 
 
-def test_a_foreign_action_is_handed_back_without_spinning(store: InMemoryTaskStore) -> None:
-    # A worker's "submit" is a task command for anyone; a controller poller must not
-    # keep claiming it in a tight loop (its own release would wake it again at once).
-    command = store.submit_command(
-        Command.new(
-            kind="task",
-            target="new-task",
-            action="submit",
-            issued_by="cli",
-            issued_at=SystemClock().now(),
-            target_owner=None,
-        )
-    )
-    poller = make_poller(store, "worker-1", {})
-    poller.start()
-    try:
-        wait_until(lambda: (c := store.get_command(command.command_id)) and c.claims >= 1)
-        threading.Event().wait(0.3)  # let a spinning loop show itself (interval is 0.05)
-    finally:
-        poller.stop()
-    stored = store.get_command(command.command_id)
+def test_a_legacy_store_gets_foreign_actions_handed_back_without_spinning() -> None:
+    # Without the ``actions`` filter a worker's "submit" reaches the controller's poller,
+    # which hands it back; it must not keep claiming it in a tight loop (its own release
+    # would wake it again at once).
+    with LegacyStore() as store:
+        command = store.submit_command(raw_command("submit", target="x", target_owner=None))
+        poller = make_poller(store, "worker-1", {})
+        poller.start()
+        try:
+            wait_until(lambda: (c := store.get_command(command.command_id)) and c.claims >= 1)
+            threading.Event().wait(0.3)  # let a spinning loop show itself (interval is 0.05)
+        finally:
+            poller.stop()
+        stored = store.get_command(command.command_id)
     assert stored is not None
     assert stored.status == "pending"
     assert stored.claims <= 10

@@ -7,6 +7,13 @@ through the same ``TaskRun`` methods a local call would use, and completes it wi
 result. A command for a task this controller does not hold is handed back at once
 with ``release_command`` -- completing it would mean the real holder never sees it.
 
+The poller claims only the actions it applies (``ACTIONS``): a worker of the same owner
+takes ``submit`` commands, and a submission the poller held even for an instant let
+that worker take a later one first. Unknown actions are refused when issued
+(``issue_command``), since no poller will ever claim them. From a store whose
+``claim_commands`` predates the ``actions`` filter, the poller claims every task
+command and hands back the ones that are not its own, as it always did.
+
 One thread per controller. It starts at the first submission, or at construction
 for a node that declares ``owned_buckets`` (§8.14); a query-only controller never
 polls, so it can never take someone else's commands.
@@ -21,10 +28,19 @@ from datetime import datetime
 from typing import Protocol
 
 from chongming_task.core.clock import Clock
+from chongming_task.errors import ConfigurationError
 from chongming_task.model import JSONValue, TaskSnapshot
+from chongming_task.stores._claiming import claim_actions
 from chongming_task.stores.base import ClaimLost, Command, TaskStore
 
-__all__ = ["ACTIONS", "CommandListener", "CommandPoller", "control_remote", "issue_command"]
+__all__ = [
+    "ACTIONS",
+    "CommandListener",
+    "CommandPoller",
+    "check_action",
+    "control_remote",
+    "issue_command",
+]
 
 log = logging.getLogger("chongming_task.controller")
 
@@ -49,6 +65,18 @@ class _Controllable(Protocol):
     def resume(self, *, actor: str | None = None) -> bool: ...
 
 
+def check_action(action: str) -> None:
+    """Refuse a task action no poller applies, naming the ones it does.
+
+    Raises:
+        ConfigurationError: ``action`` is not one of ``ACTIONS``.
+    """
+    if action not in ACTIONS:
+        raise ConfigurationError(
+            f"unknown task action {action!r}; valid actions are {', '.join(sorted(ACTIONS))}"
+        )
+
+
 def issue_command(
     store: TaskStore,
     snapshot: TaskSnapshot,
@@ -58,7 +86,13 @@ def issue_command(
     clock: Clock,
     reason: str | None = None,
 ) -> Command:
-    """Write a task command addressed to the holder of ``snapshot``."""
+    """Write a task command addressed to the holder of ``snapshot``.
+
+    Raises:
+        ConfigurationError: ``action`` is not one of ``ACTIONS`` (a ``ValueError``):
+            pollers claim only those, so any other would wait forever unanswered.
+    """
+    check_action(action)
     payload: dict[str, JSONValue] = {}
     if reason is not None:
         payload["reason"] = reason
@@ -89,7 +123,11 @@ def control_remote(
     to do) and once the command is written ("accepted"). A task recorded under our own
     owner name that we do not hold belongs to an earlier process with the same name:
     nobody would ever apply a command for it, so none is written.
+
+    Raises:
+        ConfigurationError: ``action`` is not one of ``ACTIONS``.
     """
+    check_action(action)
     snapshot = store.get(task_id)
     if snapshot is None:
         return False
@@ -181,8 +219,13 @@ class CommandPoller:
 
     def poll_once(self) -> tuple[int, int]:
         """Claim and handle one batch; returns (claimed, handed back) counts."""
-        commands = self._store.claim_commands(
-            self._owner, lease=self._lease, limit=CLAIM_BATCH, kinds=("task",)
+        commands = claim_actions(
+            self._store,
+            self._owner,
+            lease=self._lease,
+            limit=CLAIM_BATCH,
+            kinds=("task",),
+            actions=ACTIONS,
         )
         released = 0
         for command in commands:
@@ -228,6 +271,7 @@ class CommandPoller:
                 return 1
             return 0
         if command.action not in ACTIONS:
+            # Only from a store without the ``actions`` filter (see the module docstring).
             if command.target_owner is None:
                 # An action for another consumer (a worker's "submit"): hand it back.
                 self._finish(command, token, release=True)

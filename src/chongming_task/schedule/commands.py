@@ -107,6 +107,11 @@ class ScheduleCommands:
         """Keep claimed runs alive, complete finished ones, claim and apply new commands."""
         self._keep_alive()
         self._complete_finished()
+        # Every action, on purpose: only schedulers consume schedule commands, so no
+        # other consumer waits behind one held here, and an unknown action gets an
+        # error result (see ``_apply``) instead of waiting forever unclaimed. What a
+        # scheduler does hand back is by schedule (ones it lacks), which an action
+        # filter could not tell apart.
         claimed = self._store.claim_commands(
             self._owner, lease=self._lease, limit=_BATCH, kinds=("schedule",)
         )

@@ -21,6 +21,7 @@ from chongming_task.stores.base import (
     ScheduleConflict,
     ScheduleRecord,
     TaskStore,
+    validate_actions,
 )
 from chongming_task.stores.codec import encode_json, require_aware, to_micros
 from chongming_task.stores.signal import CommandSignal
@@ -112,10 +113,12 @@ class MemoryControl(TaskStore):
         lease: float,
         limit: int = 10,
         kinds: Collection[str] | None = None,
+        actions: Collection[str] | None = None,
     ) -> list[Command]:
         _validate_lease(lease)
         if isinstance(limit, bool) or limit < 1:
             raise ConfigurationError(f"limit must be >= 1, got {limit!r}")
+        wanted = validate_actions(actions)
         self._signal.mark_seen()
         claimed: list[Command] = []
         with self._locked():
@@ -127,6 +130,8 @@ class MemoryControl(TaskStore):
                 if command.target_owner not in (None, owner):
                     continue
                 if kinds is not None and command.kind not in kinds:
+                    continue
+                if wanted is not None and command.action not in wanted:
                     continue
                 expired = (
                     command.status == "claimed"

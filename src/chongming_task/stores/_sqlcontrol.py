@@ -16,7 +16,13 @@ from chongming_task.errors import ConfigurationError, StoreError
 from chongming_task.model import JSONValue, loads
 from chongming_task.stores import _sqlrows as rows
 from chongming_task.stores._sqlbase import Cursor, SqlBase, validate_lease
-from chongming_task.stores.base import ClaimLost, Command, ScheduleConflict, ScheduleRecord
+from chongming_task.stores.base import (
+    ClaimLost,
+    Command,
+    ScheduleConflict,
+    ScheduleRecord,
+    validate_actions,
+)
 from chongming_task.stores.codec import encode_json, require_aware
 
 __all__ = ["SqlControl"]
@@ -73,10 +79,12 @@ class SqlControl(SqlBase):
         lease: float,
         limit: int = 10,
         kinds: Collection[str] | None = None,
+        actions: Collection[str] | None = None,
     ) -> list[Command]:
         validate_lease(lease)
         if isinstance(limit, bool) or limit < 1:
             raise ConfigurationError(f"limit must be >= 1, got {limit!r}")
+        wanted = validate_actions(actions)
         self._check_open()
         self._before_claim()
         now = self.clock.now()
@@ -86,6 +94,7 @@ class SqlControl(SqlBase):
             "lease_until": self._instant(now + timedelta(seconds=lease)),
             "limit": limit,
             "kinds": None if kinds is None else self._array(sorted(kinds)),
+            "actions": None if wanted is None else self._array(sorted(wanted)),
         }
         found = self._run(
             lambda cur: cur.execute(self._sql["claim_commands"], params).fetchall(), write=True

@@ -28,7 +28,7 @@ from types import TracebackType
 from typing import NamedTuple, Self
 
 from chongming_task.core.clock import Clock, SystemClock
-from chongming_task.errors import ConcurrencyConflict, StoreError
+from chongming_task.errors import ConcurrencyConflict, ConfigurationError, StoreError
 from chongming_task.model import JSONValue, Progress, TaskSnapshot, Transition
 from chongming_task.states import TaskStatus
 from chongming_task.stores.records import (
@@ -53,7 +53,35 @@ __all__ = [
     "TaskNotFound",
     "TaskQuery",
     "TaskStore",
+    "validate_actions",
 ]
+
+
+def validate_actions(actions: Collection[str] | None) -> frozenset[str] | None:
+    """The ``actions`` filter of :meth:`TaskStore.claim_commands`, checked and frozen.
+
+    A bare string is refused rather than read as a set of one-letter actions (which
+    would silently claim nothing), and so is an empty collection: a claimer that asks
+    for no action at all would never get a command, and never say why.
+
+    Raises:
+        ConfigurationError: ``actions`` is a string, is empty, or holds anything but
+            non-empty strings.
+    """
+    if actions is None:
+        return None
+    if isinstance(actions, str | bytes):
+        raise ConfigurationError(
+            f"actions must be a collection of action names, not the string {actions!r} "
+            f"(did you mean ({actions!r},)?)"
+        )
+    names = frozenset(actions)
+    if not names:
+        raise ConfigurationError("actions must name at least one action (None claims any)")
+    bad = sorted(repr(name) for name in names if not isinstance(name, str) or not name)
+    if bad:
+        raise ConfigurationError(f"actions must be non-empty strings; got {', '.join(bad)}")
+    return names
 
 
 class SnapshotWrite(NamedTuple):
@@ -257,13 +285,25 @@ class TaskStore(ABC):
         lease: float,
         limit: int = 10,
         kinds: Collection[str] | None = None,
+        actions: Collection[str] | None = None,
     ) -> list[Command]:
         """Claim up to ``limit`` commands for ``owner`` for ``lease`` seconds, oldest first.
 
         Eligible: pending commands whose ``target_owner`` is ``owner`` or ``None``, and
-        claimed ones (same owner rule) whose lease has expired. Each returned command
-        has a fresh ``claim_token``, ``claimed_by=owner`` and ``claims`` incremented.
-        No command is ever returned to two callers with overlapping leases.
+        claimed ones (same owner rule) whose lease has expired; only those of the given
+        ``kinds`` and ``actions`` when these are given. Each returned command has a
+        fresh ``claim_token``, ``claimed_by=owner`` and ``claims`` incremented. No
+        command is ever returned to two callers with overlapping leases.
+
+        ``actions`` exists so that a claimer never holds a command it would only hand
+        back: while a controller's poller held a worker's ``submit`` for an instant, a
+        worker claiming then took a later submission first. Check it with
+        :func:`validate_actions`. Callers pass it only to stores whose
+        ``claim_commands`` accepts it, so a store written before it keeps working.
+
+        Raises:
+            ConfigurationError: ``lease <= 0``, ``limit < 1``, or ``actions`` is not
+                ``None`` nor a non-empty collection of non-empty names.
         """
 
     @abstractmethod

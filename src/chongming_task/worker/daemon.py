@@ -7,7 +7,10 @@ Life of a worker:
    the intake thread.
 2. The intake thread claims submission commands (``chongming_task.worker.submission``)
    while the worker has a free slot, and submits each to the controller; the
-   controller's own poller serves stop/pause/resume for the tasks it holds.
+   controller's own poller serves stop/pause/resume for the tasks it holds. Each
+   claims only its own actions, so neither ever holds what the other wants: the
+   intake takes submissions strictly oldest first (a store without the ``actions``
+   filter makes both claim everything and hand back the rest, as they once did).
 3. ``shutdown()`` stops the intake first (pending submissions stay for another
    worker), then closes the controller within the deadline and reports, task by task,
    what it stopped and what did not stop in time.
@@ -26,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from chongming_task.errors import ConfigurationError, TaskError
 from chongming_task.states import TaskStatus
+from chongming_task.stores._claiming import claim_actions
 from chongming_task.stores.base import ClaimLost, Command
 from chongming_task.worker.logtail import LogTail
 from chongming_task.worker.report import ShutdownReport, StoppedTask
@@ -161,8 +165,13 @@ class Worker:
         free = self.free_slots()
         if free == 0:
             return 0, 0
-        commands = self.store.claim_commands(
-            self.owner, lease=CLAIM_LEASE, limit=free, kinds=("task",)
+        commands = claim_actions(
+            self.store,
+            self.owner,
+            lease=CLAIM_LEASE,
+            limit=free,
+            kinds=("task",),
+            actions=(SUBMIT_ACTION,),
         )
         taken = handed_back = 0
         for command in commands:
@@ -227,7 +236,8 @@ class Worker:
     def _handle(self, command: Command) -> str:
         token = command.claim_token or ""
         if command.action != SUBMIT_ACTION:
-            # A stop/pause/resume: the controller's own poller applies those.
+            # A stop/pause/resume, claimed only from a store without the ``actions``
+            # filter: the controller's own poller applies those.
             self._settle(command, token, release=True)
             return _HANDED_BACK
         try:

@@ -290,6 +290,7 @@ FROM (
       AND (status = 'pending' OR lease_until <= %(now)s)
       AND (target_owner = %(owner)s OR target_owner IS NULL)
       AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))
+      AND (%(actions)s::text[] IS NULL OR action = ANY(%(actions)s::text[]))
     ORDER BY seq LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ) AS picked

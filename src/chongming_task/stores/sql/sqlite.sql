@@ -307,6 +307,7 @@ WHERE seq IN (
       AND (status = 'pending' OR lease_until <= :now)
       AND (target_owner = :owner OR target_owner IS NULL)
       AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
+      AND (:actions IS NULL OR action IN (SELECT value FROM json_each(:actions)))
     ORDER BY seq LIMIT :limit
 )
 RETURNING seq, command_id, kind, target, action, target_owner, status, claimed_by,

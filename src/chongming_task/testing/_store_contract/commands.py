@@ -7,8 +7,10 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 from chongming_task.errors import ConfigurationError, StoreError
+from chongming_task.stores._claiming import filters_actions
 from chongming_task.stores.base import ClaimLost, Command
 from chongming_task.testing import wait_until
 from chongming_task.testing._store_contract._support import (
@@ -112,6 +114,77 @@ class CommandCases(ContractHarness):
             raises(
                 ConfigurationError, call, "invalid claim arguments must raise ConfigurationError"
             )
+
+    # ------------------------------------------------------------ the action filter
+
+    def _require_action_filter(self) -> None:
+        if not filters_actions(self.store):
+            self.skip(
+                "claim_commands() takes no 'actions' filter (optional, but without it a "
+                "worker can take submissions out of order; see docs/store-guide.md)"
+            )
+
+    def test_claim_filters_by_action_oldest_first(self) -> None:
+        self._require_action_filter()
+        stop = self.store.submit_command(self.command("t1", action="stop"))
+        first = self.store.submit_command(self.command("t2", action="submit"))
+        pause = self.store.submit_command(self.command("t3", action="pause", target_owner="w"))
+        second = self.store.submit_command(self.command("t4", action="submit"))
+        run = self.store.submit_command(self.command("s1", kind="schedule", action="run"))
+        controls = self.store.claim_commands(
+            "w", lease=30, kinds=["task"], actions={"stop", "pause", "resume"}
+        )
+        assert [c.command_id for c in controls] == [stop.command_id, pause.command_id]
+        for untouched in (first, second, run):
+            got = self.store.get_command(untouched.command_id)
+            assert got is not None
+            assert (got.status, got.claims) == ("pending", 0), "claimed an unwanted action"
+        submits = self.store.claim_commands("w", lease=30, kinds=("task",), actions=("submit",))
+        assert [c.command_id for c in submits] == [first.command_id, second.command_id]
+        assert all(c.claimed_by == "w" and c.claim_token for c in submits)
+        assert self.store.claim_commands("w", lease=30, actions=["submit", "stop"]) == []
+        assert [c.command_id for c in self.store.claim_commands("w", lease=30)] == [run.command_id]
+
+    def test_a_claimer_of_other_actions_never_holds_up_the_oldest_submission(self) -> None:
+        # The interleaving that let a worker take a later submission first: a poller
+        # claims between two submissions, and a worker claims before it hands back.
+        self._require_action_filter()
+        worker = self.second_store()
+        older = self.store.submit_command(self.command("a", action="submit"))
+        assert self.store.claim_commands("w", lease=30, actions=["stop", "pause", "resume"]) == []
+        newer = self.store.submit_command(self.command("b", action="submit"))
+        [taken] = worker.claim_commands("w", lease=30, limit=1, actions=["submit"])
+        assert taken.command_id == older.command_id
+        [then] = worker.claim_commands("w", lease=30, limit=1, actions=["submit"])
+        assert then.command_id == newer.command_id
+
+    def test_an_expired_claim_is_reclaimed_only_by_its_actions(self) -> None:
+        self._require_action_filter()
+        command = self.store.submit_command(self.command(action="submit"))
+        [first] = self.store.claim_commands("a", lease=5, actions=["submit"])
+        self.clock.advance(6)
+        assert self.store.claim_commands("b", lease=5, actions=["stop"]) == []
+        [again] = self.store.claim_commands("b", lease=5, actions=["submit"])
+        assert again.command_id == command.command_id
+        assert again.claims == 2
+        assert again.claim_token != first.claim_token
+
+    def test_bad_action_filters_are_configuration_errors(self) -> None:
+        self._require_action_filter()
+        command = self.store.submit_command(self.command(action="s"))
+        bad: tuple[Any, ...] = ("submit", b"submit", [], ["stop", ""], [None])
+        for actions in bad:
+
+            def claim(actions: Any = actions) -> object:
+                return self.store.claim_commands("w", lease=5, actions=actions)
+
+            exc = raises(
+                ConfigurationError, claim, f"actions={actions!r} must raise ConfigurationError"
+            )
+            assert isinstance(exc, ValueError)
+        [claimed] = self.store.claim_commands("w", lease=5, actions=["s"])
+        assert claimed.command_id == command.command_id
+        assert claimed.claims == 1, "a refused filter must not have claimed anything"
 
     def test_an_expired_lease_makes_the_command_claimable_again(self) -> None:
         command = self.store.submit_command(self.command())
