@@ -37,7 +37,7 @@ def test_8_1_basic_usage_as_written(gate: Gate) -> None:
     controller.submit("transform", 200, task_id="t1", label="转换-2")
 
     # Both hold a slot and t0's body runs (a stop while it is still `starting` would
-    # end it before the body, skipping `running`: see the guide deviations).
+    # be answered by the body without a `running` record: docs/running.md §3).
     wait_until(lambda: controller.active_count == 2 and run.status is S.RUNNING)
     table = render_table(controller.list_tasks())  # 查询
     print(table)

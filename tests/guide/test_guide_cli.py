@@ -13,10 +13,14 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from chongming_task import SqliteTaskStore
+from chongming_task.core.state_machine import StateMachine
 from chongming_task.testing import wait_until
 
 from .conftest import PATIENCE, Backend, S
@@ -218,3 +222,38 @@ def test_s8_10_exit_codes(shell: Shell) -> None:
     ok = shell("--db", "tasks.db", "status", "b1")
     assert ok.code == 0
     assert "failed" in ok.out
+
+
+def test_cli_status_elapsed_of_a_running_task(tmp_path: Path) -> None:
+    started = datetime.now(UTC) - timedelta(minutes=2)
+    machine = StateMachine.create("long-1", "sync")
+    machine.mark_queued()
+    machine.mark_starting()
+    machine.mark_running()
+    snapshot = machine.snapshot.replace(
+        started_at=started,
+        first_started_at=started,
+        updated_at=started,
+        lease_owner="worker-1",
+        lease_until=datetime.now(UTC) + timedelta(minutes=5),
+    )
+    store = SqliteTaskStore(str(tmp_path / "tasks.db"))
+    store.create(snapshot, machine.transitions)
+    store.close()
+    env: dict[str, Any] = {k: v for k, v in os.environ.items() if not k.startswith("CHONGMING_")}
+    command = [sys.executable, "-m", "chongming_task.cli", "--db", "tasks.db"]
+    ps = subprocess.run(
+        [*command, "ps"], cwd=tmp_path, env=env, capture_output=True, text=True, check=True
+    )
+    status = subprocess.run(
+        [*command, "status", "long-1"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "2m00s" in ps.stdout
+    elapsed = next(line for line in status.stdout.splitlines() if line.startswith("elapsed:"))
+    assert elapsed.split()[-1].startswith("2m")
+    assert S.RUNNING.value in status.stdout

@@ -12,11 +12,12 @@ from typing import Any
 
 import pytest
 
+from chongming_task import Controller
 from chongming_task.model import FailureKind
-from chongming_task.policies import FixedBackoff, Jitter, RetryPolicy
+from chongming_task.policies import FixedBackoff, Jitter, RetryPolicy, Timeout
 from chongming_task.testing import FakeClock, wait_until
 
-from .conftest import PATIENCE, S, path, reach
+from .conftest import PATIENCE, Gate, S, path, reach
 
 
 def the_policy() -> RetryPolicy:
@@ -288,3 +289,27 @@ def test_s6_start_timeout_while_queued(gate: Any) -> None:
     finally:
         gate.release.set()
         controller.close(timeout=PATIENCE)
+
+
+def test_s6_start_timeout_fires_while_the_run_waits_in_the_queue(gate: Gate) -> None:
+    """§6: ``start`` counts from submission, so a run starved in the queue times out."""
+    clock = FakeClock()
+    controller = Controller(max_parallel=1, clock=clock)
+    try:
+        controller.register("gate", gate)
+        controller.register("quick", lambda ctx: "ok")
+        controller.submit("gate", task_id="busy")
+        gate.wait_entered()
+        waiting = controller.submit("quick", task_id="late", timeout=Timeout(start=30))
+        clock.advance(31)  # the slot is still taken
+        wait_until(lambda: waiting.done, timeout=1.0, message="late to time out in the queue")
+        assert waiting.snapshot.failure is not None
+        assert waiting.snapshot.failure.kind is FailureKind.TIMEOUT_START
+        assert waiting.snapshot.failure.retryable is False  # start counts from submission
+        # Never started, holding no slot: it ends at once, without `stopping` (§9.2).
+        assert path(waiting) == [S.PENDING, S.QUEUED, S.CANCELLED]
+        assert waiting.transitions[-1].trigger == "supervisor:timeout_start"
+        assert controller.queued_count == 0  # it left the queue with its end
+    finally:
+        gate.release.set()
+        controller.close(timeout=5)

@@ -15,7 +15,6 @@ section (``test_s8_11_...``). Where the other sections live:
   and ``test_guide_store_contract``; §8.10: ``test_guide_cli``; §8.11, §8.14:
   ``test_guide_recovery``; §8.12: ``test_guide_pipeline``; §8.13: ``test_guide_tasks_api``
 - §1.4, §9.2, §9.3, §10, §11, §12: ``test_guide_errors``
-- open deviations, as strict xfails: ``test_guide_deviations``
 """
 
 from __future__ import annotations

@@ -221,7 +221,12 @@ class Supervisor:
         state = self._state
         timeout = state.timeout
         status = state.machine.status
-        if timeout is None or not state.started or status.is_terminal or status is S.STOPPING:
+        if timeout is None or status.is_terminal or status is S.STOPPING:
+            return None
+        if not state.started and not (state.managed and status is S.QUEUED):
+            # A run waiting in its owner's queue counts ``start`` from submission
+            # (guide §6): starved there, it ends ``cancelled`` with ``timeout_start``.
+            # Blocked (upstream) or paused runs are judged once queued again.
             return None
         attempt = state.attempt
         live = attempt is not None and attempt.live
