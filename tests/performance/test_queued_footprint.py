@@ -50,7 +50,7 @@ def test_queued_runs_hold_no_thread_event_or_deque() -> None:
         assert run.status is S.QUEUED
         assert state._wake is None
         assert state._logs is None
-        assert state.outbox._done_event is None
+        assert state.outbox._done_waiters is None
         assert state.outbox._state_lock is state.lock
     gate.set()
     outcomes = controller.wait_all(timeout=30)
