@@ -204,6 +204,40 @@ class WriteThrough:
         state.persisted = snapshot.status_version
         state.pending = ()
 
+    def create_batch(self, entries: Sequence[tuple[TaskSnapshot, Sequence[Transition]]]) -> None:
+        """Store new tasks with their creation records in one store call (one commit).
+
+        Raises:
+            ConfigurationError: An id is taken (here or in the store), or the store
+                refused the batch: nothing of it is kept here either.
+        """
+        states = [(snapshot, _TaskState(pending=tuple(records))) for snapshot, records in entries]
+        with self._lock:
+            taken = [snapshot.task_id for snapshot, _ in states if snapshot.task_id in self._states]
+            if taken:
+                raise ConfigurationError(
+                    f"task ids {taken} already exist in this controller; task ids are "
+                    "unique -- submit under new ids"
+                )
+            for snapshot, state in states:
+                self._states[snapshot.task_id] = state
+        try:
+            self.store.create_batch(
+                [(self.stored_form(snapshot), state.pending) for snapshot, state in states]
+            )
+        except ConfigurationError:
+            with self._lock:
+                for snapshot, _ in states:
+                    self._states.pop(snapshot.task_id, None)
+            raise
+        except Exception as exc:  # a store failure never fails the tasks: stored later
+            for snapshot, _ in states:
+                self.record(snapshot.task_id, "create", exc, version=snapshot.status_version)
+            return
+        for snapshot, state in states:
+            state.persisted = snapshot.status_version
+            state.pending = ()
+
     def write(
         self, transition: Transition, snapshot: TaskSnapshot, *, durable: bool = True
     ) -> bool:

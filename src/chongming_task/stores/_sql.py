@@ -20,7 +20,13 @@ from chongming_task.states import TERMINAL, TaskStatus
 from chongming_task.stores import _sqlrows as rows
 from chongming_task.stores._sqlbase import SCHEMA_VERSION, Cursor
 from chongming_task.stores._sqlcontrol import SqlControl
-from chongming_task.stores.base import SnapshotWrite, TaskHead, TaskNotFound, TaskQuery
+from chongming_task.stores.base import (
+    SnapshotWrite,
+    TaskHead,
+    TaskNotFound,
+    TaskQuery,
+    refuse_repeated_ids,
+)
 from chongming_task.stores.codec import decode_transition, encode_transition, require_aware
 
 __all__ = ["SCHEMA_VERSION", "Cursor", "SqlTaskStore"]
@@ -41,10 +47,11 @@ def history_rows(transitions: Sequence[Transition]) -> History:
     ]
 
 
-def _duplicate(task_id: str) -> ConfigurationError:
+def _duplicate(task_id: str, *, batch: bool = False) -> ConfigurationError:
     return ConfigurationError(
         f"task id {task_id!r} already exists in the store; "
-        "choose another task_id or load the existing task"
+        + ("nothing of this batch was stored, " if batch else "")
+        + "choose another task_id or load the existing task"
     )
 
 
@@ -127,6 +134,30 @@ class SqlTaskStore(SqlControl):
                 raise
 
         self._run(insert, write=True, atomic=bool(history))
+
+    def create_batch(self, entries: Sequence[tuple[TaskSnapshot, Sequence[Transition]]]) -> None:
+        """All entries in one transaction: a duplicate id or a failure writes none."""
+        refuse_repeated_ids(entries)
+        prepared = [
+            (
+                snapshot.task_id,
+                rows.task_params(snapshot, self._instant, self._array),
+                history_rows(transitions),
+            )
+            for snapshot, transitions in entries
+        ]
+
+        def insert(cur: Cursor) -> None:
+            for task_id, params, history in prepared:
+                try:
+                    self._write_task(cur, "insert_task", params, history)
+                except Exception as exc:
+                    if self._is_unique_violation(exc):
+                        raise _duplicate(task_id, batch=True) from exc
+                    raise
+
+        if prepared:
+            self._run(insert, write=True, atomic=True)
 
     def create_many(self, snapshots: Iterable[TaskSnapshot]) -> int:
         """Bulk-insert new tasks without history (imports, seeding); returns how many.

@@ -22,6 +22,7 @@ half-written. ``docs/store-guide.md`` is the long form of this module; the shipp
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
@@ -53,6 +54,7 @@ __all__ = [
     "TaskNotFound",
     "TaskQuery",
     "TaskStore",
+    "refuse_repeated_ids",
     "validate_actions",
 ]
 
@@ -116,6 +118,32 @@ class TaskStore(ABC):
             ConfigurationError: the outcome is larger than ``OUTCOME_MAX_BYTES``.
             StoreError: the backend failed; nothing was written.
         """
+
+    def create_batch(self, entries: Sequence[tuple[TaskSnapshot, Sequence[Transition]]]) -> None:
+        """Insert several new tasks, each with its first transitions: all or none.
+
+        ``Controller.submit_many`` stores a whole batch with one call, so a thousand
+        submissions cost one commit instead of a thousand. The default calls
+        :meth:`create` per entry, which is **not** atomic: if entry *k* fails, the
+        entries before it stay stored and the error says how many; a store that can
+        write them in one transaction should override this (the built-in stores do).
+
+        Raises:
+            ConfigurationError: an id exists already, or appears twice in ``entries``
+                (the built-in stores then write none of them).
+            StoreError: the backend failed (the built-in stores wrote none of them).
+        """
+        refuse_repeated_ids(entries)
+        for done, (snapshot, transitions) in enumerate(entries):
+            try:
+                self.create(snapshot, transitions)
+            except BaseException as exc:
+                if done:
+                    exc.add_note(
+                        f"{done} task(s) of this batch were stored before it failed "
+                        f"({type(self).__name__} does not override create_batch)"
+                    )
+                raise
 
     def create_many(self, snapshots: Iterable[TaskSnapshot]) -> int:
         """Insert many new tasks without history (imports, seeding); returns how many.
@@ -402,3 +430,17 @@ class TaskStore(ABC):
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def refuse_repeated_ids(entries: Sequence[tuple[TaskSnapshot, Sequence[Transition]]]) -> None:
+    """Refuse a batch that names one task id twice, before anything is written.
+
+    Raises:
+        ConfigurationError: Names the repeated ids.
+    """
+    counts = Counter(snapshot.task_id for snapshot, _ in entries)
+    twice = sorted(task_id for task_id, n in counts.items() if n > 1)
+    if twice:
+        raise ConfigurationError(
+            f"task ids {twice} appear twice in one batch; nothing of it was stored"
+        )

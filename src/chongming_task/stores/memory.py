@@ -20,7 +20,7 @@ from chongming_task.errors import ConcurrencyConflict, ConfigurationError
 from chongming_task.model import Progress, TaskSnapshot, Transition
 from chongming_task.states import TERMINAL, TaskStatus
 from chongming_task.stores._memory_control import MemoryControl
-from chongming_task.stores.base import TaskHead, TaskNotFound, TaskQuery
+from chongming_task.stores.base import TaskHead, TaskNotFound, TaskQuery, refuse_repeated_ids
 from chongming_task.stores.codec import check_outcome, require_aware
 
 __all__ = ["InMemoryTaskStore"]
@@ -63,6 +63,21 @@ class InMemoryTaskStore(MemoryControl):
                 )
             self._tasks[snapshot.task_id] = _Row(next(self._seq), snapshot)
             self._append_locked(transitions)
+
+    def create_batch(self, entries: Sequence[tuple[TaskSnapshot, Sequence[Transition]]]) -> None:
+        refuse_repeated_ids(entries)
+        for snapshot, _ in entries:
+            check_outcome(snapshot.outcome, snapshot.task_id)
+        with self._locked():
+            taken = [s.task_id for s, _ in entries if s.task_id in self._tasks]
+            if taken:
+                raise ConfigurationError(
+                    f"task ids {taken} already exist in the store; nothing of this batch "
+                    "was stored, choose other task ids"
+                )
+            for snapshot, transitions in entries:
+                self._tasks[snapshot.task_id] = _Row(next(self._seq), snapshot)
+                self._append_locked(transitions)
 
     def save(
         self,

@@ -5,9 +5,15 @@ from __future__ import annotations
 from datetime import timedelta
 
 from chongming_task.errors import ConcurrencyConflict, ConfigurationError, StoreError
-from chongming_task.model import Progress
+from chongming_task.model import Progress, TaskSnapshot, Transition
 from chongming_task.states import TaskStatus
-from chongming_task.stores.base import OUTCOME_MAX_BYTES, SnapshotWrite, TaskNotFound, TaskQuery
+from chongming_task.stores.base import (
+    OUTCOME_MAX_BYTES,
+    SnapshotWrite,
+    TaskNotFound,
+    TaskQuery,
+    TaskStore,
+)
 from chongming_task.testing._store_contract._support import (
     ContractHarness,
     assert_snapshot_equal,
@@ -66,6 +72,52 @@ class SnapshotCases(ContractHarness):
         assert "dup" in str(exc)
         assert "already exists" in str(exc)
         assert_snapshot_equal(self.store.get("dup"), original)
+
+    def _batch(self, *task_ids: str) -> list[tuple[TaskSnapshot, list[Transition]]]:
+        entries = []
+        for task_id in task_ids:
+            snap = self.snapshot(task_id, status=TaskStatus.QUEUED, status_version=1)
+            history = [
+                self.transition(task_id, 0, TaskStatus.PENDING),
+                self.transition(task_id, 1, TaskStatus.QUEUED, TaskStatus.PENDING),
+            ]
+            entries.append((snap, history))
+        return entries
+
+    def test_create_batch_stores_every_task_with_its_history(self) -> None:
+        entries = self._batch("batch-a", "batch-b 'q'", "batch-c")
+        self.store.create_batch(entries)
+        for snap, history in entries:
+            assert_snapshot_equal(self.store.get(snap.task_id), snap)
+            assert self.store.history(snap.task_id) == history
+        self.store.create_batch([])  # an empty batch is a no-op
+
+    def test_create_batch_refuses_an_id_twice_in_it_and_stores_none(self) -> None:
+        entries = self._batch("twice-a", "twice-b") + self._batch("twice-a")
+        exc = raises(
+            ConfigurationError,
+            lambda: self.store.create_batch(entries),
+            "a batch naming one id twice must raise ConfigurationError",
+        )
+        assert "twice-a" in str(exc)
+        assert self.store.get("twice-a") is None
+        assert self.store.get("twice-b") is None
+
+    def test_create_batch_with_a_taken_id_stores_none_of_it(self) -> None:
+        if type(self.store).create_batch is TaskStore.create_batch:
+            self.skip("the store keeps the default create_batch (one create per task)")
+        original = self.created("taken", label="first")
+        entries = self._batch("fresh-1", "taken", "fresh-2")
+        exc = raises(
+            ConfigurationError,
+            lambda: self.store.create_batch(entries),
+            "a batch with a taken id must raise ConfigurationError",
+        )
+        assert "taken" in str(exc)
+        assert self.store.get("fresh-1") is None
+        assert self.store.get("fresh-2") is None
+        assert self.store.history("fresh-1") == []
+        assert_snapshot_equal(self.store.get("taken"), original)
 
     def test_save_replaces_the_whole_snapshot_including_side_channel(self) -> None:
         snap = self.created()
