@@ -20,10 +20,8 @@ from __future__ import annotations
 
 import logging
 import threading
-import uuid
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any, Literal
@@ -34,7 +32,6 @@ from chongming_task.controller.dispatch import Dispatcher
 from chongming_task.controller.events import EventBus, Subscriber
 from chongming_task.controller.leases import LeaseKeeper
 from chongming_task.controller.options import (
-    check_tags,
     concurrency_policy,
     default_owner,
     parse_statuses,
@@ -42,11 +39,12 @@ from chongming_task.controller.options import (
 from chongming_task.controller.reconcile import ReconcileReport, reconcile
 from chongming_task.controller.registry import TaskDefinition, TaskRegistry
 from chongming_task.controller.stats import ControllerStats
+from chongming_task.controller.submission import Submission
 from chongming_task.controller.waiting import outcome_of, wait_for_runs, wait_in_store
 from chongming_task.controller.writethrough import PersistFailure, WriteThrough
 from chongming_task.core.clock import Clock, SystemClock
 from chongming_task.errors import ConfigurationError
-from chongming_task.model import JSONValue, TaskSnapshot, Transition, ensure_json
+from chongming_task.model import JSONValue, TaskSnapshot, Transition
 from chongming_task.policies import BucketPolicy, ConcurrencyPolicy, RetryPolicy, Timeout
 from chongming_task.run import TaskOutcome, TaskRun
 from chongming_task.runtime.executors.base import Executor
@@ -65,7 +63,7 @@ DEFAULT_LEASE_TTL = 30.0
 DEFAULT_COMMAND_POLL_INTERVAL = 0.2
 
 
-class Controller:
+class Controller(Submission):
     """Registers task definitions, runs submissions within limits, and controls them.
 
     Args:
@@ -213,180 +211,6 @@ class Controller:
 
     def definitions(self) -> list[TaskDefinition]:
         return self.registry.definitions()
-
-    # ------------------------------------------------------------ submission
-
-    def submit(
-        self,
-        name: str,
-        /,
-        *args: Any,
-        task_id: str | None = None,
-        label: str | None = None,
-        tags: Iterable[str] | None = None,
-        priority: int | None = None,
-        bucket_key: str | None = None,
-        metadata: Mapping[str, JSONValue] | None = None,
-        blocked: bool | str = False,
-        retry: RetryPolicy | None = None,
-        timeout: Timeout | None = None,
-        skip_reason: str | None = None,
-        **kwargs: Any,
-    ) -> TaskRun:
-        """Submit registered task ``name`` with its arguments; returns its ``TaskRun``.
-
-        The run is written to the store, then queued (or ``blocked`` with
-        ``blocked=True``, for pipeline nodes waiting on upstream: they take no slot
-        until :meth:`release`; a string is the reason recorded on ``-> blocked``, as
-        the scheduler does for a firing armed ahead of its scheduled time). Arguments
-        other than the keyword options go to the task.
-        ``retry``/``timeout`` override the definition's for this run (the scheduler's
-        per-schedule policy); with ``skip_reason`` the run is recorded and ended
-        ``skipped`` at once, never taking a slot (a paused schedule's firing).
-
-        Raises:
-            ConfigurationError: Unregistered name, duplicate ``task_id``, non-string
-                tags, non-JSON metadata, a bucket this node does not own, or a closed
-                controller.
-        """
-        common = self._common_options(
-            name, tags=tags, priority=priority, metadata=metadata, retry=retry, timeout=timeout
-        )
-        bucket = bucket_rules.bucket_for_submit(self.bucket_policy, self.owned_buckets, bucket_key)
-        if task_id is None:
-            task_id = f"{name}-{uuid.uuid4().hex[:12]}"
-        if self._dispatch.get(task_id) is not None:
-            raise ConfigurationError(
-                f"task id {task_id!r} already exists in this controller; submit under a new id"
-            )
-        run = self._new_run(
-            common, args, kwargs, task_id=task_id, label=label, bucket=bucket, bucket_key=bucket_key
-        )
-        priority, all_tags = common.priority, common.tags
-        created = run.snapshot
-        # The first edge is taken while nobody else can see the run, so the store gets
-        # the task already queued (blocked, skipped) in one write with both records.
-        if skip_reason is not None:
-            run.skip(reason=skip_reason)
-        elif blocked:
-            run.block(reason=blocked if isinstance(blocked, str) else "waiting for upstream")
-        else:
-            run.enqueue(actor=self.owner)
-        creation, edge = run.transitions
-        announced = [(creation, created), (edge, run.snapshot)]
-        # Held before it is visible in the store: a stop command that races the
-        # submission must find the run.
-        self._dispatch.hold(run, priority=priority, tags=all_tags, bucket=bucket)
-        launch = None
-        if edge.to_status is TaskStatus.QUEUED and self._dispatch.reserve(task_id):
-            launch = self._prepare_admitted(run, announced)
-        stored = announced[-1][1]
-        try:
-            self._writes.create(stored, tuple(record for record, _ in announced))
-        except BaseException:
-            self._dispatch.drop(task_id)
-            if launch is not None:  # never stored, never launched: end it for good
-                run.cancel(reason="the task could not be stored", actor=self.owner)
-            raise
-        run.add_listener(self._listener)
-        self._start_background()
-        for record, snapshot in announced:
-            self._events.publish(record, snapshot)
-        if launch is not None:
-            launch()  # only now, with the store showing it starting
-        elif self._dispatch.on_transition(edge):
-            self._dispatch.pump()
-        if self.closed:  # close() ran meanwhile and did not see this run
-            run.stop("controller closed", actor=self.owner)
-        return run
-
-    def submit_many(
-        self,
-        name: str,
-        calls: Iterable[tuple[Any, ...] | Mapping[str, Any]],
-        /,
-        *,
-        task_ids: Sequence[str] | None = None,
-        label: str | None = None,
-        tags: Iterable[str] | None = None,
-        priority: int | None = None,
-        bucket_keys: Sequence[str | None] | None = None,
-        metadata: Mapping[str, JSONValue] | None = None,
-        retry: RetryPolicy | None = None,
-        timeout: Timeout | None = None,
-    ) -> list[TaskRun]:
-        """Submit ``name`` once per item of ``calls``, all stored in one write.
-
-        Each item is a tuple of positional arguments or a mapping of keyword arguments
-        (wrap a lone argument in a 1-tuple). ``task_ids`` and ``bucket_keys``, when
-        given, have one entry per item; the other options apply to every run. All or
-        nothing: every item is checked (arguments against the task's signature, ids,
-        buckets) before anything is stored, and the built-in stores write the batch
-        in one transaction, so a thousand submissions cost one commit instead of a
-        thousand. Returns the runs in the order of ``calls``, each already ``queued``.
-
-        Raises:
-            ConfigurationError: As :meth:`submit`, naming the item at fault; nothing
-                of the batch is stored or held then.
-        """
-        common = self._common_options(
-            name, tags=tags, priority=priority, metadata=metadata, retry=retry, timeout=timeout
-        )
-        items = list(calls)
-        ids = self._batch_ids(name, len(items), task_ids)
-        if not items:
-            return []
-        keys: Sequence[str | None] = [None] * len(items) if bucket_keys is None else bucket_keys
-        if len(keys) != len(items):
-            raise ConfigurationError(
-                f"bucket_keys has {len(keys)} entries for {len(items)} calls; give one per call"
-            )
-        runs: list[tuple[TaskRun, int | None]] = []
-        for index, (item, task_id, key) in enumerate(zip(items, ids, keys, strict=True)):
-            try:
-                args, kwargs = _call_arguments(item)
-                bucket = bucket_rules.bucket_for_submit(self.bucket_policy, self.owned_buckets, key)
-                run = self._new_run(
-                    common,
-                    args,
-                    kwargs,
-                    task_id=task_id,
-                    label=label,
-                    bucket=bucket,
-                    bucket_key=key,
-                )
-                runs.append((run, bucket))
-            except ConfigurationError as exc:
-                raise ConfigurationError(
-                    f"submit_many({name!r}): call {index} ({item!r}): {exc}; nothing was submitted"
-                ) from None
-        announced: list[tuple[Transition, TaskSnapshot]] = []
-        entries: list[tuple[TaskSnapshot, tuple[Transition, ...]]] = []
-        for run, bucket in runs:
-            created = run.snapshot
-            run.enqueue(actor=self.owner)
-            creation, edge = run.transitions
-            announced += [(creation, created), (edge, run.snapshot)]
-            entries.append((run.snapshot, (creation, edge)))
-            self._dispatch.hold(run, priority=common.priority, tags=common.tags, bucket=bucket)
-        try:
-            self._writes.create_batch(entries)
-        except BaseException:
-            for run, _ in runs:
-                self._dispatch.drop(run.task_id)
-            raise
-        for run, _ in runs:
-            run.add_listener(self._listener)
-        self._start_background()
-        for record, snapshot in announced:
-            self._events.publish(record, snapshot)
-        freed = [self._dispatch.on_transition(edge) for edge, _ in announced[1::2]]
-        if any(freed):
-            self._dispatch.pump()  # one round: the runs it admits start with one commit
-        if self.closed:  # close() ran meanwhile and did not see these runs
-            for run, _ in runs:
-                run.stop("controller closed", actor=self.owner)
-        return [run for run, _ in runs]
 
     def release(
         self,
@@ -738,119 +562,6 @@ class Controller:
             else:
                 self._dispatch.pump()
 
-    def _common_options(
-        self,
-        name: str,
-        *,
-        tags: Iterable[str] | None,
-        priority: int | None,
-        metadata: Mapping[str, JSONValue] | None,
-        retry: RetryPolicy | None,
-        timeout: Timeout | None,
-    ) -> _Common:
-        """What every run of one submission shares, checked once."""
-        if self._closed:
-            raise ConfigurationError("this controller is closed; create a new Controller")
-        definition = self.registry.require(name)
-        all_tags = definition.tags if tags is None else definition.tags | check_tags(tags)
-        if priority is None:
-            priority = self.concurrency.priority
-        if isinstance(priority, bool) or not isinstance(priority, int):
-            raise ConfigurationError(f"priority must be an integer, got {priority!r}")
-        meta = dict(metadata or {})
-        ensure_json(meta, "metadata")
-        return _Common(
-            name=name,
-            definition=definition,
-            tags=all_tags,
-            priority=priority,
-            metadata=meta,
-            retry=definition.retry if retry is None else retry,
-            timeout=definition.timeout if timeout is None else timeout,
-        )
-
-    def _new_run(
-        self,
-        common: _Common,
-        args: tuple[Any, ...],
-        kwargs: Mapping[str, Any],
-        *,
-        task_id: str,
-        label: str | None,
-        bucket: int | None,
-        bucket_key: str | None,
-    ) -> TaskRun:
-        return TaskRun(
-            common.definition.fn,
-            args,
-            kwargs,
-            task_id=task_id,
-            name=common.name,
-            label=label,
-            retry=common.retry,
-            timeout=common.timeout,
-            executor=self._executor,
-            graceful_stop=self._graceful_stop,
-            artifact_dir=self._artifact_dir,
-            clock=self.clock,
-            tags=common.tags,
-            priority=common.priority,
-            bucket=bucket,
-            bucket_key=bucket_key,
-            owner=self.owner,
-            metadata=dict(common.metadata),
-            pause_timeout=self._pause_timeout,
-        )
-
-    def _batch_ids(self, name: str, count: int, task_ids: Sequence[str] | None) -> list[str]:
-        """One fresh id per call, or the caller's: as many as calls, unique, not held."""
-        if task_ids is None:
-            return [f"{name}-{uuid.uuid4().hex[:12]}" for _ in range(count)]
-        if isinstance(task_ids, str):
-            raise ConfigurationError(
-                f"task_ids must be a sequence of ids, not the string {task_ids!r}"
-            )
-        ids = list(task_ids)
-        if len(ids) != count:
-            raise ConfigurationError(
-                f"task_ids has {len(ids)} entries for {count} calls; give one id per call"
-            )
-        seen: set[str] = set()
-        for task_id in ids:
-            if not isinstance(task_id, str) or not task_id:
-                raise ConfigurationError(
-                    f"every task id must be a non-empty string, got {task_id!r}"
-                )
-            if task_id in seen:
-                raise ConfigurationError(
-                    f"task id {task_id!r} appears twice in task_ids; nothing was submitted"
-                )
-            seen.add(task_id)
-            if self._dispatch.get(task_id) is not None:
-                raise ConfigurationError(
-                    f"task id {task_id!r} already exists in this controller; nothing was submitted"
-                )
-        return ids
-
-    def _prepare_admitted(
-        self, run: TaskRun, announced: list[tuple[Transition, TaskSnapshot]]
-    ) -> Callable[[], None] | None:
-        """``-> starting`` for a run that got a slot at submission, before it is stored.
-
-        The task is then created already ``starting`` (creation, ``queued`` and
-        ``starting`` in one write) instead of created ``queued`` and saved ``starting``
-        right after: the same durable states in one commit fewer. ``None`` if the run
-        could not start (a stop raced the submission): it takes the ordinary path.
-        """
-        try:
-            launch = run.prepare_start()
-        except ConfigurationError:
-            self._dispatch.unreserve(run.task_id)
-            return None
-        snapshot = run.snapshot
-        announced.extend((record, snapshot) for record in run.transitions[len(announced) :])
-        return launch
-
     def _start_group(self, runs: list[TaskRun]) -> None:
         """Start runs admitted in one pump round with one commit for all their starts.
 
@@ -909,31 +620,3 @@ class Controller:
             f"Controller(owner={self.owner!r}, max_parallel={self.concurrency.max_parallel}, "
             f"active={self.active_count}, queued={self.queued_count})"
         )
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Common:
-    """The checked options one submission gives every run it creates."""
-
-    name: str
-    definition: TaskDefinition
-    tags: frozenset[str]
-    priority: int
-    metadata: dict[str, JSONValue]
-    retry: RetryPolicy | None
-    timeout: Timeout | None
-
-
-def _call_arguments(item: object) -> tuple[tuple[Any, ...], Mapping[str, Any]]:
-    """One call of ``submit_many``: a tuple of positional or a mapping of keyword arguments."""
-    if isinstance(item, tuple):
-        return item, {}
-    if isinstance(item, Mapping):
-        bad = [key for key in item if not isinstance(key, str)]
-        if bad:
-            raise ConfigurationError(f"keyword argument names must be strings, got {bad!r}")
-        return (), item
-    raise ConfigurationError(
-        "each call must be a tuple of positional arguments or a mapping of keyword "
-        f"arguments, got {type(item).__name__}; wrap a single argument as ({item!r},)"
-    )
