@@ -107,11 +107,21 @@ def test_one_process_runs_another_watches_and_controls(
     with open_store(store_spec) as store:
         console = Controller(store=store, owner="ops-console")
         written = record_commands(store)
-        wait_until(
-            lambda: all(status_of(store, f"job-{i}") is S.RUNNING for i in (1, 2, 3)),
-            timeout=30,
-            message="the worker's three tasks running",
-        )
+        try:
+            wait_until(
+                lambda: all(status_of(store, f"job-{i}") is S.RUNNING for i in (1, 2, 3)),
+                timeout=30,
+                message="the worker's three tasks running",
+            )
+        except TimeoutError as exc:  # say what the store and the worker show
+            statuses = {f"job-{i}": status_of(store, f"job-{i}") for i in (1, 2, 3)}
+            if worker.process.poll() is None:
+                worker.process.kill()
+            out, err = worker.process.communicate(timeout=30)
+            raise AssertionError(
+                f"{exc}; store: {statuses}; worker exit {worker.process.returncode}, "
+                f"stdout: {out!r}, stderr: {err[-3000:]!r}"
+            ) from exc
         # A query-only controller sees them, though it holds none, and polls nothing.
         tasks = console.list_tasks()
         assert [(s.task_id, s.owner) for s in tasks] == [
