@@ -37,8 +37,9 @@ WORKER = textwrap.dedent(
     run = submit_pipeline(controller, p, run_id="crashy")
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        nodes = run.nodes
-        if nodes["root"].status == "running" and nodes["early"].status == "succeeded":
+        # The store, not the run: a run is `running` a moment before its write is done.
+        root, early = controller.get("crashy/root"), controller.get("crashy/early")
+        if root and root.status == "running" and early and early.status == "succeeded":
             print("ready", flush=True)
             break
         time.sleep(0.01)
