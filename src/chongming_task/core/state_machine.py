@@ -94,6 +94,11 @@ _STOP_TARGET = {
     S.PAUSING: S.STOPPING,
 }
 
+_FIELDS: Final = frozenset(TaskSnapshot.__dataclass_fields__)
+#: Set only by transitions (``status_version`` counts them) or never (the id).
+_FIXED: Final = frozenset({"status", "status_version", "task_id"})
+_UPDATABLE: Final = _FIELDS - _FIXED
+
 _PAUSE_TARGET = {
     S.QUEUED: S.PAUSED,
     S.RETRY_WAIT: S.PAUSED,
@@ -122,6 +127,7 @@ class StateMachine:
         self._snapshot = snapshot
         self._transitions: list[Transition] = list(transitions)
         self._clock: Clock = clock or SystemClock()
+        self._carried: dict[str, Any] | None = None
 
     # ------------------------------------------------------------ construction
 
@@ -721,6 +727,10 @@ class StateMachine:
                 f"the clock's now() must return a timezone-aware datetime, got {now!r}"
             )
         version = snap.status_version + 1
+        carried = self._carried
+        if carried is not None:
+            self._carried = None
+            changes = {**carried, **changes}
         for name, value in changes.items():
             if value is _NOW:
                 changes[name] = now  # one instant per transition (and one datetime)
@@ -745,19 +755,40 @@ class StateMachine:
         ``status`` and ``status_version`` cannot be changed here: that is what the
         ``mark_*`` methods are for.
         """
-        forbidden = {"status", "status_version", "task_id"} & changes.keys()
-        if forbidden:
-            raise ConfigurationError(
-                f"update() cannot change {sorted(forbidden)}; use the mark_* methods"
-            )
-        unknown = set(changes) - set(TaskSnapshot.__dataclass_fields__)
-        if unknown:
-            raise ConfigurationError(
-                f"update() got unknown snapshot field(s) {sorted(unknown)}; "
-                f"TaskSnapshot has {sorted(TaskSnapshot.__dataclass_fields__)}"
-            )
+        self._check_update(changes)
         self._snapshot = self._snapshot.replace(**changes)
         return self._snapshot
+
+    def carry(self, **changes: Any) -> None:
+        """Fold non-status ``changes`` into the next transition instead of a copy of their own.
+
+        For the runtime, which refreshes the heartbeat and the pid right before a
+        transition: one snapshot copy instead of two. Call :meth:`settle` when the
+        operation that was to transition is over, so changes no transition took are
+        applied as :meth:`update` would have.
+        """
+        self._check_update(changes)
+        self._carried = changes if self._carried is None else {**self._carried, **changes}
+
+    def settle(self) -> None:
+        """Apply carried changes that no transition took (see :meth:`carry`)."""
+        carried = self._carried
+        if carried is not None:
+            self._carried = None
+            self._snapshot = self._snapshot.replace(**carried)
+
+    @staticmethod
+    def _check_update(changes: Mapping[str, Any]) -> None:
+        if not _UPDATABLE.issuperset(changes):
+            forbidden = sorted(_FIXED & changes.keys())
+            if forbidden:
+                raise ConfigurationError(
+                    f"update() cannot change {forbidden}; use the mark_* methods"
+                )
+            raise ConfigurationError(
+                f"update() got unknown snapshot field(s) {sorted(changes.keys() - _FIELDS)}; "
+                f"TaskSnapshot has {sorted(_FIELDS)}"
+            )
 
     def __repr__(self) -> str:
         snap = self._snapshot

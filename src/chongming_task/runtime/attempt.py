@@ -96,7 +96,7 @@ class AttemptOwner(Protocol):
 
     def _attempt_context(self, attempt: Attempt) -> RuntimeContext: ...
 
-    def _attempt_running(self, attempt: Attempt) -> None: ...
+    def _attempt_running(self, attempt: Attempt, pid: int | None = None) -> None: ...
 
     def _attempt_pause_reached(self, attempt: Attempt, seq: int) -> bool: ...
 
@@ -156,9 +156,9 @@ class Attempt:
         """The ``TaskContext`` to run the body with in this process."""
         return self.owner._attempt_context(self)
 
-    def mark_running(self) -> None:
-        """The body is about to run (``starting -> running``)."""
-        self.owner._attempt_running(self)
+    def mark_running(self, *, pid: int | None = None) -> None:
+        """The body is about to run (``starting -> running``), in process ``pid`` if given."""
+        self.owner._attempt_running(self, pid)
 
     def confirm_pause(self, seq: int) -> bool:
         """The body reached a checkpoint with pause ``seq`` pending; True if it should block."""

@@ -312,15 +312,18 @@ class Driver:
             artifact_root=attempt.artifact_root,
         )
 
-    def _attempt_running(self, attempt: Attempt) -> None:
+    def _attempt_running(self, attempt: Attempt, pid: int | None = None) -> None:
         state = self._state
         with state.transaction(self._supervisor.check_locked) as machine:
             if attempt is not state.attempt or not attempt.live:
                 return
-            # A stop (e.g. an expired start timeout) already pending: the body never runs.
+            if pid is not None and not machine.status.is_terminal and machine.snapshot.pid != pid:
+                machine.carry(pid=pid)  # on the `-> running` snapshot: one copy, not two
+            # A stop (e.g. an expired start timeout) already pending: no `running`.
             if machine.status is S.STARTING and not attempt.control.stop_requested:
                 state.apply(machine.mark_running)
                 self._supervisor.body_began_locked(attempt)
+            machine.settle()
 
     def _attempt_pause_reached(self, attempt: Attempt, seq: int) -> bool:
         state = self._state

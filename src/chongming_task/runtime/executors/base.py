@@ -103,8 +103,7 @@ def run_in_this_thread(attempt: Attempt) -> AttemptEnd:
     ctx = attempt.make_context()
     call = attempt.call
     try:
-        attempt.set_pid(os.getpid())
-        attempt.mark_running()
+        attempt.mark_running(pid=os.getpid())
         checkpoint_before_body(ctx, attempt.control)
         value = call_body(call.fn, ctx, call.args, call.kwargs)
     except BaseException as exc:
