@@ -392,7 +392,8 @@ def test_s8_9_a_command_for_someone_else_is_handed_back(backend: Backend, work: 
             timeout=PATIENCE,
         )
         assert done.claimed_by == "worker-1"  # the bystander never completes it
-        assert holder.resume("job-1")
+        assert done.result == {"applied": True}, run.transitions[-3:]
+        assert holder.resume("job-1"), run.transitions[-3:]
     work.release.set()
     holder.wait_all(timeout=PATIENCE)
     bystander.wait_all(timeout=PATIENCE)
