@@ -861,7 +861,7 @@ def with_lease(snapshot: TaskSnapshot, owner: str, until: datetime | None) -> Ta
 def machine_transition(
     *,
     task_id: str,
-    from_status: TaskStatus,
+    from_status: TaskStatus | None,
     to_status: TaskStatus,
     trigger: str,
     version: int,

@@ -199,14 +199,16 @@ class StateMachine:
             owner=owner,
             metadata=dict(metadata or {}),
         )
-        record = Transition(
+        record = machine_transition(
             task_id=task_id,
             from_status=None,
             to_status=S.PENDING,
             trigger=Triggers.CREATED,
             version=0,
-            at=now,
+            at=now,  # checked by new_machine_snapshot
             actor=owner,
+            reason=None,
+            attempt=0,
         )
         return cls(snapshot, [record], clock=clock)
 
