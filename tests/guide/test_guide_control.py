@@ -15,7 +15,7 @@ from typing import Any
 from chongming_task import Controller, task
 from chongming_task.model import FailureKind
 from chongming_task.policies import FixedBackoff, RetryPolicy, Timeout
-from chongming_task.testing import FakeClock, wait_until
+from chongming_task.testing import FakeClock, GatedExecutor, wait_until
 
 from .conftest import PATIENCE, Gate, S, path, reach, triggers
 
@@ -363,41 +363,11 @@ def test_s4_5_stop_is_terminal_and_cannot_be_undone() -> None:
     assert run.status is S.STOPPED
 
 
-class SlowLaunch:
-    """A thread executor whose carrier starts only when ``go`` is set."""
-
-    def __init__(self) -> None:
-        from chongming_task.runtime.executors.thread import ThreadExecutor
-
-        self.inner = ThreadExecutor()
-        self.name = self.inner.name
-        self.supports_pause = self.inner.supports_pause
-        self.kill_after = self.inner.kill_after
-        self.go = threading.Event()
-
-    def check(self, call: Any) -> None:
-        self.inner.check(call)
-
-    def launch(self, drive: Any, *, name: str) -> None:
-        def later() -> None:
-            self.go.wait(10)
-            self.inner.launch(drive, name=name)
-
-        threading.Thread(target=later, daemon=True).start()
-
-    def run_attempt(self, attempt: Any) -> Any:
-        return self.inner.run_attempt(attempt)
-
-    def terminate(self, attempt: Any) -> bool:
-        return self.inner.terminate(attempt)
-
-    def kill(self, attempt: Any) -> None:
-        self.inner.kill(attempt)
-
-
 def test_stop_right_after_submit_lets_a_returning_worker_succeed() -> None:
     """§4.5 with a carrier slower than the caller: the stop lands while `starting`."""
-    executor = SlowLaunch()
+    from chongming_task.runtime.executors.thread import ThreadExecutor
+
+    executor = GatedExecutor(ThreadExecutor())
     controller = Controller(owner="node-a", executor=executor)  # type: ignore[arg-type]
     try:
         controller.register_all(worker)

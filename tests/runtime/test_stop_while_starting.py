@@ -9,7 +9,6 @@ checkpoint. A cancel or an expired start timeout still ends the run before its b
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -20,38 +19,9 @@ from chongming_task.model import FailureKind
 from chongming_task.runtime.executors.process import ProcessExecutor
 from chongming_task.runtime.executors.thread import ThreadExecutor
 from chongming_task.states import TaskStatus as S
+from chongming_task.testing import GatedExecutor
 
 from .proc_tasks import until_stop_requested
-
-
-class GatedLaunch:
-    """An executor whose carrier begins only once ``go`` is set (a slow carrier)."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.supports_pause = inner.supports_pause
-        self.kill_after = inner.kill_after
-        self.go = threading.Event()
-
-    def check(self, call: Any) -> None:
-        self.inner.check(call)
-
-    def launch(self, drive: Callable[[], None], *, name: str) -> None:
-        def later() -> None:
-            assert self.go.wait(10)
-            self.inner.launch(drive, name=name)
-
-        threading.Thread(target=later, daemon=True).start()
-
-    def run_attempt(self, attempt: Any) -> Any:
-        return self.inner.run_attempt(attempt)
-
-    def terminate(self, attempt: Any) -> bool:
-        return self.inner.terminate(attempt)
-
-    def kill(self, attempt: Any) -> None:
-        self.inner.kill(attempt)
 
 
 def _path(run: TaskRun) -> list[S]:
@@ -59,7 +29,7 @@ def _path(run: TaskRun) -> list[S]:
 
 
 def _stopped_while_starting(fn: Callable[..., Any], inner: Any) -> TaskRun:
-    executor = GatedLaunch(inner)
+    executor = GatedExecutor(inner)
     run = TaskRun(fn, executor=executor, graceful_stop=10)  # type: ignore[arg-type]
     run.start()
     assert run.status is S.STARTING
@@ -97,7 +67,7 @@ def test_a_body_that_checkpoints_first_ends_stopped_after_it_began() -> None:
 
 def test_a_cancel_while_starting_never_runs_the_body() -> None:
     began: list[str] = []
-    executor = GatedLaunch(ThreadExecutor())
+    executor = GatedExecutor(ThreadExecutor())
     run = TaskRun(lambda ctx: began.append("ran"), executor=executor)  # type: ignore[arg-type]
     run.start()
     assert run.cancel(reason="upstream failed") is True

@@ -1,4 +1,5 @@
-"""Test support that ships with the library: deterministic time and polling helpers.
+"""Test support that ships with the library: deterministic time, polling helpers, and
+an executor that holds launches back (``GatedExecutor``, for the ``starting`` window).
 
 ``chongming_task.testing.store_contract.StoreContract`` is the store contract suite.
 """
@@ -10,8 +11,9 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from chongming_task.testing.fake_clock import FakeClock
+from chongming_task.testing.gated import GatedExecutor
 
-__all__ = ["FakeClock", "wait_until"]
+__all__ = ["FakeClock", "GatedExecutor", "wait_until"]
 
 T = TypeVar("T")
 
