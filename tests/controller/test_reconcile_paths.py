@@ -30,7 +30,16 @@ from chongming_task.testing import FakeClock
 
 S = TaskStatus
 RUNNING_PATH = [S.PENDING, S.QUEUED, S.STARTING, S.RUNNING]
-WRITES = ("create", "create_many", "save", "save_many", "append", "touch", "renew_leases")
+WRITES = (
+    "create",
+    "create_many",
+    "save",
+    "save_many",
+    "mark_lost_many",
+    "append",
+    "touch",
+    "renew_leases",
+)
 
 
 @pytest.fixture
