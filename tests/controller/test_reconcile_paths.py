@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterator
-from datetime import timedelta
+from datetime import timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -137,6 +137,37 @@ def test_the_lease_is_judged_to_the_microsecond(store: TaskStore, clock: FakeClo
     assert live is not None
     assert live.status is S.RUNNING
     assert len(store.history("a-microsecond-left")) == len(RUNNING_PATH)
+
+
+def test_each_lost_failure_names_its_own_holder_and_lease(
+    store: TaskStore, clock: FakeClock
+) -> None:
+    # reconcile builds one failure per (status, holder, lease) kind: the same instant
+    # written in another offset, or another holder, must still be told apart.
+    gone = timedelta(seconds=-5)
+    put(store, clock, "utc", running=True, lease=gone)
+    put(store, clock, "utc-too", running=True, lease=gone)
+    put(store, clock, "other-holder", running=True, lease=gone)
+    put(store, clock, "plus-8", running=True, lease=gone)
+    until = clock.now() + gone
+    store.touch("other-holder", lease_owner="alive-elsewhere")
+    store.touch("plus-8", lease_until=until.astimezone(timezone(timedelta(hours=8))))
+    report = reconcile(store, clock=clock, actor="x")
+    assert report.lost == ("utc", "utc-too", "other-holder", "plus-8")
+    messages = {}
+    for task_id in report.lost:
+        stored = store.get(task_id)
+        assert stored is not None
+        assert stored.failure is not None
+        messages[task_id] = stored.failure.message
+    assert messages["utc"] == messages["utc-too"]
+    assert f"expired {until.isoformat()})" in messages["utc"]
+    assert "supervisor dead " in messages["utc"]
+    assert "supervisor alive-elsewhere " in messages["other-holder"]
+    assert (
+        f"expired {until.astimezone(timezone(timedelta(hours=8))).isoformat()})"
+        in (messages["plus-8"])
+    )
 
 
 def _after(store: TaskStore, name: str, then: Callable[[], None]) -> None:

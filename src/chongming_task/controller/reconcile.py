@@ -134,11 +134,19 @@ def reconcile(
     skipped: list[str] = []
 
     # After a crash most lost tasks share holder, lease and status, hence the failure:
-    # one per kind (the message does not name the task), not one per task.
+    # one per kind (the message does not name the task), not one per task. The lease's
+    # offset is part of the key: equal instants in two offsets print apart.
     failures: dict[tuple[object, ...], Failure] = {}
 
     def failure(task: LostCandidate) -> Failure:
-        key = (task.status, task.lease_owner, task.owner, task.lease_until)
+        until = task.lease_until
+        key = (
+            task.status,
+            task.lease_owner,
+            task.owner,
+            until,
+            None if until is None else until.utcoffset(),
+        )
         found = failures.get(key)
         if found is None:
             found = failures[key] = _lost_failure(task, actor)
