@@ -215,10 +215,13 @@ class TaskStore(ABC):
         Args:
             query: Which tasks; ``statuses`` must be limited to statuses with an edge
                 to ``lost`` (the occupying ones).
-            clock: The transitions' time (one reading per task or per batch).
+            clock: The transitions' time (one reading per task, or per batch: SQLite
+                stamps a whole call with one instant).
             actor: Written on every transition.
             trigger: The transitions' trigger.
             failure: The failure of one task (kind ``lost``), from what the row says.
+                It may run inside the store's write transaction: it must not write to
+                the store, and should be quick (it runs once per task).
             snapshots: Also return the snapshot after each transition (for observers);
                 a store may skip decoding them otherwise.
 
