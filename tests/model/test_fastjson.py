@@ -40,8 +40,10 @@ def test_generated_transitions_encode_exactly_like_to_dict(transition: Transitio
 def test_transitions_sharing_their_instant_encode_exactly_like_each_alone(
     transition: Transition,
 ) -> None:
-    if transition.from_status is None:
-        transition = dataclasses.replace(transition, from_status=TaskStatus.RUNNING)
+    source = transition.from_status
+    if source is None:  # a creation record is never written in bulk
+        source = TaskStatus.RUNNING
+        transition = dataclasses.replace(transition, from_status=source)
     batch = TransitionsJson(
         to_status=transition.to_status,
         trigger=transition.trigger,
@@ -51,7 +53,7 @@ def test_transitions_sharing_their_instant_encode_exactly_like_each_alone(
     for _ in range(2):  # the second call takes the reason from the cache
         assert batch(
             transition.task_id,
-            transition.from_status,
+            source,
             transition.version,
             transition.reason,
             transition.attempt,
