@@ -9,7 +9,6 @@ to the caller's ``failure`` function as a ``LostCandidate``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Final
 
 from chongming_task.core.clock import Clock
@@ -19,14 +18,12 @@ from chongming_task.model import Failure, FailureKind, TaskSnapshot
 from chongming_task.states import TRANSITIONS, TaskStatus
 from chongming_task.stores.records import LostCandidate, TaskQuery
 
-__all__ = ["LOSABLE", "DescribeLost", "candidate_of", "check_lost_query", "lost_transition"]
+__all__ = ["LOSABLE", "candidate_of", "check_lost_failure", "check_lost_query", "lost_transition"]
 
 #: The statuses with an edge to ``lost`` (the occupying ones: a carrier may hold them).
 LOSABLE: Final = frozenset(
     status for status, targets in TRANSITIONS.items() if TaskStatus.LOST in targets
 )
-
-DescribeLost = Callable[[LostCandidate], Failure]
 
 
 def check_lost_query(query: TaskQuery) -> None:
@@ -47,6 +44,19 @@ def check_lost_query(query: TaskQuery) -> None:
             "mark_lost_many needs query.statuses limited to statuses with an edge to "
             f"'lost' ({sorted(s.value for s in LOSABLE)}), got {given}"
         )
+
+
+def check_lost_failure(failure: object) -> Failure:
+    """``failure`` if it is a ``Failure`` of kind ``lost`` (what the caller's function returns).
+
+    Raises:
+        ConfigurationError: Anything else; a lost task's record must say it was lost.
+    """
+    if not isinstance(failure, Failure) or failure.kind is not FailureKind.LOST:
+        raise ConfigurationError(
+            f"a lost task's failure must be a Failure of kind 'lost', got {failure!r}"
+        )
+    return failure
 
 
 def candidate_of(snapshot: TaskSnapshot) -> LostCandidate:
@@ -72,12 +82,12 @@ def lost_transition(
     Raises:
         ConfigurationError: ``failure`` is not of kind ``lost``.
     """
-    if failure.kind is not FailureKind.LOST:
-        raise ConfigurationError(
-            f"a lost task's failure must be of kind 'lost', got {failure.kind!r}"
-        )
     machine = StateMachine(snapshot, clock=clock)
     machine.mark_lost(
-        failure, actor=actor, reason=failure.message, trigger=trigger, release_lease=True
+        check_lost_failure(failure),
+        actor=actor,
+        reason=failure.message,
+        trigger=trigger,
+        release_lease=True,
     )
     return machine

@@ -29,7 +29,6 @@ from chongming_task.errors import ConfigurationError, StoreError
 from chongming_task.model import (
     FORMAT_VERSION,
     Failure,
-    FailureKind,
     TaskSnapshot,
     machine_transition,
     parse_datetime,
@@ -37,7 +36,12 @@ from chongming_task.model import (
 from chongming_task.states import TaskStatus
 from chongming_task.stores import _sqlrows as rows
 from chongming_task.stores._fastjson import TransitionsJson, failure_json
-from chongming_task.stores._lost import candidate_of, check_lost_query, lost_transition
+from chongming_task.stores._lost import (
+    candidate_of,
+    check_lost_failure,
+    check_lost_query,
+    lost_transition,
+)
 from chongming_task.stores._sql import SqlTaskStore
 from chongming_task.stores._sqlbase import Cursor
 from chongming_task.stores.records import LostCandidate, LostMark, TaskQuery
@@ -123,7 +127,7 @@ class SqliteLost(SqlTaskStore):
             )
             known = failures.get(id(cause))
             if known is None:
-                known = failures[id(cause)] = (_checked(cause), failure_json(cause))
+                known = failures[id(cause)] = (check_lost_failure(cause), failure_json(cause))
             record = machine_transition(
                 task_id=task_id,
                 from_status=status,
@@ -204,11 +208,3 @@ class SqliteLost(SqlTaskStore):
         for index, mark in enumerate(marks):
             if mark.snapshot is None:
                 marks[index] = mark._replace(snapshot=decoded[mark.task_id])
-
-
-def _checked(failure: Failure) -> Failure:
-    if not isinstance(failure, Failure) or failure.kind is not FailureKind.LOST:
-        raise ConfigurationError(
-            f"a lost task's failure must be a Failure of kind 'lost', got {failure!r}"
-        )
-    return failure
