@@ -12,9 +12,12 @@ writer, and each ``UPDATE`` is still guarded by ``status_version``.
 The patched document is what the generic path would have written, byte for byte (a
 test compares the two): ``json_set`` keeps every other member's text as it was, and
 the side-channel columns (lease owner, heartbeat, progress, pid), which override the
-document's copies on read, are copied into it as the generic encoder would. A row
-whose document is of another format version than this library writes takes the
-generic path inside the same transaction, so no old-format document is patched.
+document's copies on read, are copied into it as the generic encoder would. That
+relies on SQLite rendering JSON text as compactly as ``dumps`` and escaping strings
+the same way; ``tests/stores/test_sqlite_mark_lost.py`` pins it (generated unicode,
+quotes, control characters, floats) on the SQLite the interpreter links. A row whose
+document is of another format version than this library writes takes the generic
+path inside the same transaction, so no old-format document is patched.
 """
 
 from __future__ import annotations
