@@ -1,16 +1,18 @@
 """reconcile() on every store: the transitions it writes, its two reads, and its dry run.
 
 reconcile sorts tasks by their heads (``query_heads``, filtered by the store on
-``lease_expired_by``), then reads the occupying ones in full a page at a time and writes
-each page with one ``save_many``. These cases pin what that must not change: every
+``lease_expired_by``), then marks the occupying ones a page at a time with one
+``mark_lost_many`` (by default a ``query`` and a ``save_many``; SQLite patches the rows
+in one transaction). These cases pin what that must not change: every
 ``-> lost`` record in the history, the lease judged to the microsecond, a task that
 moves between the two reads left alone, and a dry run that writes nothing.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
-from datetime import timedelta
+from datetime import timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +30,16 @@ from chongming_task.testing import FakeClock
 
 S = TaskStatus
 RUNNING_PATH = [S.PENDING, S.QUEUED, S.STARTING, S.RUNNING]
-WRITES = ("create", "create_many", "save", "save_many", "append", "touch", "renew_leases")
+WRITES = (
+    "create",
+    "create_many",
+    "save",
+    "save_many",
+    "mark_lost_many",
+    "append",
+    "touch",
+    "renew_leases",
+)
 
 
 @pytest.fixture
@@ -128,6 +139,37 @@ def test_the_lease_is_judged_to_the_microsecond(store: TaskStore, clock: FakeClo
     assert len(store.history("a-microsecond-left")) == len(RUNNING_PATH)
 
 
+def test_each_lost_failure_names_its_own_holder_and_lease(
+    store: TaskStore, clock: FakeClock
+) -> None:
+    # reconcile builds one failure per (status, holder, lease) kind: the same instant
+    # written in another offset, or another holder, must still be told apart.
+    gone = timedelta(seconds=-5)
+    put(store, clock, "utc", running=True, lease=gone)
+    put(store, clock, "utc-too", running=True, lease=gone)
+    put(store, clock, "other-holder", running=True, lease=gone)
+    put(store, clock, "plus-8", running=True, lease=gone)
+    until = clock.now() + gone
+    store.touch("other-holder", lease_owner="alive-elsewhere")
+    store.touch("plus-8", lease_until=until.astimezone(timezone(timedelta(hours=8))))
+    report = reconcile(store, clock=clock, actor="x")
+    assert report.lost == ("utc", "utc-too", "other-holder", "plus-8")
+    messages = {}
+    for task_id in report.lost:
+        stored = store.get(task_id)
+        assert stored is not None
+        assert stored.failure is not None
+        messages[task_id] = stored.failure.message
+    assert messages["utc"] == messages["utc-too"]
+    assert f"expired {until.isoformat()})" in messages["utc"]
+    assert "supervisor dead " in messages["utc"]
+    assert "supervisor alive-elsewhere " in messages["other-holder"]
+    assert (
+        f"expired {until.astimezone(timezone(timedelta(hours=8))).isoformat()})"
+        in (messages["plus-8"])
+    )
+
+
 def _after(store: TaskStore, name: str, then: Callable[[], None]) -> None:
     """Run ``then`` right after the store's ``name`` method returns (once)."""
     original = getattr(store, name)
@@ -186,7 +228,12 @@ def test_a_task_that_moves_between_the_two_reads_is_left_alone(
         assert S.LOST not in [t.to_status for t in store.history(task_id)]
 
 
-def test_a_holder_that_writes_after_the_page_read_wins(store: TaskStore, clock: FakeClock) -> None:
+def test_a_holder_that_writes_after_the_page_read_wins(
+    store: TaskStore, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SQLite reads and writes a page in one transaction (no other writer fits in
+    # between); its generic path, the one third-party stores inherit, has the window.
+    monkeypatch.setattr(store, "mark_lost_many", functools.partial(TaskStore.mark_lost_many, store))
     put(store, clock, "racy", running=True, lease=timedelta(seconds=-1))
     put(store, clock, "calm", running=True, lease=timedelta(seconds=-1))
 

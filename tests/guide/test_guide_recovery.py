@@ -195,11 +195,12 @@ def test_s8_11_table_the_holder_wrote_first_is_skipped(backend: Backend) -> None
     snapshot, transitions = dead_snapshot("slow-holder", S.RUNNING, lease=EXPIRED)
     store.create(snapshot, transitions)
     holder = backend.open()
-    query = store.query
+    query = store.query_heads
 
     def query_then_holder_writes(*args: Any, **kwargs: Any) -> Any:
         found = query(*args, **kwargs)
-        # The original supervisor comes back and writes between read and write.
+        # The original supervisor comes back and writes between reconcile's judgement
+        # and its write (SQLite's write re-reads and writes a page in one transaction).
         current = holder.get("slow-holder")
         renewed = current.replace(lease_until=datetime.now(UTC) + VALID)
         machine = StateMachine(renewed)
@@ -211,7 +212,7 @@ def test_s8_11_table_the_holder_wrote_first_is_skipped(backend: Backend) -> None
         )
         return found
 
-    store.query = query_then_holder_writes  # type: ignore[method-assign]
+    store.query_heads = query_then_holder_writes  # type: ignore[method-assign]
     controller = Controller(store=store, owner="worker-2")
     report = controller.reconcile()
     assert report.skipped == ("slow-holder",)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -11,7 +12,7 @@ from hypothesis import given, settings
 from chongming_task.errors import ConfigurationError
 from chongming_task.model import Failure, FailureKind, TaskSnapshot, Transition, dumps
 from chongming_task.states import TaskStatus
-from chongming_task.stores._fastjson import snapshot_json, transition_json
+from chongming_task.stores._fastjson import TransitionsJson, snapshot_json, transition_json
 from chongming_task.stores.codec import decode_snapshot, encode_snapshot, encode_transition
 from chongming_task.testing.store_contract import StoreContract
 
@@ -32,6 +33,31 @@ def test_generated_snapshots_encode_exactly_like_to_dict(snapshot: TaskSnapshot)
 def test_generated_transitions_encode_exactly_like_to_dict(transition: Transition) -> None:
     assert transition_json(transition) == dumps(transition.to_dict())
     assert encode_transition(transition) == dumps(transition.to_dict())
+
+
+@settings(max_examples=300)
+@given(transitions)
+def test_transitions_sharing_their_instant_encode_exactly_like_each_alone(
+    transition: Transition,
+) -> None:
+    source = transition.from_status
+    if source is None:  # a creation record is never written in bulk
+        source = TaskStatus.RUNNING
+        transition = dataclasses.replace(transition, from_status=source)
+    batch = TransitionsJson(
+        to_status=transition.to_status,
+        trigger=transition.trigger,
+        at=transition.at,
+        actor=transition.actor,
+    )
+    for _ in range(2):  # the second call takes the reason from the cache
+        assert batch(
+            transition.task_id,
+            source,
+            transition.version,
+            transition.reason,
+            transition.attempt,
+        ) == dumps(transition.to_dict())
 
 
 def test_the_contracts_richest_snapshot() -> None:

@@ -6,6 +6,8 @@ import logging
 import threading
 from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,6 +20,7 @@ from chongming_task.run import TaskRun
 from chongming_task.runtime.context import TaskContext
 from chongming_task.states import TaskStatus
 from chongming_task.stores.memory import InMemoryTaskStore
+from chongming_task.stores.sqlite import SqliteTaskStore
 from chongming_task.testing import FakeClock, wait_until
 
 from .conftest import Gate
@@ -274,6 +277,42 @@ def test_reconcile_lost_transitions_reach_subscribers() -> None:
         assert report.lost == ("orphan",)
     store.close()
     assert [t.to_status for t in heard] == [S.LOST]
+
+
+@pytest.mark.parametrize("listening", [False, True])
+def test_reconcile_decodes_lost_snapshots_only_for_subscribers(
+    tmp_path: Path, listening: bool
+) -> None:
+    clock = FakeClock()
+    store = SqliteTaskStore(tmp_path / "tasks.db", clock=clock)
+    machine = StateMachine.create("orphan", "job", owner="dead-node", clock=clock)
+    machine.mark_queued()
+    machine.mark_starting()
+    machine.mark_running()
+    store.create(
+        machine.snapshot.replace(lease_owner="dead-node", lease_until=clock.now()),
+        machine.transitions,
+    )
+    asked: list[bool] = []
+    original = store.mark_lost_many
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        asked.append(kwargs["snapshots"])
+        return original(*args, **kwargs)
+
+    store.mark_lost_many = spy  # type: ignore[method-assign]
+    heard: list[tuple[Transition, TaskSnapshot]] = []
+    with Controller(store, clock=clock) as controller:
+        if listening:
+            controller.subscribe(lambda t, s: heard.append((t, s)), inline=True)
+        assert controller.reconcile().lost == ("orphan",)
+    assert asked == [listening]
+    if listening:
+        [(transition, snapshot)] = heard
+        assert (transition.to_status, snapshot.status) == (S.LOST, S.LOST)
+        assert snapshot == store.get("orphan")
+        assert store.history("orphan")[-1] == transition
+    store.close()
 
 
 def test_a_pause_in_place_does_not_end_the_attempt(controller: Controller, gate: Gate) -> None:

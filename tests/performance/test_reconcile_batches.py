@@ -12,7 +12,7 @@ from chongming_task.controller.reconcile import RECONCILE_TRIGGER, reconcile
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.model import FailureKind, TaskSnapshot, Transition
 from chongming_task.states import TaskStatus
-from chongming_task.stores.base import TaskQuery
+from chongming_task.stores.base import TaskQuery, TaskStore
 from chongming_task.stores.sqlite import SqliteTaskStore
 from chongming_task.testing import FakeClock
 
@@ -21,9 +21,14 @@ RUNNING_PATH = [S.PENDING, S.QUEUED, S.STARTING, S.RUNNING]
 
 
 class RacingStore(SqliteTaskStore):
-    """The holder of ``racer`` writes first, right after reconcile read the tasks."""
+    """The holder of ``racer`` writes first, right after reconcile read the tasks.
+
+    On the generic ``mark_lost_many`` (a page's ``query``, then its ``save_many``): the
+    native one reads and writes in one transaction, where no holder can come between.
+    """
 
     racer = "run-0007"
+    mark_lost_many = TaskStore.mark_lost_many
 
     def query(self, query: TaskQuery = TaskQuery()) -> list[TaskSnapshot]:  # noqa: B008
         found = super().query(query)

@@ -515,6 +515,8 @@ class Controller(Submission):
         """Mark tasks whose supervisor died (guide §8.11); only this node's buckets.
 
         Each ``-> lost`` it writes is published to subscribers like any transition.
+        Without subscribers (when the call starts) nobody is told, so the store need not
+        decode the snapshots after the transitions (most of what a lost task costs).
         """
         buckets = None if self.owns_all_buckets else self.owned_buckets
         return reconcile(
@@ -524,7 +526,7 @@ class Controller(Submission):
             buckets=buckets,
             held=[run.task_id for run in self._dispatch.live_runs()],
             dry_run=dry_run,
-            on_lost=self._events.publish,
+            on_lost=self._events.publish if self._events.has_subscribers else None,
         )
 
     # ------------------------------------------------------------ internals

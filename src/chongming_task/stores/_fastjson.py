@@ -20,7 +20,7 @@ from typing import Any, Final
 
 from chongming_task.model import FORMAT_VERSION, Failure, TaskSnapshot, Transition, dumps
 
-__all__ = ["array_json", "snapshot_json", "transition_json"]
+__all__ = ["TransitionsJson", "array_json", "failure_json", "snapshot_json", "transition_json"]
 
 #: The encoder ``json.dumps(ensure_ascii=False)`` uses for strings (the C one when built).
 #: Statuses and failure kinds are ``StrEnum`` members, so it quotes their text directly
@@ -77,6 +77,11 @@ def _failure(failure: Failure | None) -> str:
     )
 
 
+def failure_json(failure: Failure) -> str:
+    """``dumps(failure.to_dict())``: the member SQLite's ``mark_lost_many`` sets in place."""
+    return _failure(failure)
+
+
 def snapshot_json(s: TaskSnapshot) -> str:
     """``dumps(s.to_dict())``, without the dict.
 
@@ -128,6 +133,36 @@ def transition_json(t: Transition) -> str:
         f'"actor":{_text(t.actor)},"reason":{_text(t.reason)},'
         f'"attempt":{int.__repr__(t.attempt)}}}'
     )
+
+
+class TransitionsJson:
+    """``transition_json`` of many transitions sharing target, trigger, instant and actor.
+
+    A bulk write (``mark_lost_many``: tens of thousands of ``-> lost`` records in one
+    call) would otherwise format the same instant and quote the same actor, trigger and
+    reasons once per record; here the shared parts are built once and each distinct
+    reason is quoted once. The text is exactly ``transition_json`` (a test checks it).
+    """
+
+    __slots__ = ("_after_version", "_reasons", "_to")
+
+    def __init__(self, *, to_status: str, trigger: str, at: datetime, actor: str | None) -> None:
+        self._to = f',"to":{_quote(to_status)},"trigger":{_quote(trigger)},"version":'
+        self._after_version = f',"at":{_instant(at)},"actor":{_text(actor)},"reason":'
+        self._reasons: dict[str | None, str] = {}
+
+    def __call__(
+        self, task_id: str, from_status: str, version: int, reason: str | None, attempt: int
+    ) -> str:
+        """The record's JSON; ``from_status`` is never ``None`` (not a creation record)."""
+        quoted = self._reasons.get(reason)
+        if quoted is None:
+            quoted = self._reasons[reason] = _text(reason)
+        return (
+            f'{{"v":{FORMAT_VERSION},"task_id":{_quote(task_id)},"from":{_quote(from_status)}'
+            f"{self._to}{int.__repr__(version)}{self._after_version}{quoted},"
+            f'"attempt":{int.__repr__(attempt)}}}'
+        )
 
 
 def array_json(values: Sequence[Any]) -> str:

@@ -23,19 +23,22 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import NamedTuple, Self
 
 from chongming_task.core.clock import Clock, SystemClock
 from chongming_task.errors import ConcurrencyConflict, ConfigurationError, StoreError
-from chongming_task.model import JSONValue, Progress, TaskSnapshot, Transition
+from chongming_task.model import Failure, JSONValue, Progress, TaskSnapshot, Transition
 from chongming_task.states import TaskStatus
+from chongming_task.stores._lost import candidate_of, check_lost_query, lost_transition
 from chongming_task.stores.records import (
     OUTCOME_MAX_BYTES,
     ClaimLost,
     Command,
+    LostCandidate,
+    LostMark,
     ScheduleConflict,
     ScheduleRecord,
     TaskHead,
@@ -47,6 +50,8 @@ __all__ = [
     "OUTCOME_MAX_BYTES",
     "ClaimLost",
     "Command",
+    "LostCandidate",
+    "LostMark",
     "ScheduleConflict",
     "ScheduleRecord",
     "SnapshotWrite",
@@ -237,6 +242,79 @@ class TaskStore(ABC):
             TaskHead(snapshot.task_id, snapshot.status, snapshot.status_version)
             for snapshot in self.query(query)
         ]
+
+    def mark_lost_many(
+        self,
+        query: TaskQuery,
+        *,
+        clock: Clock,
+        actor: str,
+        trigger: str,
+        failure: Callable[[LostCandidate], Failure],
+        snapshots: bool = False,
+    ) -> list[LostMark]:
+        """Move every task ``query`` matches to ``lost`` and release its lease.
+
+        Restart recovery (``reconcile()``) marks tens of thousands of tasks at once after
+        the crash of a busy node; a store can do that far cheaper than a read, a state
+        machine and a ``save`` per task (SQLite patches the rows in place). Each task
+        gets what ``StateMachine.mark_lost(failure(candidate), reason=failure.message,
+        release_lease=True)`` would give it: status ``lost``, version + 1, ``updated_at``
+        and ``finished_at`` from ``clock``, the failure, ``lease_until`` cleared, and the
+        transition record (``actor``, ``trigger``) in the same atomic write.
+
+        Each task is checked against ``query`` and written in one step guarded by its
+        version, so a holder that writes first is never overwritten: the task is then
+        either not found (it no longer matches) or comes back with ``transition=None``.
+        The default reads with ``query`` and writes with ``save_many``.
+
+        Args:
+            query: Which tasks; ``statuses`` must be limited to statuses with an edge
+                to ``lost`` (the occupying ones).
+            clock: The transitions' time (one reading per task, or per batch: SQLite
+                stamps a whole call with one instant).
+            actor: Written on every transition.
+            trigger: The transitions' trigger.
+            failure: The failure of one task (kind ``lost``), from what the row says.
+                It may run inside the store's write transaction: it must not write to
+                the store, and should be quick (it runs once per task).
+            snapshots: Also return the snapshot after each transition (for observers);
+                a store may skip decoding them otherwise.
+
+        Returns:
+            One ``LostMark`` per task found, in ``query.order``.
+
+        Raises:
+            ConfigurationError: ``query.statuses`` allows a status with no edge to
+                ``lost``, or ``failure`` returned a failure of another kind.
+            StoreError: The backend failed (a task deleted meanwhile is ``TaskNotFound``).
+        """
+        check_lost_query(query)
+        found = self.query(query)
+        machines = [
+            lost_transition(
+                snapshot,
+                clock=clock,
+                actor=actor,
+                trigger=trigger,
+                failure=failure(candidate_of(snapshot)),
+            )
+            for snapshot in found
+        ]
+        writes = [
+            SnapshotWrite(machine.snapshot, snapshot.status_version, machine.transitions[-1:])
+            for machine, snapshot in zip(machines, found, strict=True)
+        ]
+        marks: list[LostMark] = []
+        for write, result in zip(writes, self.save_many(writes) if writes else [], strict=True):
+            task_id = write.snapshot.task_id
+            if isinstance(result, ConcurrencyConflict):
+                marks.append(LostMark(task_id, None, None))
+            elif result is not None:
+                raise result
+            else:
+                marks.append(LostMark(task_id, write.transitions[-1], write.snapshot))
+        return marks
 
     @abstractmethod
     def count_by_status(self, query: TaskQuery | None = None) -> dict[TaskStatus, int]:

@@ -13,13 +13,15 @@ from datetime import datetime
 from typing import Any, Final, Literal, NamedTuple
 
 from chongming_task.errors import ConcurrencyConflict, ConfigurationError, StoreError
-from chongming_task.model import JSONValue, TaskSnapshot, parse_datetime
+from chongming_task.model import JSONValue, TaskSnapshot, Transition, parse_datetime
 from chongming_task.states import TaskStatus
 
 __all__ = [
     "OUTCOME_MAX_BYTES",
     "ClaimLost",
     "Command",
+    "LostCandidate",
+    "LostMark",
     "ScheduleConflict",
     "ScheduleRecord",
     "TaskHead",
@@ -215,6 +217,32 @@ class TaskHead(NamedTuple):
     status_version: int
 
 
+class LostCandidate(NamedTuple):
+    """What ``mark_lost_many`` tells its ``failure`` function about one task.
+
+    The fields a "why is it lost" message is made of, read from the stored row in the
+    same write that marks the task: a store need not decode the whole snapshot for it.
+    """
+
+    task_id: str
+    status: TaskStatus
+    status_version: int
+    owner: str | None
+    lease_owner: str | None
+    lease_until: datetime | None
+
+
+class LostMark(NamedTuple):
+    """One task ``mark_lost_many`` found, and what became of it."""
+
+    task_id: str
+    transition: Transition | None
+    """The stored ``-> lost`` record; ``None`` when the task changed under the write
+    (its holder wrote first): nothing was written for it."""
+    snapshot: TaskSnapshot | None
+    """The snapshot after the transition, when asked for (``snapshots=True``) and written."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class Command:
     """A control request written to the store for the task's holder (guide §8.9)."""
@@ -340,6 +368,8 @@ for _public in (
     ScheduleConflict,
     TaskQuery,
     TaskHead,
+    LostCandidate,
+    LostMark,
     Command,
     ScheduleRecord,
 ):

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from chongming_task.testing._store_contract._support import WatchedClock, assert_same_json
 from chongming_task.testing._store_contract.commands import CommandCases
+from chongming_task.testing._store_contract.lost import LostCases
 from chongming_task.testing._store_contract.queries import QueryCases
 from chongming_task.testing._store_contract.races import RaceCases
 from chongming_task.testing._store_contract.schedules import ScheduleCases
@@ -46,5 +47,7 @@ from chongming_task.testing._store_contract.trail import TrailCases
 __all__ = ["StoreContract", "WatchedClock", "assert_same_json"]
 
 
-class StoreContract(SnapshotCases, QueryCases, TrailCases, CommandCases, ScheduleCases, RaceCases):
+class StoreContract(
+    SnapshotCases, QueryCases, LostCases, TrailCases, CommandCases, ScheduleCases, RaceCases
+):
     """Every contract case; subclass it and implement ``make_store()``."""
