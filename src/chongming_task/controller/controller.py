@@ -329,8 +329,9 @@ class Controller(Submission):
         """Stop everything this controller holds, wait, and release its threads.
 
         Queued (and blocked) runs never execute their body: they go straight to
-        ``stopped``. Running ones get the usual graceful window. Returns how many
-        stop requests were issued. Idempotent.
+        ``stopped``. Running ones, and ``starting`` ones whose body is about to begin
+        (it sees ``is_stop_requested`` from its first line), get the usual graceful
+        window. Returns how many stop requests were issued. Idempotent.
 
         Args:
             reason: Recorded on every stop transition.
