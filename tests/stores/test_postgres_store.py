@@ -91,6 +91,19 @@ def test_an_older_schema_is_migrated_and_matches_a_fresh_one(postgres_dsn: str) 
     assert layout(postgres_dsn) == fresh
 
 
+def test_a_version_2_schema_gets_the_command_action_index(postgres_dsn: str) -> None:
+    PostgresTaskStore(postgres_dsn).close()
+    fresh = layout(postgres_dsn)
+    admin(
+        postgres_dsn,
+        "DROP INDEX ct_commands_action",
+        "UPDATE ct_meta SET value = 2 WHERE key = 'schema_version'",
+    )
+    PostgresTaskStore(postgres_dsn).close()
+    assert layout(postgres_dsn) == fresh
+    assert any("ct_commands_action" in str(row) for row in fresh)
+
+
 def test_a_newer_schema_is_refused_with_a_clear_message(postgres_dsn: str) -> None:
     PostgresTaskStore(postgres_dsn).close()
     admin(postgres_dsn, "UPDATE ct_meta SET value = 99 WHERE key = 'schema_version'")

@@ -81,6 +81,37 @@ def test_an_older_schema_is_migrated_and_keeps_its_data(path: str, tmp_path: Pat
     assert schema_of(path) == schema_of(fresh)
 
 
+def test_a_version_2_file_gets_the_command_action_index(path: str, tmp_path: Path) -> None:
+    with SqliteTaskStore(path) as store:
+        store.create(snap("kept"))
+    raw(
+        path,
+        "DROP INDEX ct_commands_action",
+        "UPDATE ct_meta SET value = 2 WHERE key = 'schema_version'",
+    )
+    with SqliteTaskStore(path) as store:
+        assert store.get("kept") == snap("kept")
+    fresh = str(tmp_path / "fresh.db")
+    SqliteTaskStore(fresh).close()
+    assert schema_of(path) == schema_of(fresh)
+    assert any(name == "ct_commands_action" for _, name, _ in schema_of(path))
+
+
+def test_a_claim_by_action_searches_the_index_not_the_backlog(
+    store: SqliteTaskStore, path: str
+) -> None:
+    """A poller claiming stop/pause/resume must not walk every pending submission."""
+    statement = store._sql["claim_commands_actions"]
+    select = statement[statement.index("SELECT seq") : statement.index("ORDER BY")]
+    conn = sqlite3.connect(path)
+    try:
+        params = {"now": 0, "owner": "w", "kinds": '["task"]', "actions": '["stop"]'}
+        plan = " ".join(row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + select, params))
+    finally:
+        conn.close()
+    assert "USING INDEX ct_commands_action (status=? AND action=?)" in plan
+
+
 def test_a_newer_schema_is_refused_with_a_clear_message(path: str) -> None:
     SqliteTaskStore(path).close()
     raw(path, "UPDATE ct_meta SET value = 99 WHERE key = 'schema_version'")

@@ -22,8 +22,10 @@ from chongming_task.stores.signal import CommandSignal
 __all__ = ["SCHEMA_VERSION", "Cursor", "SqlBase", "validate_lease"]
 
 #: The schema this code reads and writes. 1: tasks, history, commands. 2: schedules and
-#: firing claims. Older databases are migrated on open; newer ones are refused.
-SCHEMA_VERSION: Final = 2
+#: firing claims. 3: an index to claim commands by action (a controller's poller reads
+#: stop/pause/resume without walking a backlog of submissions). Older databases are
+#: migrated on open; newer ones are refused.
+SCHEMA_VERSION: Final = 3
 
 T = TypeVar("T")
 

@@ -104,6 +104,10 @@ CREATE TABLE IF NOT EXISTS ct_firings (
 
 CREATE INDEX IF NOT EXISTS ct_firings_scheduled_at ON ct_firings (scheduled_at);
 
+-- name: migrate_3
+-- Version 3: claim commands by action through an index (see claim_commands_actions).
+CREATE INDEX IF NOT EXISTS ct_commands_action ON ct_commands (status, action, seq);
+
 -- name: schema_exists
 SELECT count(*) FROM (SELECT to_regclass('ct_meta') AS t) r WHERE r.t IS NOT NULL;
 
@@ -291,6 +295,27 @@ FROM (
       AND (target_owner = %(owner)s OR target_owner IS NULL)
       AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))
       AND (%(actions)s::text[] IS NULL OR action = ANY(%(actions)s::text[]))
+    ORDER BY seq LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+) AS picked
+WHERE c.seq = picked.seq
+RETURNING c.seq, c.command_id, c.kind, c.target, c.action, c.target_owner, c.status,
+          c.claimed_by, c.claim_token, c.lease_until, c.claims, c.completed_at,
+          c.result::text, c.doc::text;
+
+-- name: claim_commands_actions
+-- claim_commands for the actions a claimer handles: searched by (status, action, seq).
+UPDATE ct_commands c SET
+    status = 'claimed', claimed_by = %(owner)s,
+    claim_token = replace(gen_random_uuid()::text, '-', ''),
+    lease_until = %(lease_until)s, claims = c.claims + 1
+FROM (
+    SELECT seq FROM ct_commands
+    WHERE status IN ('pending', 'claimed')
+      AND (status = 'pending' OR lease_until <= %(now)s)
+      AND (target_owner = %(owner)s OR target_owner IS NULL)
+      AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))
+      AND action = ANY(%(actions)s::text[])
     ORDER BY seq LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ) AS picked

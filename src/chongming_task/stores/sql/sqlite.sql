@@ -137,6 +137,10 @@ CREATE TABLE ct_firings (
 
 CREATE INDEX ct_firings_scheduled_at ON ct_firings (scheduled_at);
 
+-- name: migrate_3
+-- Version 3: claim commands by action through an index (see claim_commands_actions).
+CREATE INDEX IF NOT EXISTS ct_commands_action ON ct_commands (status, action, seq);
+
 -- name: schema_exists
 SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'ct_meta';
 
@@ -338,6 +342,23 @@ WHERE seq IN (
       AND (target_owner = :owner OR target_owner IS NULL)
       AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
       AND (:actions IS NULL OR action IN (SELECT value FROM json_each(:actions)))
+    ORDER BY seq LIMIT :limit
+)
+RETURNING seq, command_id, kind, target, action, target_owner, status, claimed_by,
+          claim_token, lease_until, claims, completed_at, result, doc;
+
+-- name: claim_commands_actions
+-- claim_commands for the actions a claimer handles: searched by (status, action, seq).
+UPDATE ct_commands SET
+    status = 'claimed', claimed_by = :owner, claim_token = lower(hex(randomblob(16))),
+    lease_until = :lease_until, claims = claims + 1
+WHERE seq IN (
+    SELECT seq FROM ct_commands
+    WHERE status IN ('pending', 'claimed')
+      AND (status = 'pending' OR lease_until <= :now)
+      AND (target_owner = :owner OR target_owner IS NULL)
+      AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
+      AND action IN (SELECT value FROM json_each(:actions))
     ORDER BY seq LIMIT :limit
 )
 RETURNING seq, command_id, kind, target, action, target_owner, status, claimed_by,
