@@ -203,3 +203,40 @@ def test_write_queue_keeps_order_and_durable_puts_wait_for_their_flush() -> None
     queue.close()
     queue.put(52, durable=False)  # after close: flushed by the caller
     assert flushed == list(range(53))
+
+
+def test_the_flusher_ticks_while_busy_and_parks_when_quiet() -> None:
+    """A deferred write wakes the flusher only when it is parked (a thread switch each)."""
+    flushed: list[int] = []
+    lock = threading.Lock()
+
+    def flush(batch: list[int]) -> None:
+        with lock:
+            flushed.extend(batch)
+
+    queue: WriteQueue[int] = WriteQueue(flush, name="test-writes", window=0.001, linger=60)
+    wakes: list[int] = []
+    notify = queue._wake.notify
+
+    def counting_notify(n: int = 1) -> None:
+        wakes.append(n)
+        notify(n)
+
+    queue._wake.notify = counting_notify  # type: ignore[method-assign]
+    try:
+        queue.put(0, durable=False)  # starts the thread: no wake-up needed
+        wait_until(lambda: len(flushed) == 1, timeout=PATIENCE)
+        for n in range(1, 20):
+            queue.put(n, durable=False)
+        assert not wakes  # the ticking flusher finds them by itself
+        wait_until(lambda: len(flushed) == 20, timeout=PATIENCE)
+        with queue._lock:
+            queue._linger_ticks = 2
+        wait_until(lambda: queue._parked, timeout=PATIENCE)  # nothing more: it parks
+        wakes.clear()
+        queue.put(20, durable=False)
+        assert wakes == [1]  # a parked flusher is woken
+        wait_until(lambda: len(flushed) == 21, timeout=PATIENCE)
+    finally:
+        queue.close()
+    assert flushed == list(range(21))
