@@ -151,6 +151,10 @@ class WriteQueue(Generic[Op]):
             if self._queue and self._parked:
                 self._wake.notify()  # deferred writes that came meanwhile
 
+    def _closing(self) -> bool:
+        """``_closed``, read anew after a wait (a plain read would be narrowed away)."""
+        return self._closed
+
     def _run(self) -> None:
         with self._lock:
             quiet = 0  # ticks in a row that found nothing to flush
@@ -166,7 +170,7 @@ class WriteQueue(Generic[Op]):
                     self._pause.wait(self._window)  # a durable write may take them along
                 elif self._flushing:
                     self._flushed.wait()
-                if self._closed:
+                if self._closing():
                     break
                 if not self._queue:
                     quiet += 1
