@@ -47,6 +47,14 @@ def test_the_writer_leaves_checkpoints_to_the_thread(store: SqliteTaskStore) -> 
     assert store._checkpointer is not None
 
 
+def test_with_synchronous_full_the_writer_keeps_its_own_checkpoints(path: str) -> None:
+    # Every FULL commit syncs the log; a log that grows instead of being reused would
+    # make each of those syncs dearer than the checkpoints saved.
+    with SqliteTaskStore(path, synchronous="FULL") as store:
+        assert store._checkpointer is None
+        assert store._writer.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000
+
+
 def test_enough_commits_run_a_checkpoint_on_the_thread(store: SqliteTaskStore, path: str) -> None:
     checkpointer = store._checkpointer
     assert checkpointer is not None

@@ -15,16 +15,17 @@ Two kinds of write:
   before the store has the terminal state;
 - *deferred*: the caller returns at once. The write goes out with the next flush:
   a durable caller's, or the queue's own flusher thread's (started lazily, one per
-  controller). The flusher looks at the queue every ``window`` seconds and flushes
-  what it finds, so that a short task's terminal write, durable anyway, usually takes
-  its ``-> running`` along in the same commit instead of a commit of its own.
+  controller). The flusher flushes a write once it has waited ``window`` seconds,
+  so that a short task's terminal write, durable anyway, takes its ``-> running``
+  along in the same commit instead of a commit of its own.
 
-The flusher *ticks* while writes keep coming rather than being woken by each one: a
-wake-up is a thread switch in the middle of the writer's work (the woken thread wants
-the GIL at once, and gets it at the writer's next store call, which then waits to get
-it back), and a busy controller makes a deferred write per task. So a deferred write
-wakes the flusher only when it is parked; it parks after :data:`LINGER` seconds
-without anything to flush, so an idle controller costs no wake-ups at all.
+The flusher stays awake (timed waits) while writes keep coming rather than being
+woken by each one: a wake-up is a thread switch in the middle of the writer's work
+(the woken thread wants the GIL at once, and gets it at the writer's next store call,
+which then waits to get it back), and a busy controller makes a deferred write per
+task. So a deferred write wakes the flusher only when it is parked; it parks after
+:data:`LINGER` seconds without anything to flush, so an idle controller costs no
+wake-ups at all.
 
 Either way the flush function runs after the write is in the store, so it can tell
 observers (``subscribe``: "after write-through") in order.
@@ -33,6 +34,7 @@ observers (``subscribe``: "after write-through") in order.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
@@ -83,6 +85,7 @@ class WriteQueue(Generic[Op]):
         self._queue: list[_Entry[Op]] = []
         self._flushing = False
         self._parked = False
+        self._since = 0.0  # monotonic time the oldest queued write arrived
         self._closed = False
         self._thread: threading.Thread | None = None
 
@@ -90,6 +93,8 @@ class WriteQueue(Generic[Op]):
         """Queue ``op``; with ``durable`` return only once a flush has written it."""
         entry = _Entry(op, durable)
         with self._lock:
+            if not self._queue:
+                self._since = time.monotonic()
             self._queue.append(entry)
             if not durable and not self._closed:
                 if self._thread is None:
@@ -151,30 +156,31 @@ class WriteQueue(Generic[Op]):
             if self._queue and self._parked:
                 self._wake.notify()  # deferred writes that came meanwhile
 
-    def _closing(self) -> bool:
-        """``_closed``, read anew after a wait (a plain read would be narrowed away)."""
-        return self._closed
-
     def _run(self) -> None:
         with self._lock:
             quiet = 0  # ticks in a row that found nothing to flush
             while not self._closed:
-                if not self._queue and quiet >= self._linger_ticks:
-                    self._parked = True
-                    while not self._queue and not self._closed:
-                        self._wake.wait()
-                    self._parked = False
-                    quiet = 0
-                    continue
-                if self._window > 0:
-                    self._pause.wait(self._window)  # a durable write may take them along
-                elif self._flushing:
-                    self._flushed.wait()
-                if self._closing():
-                    break
                 if not self._queue:
-                    quiet += 1
-                elif not self._flushing:
-                    quiet = 0
-                    self._lead_locked()
+                    if quiet >= self._linger_ticks:
+                        self._parked = True
+                        while not self._queue and not self._closed:
+                            self._wake.wait()
+                        self._parked = False
+                        quiet = 0
+                    else:
+                        self._pause.wait(self._window)
+                        quiet += 1
+                    continue
+                quiet = 0
+                if self._flushing:
+                    self._flushed.wait()  # its leader may take them; if not, they wait on
+                    continue
+                # Each write waits out its window from its arrival, so that a durable
+                # write can take it along: a tick alone would flush a write that
+                # arrived just before it, in a commit of its own (a sync each, FULL).
+                due = self._since + self._window - time.monotonic()
+                if due > 0:
+                    self._pause.wait(due)
+                    continue
+                self._lead_locked()
             # close() drains what is left

@@ -111,7 +111,7 @@ class SqliteTaskStore(SqlTaskStore):
         self._idle: list[sqlite3.Connection] = []
         self._local = threading.local()
         self._checkpointer: Checkpointer | None = None
-        if not self._memory:
+        if not self._memory and synchronous == "NORMAL":
             self._checkpointer = Checkpointer(
                 lambda: self._connect(writer=False),
                 self._discard,
@@ -150,9 +150,10 @@ class SqliteTaskStore(SqlTaskStore):
             if writer and not self._memory:
                 with suppress(sqlite3.OperationalError):  # a read-only file keeps its mode
                     conn.execute("PRAGMA journal_mode=WAL")
-                # Checkpoints run on their own thread (_sqlite_checkpoint); the writer's
-                # own are a safety net for a log that grows regardless.
-                conn.execute(f"PRAGMA wal_autocheckpoint={SAFETY_PAGES}")
+                if self._checkpointer is not None:
+                    # Checkpoints run on their own thread (_sqlite_checkpoint); the
+                    # writer's own are a safety net for a log that grows regardless.
+                    conn.execute(f"PRAGMA wal_autocheckpoint={SAFETY_PAGES}")
             conn.execute(f"PRAGMA synchronous={self._synchronous}")
             conn.execute("PRAGMA temp_store=MEMORY")
             conn.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
