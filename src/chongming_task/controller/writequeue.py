@@ -15,17 +15,9 @@ Two kinds of write:
   before the store has the terminal state;
 - *deferred*: the caller returns at once. The write goes out with the next flush:
   a durable caller's, or the queue's own flusher thread's (started lazily, one per
-  controller). The flusher flushes a write once it has waited ``window`` seconds,
-  so that a short task's terminal write, durable anyway, takes its ``-> running``
-  along in the same commit instead of a commit of its own.
-
-The flusher stays awake (timed waits) while writes keep coming rather than being
-woken by each one: a wake-up is a thread switch in the middle of the writer's work
-(the woken thread wants the GIL at once, and gets it at the writer's next store call,
-which then waits to get it back), and a busy controller makes a deferred write per
-task. So a deferred write wakes the flusher only when it is parked; it parks after
-:data:`LINGER` seconds without anything to flush, so an idle controller costs no
-wake-ups at all.
+  controller). The flusher waits ``window`` seconds after the first deferred write
+  before it flushes, so that a short task's terminal write, durable anyway, takes
+  its ``-> running`` along in the same commit instead of a commit of its own.
 
 Either way the flush function runs after the write is in the store, so it can tell
 observers (``subscribe``: "after write-through") in order.
@@ -34,16 +26,13 @@ observers (``subscribe``: "after write-through") in order.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-__all__ = ["LINGER", "WINDOW", "WriteQueue"]
+__all__ = ["WINDOW", "WriteQueue"]
 
 #: Real seconds the flusher lets deferred writes wait for a durable one to join.
 WINDOW = 0.002
-#: Real seconds of ticks with nothing to flush after which the flusher parks.
-LINGER = 0.1
 
 Op = TypeVar("Op")
 
@@ -67,25 +56,17 @@ class WriteQueue(Generic[Op]):
     """
 
     def __init__(
-        self,
-        flush: Callable[[list[Op]], None],
-        *,
-        name: str,
-        window: float = WINDOW,
-        linger: float = LINGER,
+        self, flush: Callable[[list[Op]], None], *, name: str, window: float = WINDOW
     ) -> None:
         self._flush = flush
         self._name = name
         self._window = window
-        self._linger_ticks = max(1, round(linger / window)) if window > 0 else 0
         self._lock = threading.Lock()
         self._flushed = threading.Condition(self._lock)
-        self._wake = threading.Condition(self._lock)  # the parked flusher waits here
-        self._pause = threading.Condition(self._lock)  # its ticks; notified only by close()
+        self._wake = threading.Condition(self._lock)
+        self._pause = threading.Condition(self._lock)  # notified only by close()
         self._queue: list[_Entry[Op]] = []
         self._flushing = False
-        self._parked = False
-        self._since = 0.0  # monotonic time the oldest queued write arrived
         self._closed = False
         self._thread: threading.Thread | None = None
 
@@ -93,13 +74,11 @@ class WriteQueue(Generic[Op]):
         """Queue ``op``; with ``durable`` return only once a flush has written it."""
         entry = _Entry(op, durable)
         with self._lock:
-            if not self._queue:
-                self._since = time.monotonic()
             self._queue.append(entry)
             if not durable and not self._closed:
                 if self._thread is None:
                     self._start_locked()
-                elif self._parked:
+                if not self._flushing:
                     self._wake.notify()
                 return
             while not entry.done:
@@ -153,34 +132,18 @@ class WriteQueue(Generic[Op]):
             for entry in batch:
                 entry.done = True
             self._flushed.notify_all()
-            if self._queue and self._parked:
+            if self._queue:
                 self._wake.notify()  # deferred writes that came meanwhile
 
     def _run(self) -> None:
         with self._lock:
-            quiet = 0  # ticks in a row that found nothing to flush
-            while not self._closed:
-                if not self._queue:
-                    if quiet >= self._linger_ticks:
-                        self._parked = True
-                        while not self._queue and not self._closed:
-                            self._wake.wait()
-                        self._parked = False
-                        quiet = 0
-                    else:
-                        self._pause.wait(self._window)
-                        quiet += 1
-                    continue
-                quiet = 0
-                if self._flushing:
-                    self._flushed.wait()  # its leader may take them; if not, they wait on
-                    continue
-                # Each write waits out its window from its arrival, so that a durable
-                # write can take it along: a tick alone would flush a write that
-                # arrived just before it, in a commit of its own (a sync each, FULL).
-                due = self._since + self._window - time.monotonic()
-                if due > 0:
-                    self._pause.wait(due)
-                    continue
+            while True:
+                while (self._flushing or not self._queue) and not self._closed:
+                    self._wake.wait()
+                if self._closed:
+                    return  # close() drains what is left
+                if self._window > 0:
+                    self._pause.wait(self._window)  # a durable write may take them along
+                    if self._flushing or not self._queue or self._closed:
+                        continue
                 self._lead_locked()
-            # close() drains what is left

@@ -3,13 +3,13 @@
 SQLite admits one writer at a time and a commit costs far more than the statements in
 it. So a writing thread queues its operation and takes the write lock; whoever holds
 the lock (the *leader*) runs every queued operation in one ``BEGIN IMMEDIATE`` ...
-``COMMIT``. An *atomic* operation runs inside its own ``SAVEPOINT`` so that its
-failure rolls back only that operation. A non-atomic one is a statement, or statements
-that would each commit on their own when alone: SQLite rolls a failed statement back
-whole and keeps the transaction, so it needs no savepoint, and the store's task writes
-are single statements for exactly this reason (two round trips fewer each). Threads
-whose operation a leader already ran find it done when they get the lock and return
-at once.
+``COMMIT``. An *atomic* operation (a task write with its history: several statements
+that stand or fall together) runs inside its own ``SAVEPOINT`` so that its failure
+rolls back only that operation. A non-atomic one (``touch``, a lease renewal, a claim)
+is a statement, or statements that would each commit on their own when alone: SQLite
+rolls a failed statement back whole and keeps the transaction, so it needs no
+savepoint (two round trips fewer). Threads whose operation a leader already ran find
+it done when they get the lock and return at once.
 
 Nothing is acknowledged before its commit: a caller returns only after the COMMIT that
 contains its write, so durability is exactly that of a lone write. A lone operation
@@ -50,13 +50,10 @@ class GroupCommitter:
         conn: sqlite3.Connection,
         lock: threading.Lock,
         describe: Callable[[BaseException], StoreError],
-        on_commit: Callable[[], None] | None = None,
     ) -> None:
         self._conn = conn
         self._lock = lock
         self._describe = describe
-        self._on_commit = on_commit
-        """Called after each commit, with the write lock held (the checkpointer's count)."""
         self._queue: list[_Operation] = []
         self._queue_lock = threading.Lock()
 
@@ -104,9 +101,6 @@ class GroupCommitter:
         except BaseException as exc:
             self._rollback()
             operation.error = self._describe(exc) if isinstance(exc, sqlite3.Error) else exc
-        else:
-            if self._on_commit is not None:
-                self._on_commit()
         operation.done = True
 
     def _together(self, batch: list[_Operation]) -> None:
@@ -159,8 +153,6 @@ class GroupCommitter:
         for operation in applied:
             operation.done = True
         applied.clear()
-        if self._on_commit is not None:
-            self._on_commit()
 
     def _lost(self, applied: list[_Operation], cause: BaseException) -> None:
         for operation in applied:

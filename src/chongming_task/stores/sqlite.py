@@ -41,7 +41,6 @@ from chongming_task.model import parse_datetime
 from chongming_task.stores._fastjson import array_json
 from chongming_task.stores._sql import SCHEMA_VERSION, Cursor, SqlTaskStore
 from chongming_task.stores._sqlfile import split_statements
-from chongming_task.stores._sqlite_checkpoint import SAFETY_PAGES, Checkpointer
 from chongming_task.stores._sqlite_group import GroupCommitter
 from chongming_task.stores.codec import from_micros, to_micros
 
@@ -110,20 +109,8 @@ class SqliteTaskStore(SqlTaskStore):
         self._connections: list[sqlite3.Connection] = []
         self._idle: list[sqlite3.Connection] = []
         self._local = threading.local()
-        self._checkpointer: Checkpointer | None = None
-        if not self._memory and synchronous == "NORMAL":
-            self._checkpointer = Checkpointer(
-                lambda: self._connect(writer=False),
-                self._discard,
-                name=f"chongming-checkpoint[{os.path.basename(self._path)}]",
-            )
         self._writer = self._connect(writer=True)
-        self._group = GroupCommitter(
-            self._writer,
-            self._write_lock,
-            self._describe,
-            None if self._checkpointer is None else self._checkpointer.committed,
-        )
+        self._group = GroupCommitter(self._writer, self._write_lock, self._describe)
         try:
             self._migrate()
         except BaseException:
@@ -150,10 +137,6 @@ class SqliteTaskStore(SqlTaskStore):
             if writer and not self._memory:
                 with suppress(sqlite3.OperationalError):  # a read-only file keeps its mode
                     conn.execute("PRAGMA journal_mode=WAL")
-                if self._checkpointer is not None:
-                    # Checkpoints run on their own thread (_sqlite_checkpoint); the
-                    # writer's own are a safety net for a log that grows regardless.
-                    conn.execute(f"PRAGMA wal_autocheckpoint={SAFETY_PAGES}")
             conn.execute(f"PRAGMA synchronous={self._synchronous}")
             conn.execute("PRAGMA temp_store=MEMORY")
             conn.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
@@ -267,9 +250,6 @@ class SqliteTaskStore(SqlTaskStore):
         return changed
 
     def _close_resources(self) -> None:
-        checkpointer: Checkpointer | None = getattr(self, "_checkpointer", None)
-        if checkpointer is not None:
-            checkpointer.close()  # first: its connection must not be the last one to close
         with self._write_lock, self._pool_lock:
             doomed = [*self._idle, self._writer] if hasattr(self, "_writer") else []
             self._idle.clear()
