@@ -108,3 +108,25 @@ def test_non_json_outcomes_are_refused_like_dumps(outcome: object) -> None:
             encode_snapshot(snapshot)
     else:  # json turns int keys into strings; so does the direct encoder
         assert snapshot_json(snapshot) == expected
+
+
+def test_instants_formatted_before_are_reused_by_identity_only() -> None:
+    """The cache of formatted instants never hands one object's text to another."""
+    from chongming_task.stores import _fastjson
+
+    at = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
+    same_instant_elsewhere = at.astimezone(timezone(timedelta(hours=8)))
+    assert at == same_instant_elsewhere  # equal, yet printed apart
+    first = _fastjson._instants(at, None, at)
+    assert first == [f'"{at.isoformat()}"', "null", f'"{at.isoformat()}"']
+    assert _fastjson._RECENT[id(at)][0] is at  # kept with its object: the id stays taken
+    second = _fastjson._instants(same_instant_elsewhere, at)
+    assert second == [f'"{same_instant_elsewhere.isoformat()}"', f'"{at.isoformat()}"']
+    for offset in range(_fastjson._RECENT_MAX + 10):  # bounded: cleared when full
+        _fastjson._instants(at + timedelta(seconds=offset))
+    assert len(_fastjson._RECENT) <= _fastjson._RECENT_MAX
+    snapshot = TaskSnapshot(
+        task_id="t", name="n", status=TaskStatus.PENDING, status_version=0,
+        created_at=at, updated_at=same_instant_elsewhere,
+    )  # fmt: skip
+    assert snapshot_json(snapshot) == dumps(snapshot.to_dict())

@@ -271,3 +271,36 @@ def test_an_operation_that_breaks_the_transaction_fails_its_whole_group(path: st
         assert last.error is None
         assert store.get("a") is None
         assert store.get("b") == snap("b")
+
+
+def test_a_failed_statement_in_a_group_undoes_only_itself(store: SqliteTaskStore) -> None:
+    """Non-atomic writes share the group's transaction without a savepoint each."""
+    group = store._group
+
+    def write(task_id: str) -> Callable[[Cursor], int]:
+        return lambda cur: store._write_task(
+            cur, "insert_task", task_params(snap(task_id), store._instant, store._array), []
+        )
+
+    def half_then_fail(cur: Cursor) -> None:
+        write("half")(cur)
+        raise RuntimeError("after one statement")
+
+    store.create(snap("taken"))
+    batch = [
+        _Operation(write("a"), False),
+        _Operation(write("taken"), False),  # UNIQUE: SQLite undoes this statement alone
+        _Operation(write("b"), False),
+        _Operation(half_then_fail, True),  # atomic: its savepoint undoes its first write
+    ]
+    group._execute(batch)
+    a, taken, b, half = batch
+    assert a.error is None
+    assert b.error is None
+    assert taken.error is not None
+    assert "UNIQUE" in str(taken.error)
+    assert isinstance(half.error, RuntimeError)
+    assert store.get("a") == snap("a")
+    assert store.get("b") == snap("b")
+    assert store.get("half") is None
+    assert store.get("taken") == snap("taken")

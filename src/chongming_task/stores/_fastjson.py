@@ -20,7 +20,14 @@ from typing import Any, Final
 
 from chongming_task.model import FORMAT_VERSION, Failure, TaskSnapshot, Transition, dumps
 
-__all__ = ["TransitionsJson", "array_json", "failure_json", "snapshot_json", "transition_json"]
+__all__ = [
+    "TransitionsJson",
+    "array_json",
+    "failure_json",
+    "iso_text",
+    "snapshot_json",
+    "transition_json",
+]
 
 #: The encoder ``json.dumps(ensure_ascii=False)`` uses for strings (the C one when built).
 #: Statuses and failure kinds are ``StrEnum`` members, so it quotes their text directly
@@ -40,26 +47,52 @@ def _instant(value: datetime | None) -> str:
     return "null" if value is None else f'"{value.isoformat()}"'
 
 
+#: Recently formatted instants: ``id(datetime) -> (the datetime, its JSON text)``.
+#: Each entry holds its datetime, so an id in the table cannot be reused by another
+#: object while the entry lives, and a hit is checked by identity. Bounded by clearing.
+_RECENT: Final[dict[int, tuple[datetime, str]]] = {}
+_RECENT_MAX: Final = 1024
+
+
 def _instants(*values: datetime | None) -> list[str]:
     """``_instant`` of each, formatting a datetime *object* once.
 
     A transition takes one clock reading for all its timestamps (``updated_at`` and
     ``finished_at`` of a terminal state, ``created_at`` and ``queued_at`` of a
-    submission), and the decoder shares one object between equal texts, so the same
-    object often fills several fields; an aware ``isoformat`` costs about a
-    microsecond. Identity, not equality: equal instants in two offsets print apart.
+    submission), the decoder shares one object between equal texts, and a task's
+    later snapshots keep the very objects of its earlier ones (``created_at``,
+    ``queued_at``, ``started_at``...; leases are shared within a millisecond), so
+    most instants of a write were formatted by the previous write of the same task;
+    an aware ``isoformat`` costs about a microsecond, a hit here a tenth of that.
+    Identity, not equality: equal instants in two offsets print apart.
     """
     texts: list[str] = []
-    seen: dict[int, str] = {}
+    recent = _RECENT
     for value in values:
         if value is None:
             texts.append("null")
             continue
-        text = seen.get(id(value))
-        if text is None:
-            text = seen[id(value)] = f'"{value.isoformat()}"'
+        entry = recent.get(id(value))
+        if entry is not None and entry[0] is value:
+            texts.append(entry[1])
+            continue
+        text = f'"{value.isoformat()}"'
+        if len(recent) >= _RECENT_MAX:
+            recent.clear()
+        recent[id(value)] = (value, text)
         texts.append(text)
     return texts
+
+
+def iso_text(value: datetime | None) -> str | None:
+    """``value.isoformat()`` (``None`` for ``None``), through the same cache as the documents.
+
+    A task row carries ``heartbeat_at`` and ``lease_until`` as text beside the document
+    that holds them too: formatted once for both.
+    """
+    if value is None:
+        return None
+    return _instants(value)[0][1:-1]
 
 
 def _int(value: int | None) -> str:

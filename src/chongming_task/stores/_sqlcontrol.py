@@ -99,9 +99,7 @@ class SqlControl(SqlBase):
         # Filtered by action: a statement of its own, so the index on (status, action,
         # seq) serves it (an "IS NULL OR" on the filter would keep the planner off it).
         statement = self._sql["claim_commands" if wanted is None else "claim_commands_actions"]
-        found = self._run(
-            lambda cur: cur.execute(statement, params).fetchall(), write=True
-        )
+        found = self._run(lambda cur: cur.execute(statement, params).fetchall(), write=True)
         found.sort(key=lambda row: int(row[0]))
         return [rows.decode_command(row[1:], self._instant_out) for row in found]
 

@@ -3,9 +3,13 @@
 SQLite admits one writer at a time and a commit costs far more than the statements in
 it. So a writing thread queues its operation and takes the write lock; whoever holds
 the lock (the *leader*) runs every queued operation in one ``BEGIN IMMEDIATE`` ...
-``COMMIT``, each inside its own ``SAVEPOINT`` so that one operation's failure (a
-conflict, a constraint) rolls back only that operation. Threads whose operation a
-leader already ran find it done when they get the lock and return at once.
+``COMMIT``. An *atomic* operation (a task write with its history: several statements
+that stand or fall together) runs inside its own ``SAVEPOINT`` so that its failure
+rolls back only that operation. A non-atomic one (``touch``, a lease renewal, a claim)
+is a statement, or statements that would each commit on their own when alone: SQLite
+rolls a failed statement back whole and keeps the transaction, so it needs no
+savepoint (two round trips fewer). Threads whose operation a leader already ran find
+it done when they get the lock and return at once.
 
 Nothing is acknowledged before its commit: a caller returns only after the COMMIT that
 contains its write, so durability is exactly that of a lone write. A lone operation
@@ -113,19 +117,23 @@ class GroupCommitter:
                 return
             while pending:
                 operation = pending.pop(0)
+                atomic = operation.atomic
                 try:
-                    conn.execute("SAVEPOINT ct_op")
+                    if atomic:
+                        conn.execute("SAVEPOINT ct_op")
                     operation.result = operation.fn(conn.cursor())
-                    conn.execute("RELEASE ct_op")
+                    if atomic:
+                        conn.execute("RELEASE ct_op")
                     applied.append(operation)
                 except BaseException as exc:
                     if isinstance(exc, sqlite3.Error):
                         exc = self._describe(exc)
                     operation.error, operation.done = exc, True
                     if conn.in_transaction:
-                        with suppress(sqlite3.Error):
-                            conn.execute("ROLLBACK TO ct_op")
-                            conn.execute("RELEASE ct_op")
+                        if atomic:
+                            with suppress(sqlite3.Error):
+                                conn.execute("ROLLBACK TO ct_op")
+                                conn.execute("RELEASE ct_op")
                     else:
                         # SQLite rolled the whole transaction back (I/O error, disk
                         # full...): what this batch applied so far is gone too.
