@@ -346,15 +346,21 @@ class Controller:
         The scheduler releases every firing armed for one instant with one call.
         """
         failures: dict[str, Exception] = {}
-        self._dispatch.hold_pump()
+        # The group start flushes the deferred ``-> queued`` writes itself: the write
+        # queue's flusher thread is not woken for them (it would only take the GIL).
+        self._writes.hold_flusher()
         try:
-            for task_id in task_ids:
-                try:
-                    self._held(task_id).release(reason=reason, trigger=trigger)
-                except Exception as exc:
-                    failures[task_id] = exc
+            self._dispatch.hold_pump()
+            try:
+                for task_id in task_ids:
+                    try:
+                        self._held(task_id).release(reason=reason, trigger=trigger)
+                    except Exception as exc:
+                        failures[task_id] = exc
+            finally:
+                self._dispatch.resume_pump()
         finally:
-            self._dispatch.resume_pump()
+            self._writes.resume_flusher()
         return failures
 
     def prepare_release(self, task_ids: Iterable[str]) -> None:

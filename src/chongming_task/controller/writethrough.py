@@ -249,6 +249,13 @@ class WriteThrough:
         """Write everything queued so far; returns when it is stored (or failed)."""
         self._queue.drain()
 
+    def hold_flusher(self) -> None:
+        """Deferred writes wait for a flush by the caller (see ``WriteQueue.hold_flusher``)."""
+        self._queue.hold_flusher()
+
+    def resume_flusher(self) -> None:
+        self._queue.resume_flusher()
+
     def close(self) -> None:
         """Flush the queue and stop its thread; later writes are flushed by their caller."""
         self._queue.close()
