@@ -12,10 +12,12 @@ counted and reported; it never stops the others or the loop.
 scheduled time to do the expensive part. It wakes ``lead`` seconds before the next
 due time and runs a tick *ahead* to that instant: it reads the control records,
 plans, claims each firing (the durable exactly-once claim) and creates its run
-``blocked`` ("armed: waiting for its scheduled time ..."), all before the instant.
-Then it waits precisely until the instant (the clock's wait, and on the system clock
-a final spin of at most :data:`SPIN` seconds) and only then releases the armed runs
-(``blocked -> queued``, trigger ``schedule:due``), so the body starts no earlier than
+``blocked`` ("armed: waiting for its scheduled time ..."), all before the instant,
+and has the controller prepare their start (``Controller.prepare_release``: parked
+carrier threads). Then it waits precisely until the instant (the clock's wait, on
+the system clock the young garbage collections :data:`COLLECT_AHEAD` seconds before
+it and a final spin of at most :data:`SPIN` seconds) and only then releases the armed
+runs (``blocked -> queued``, trigger ``schedule:due``), so the body starts no earlier than
 its scheduled time and the store never shows it started before it did. What is left
 at the instant is the controller's own start (``-> starting`` is durable) and the
 hand-off to a carrier thread. The bookkeeping writes of the control records follow.
@@ -223,10 +225,12 @@ class FiringLoop:
                     continue
                 fired.append((entry, control, plan, newest))
             if work.armed:
-                self.arming_seconds = time.monotonic() - began
+                # Parked carriers for the armed runs: no thread is started at the
+                # instant. Counted in the arming time, which the lead adapts to.
                 self.controller.prepare_release(
                     armed.task_id for armed in work.armed if armed.run is not None
                 )
+                self.arming_seconds = time.monotonic() - began
                 self._start_armed(work, stop)
             for entry, control, plan, newest in fired:
                 try:
