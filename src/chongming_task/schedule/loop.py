@@ -72,7 +72,7 @@ PRUNE_EVERY: Final = timedelta(hours=1)
 SPIN: Final = 0.0005
 #: On the system clock, this long before an instant the loop runs the young garbage
 #: collections (see :meth:`FiringLoop._await`), so the allocations at the instant do
-#: not trigger one (0.1-0.8 ms each on the test machine, in the middle of a release).
+#: not trigger one (0.1-0.8 ms on the test machine, in the middle of a release).
 COLLECT_AHEAD: Final = 0.003
 #: Longest the loop stands aside after releasing runs, so their carriers get the GIL
 #: before the loop's own bookkeeping (control records, commands) takes it.
@@ -436,9 +436,10 @@ class FiringLoop:
         clock the last :data:`SPIN` seconds are spun: a timed wait wakes late. Before
         that, :data:`COLLECT_AHEAD` seconds ahead, it runs the young generations of
         the cyclic garbage collector (``gc.collect(1)``, only where the collector is
-        enabled): the collection is due anyway, and the release at the instant
-        allocates enough to set one off in its middle otherwise. Nothing is switched
-        off, so the process's collector behaves as before.
+        enabled). Such a collection comes every few hundred allocations anyway; taken
+        here, the allocation count starts from zero, and the release at the instant
+        (about 50 net allocations for two runs) cannot set one off in its middle, as
+        it did at a few instants in a hundred. Nothing is switched off or re-tuned.
         """
         clock = self.clock
         precise = type(clock) is SystemClock
