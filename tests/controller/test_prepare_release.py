@@ -97,3 +97,18 @@ def test_a_failing_hook_is_logged_and_an_executor_without_one_is_skipped(
         controller.prepare_release([run.task_id])  # no hook: nothing to do, no error
         controller.release_many([run.task_id], trigger="schedule:due")
         assert run.wait(10).ok
+
+
+def test_prepare_launches_asks_the_controllers_executor_or_the_default_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    executor = Preparing()
+    with Controller(store=InMemoryTaskStore(), executor=executor) as controller:
+        controller.prepare_launches(2)
+        controller.prepare_launches(0)  # nothing to prepare: the hook is not called
+        assert executor.prepared == [2]
+    asked: list[int] = []
+    monkeypatch.setattr(ThreadExecutor, "prepare_launches", lambda self, count: asked.append(count))
+    with Controller(store=InMemoryTaskStore()) as controller:  # the shared default
+        controller.prepare_launches(3)
+    assert asked == [3]

@@ -290,3 +290,16 @@ def test_the_wait_for_an_instant_runs_the_young_collections_ahead_of_it(
     instant = clock.now() + timedelta(milliseconds=20)
     assert loop.FiringLoop._await(waiter, instant, None)  # type: ignore[arg-type]
     assert calls == []
+
+
+def test_a_starting_scheduler_prepares_launches_for_its_schedules(harness: Harness) -> None:
+    """Carriers for the first firings are parked when the loop starts, not at arming."""
+    scheduler = harness.node({"beat": Bodies(harness)}, tick=60)
+    controller = scheduler.controller
+    asked: list[int] = []
+    controller.prepare_launches = asked.append  # type: ignore[method-assign]
+    scheduler.every("beat", "beat", 10)
+    scheduler.every("beat-too", "beat", 10)
+    scheduler.start()
+    harness.clock.wait_for_sleepers(1)
+    assert asked == [2]

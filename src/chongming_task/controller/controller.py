@@ -47,7 +47,7 @@ from chongming_task.core.clock import Clock, SystemClock
 from chongming_task.errors import ConfigurationError
 from chongming_task.model import JSONValue, TaskSnapshot, Transition, ensure_json
 from chongming_task.policies import BucketPolicy, ConcurrencyPolicy, RetryPolicy, Timeout
-from chongming_task.run import TaskOutcome, TaskRun
+from chongming_task.run import TaskOutcome, TaskRun, default_executor
 from chongming_task.runtime.executors.base import Executor
 from chongming_task.runtime.executors.carriers import carrying_on, launching_together
 from chongming_task.states import OCCUPYING, TaskStatus
@@ -381,13 +381,17 @@ class Controller:
             _, count = counts.get(id(executor), (executor, 0))
             counts[id(executor)] = (executor, count + 1)
         for executor, count in counts.values():
-            prepare = getattr(executor, "prepare_launches", None)
-            if prepare is None:
-                continue
-            try:
-                prepare(count)
-            except Exception:
-                log.warning("preparing %d launches on %r failed", count, executor, exc_info=True)
+            _prepare_launches(executor, count)
+
+    def prepare_launches(self, count: int) -> None:
+        """Let this controller's executor get ready for about ``count`` launches soon.
+
+        Like :meth:`prepare_release`, for runs that do not exist yet: a scheduler
+        calls it when it starts, so that its first firings (whose arming also starts
+        this controller's own background threads) find parked carriers. Never raises.
+        """
+        if count > 0:
+            _prepare_launches(self._executor or default_executor(), count)
 
     def skip(self, task_id: str, *, reason: str) -> None:
         """End a run that has not started as ``skipped`` (it should not run at all)."""
@@ -782,3 +786,14 @@ class Controller:
             f"Controller(owner={self.owner!r}, max_parallel={self.concurrency.max_parallel}, "
             f"active={self.active_count}, queued={self.queued_count})"
         )
+
+
+def _prepare_launches(executor: Executor, count: int) -> None:
+    """Call the executor's optional ``prepare_launches`` hook; a failure is only logged."""
+    prepare = getattr(executor, "prepare_launches", None)
+    if prepare is None:
+        return
+    try:
+        prepare(count)
+    except Exception:
+        log.warning("preparing %d launches on %r failed", count, executor, exc_info=True)
