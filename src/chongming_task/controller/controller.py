@@ -368,10 +368,12 @@ class Controller:
 
         Whatever can be done ahead without touching the runs is: an executor with a
         ``prepare_launches(count)`` hook (the ``ThreadExecutor``) parks carriers for
-        them, so no thread is started at the release. The scheduler calls this when it
+        them, and the write queue's flusher thread is started if it is not running
+        yet, so no thread is started at the release. The scheduler calls this when it
         arms firings ahead of their scheduled time. Unknown ids are ignored; a failing
         hook is logged, never raised (the release works without it, only slower).
         """
+        self._writes.start_flusher()
         counts: dict[int, tuple[Executor, int]] = {}
         for task_id in task_ids:
             run = self._dispatch.get(task_id)
