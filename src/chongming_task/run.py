@@ -57,7 +57,8 @@ _DEFAULT_EXECUTOR: Executor | None = None
 _NO_RETRY = RetryPolicy()
 
 
-def _default_executor() -> Executor:
+def default_executor() -> Executor:
+    """The executor of every run created without one: one shared ``ThreadExecutor``."""
     global _DEFAULT_EXECUTOR  # noqa: PLW0603 - one stateless default, created lazily
     if _DEFAULT_EXECUTOR is None:
         from chongming_task.runtime.executors.thread import ThreadExecutor
@@ -139,7 +140,7 @@ class TaskRun(RunControls, QueueOwnerEdges):
         if metadata is not None:
             ensure_json(dict(metadata), "metadata")
         clock = clock or _SYSTEM_CLOCK
-        executor = executor or _default_executor()
+        executor = executor or default_executor()
         check_executor(executor)
         executor.check(call)
         machine = StateMachine.create(

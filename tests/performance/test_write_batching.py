@@ -203,3 +203,63 @@ def test_write_queue_keeps_order_and_durable_puts_wait_for_their_flush() -> None
     queue.close()
     queue.put(52, durable=False)  # after close: flushed by the caller
     assert flushed == list(range(53))
+
+
+def test_a_held_flusher_is_not_woken_and_the_caller_drains_for_it() -> None:
+    flushed: list[tuple[int, str]] = []
+    name = "test-writes-held"
+
+    def flush(batch: list[int]) -> None:
+        flushed.extend((n, threading.current_thread().name) for n in batch)
+
+    def flusher_started() -> bool:
+        return any(thread.name == name for thread in threading.enumerate())
+
+    queue: WriteQueue[int] = WriteQueue(flush, name=name, window=0)
+    queue.hold_flusher()
+    queue.put(1, durable=False)
+    queue.put(2, durable=False)
+    assert not flusher_started()  # unheld, the first deferred put starts (wakes) it
+    assert queue.pending == 2
+    queue.drain()  # what release_many's group start does
+    caller = threading.current_thread().name
+    assert flushed == [(1, caller), (2, caller)]
+    queue.resume_flusher()
+    assert not flusher_started()  # nothing left for it
+
+    queue.hold_flusher()
+    queue.put(3, durable=False)
+    queue.resume_flusher()  # a write nobody drained: the flusher takes it now
+    wait_until(lambda: len(flushed) == 3, timeout=PATIENCE)
+    assert flushed[2] == (3, name)
+    queue.close()
+
+
+def test_the_flusher_can_be_started_ahead_of_the_first_deferred_write() -> None:
+    name = "test-writes-ahead"
+
+    def flusher_running() -> bool:
+        return any(thread.name == name for thread in threading.enumerate())
+
+    queue: WriteQueue[int] = WriteQueue(lambda batch: None, name=name)
+    assert not flusher_running()  # lazily started, normally by the first deferred put
+    queue.start_flusher()
+    assert flusher_running()
+    queue.start_flusher()  # idempotent
+    assert sum(thread.name == name for thread in threading.enumerate()) == 1
+    queue.close()
+    wait_until(lambda: not flusher_running(), timeout=PATIENCE, message="flusher stopped")
+
+
+def test_preparing_a_release_starts_the_write_flusher(tmp_path: Path) -> None:
+    store = SqliteTaskStore(str(tmp_path / "tasks.db"))
+    name = "chongming-writes[prepare-flusher]"
+    with Controller(store, owner="prepare-flusher") as controller:
+        controller.register("t", lambda ctx: None)
+        run = controller.submit("t", task_id="armed", blocked="armed")
+        assert not any(thread.name == name for thread in threading.enumerate())
+        controller.prepare_release([run.task_id])
+        assert any(thread.name == name for thread in threading.enumerate())
+        controller.release_many([run.task_id], trigger="schedule:due")
+        assert run.wait(PATIENCE).ok
+    store.close()

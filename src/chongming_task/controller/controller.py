@@ -46,7 +46,7 @@ from chongming_task.core.clock import Clock, SystemClock
 from chongming_task.errors import ConfigurationError
 from chongming_task.model import JSONValue, TaskSnapshot, Transition
 from chongming_task.policies import BucketPolicy, ConcurrencyPolicy, RetryPolicy, Timeout
-from chongming_task.run import TaskOutcome, TaskRun
+from chongming_task.run import TaskOutcome, TaskRun, default_executor
 from chongming_task.runtime.executors.base import Executor
 from chongming_task.runtime.executors.carriers import carrying_on, launching_together
 from chongming_task.states import OCCUPYING, TaskStatus
@@ -235,16 +235,54 @@ class Controller(Submission):
         The scheduler releases every firing armed for one instant with one call.
         """
         failures: dict[str, Exception] = {}
-        self._dispatch.hold_pump()
+        # The group start flushes the deferred ``-> queued`` writes itself: the write
+        # queue's flusher thread is not woken for them (it would only take the GIL).
+        self._writes.hold_flusher()
         try:
-            for task_id in task_ids:
-                try:
-                    self._held(task_id).release(reason=reason, trigger=trigger)
-                except Exception as exc:
-                    failures[task_id] = exc
+            self._dispatch.hold_pump()
+            try:
+                for task_id in task_ids:
+                    try:
+                        self._held(task_id).release(reason=reason, trigger=trigger)
+                    except Exception as exc:
+                        failures[task_id] = exc
+            finally:
+                self._dispatch.resume_pump()
         finally:
-            self._dispatch.resume_pump()
+            self._writes.resume_flusher()
         return failures
+
+    def prepare_release(self, task_ids: Iterable[str]) -> None:
+        """Get ready to :meth:`release_many` these held runs shortly (nothing changes).
+
+        Whatever can be done ahead without touching the runs is: an executor with a
+        ``prepare_launches(count)`` hook (the ``ThreadExecutor``) parks carriers for
+        them, and the write queue's flusher thread is started if it is not running
+        yet, so no thread is started at the release. The scheduler calls this when it
+        arms firings ahead of their scheduled time. Unknown ids are ignored; a failing
+        hook is logged, never raised (the release works without it, only slower).
+        """
+        self._writes.start_flusher()
+        counts: dict[int, tuple[Executor, int]] = {}
+        for task_id in task_ids:
+            run = self._dispatch.get(task_id)
+            if run is None:
+                continue
+            executor = run.executor
+            _, count = counts.get(id(executor), (executor, 0))
+            counts[id(executor)] = (executor, count + 1)
+        for executor, count in counts.values():
+            _prepare_launches(executor, count)
+
+    def prepare_launches(self, count: int) -> None:
+        """Let this controller's executor get ready for about ``count`` launches soon.
+
+        Like :meth:`prepare_release`, for runs that do not exist yet: a scheduler
+        calls it when it starts, so that its first firings (whose arming also starts
+        this controller's own background threads) find parked carriers. Never raises.
+        """
+        if count > 0:
+            _prepare_launches(self._executor or default_executor(), count)
 
     def skip(self, task_id: str, *, reason: str) -> None:
         """End a run that has not started as ``skipped`` (it should not run at all)."""
@@ -623,3 +661,14 @@ class Controller(Submission):
             f"Controller(owner={self.owner!r}, max_parallel={self.concurrency.max_parallel}, "
             f"active={self.active_count}, queued={self.queued_count})"
         )
+
+
+def _prepare_launches(executor: Executor, count: int) -> None:
+    """Call the executor's optional ``prepare_launches`` hook; a failure is only logged."""
+    prepare = getattr(executor, "prepare_launches", None)
+    if prepare is None:
+        return
+    try:
+        prepare(count)
+    except Exception:
+        log.warning("preparing %d launches on %r failed", count, executor, exc_info=True)

@@ -68,6 +68,7 @@ class WriteQueue(Generic[Op]):
         self._queue: list[_Entry[Op]] = []
         self._flushing = False
         self._closed = False
+        self._holds = 0
         self._thread: threading.Thread | None = None
 
     def put(self, op: Op, *, durable: bool) -> None:
@@ -76,6 +77,8 @@ class WriteQueue(Generic[Op]):
         with self._lock:
             self._queue.append(entry)
             if not durable and not self._closed:
+                if self._holds:
+                    return  # resume_flusher() wakes it, unless a drain took the write first
                 if self._thread is None:
                     self._start_locked()
                 if not self._flushing:
@@ -95,6 +98,37 @@ class WriteQueue(Generic[Op]):
                     self._flushed.wait()
                 else:
                     self._lead_locked()
+
+    def start_flusher(self) -> None:
+        """Start the flusher thread now, if it is not running and the queue is open.
+
+        It otherwise starts with the first deferred write, and ``Thread.start()``
+        waits until the new thread holds the GIL: for a write at a scheduled instant
+        (a released run's ``-> running``) that wait was 3-4 ms.
+        """
+        with self._lock:
+            if self._thread is None and not self._closed:
+                self._start_locked()
+
+    def hold_flusher(self) -> None:
+        """Queue deferred writes without waking the flusher until :meth:`resume_flusher`.
+
+        For a caller about to :meth:`drain` anyway (the controller's group start at a
+        scheduled instant): waking the flusher thread there only makes it compete for
+        the GIL with the drain that writes the same batch. Calls nest.
+        """
+        with self._lock:
+            self._holds += 1
+
+    def resume_flusher(self) -> None:
+        """End one :meth:`hold_flusher`; wake the flusher for what is still queued."""
+        with self._lock:
+            self._holds -= 1
+            if self._holds or self._closed or self._flushing or not self._queue:
+                return
+            if self._thread is None:
+                self._start_locked()
+            self._wake.notify()
 
     def close(self, timeout: float | None = 5.0) -> None:
         """Flush what is queued and stop the flusher; later writes flush in their caller."""

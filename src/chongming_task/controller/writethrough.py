@@ -283,6 +283,18 @@ class WriteThrough:
         """Write everything queued so far; returns when it is stored (or failed)."""
         self._queue.drain()
 
+    def start_flusher(self) -> None:
+        """Have the deferred-write flusher running (on a store that batches writes)."""
+        if self.batching:
+            self._queue.start_flusher()
+
+    def hold_flusher(self) -> None:
+        """Deferred writes wait for a flush by the caller (see ``WriteQueue.hold_flusher``)."""
+        self._queue.hold_flusher()
+
+    def resume_flusher(self) -> None:
+        self._queue.resume_flusher()
+
     def close(self) -> None:
         """Flush the queue and stop its thread; later writes are flushed by their caller."""
         self._queue.close()

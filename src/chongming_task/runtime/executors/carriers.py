@@ -18,6 +18,10 @@ This is not a ``ThreadPoolExecutor``, on purpose:
 - each run starts in a fresh, empty ``contextvars.Context``, exactly like a new
   thread, so context variables never leak from one task into the next.
 
+A launch that must begin at a known instant (the scheduler's armed firings) asks
+for idle carriers ahead of it (:meth:`CarrierPool.keep_ready`): starting a thread at
+the instant costs 0.2-5 ms, handing a job to a parked one about 0.1 ms.
+
 After ``os.fork()`` the child forgets the parent's idle carriers (their threads do
 not exist there).
 """
@@ -155,6 +159,8 @@ class CarrierPool:
         """Threads started so far (a reused carrier does not count)."""
         self.together_waiting = 0
         """Jobs launched together (:func:`launching_together`) not begun yet."""
+        self._readying = 0
+        """Carriers started by :meth:`keep_ready` that have not parked yet."""
 
     @property
     def idle(self) -> int:
@@ -206,9 +212,43 @@ class CarrierPool:
         with self._lock:
             self.started += 1
 
+    def keep_ready(self, count: int) -> int:
+        """Make sure ``count`` carriers are idle, starting threads that park at once.
+
+        For launches due soon at a known instant: they then take a parked carrier
+        instead of starting a thread there. A ready carrier is an ordinary idle one
+        (any launch may take it; it exits after ``linger`` seconds unused), and at
+        most ``max_idle`` are kept. Returns how many threads were started.
+
+        Raises:
+            RuntimeError: A thread could not be started.
+        """
+        with self._lock:
+            missing = min(count, self._max_idle) - len(self._idle) - self._readying
+            if missing <= 0:
+                return 0
+            self._readying += missing
+        started = 0
+        try:
+            for _ in range(missing):
+                carrier = Carrier()
+                thread = threading.Thread(
+                    target=self._serve, args=(carrier,), name=IDLE_NAME, daemon=True
+                )
+                carrier.thread = thread
+                thread.start()
+                started += 1
+        finally:
+            with self._lock:
+                self.started += started
+                self._readying -= missing - started  # the started ones count down on parking
+        return started
+
     def _serve(self, carrier: Carrier) -> None:
         _local.carrier = carrier
         thread = threading.current_thread()
+        if carrier.job is None and not self._park(carrier, thread, readying=True):
+            return  # started by keep_ready, and not needed after all
         while True:
             job, carrier.job = carrier.job, None
             assert job is not None
@@ -232,10 +272,17 @@ class CarrierPool:
             if carrier.abandoned or not self._park(carrier, thread):
                 return
 
-    def _park(self, carrier: Carrier, thread: threading.Thread) -> bool:
-        """Wait idle for the next job; False when the carrier should exit instead."""
+    def _park(self, carrier: Carrier, thread: threading.Thread, *, readying: bool = False) -> bool:
+        """Wait idle for the next job; False when the carrier should exit instead.
+
+        ``readying``: a carrier started by :meth:`keep_ready`, counted as coming
+        until it is idle (under the same lock, so it is never counted twice or not
+        at all).
+        """
         thread.name = carrier.name = IDLE_NAME
         with self._lock:
+            if readying:
+                self._readying -= 1
             if len(self._idle) >= self._max_idle:
                 return False
             self._idle.append(carrier)
@@ -254,6 +301,7 @@ class CarrierPool:
         self._lock = threading.Lock()
         self._idle = []
         self.together_waiting = 0
+        self._readying = 0
 
 
 #: The carriers every ThreadExecutor shares: reuse across executors and controllers.

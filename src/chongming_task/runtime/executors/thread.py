@@ -41,6 +41,15 @@ class ThreadExecutor:
     def launch(self, drive: Callable[[], None], *, name: str) -> None:
         SHARED.launch(drive, name=name)
 
+    def prepare_launches(self, count: int) -> None:
+        """Have ``count`` parked carriers ready for launches due shortly (optional hook).
+
+        The controller calls it before releasing runs at a known instant (the
+        scheduler's armed firings), so the launch there hands the run to a waiting
+        thread instead of starting one.
+        """
+        SHARED.keep_ready(count)
+
     def run_attempt(self, attempt: Attempt) -> AttemptEnd:
         hand_on_successor()  # another attempt of the same run (a retry) runs here first
         carrier = attempt.handle = current_carrier()
