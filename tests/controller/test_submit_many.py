@@ -108,6 +108,7 @@ def test_a_batch_on_sqlite_survives_a_reopen(tmp_path: Path) -> None:
         ([(1,), (2,)], {"task_ids": ["x", ""]}, "non-empty string"),
         ([(1,), (2,)], {"bucket_keys": ["k"]}, "one per call"),
         ([(1,)], {"priority": "high"}, "priority must be an integer"),
+        ([(1,), (2,)], {"bucket_keys": "ab"}, "not the string"),
     ],
 )
 def test_bad_input_names_what_is_wrong_and_stores_nothing(
@@ -163,3 +164,14 @@ def test_an_empty_batch_stores_nothing() -> None:
         assert controller.submit_many("scale", []) == []
         assert controller.runs() == []
         assert (store.batches, store.singles) == (0, 0)
+
+
+@pytest.mark.parametrize("calls", [5, "ab", b"ab", None])
+def test_calls_that_are_not_a_collection_of_calls_are_refused(calls: Any) -> None:
+    store = CountingStore()
+    with Controller(store=store) as controller:
+        controller.register("scale", scale)
+        with pytest.raises(ConfigurationError, match=r"one tuple .* or mapping"):
+            controller.submit_many("scale", calls)
+        assert (store.batches, store.singles) == (0, 0)
+        assert controller.runs() == []

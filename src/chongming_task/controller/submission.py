@@ -180,6 +180,16 @@ class Submission:
         common = self._common_options(
             name, tags=tags, priority=priority, metadata=metadata, retry=retry, timeout=timeout
         )
+        given: object = calls  # checked at run time: callers pass anything
+        if isinstance(given, str | bytes) or not isinstance(given, Iterable):
+            raise ConfigurationError(
+                "calls must be an iterable with one tuple (positional arguments) or mapping "
+                f"(keyword arguments) per task, got {type(given).__name__}"
+            )
+        if isinstance(bucket_keys, str):
+            raise ConfigurationError(
+                f"bucket_keys must be a sequence of keys, not the string {bucket_keys!r}"
+            )
         items = list(calls)
         ids = self._batch_ids(name, len(items), task_ids)
         if not items:
@@ -208,17 +218,18 @@ class Submission:
                 raise ConfigurationError(
                     f"submit_many({name!r}): call {index} ({item!r}): {exc}; nothing was submitted"
                 ) from None
-        announced: list[tuple[Transition, TaskSnapshot]] = []
-        entries: list[tuple[TaskSnapshot, tuple[Transition, ...]]] = []
+        # Per run: its creation record and snapshot, then its ``-> queued`` and snapshot.
+        firsts: list[tuple[Transition, TaskSnapshot, Transition, TaskSnapshot]] = []
         for run, bucket in runs:
             created = run.snapshot
             run.enqueue(actor=self.owner)
             creation, edge = run.transitions
-            announced += [(creation, created), (edge, run.snapshot)]
-            entries.append((run.snapshot, (creation, edge)))
+            firsts.append((creation, created, edge, run.snapshot))
             self._dispatch.hold(run, priority=common.priority, tags=common.tags, bucket=bucket)
         try:
-            self._writes.create_batch(entries)
+            self._writes.create_batch(
+                [(queued, (creation, edge)) for creation, _, edge, queued in firsts]
+            )
         except BaseException:
             for run, _ in runs:
                 self._dispatch.drop(run.task_id)
@@ -226,9 +237,11 @@ class Submission:
         for run, _ in runs:
             run.add_listener(self._listener)
         self._start_background()
-        for record, snapshot in announced:
-            self._events.publish(record, snapshot)
-        freed = [self._dispatch.on_transition(edge) for edge, _ in announced[1::2]]
+        for creation, created, edge, queued in firsts:
+            self._events.publish(creation, created)
+            self._events.publish(edge, queued)
+        # Every run enters the queue (a list, not a generator: no short-circuit).
+        freed = [self._dispatch.on_transition(edge) for _, _, edge, _ in firsts]
         if any(freed):
             self._dispatch.pump()  # one round: the runs it admits start with one commit
         if self.closed:  # close() ran meanwhile and did not see these runs

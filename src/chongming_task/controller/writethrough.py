@@ -184,25 +184,7 @@ class WriteThrough:
         Raises:
             ConfigurationError: The store already has this task id (duplicates are refused).
         """
-        state = _TaskState(pending=tuple(transitions))
-        with self._lock:
-            if snapshot.task_id in self._states:
-                raise ConfigurationError(
-                    f"task id {snapshot.task_id!r} already exists in this controller; "
-                    "task ids are unique -- submit under a new id"
-                )
-            self._states[snapshot.task_id] = state
-        try:
-            self.store.create(self.stored_form(snapshot), state.pending)
-        except ConfigurationError:
-            with self._lock:
-                self._states.pop(snapshot.task_id, None)
-            raise
-        except Exception as exc:  # a store failure never fails the task
-            self.record(snapshot.task_id, "create", exc, version=snapshot.status_version)
-            return
-        state.persisted = snapshot.status_version
-        state.pending = ()
+        self._create([(snapshot, transitions)], lambda stored: self.store.create(*stored[0]))
 
     def create_batch(self, entries: Sequence[tuple[TaskSnapshot, Sequence[Transition]]]) -> None:
         """Store new tasks with their creation records in one store call (one commit).
@@ -211,20 +193,33 @@ class WriteThrough:
             ConfigurationError: An id is taken (here or in the store), or the store
                 refused the batch: nothing of it is kept here either.
         """
+        self._create(entries, self.store.create_batch)
+
+    def _create(
+        self,
+        entries: Sequence[tuple[TaskSnapshot, Sequence[Transition]]],
+        store_them: Callable[[list[tuple[TaskSnapshot, tuple[Transition, ...]]]], None],
+    ) -> None:
+        """Register the tasks' bookkeeping, then ``store_them`` (their stored forms).
+
+        A refusal (a taken id) undoes the registration and is raised; any other store
+        failure never fails the tasks: it is recorded and they are created later.
+        """
         states = [(snapshot, _TaskState(pending=tuple(records))) for snapshot, records in entries]
         with self._lock:
             taken = [snapshot.task_id for snapshot, _ in states if snapshot.task_id in self._states]
             if taken:
                 raise ConfigurationError(
-                    f"task ids {taken} already exist in this controller; task ids are "
+                    f"task id {taken[0]!r} already exists in this controller; "
+                    "task ids are unique -- submit under a new id"
+                    if len(taken) == 1
+                    else f"task ids {taken} already exist in this controller; task ids are "
                     "unique -- submit under new ids"
                 )
             for snapshot, state in states:
                 self._states[snapshot.task_id] = state
         try:
-            self.store.create_batch(
-                [(self.stored_form(snapshot), state.pending) for snapshot, state in states]
-            )
+            store_them([(self.stored_form(snapshot), state.pending) for snapshot, state in states])
         except ConfigurationError:
             with self._lock:
                 for snapshot, _ in states:

@@ -94,8 +94,9 @@ class SqlControl(SqlBase):
             "lease_until": self._instant(now + timedelta(seconds=lease)),
             "limit": limit,
             "kinds": None if kinds is None else self._array(sorted(kinds)),
-            "actions": None if wanted is None else self._array(sorted(wanted)),
         }
+        if wanted is not None:
+            params["actions"] = self._array(sorted(wanted))
         # Filtered by action: a statement of its own, so the index on (status, action,
         # seq) serves it (an "IS NULL OR" on the filter would keep the planner off it).
         statement = self._sql["claim_commands" if wanted is None else "claim_commands_actions"]

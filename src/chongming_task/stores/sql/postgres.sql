@@ -294,7 +294,6 @@ FROM (
       AND (status = 'pending' OR lease_until <= %(now)s)
       AND (target_owner = %(owner)s OR target_owner IS NULL)
       AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))
-      AND (%(actions)s::text[] IS NULL OR action = ANY(%(actions)s::text[]))
     ORDER BY seq LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ) AS picked
@@ -305,6 +304,8 @@ RETURNING c.seq, c.command_id, c.kind, c.target, c.action, c.target_owner, c.sta
 
 -- name: claim_commands_actions
 -- claim_commands for the actions a claimer handles: searched by (status, action, seq).
+-- The same statement with one more line: an "IS NULL OR" on that line, shared with
+-- claim_commands, would keep the planner off the index.
 UPDATE ct_commands c SET
     status = 'claimed', claimed_by = %(owner)s,
     claim_token = replace(gen_random_uuid()::text, '-', ''),
