@@ -38,6 +38,12 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("missing-module-file", ["run", "add", "--tasks", "/nonexistent/t.py"], 1, "does not exist"),
     ("missing-tasks-option", ["run", "add"], 2, "--tasks MODULE is required"),
     (
+        "worker-keep-finished-negative",
+        ["worker", "--tasks", TASKS, "--keep-finished", "-1"],
+        2,
+        "--keep-finished must be a number of tasks >= 0, got -1",
+    ),
+    (
         "module-without-tasks",
         ["run", "add", "--tasks", str(MODULES / "empty_tasks.py")],
         1,

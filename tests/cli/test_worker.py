@@ -286,3 +286,29 @@ def test_rich_output_paths(invoke: Invoke, tmp_path: Path, monkeypatch: pytest.M
         out = Tty()
         assert main(["--db", db, *argv], stdout=out, stderr=io.StringIO()) == 0
         assert "succeeded" in out.getvalue()
+
+
+def test_a_worker_with_keep_finished_forgets_old_runs_not_tasks(store: SqliteTaskStore) -> None:
+    controller, worker = _worker(store, keep_finished=1)
+    worker.start()
+    try:
+        for n in range(4):
+            Submission(name="add", task_id=f"k{n}", kwargs={"a": n}).submit(store, issued_by="me")
+        wait_until(
+            lambda: all(
+                (s := store.get(f"k{n}")) is not None and s.status.value == "succeeded"
+                for n in range(4)
+            )
+        )
+        wait_until(lambda: len(controller.runs()) == 1)
+        for n in range(4):
+            assert [t.to_status.value for t in store.history(f"k{n}")] == [
+                "pending",
+                "queued",
+                "starting",
+                "running",
+                "succeeded",
+            ]
+            assert controller.wait(f"k{n}", timeout=5).value == n + 1
+    finally:
+        assert worker.shutdown(reason="test over", timeout=10).clean

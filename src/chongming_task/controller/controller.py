@@ -83,6 +83,12 @@ class Controller(Submission):
         graceful_stop: Grace window of each run's stop (guide §4.1).
         pause_timeout: How long ``pause()`` waits for confirmation by default.
         artifact_dir: Root of the runs' artifact directories.
+        keep_finished: How many finished runs to keep holding in memory; beyond it
+            the earliest-finished are forgotten by this process (never by the store,
+            which still answers ``get``, ``history`` and ``wait`` for them). ``None``
+            (the default) holds every run until :meth:`prune`, as guide §8.6 says; a
+            long-lived controller (a worker, a scheduler) sets a limit so its memory
+            stays flat however many tasks it runs.
 
     Raises:
         ConfigurationError: Contradictory or out-of-range settings.
@@ -106,6 +112,7 @@ class Controller(Submission):
         graceful_stop: float = 5.0,
         pause_timeout: float = 5.0,
         artifact_dir: str | Path | None = None,
+        keep_finished: int | None = None,
     ) -> None:
         self.clock: Clock = clock or SystemClock()
         self.concurrency = concurrency_policy(max_parallel, concurrency)
@@ -125,6 +132,16 @@ class Controller(Submission):
                     f"{name} must be a positive number of seconds, got {value!r}"
                 )
         self.lease_ttl = float(lease_ttl)
+        if keep_finished is not None and (
+            isinstance(keep_finished, bool)
+            or not isinstance(keep_finished, int)
+            or keep_finished < 0
+        ):
+            raise ConfigurationError(
+                "keep_finished must be a number of finished runs to hold (an int >= 0) or "
+                f"None to hold them all until prune(), got {keep_finished!r}"
+            )
+        self.keep_finished = keep_finished
         self._owns_store = store is None
         if store is None:
             from chongming_task.stores.memory import InMemoryTaskStore
@@ -140,6 +157,7 @@ class Controller(Submission):
             max_parallel=self.concurrency.max_parallel,
             limits=self.concurrency.limits,
             max_parallel_per_bucket=max_parallel_per_bucket,
+            keep_finished=keep_finished,
         )
         self._dispatch.start_group = self._start_group
         self._listener = self._on_transition  # one bound method: compared by identity
@@ -352,6 +370,8 @@ class Controller(Submission):
     def wait_all(self, timeout: float | None = None) -> list[TaskOutcome]:
         """Wait until every held run has settled; outcomes in submission order.
 
+        Runs already forgotten under ``keep_finished`` are not among them.
+
         Raises:
             TimeoutError: Some run was still unfinished when ``timeout`` passed.
         """
@@ -467,7 +487,7 @@ class Controller(Submission):
     # ------------------------------------------------------------ local state
 
     def runs(self) -> list[TaskRun]:
-        """Every ``TaskRun`` this controller holds (terminal ones until pruned)."""
+        """Every ``TaskRun`` this controller holds (finished ones until pruned or forgotten)."""
         return self._dispatch.runs()
 
     def run(self, task_id: str) -> TaskRun | None:
@@ -602,6 +622,9 @@ class Controller(Submission):
                 run.after_delivery(self._pump_carrying_on)
             else:
                 self._dispatch.pump()
+        if target.is_terminal:
+            for task_id in self._dispatch.forget_finished():
+                self._writes.forget(task_id)
 
     def _start_group(self, runs: list[TaskRun]) -> None:
         """Start runs admitted in one pump round with one commit for all their starts.

@@ -57,6 +57,7 @@ class Dispatcher:
         max_parallel: int,
         limits: Mapping[str, int],
         max_parallel_per_bucket: int | None,
+        keep_finished: int | None = None,
     ) -> None:
         self._lock = threading.Lock()
         self._admission = Admission(
@@ -66,6 +67,9 @@ class Dispatcher:
         )
         self._held: dict[str, _Held] = {}
         self._live: dict[str, None] = {}  # non-terminal held ids, in submission order
+        self._keep_finished = keep_finished
+        # Terminal held ids in the order they finished, kept only under a limit.
+        self._finished: dict[str, None] = {}
         self._pumping = False
         self._pump_again = False
         self._holds = 0
@@ -87,6 +91,7 @@ class Dispatcher:
         with self._lock:
             self._held.pop(task_id, None)
             self._live.pop(task_id, None)
+            self._finished.pop(task_id, None)
             self._admission.remove(task_id)
             self._admission.release(task_id)
 
@@ -166,9 +171,33 @@ class Dispatcher:
                 return admission.release(task_id) or changed
             if target.is_terminal:
                 self._live.pop(task_id, None)
+                if self._keep_finished is not None:
+                    self._finished[task_id] = None
                 admission.remove(task_id)
                 return admission.release(task_id)
             return False
+
+    def forget_finished(self) -> list[str]:
+        """Stop holding the earliest-finished runs beyond ``keep_finished``; their ids.
+
+        Only the memory of this process lets go: the store keeps the tasks, and the
+        controller answers for them from it (``get``, ``wait``, remote commands).
+        Without a limit nothing is forgotten (guide §8.6: held until ``prune()``).
+        """
+        keep = self._keep_finished
+        if keep is None:
+            return []
+        with self._lock:
+            finished = self._finished
+            if len(finished) <= keep:
+                return []
+            forgotten = []
+            while len(finished) > keep:
+                task_id = next(iter(finished))
+                del finished[task_id]
+                self._held.pop(task_id, None)
+                forgotten.append(task_id)
+            return forgotten
 
     def reserve(self, task_id: str) -> bool:
         """Give a just-held run a slot at once if nothing else waits; ``True`` if given.

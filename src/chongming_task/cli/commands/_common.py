@@ -176,9 +176,10 @@ def node_controller(
     *,
     max_parallel: int = 1,
     lease_ttl: float | None = None,
+    keep_finished: int | None = None,
 ) -> Controller:
     """A controller that runs tasks, with this node's owner and owned buckets."""
-    options: dict[str, Any] = {"max_parallel": max_parallel}
+    options: dict[str, Any] = {"max_parallel": max_parallel, "keep_finished": keep_finished}
     if lease_ttl is not None:
         options["lease_ttl"] = lease_ttl
     if session.options.owner:

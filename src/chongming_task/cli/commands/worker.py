@@ -25,6 +25,10 @@ if TYPE_CHECKING:
 
 __all__ = ["add_parsers"]
 
+#: Finished runs a worker keeps holding: enough for a look from Python at recent work,
+#: while a daemon that runs for weeks does not keep every task it ever ran in memory.
+DEFAULT_KEEP_FINISHED = 1000
+
 
 def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = new_parser(
@@ -56,6 +60,14 @@ def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
         metavar="SECONDS",
         help="lease of held tasks: how soon after a crash reconcile may call them lost "
         "(default 30)",
+    )
+    parser.add_argument(
+        "--keep-finished",
+        type=int,
+        default=DEFAULT_KEEP_FINISHED,
+        metavar="N",
+        help="finished tasks the worker keeps in memory; older ones are answered from the "
+        f"store, so memory stays flat however long it runs (default {DEFAULT_KEEP_FINISHED})",
     )
     parser.add_argument(
         "--metrics-port",
@@ -149,13 +161,21 @@ def cmd_worker(args: argparse.Namespace, session: Session) -> int:
         raise UsageError("--shutdown-timeout and --poll-interval must be > 0 seconds")
     if args.lease_ttl is not None and args.lease_ttl <= 0:
         raise UsageError(f"--lease-ttl must be > 0 seconds, got {args.lease_ttl:g}")
+    if args.keep_finished < 0:
+        raise UsageError(
+            f"--keep-finished must be a number of tasks >= 0, got {args.keep_finished}"
+        )
     spec = args.tasks or env("TASKS") or ""
     module = load_task_module(spec)
     output = session.output
     with library_logging(output, info=True):
         store = session.open_store(create=True)
         controller = node_controller(
-            session, store, max_parallel=max_parallel, lease_ttl=args.lease_ttl
+            session,
+            store,
+            max_parallel=max_parallel,
+            lease_ttl=args.lease_ttl,
+            keep_finished=args.keep_finished,
         )
         names = register_tasks(controller, module, spec)
         scheduler, schedule_names = _scheduler(controller, module, spec)
