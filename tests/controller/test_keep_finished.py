@@ -120,3 +120,30 @@ def _live_runs(prefix: str) -> list[str]:
         for obj in gc.get_objects()
         if isinstance(obj, TaskRun) and obj.task_id.startswith(prefix)
     )
+
+
+def add_upstream(ctx: Any) -> int:
+    return sum(ctx.upstream.values())
+
+
+def test_a_pipeline_gets_its_upstream_values_when_finished_nodes_are_forgotten() -> None:
+    from chongming_task import Pipeline
+
+    with _controller(InMemoryTaskStore(), keep_finished=0) as controller:
+        controller.register("add_upstream", add_upstream)
+        pipeline = Pipeline("sum")
+        parts = [pipeline.node("double", n, node_id=f"part{n}") for n in range(3)]
+        pipeline.node("add_upstream", node_id="total", depends_on=parts)
+        outcome = controller.submit_pipeline(pipeline).wait(timeout=30)
+        assert outcome.ok
+        assert outcome.nodes["total"].value == 0 + 2 + 4
+        total_id = outcome.nodes["total"].task_id
+        assert [t.to_status for t in controller.history(total_id)] == [
+            S.PENDING,
+            S.BLOCKED,
+            S.QUEUED,
+            S.STARTING,
+            S.RUNNING,
+            S.SUCCEEDED,
+        ]
+        assert controller.runs() == []
