@@ -1,0 +1,171 @@
+"""The floor of W1 in CPython: ``python bench/floor.py [--tasks N] [--rounds R]``.
+
+W1's in-memory target (20,000 no-op tasks/s through 2 slots) is a budget of 50 µs per
+task for everything. This script measures how much of that budget the bare
+*semantics* take, with nothing of the library: per task a frozen 26-field snapshot,
+four transitions (each a copied snapshot, a transition record, the row and the history
+entry written under a store lock), a queue hand-off to two worker threads, and the
+count of finished tasks. No validation, no leases, no policies, no events, no
+supervisor, no timeouts, no stop/pause control: what is left when a runner keeps an
+honest trajectory and nothing else.
+
+It is evidence for docs/performance.md ("Still missed, and why"), not a workload: the
+library is not compared against it by a target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """As many fields as ``TaskSnapshot`` (26), so a copy costs what ours does."""
+
+    task_id: str
+    name: str
+    status: str
+    version: int
+    created_at: datetime
+    updated_at: datetime
+    f1: object = None
+    f2: object = None
+    f3: object = None
+    f4: object = None
+    f5: object = None
+    f6: object = None
+    f7: object = None
+    f8: object = None
+    f9: object = None
+    f10: object = None
+    f11: object = None
+    f12: object = None
+    f13: object = None
+    f14: object = None
+    f15: object = None
+    f16: object = None
+    f17: object = None
+    f18: object = None
+    f19: object = None
+    f20: object = None
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One transition of the trajectory."""
+
+    task_id: str
+    from_status: str | None
+    to_status: str
+    version: int
+    at: datetime
+    trigger: str
+
+
+class Run:
+    """A task in memory: its snapshot and trajectory under its own lock."""
+
+    __slots__ = ("lock", "records", "snapshot")
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+        self.records = [Record(snapshot.task_id, None, "pending", 0, snapshot.created_at, "new")]
+        self.lock = threading.Lock()
+
+
+class Store:
+    """Rows and history in dicts under one lock: the in-memory store's shape."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.rows: dict[str, Snapshot] = {}
+        self.history: dict[str, list[Record]] = {}
+
+    def create(self, run: Run) -> None:
+        with self.lock:
+            self.rows[run.snapshot.task_id] = run.snapshot
+            self.history[run.snapshot.task_id] = list(run.records)
+
+    def save(self, snapshot: Snapshot, record: Record) -> None:
+        with self.lock:
+            self.rows[snapshot.task_id] = snapshot
+            self.history[snapshot.task_id].append(record)
+
+
+def move(store: Store, run: Run, to_status: str, trigger: str) -> None:
+    """One transition: a new snapshot and record, kept by the run and written through."""
+    with run.lock:
+        before = run.snapshot
+        now = datetime.now(UTC)
+        after = replace(before, status=to_status, version=before.version + 1, updated_at=now)
+        record = Record(before.task_id, before.status, to_status, after.version, now, trigger)
+        run.snapshot = after
+        run.records.append(record)
+    store.save(after, record)
+
+
+def one_round(tasks: int, slots: int = 2) -> float:
+    """Tasks per second from the first submission to the last terminal write."""
+    store = Store()
+    queue: deque[Run] = deque()
+    ready = threading.Condition()
+    left = [tasks]
+    finished = threading.Event()
+
+    def carrier() -> None:
+        while True:
+            with ready:
+                while not queue:
+                    if left[0] == 0:
+                        return
+                    ready.wait()
+                run = queue.popleft()
+            move(store, run, "starting", "admitted")
+            move(store, run, "running", "started")
+            move(store, run, "succeeded", "returned")
+            with ready:
+                left[0] -= 1
+                if left[0] == 0:
+                    finished.set()
+                    ready.notify_all()
+
+    threads = [threading.Thread(target=carrier) for _ in range(slots)]
+    for thread in threads:
+        thread.start()
+    t0 = time.perf_counter()
+    for index in range(tasks):
+        now = datetime.now(UTC)
+        run = Run(Snapshot(f"t{index}", "noop", "pending", 0, now, now))
+        store.create(run)
+        move(store, run, "queued", "submitted")
+        with ready:
+            queue.append(run)
+            ready.notify()
+    finished.wait()
+    elapsed = time.perf_counter() - t0
+    for thread in threads:
+        thread.join()
+    return tasks / elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args()
+    one_round(args.tasks // 10)  # warm-up
+    figures = [one_round(args.tasks) for _ in range(args.rounds)]
+    print(
+        f"floor of W1 semantics: {statistics.median(figures):,.0f} tasks/s median "
+        f"({min(figures):,.0f}-{max(figures):,.0f}) over {args.rounds} rounds of {args.tasks}"
+    )
+
+
+if __name__ == "__main__":
+    main()
