@@ -104,6 +104,7 @@ def test_copies_and_pickles_are_plain_snapshots() -> None:
         assert type(made) is TaskSnapshot
         assert made == FULL
     assert deferred(Decoder()).replace(name="renamed") == FULL.replace(name="renamed")
+    assert dataclasses.replace(deferred(Decoder()), name="renamed") == FULL.replace(name="renamed")
 
 
 def test_it_stays_immutable_and_unknown_names_do_not_decode() -> None:

@@ -134,8 +134,7 @@ class SqliteLost(SqlTaskStore):
         marks: list[LostMark] = []
         updates: list[dict[str, Any]] = []
         history: list[dict[str, Any]] = []
-        for row in found:
-            seq, task_id, _, value, version, owner, lease_owner, lease_text, v, attempt = row
+        for seq, task_id, value, version, owner, lease_owner, lease_text, v, attempt in found:
             if v != FORMAT_VERSION:
                 marks.append(self._mark_generic(cur, task_id, how))
                 continue
@@ -228,9 +227,9 @@ class SqliteLost(SqlTaskStore):
             mark = marks[index]
             assert mark.transition is not None  # patched rows always have their record
             snapshot = deferred_snapshot(
-                partial(decode, row[1:]),
+                partial(decode, row[2:]),
                 task_id=mark.task_id,
-                name=found[index][2],
+                name=row[1],
                 status=lost,
                 status_version=mark.transition.version,
             )

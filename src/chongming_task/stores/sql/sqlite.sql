@@ -189,10 +189,9 @@ WHERE task_id = :task_id AND status_version = :expect_version
 -- name: select_lost
 -- mark_lost_many's candidates: what a "why is it lost" message and the transition
 -- record need, without the document (its format version decides whether it can be
--- patched in place), the row's seq, by which mark_lost finds it again, and the name a
--- snapshot decoded later (select_lost_after) starts from.
-SELECT t.seq, t.task_id, t.name, t.status, t.status_version, t.owner, t.lease_owner,
-       t.lease_until, json_extract(t.doc, '$.v'), json_extract(t.doc, '$.attempt')
+-- patched in place), and the row's seq, by which mark_lost finds it again.
+SELECT t.seq, t.task_id, t.status, t.status_version, t.owner, t.lease_owner, t.lease_until,
+       json_extract(t.doc, '$.v'), json_extract(t.doc, '$.attempt')
 FROM ct_tasks t
 
 -- name: mark_lost
@@ -220,8 +219,8 @@ UPDATE ct_tasks SET
 WHERE seq = :seq AND status_version = :expect_version;
 
 -- name: select_lost_after
--- The rows mark_lost just patched, by seq, as select_task reads them (after the seq).
-SELECT t.seq, t.doc, t.progress, t.heartbeat_at, t.lease_owner, t.lease_until, t.pid
+-- The rows mark_lost just patched, by seq: the name, then the columns select_task reads.
+SELECT t.seq, t.name, t.doc, t.progress, t.heartbeat_at, t.lease_owner, t.lease_until, t.pid
 FROM ct_tasks t WHERE t.seq IN (SELECT value FROM json_each(:seqs));
 
 -- name: task_version
