@@ -925,8 +925,9 @@ def deferred_snapshot(
     snapshot; decoding them all costs more than marking them, and the usual subscribers
     (the worker's log line, the log tail) read the transition and the task's name only.
     ``decode`` must return the snapshot these four fields come from (the caller passes
-    what it already has in hand); it runs at most once per use, in the reading thread,
-    and its errors (a corrupt row: ``StoreError``) surface at that read.
+    what it already has in hand). It runs in the thread of the first such read, once
+    (two threads racing to that read may both run it; both set the same values), and
+    its errors (a corrupt row: ``StoreError``) surface at that read, again at the next.
     """
     snapshot = object.__new__(_DeferredSnapshot)
     _DEFERRED_DECODE.__set__(snapshot, decode)
