@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field
 from datetime import datetime, timedelta, timezone
 from enum import StrEnum
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, SupportsIndex, TypeAlias
 
 from chongming_task.errors import ConfigurationError, StoreError
 from chongming_task.states import TaskStatus
@@ -873,6 +873,71 @@ def _with_checked(copy: TaskSnapshot, changes: Mapping[str, Any]) -> TaskSnapsho
     return copy
 
 
+class _DeferredSnapshot(TaskSnapshot):
+    """A ``TaskSnapshot`` whose fields are decoded on first use: see ``deferred_snapshot``.
+
+    Unset slots raise ``AttributeError``, which sends the first read of an undecoded
+    field to ``__getattr__``; it decodes the whole snapshot once and sets every field,
+    so later reads are plain slot reads. Equality, hashing, ``repr``, ``replace`` and
+    pickling behave as for the decoded ``TaskSnapshot`` (they read the fields).
+    """
+
+    __slots__ = ("_decode",)
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in _SETTERS:
+            raise AttributeError(f"'TaskSnapshot' object has no attribute {name!r}")
+        decoded = _DEFERRED_DECODE.__get__(self)()
+        for field_name in _SNAPSHOT_FIELDS:
+            _SETTERS[field_name](self, getattr(decoded, field_name))
+        return object.__getattribute__(self, name)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TaskSnapshot):
+            return NotImplemented
+        return all(getattr(self, f) == getattr(other, f) for f in _SNAPSHOT_FIELDS)
+
+    __hash__ = TaskSnapshot.__hash__
+
+    def __repr__(self) -> str:
+        return repr(self.replace())
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> str | tuple[Any, ...]:
+        # Pickled and copied as the plain TaskSnapshot it stands for.
+        return (TaskSnapshot.replace, (self.replace(),))
+
+
+_DEFERRED_DECODE: Final = _DeferredSnapshot.__dict__["_decode"]
+
+
+def deferred_snapshot(
+    decode: Callable[[], TaskSnapshot],
+    *,
+    task_id: str,
+    name: str,
+    status: TaskStatus,
+    status_version: int,
+) -> TaskSnapshot:
+    """A snapshot that is ``decode()`` on first use of any other field than the given four.
+
+    For snapshots a store hands to observers that rarely look inside: restart recovery
+    marks tens of thousands of tasks ``lost`` and the controller publishes each with its
+    snapshot; decoding them all costs more than marking them, and the usual subscribers
+    (the worker's log line, the log tail) read the transition and the task's name only.
+    ``decode`` must return the snapshot these four fields come from (the caller passes
+    what it already has in hand). It runs in the thread of the first such read, once
+    (two threads racing to that read may both run it; both set the same values), and
+    its errors (a corrupt row: ``StoreError``) surface at that read, again at the next.
+    """
+    snapshot = object.__new__(_DeferredSnapshot)
+    _DEFERRED_DECODE.__set__(snapshot, decode)
+    _SETTERS["task_id"](snapshot, task_id)
+    _SETTERS["name"](snapshot, name)
+    _SET_STATUS(snapshot, status)
+    _SET_STATUS_VERSION(snapshot, status_version)
+    return snapshot
+
+
 def with_lease(snapshot: TaskSnapshot, owner: str, until: datetime | None) -> TaskSnapshot:
     """``snapshot.replace(lease_owner=owner, lease_until=until)`` for the controller.
 
@@ -884,6 +949,36 @@ def with_lease(snapshot: TaskSnapshot, owner: str, until: datetime | None) -> Ta
     _SET_LEASE_OWNER(copy, owner)
     _SET_LEASE_UNTIL(copy, until)
     return copy
+
+
+def machine_transitions(
+    *,
+    to_status: TaskStatus,
+    trigger: str,
+    at: datetime,
+    actor: str | None,
+) -> Callable[[str, TaskStatus, int, str, int], Transition]:
+    """``machine_transition`` for many records sharing target, trigger, instant and actor.
+
+    A bulk write (``mark_lost_many``: tens of thousands of ``-> lost`` records in one
+    call) checks the shared fields once here instead of once per record. The returned
+    ``make(task_id, from_status, version, reason, attempt)`` trusts its arguments like
+    ``machine_transition`` trusts the snapshot's: ``reason`` is a ``Failure.message``
+    (checked to be a string when the failure was built).
+
+    Raises:
+        ConfigurationError: ``trigger`` or ``actor`` is malformed.
+    """
+    _require_text(trigger, "Transition.trigger")
+    _require_optional_str(actor, "Transition.actor")
+    build = _build_transition
+
+    def make(
+        task_id: str, from_status: TaskStatus, version: int, reason: str, attempt: int
+    ) -> Transition:
+        return build(task_id, from_status, to_status, trigger, version, at, actor, reason, attempt)
+
+    return make
 
 
 def machine_transition(

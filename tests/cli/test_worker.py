@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +13,10 @@ import pytest
 from chongming_task.controller import Controller
 from chongming_task.controller.commands import issue_command
 from chongming_task.core.clock import SystemClock
+from chongming_task.core.state_machine import StateMachine
 from chongming_task.errors import ConfigurationError
 from chongming_task.policies import BucketPolicy
+from chongming_task.stores import _sqlrows
 from chongming_task.stores.base import Command
 from chongming_task.stores.memory import InMemoryTaskStore
 from chongming_task.stores.sqlite import SqliteTaskStore
@@ -312,3 +315,47 @@ def test_a_worker_with_keep_finished_forgets_old_runs_not_tasks(store: SqliteTas
             assert controller.wait(f"k{n}", timeout=5).value == n + 1
     finally:
         assert worker.shutdown(reason="test over", timeout=10).clean
+
+
+def test_start_logs_each_lost_task_of_a_dead_predecessor_without_decoding_it(
+    store: SqliteTaskStore, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The worker subscribes before it reconciles: it hears every ``-> lost`` (its log
+    line names the task), and SQLite hands it snapshots it need not decode for that."""
+    clock = SystemClock()
+    for i in range(3):
+        machine = StateMachine.create(f"old-{i}", f"job-{i}", owner="dead", clock=clock)
+        machine.mark_queued()
+        machine.mark_starting()
+        machine.mark_running()
+        expired = clock.now() - timedelta(seconds=5)
+        store.create(
+            machine.snapshot.replace(lease_owner="dead", lease_until=expired),
+            machine.transitions,
+        )
+    decoded: list[object] = []
+    real_decode = _sqlrows.decode_task
+
+    def counting(row: Any) -> Any:
+        decoded.append(row)
+        return real_decode(row)
+
+    _, worker = _worker(store)
+    monkeypatch.setattr(_sqlrows, "decode_task", counting)
+    with caplog.at_level("INFO", logger="chongming_task.worker"):
+        report = worker.start()
+        assert report.lost == ("old-0", "old-1", "old-2")
+        wait_until(lambda: sum("-> lost" in r.getMessage() for r in caplog.records) == 3, timeout=5)
+    named = {r.getMessage().split()[0]: getattr(r, "task_name", None) for r in caplog.records}
+    assert {k: v for k, v in named.items() if k.startswith("old-")} == {
+        "old-0": "job-0",
+        "old-1": "job-1",
+        "old-2": "job-2",
+    }
+    assert decoded == []
+    monkeypatch.undo()
+    worker.shutdown(timeout=5)
+    for i in range(3):
+        stored = store.get(f"old-{i}")
+        assert stored is not None
+        assert stored.status.value == "lost"

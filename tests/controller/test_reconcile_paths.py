@@ -258,6 +258,42 @@ def test_a_holder_that_writes_after_the_page_read_wins(
     assert [t.to_status for t in store.history("racy")][-1] is S.SUCCEEDED
 
 
+def test_a_holder_that_writes_between_the_stores_own_read_and_write_wins(
+    store: TaskStore, clock: FakeClock
+) -> None:
+    # The store's own mark_lost_many (PostgreSQL sends a page's writes in one pipeline):
+    # a holder writing between its read and its writes keeps its write, and the other
+    # tasks of the page are marked.
+    if isinstance(store, SqliteTaskStore):
+        pytest.skip("SQLite reads and writes a page in one transaction: no window")
+    for task_id in ("a", "racy", "z"):
+        put(store, clock, task_id, running=True, lease=timedelta(seconds=-1))
+
+    def holder_writes() -> None:
+        current = store.get("racy")
+        assert current is not None
+        machine = StateMachine(current, clock=clock)
+        machine.mark_succeeded(outcome=1)
+        store.save(
+            machine.snapshot,
+            expect_version=current.status_version,
+            transitions=machine.transitions[-1:],
+        )
+
+    _after(store, "query", holder_writes)
+    heard: list[str] = []
+    report = reconcile(store, clock=clock, actor="x", on_lost=lambda t, s: heard.append(t.task_id))
+    assert report.lost == ("a", "z")
+    assert report.skipped == ("racy",)
+    assert heard == ["a", "z"]
+    racy = store.get("racy")
+    assert racy is not None
+    assert racy.status is S.SUCCEEDED
+    assert [t.to_status for t in store.history("racy")][-1] is S.SUCCEEDED
+    for task_id in ("a", "z"):
+        assert [t.to_status for t in store.history(task_id)] == [*RUNNING_PATH, S.LOST]
+
+
 def test_a_dry_run_reads_heads_only_and_writes_nothing(store: TaskStore, clock: FakeClock) -> None:
     put(store, clock, "lost", running=True, lease=timedelta(seconds=-1))
     put(store, clock, "idle", running=False, lease=timedelta(seconds=-1))

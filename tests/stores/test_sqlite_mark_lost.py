@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from chongming_task.errors import StoreError
 from chongming_task.model import Failure, FailureKind, Progress, TaskSnapshot
 from chongming_task.states import OCCUPYING, TaskStatus
+from chongming_task.stores import _sqlrows as rows
 from chongming_task.stores.base import LostCandidate, LostMark, TaskQuery, TaskStore
 from chongming_task.stores.sqlite import SqliteTaskStore
 from chongming_task.testing import FakeClock
@@ -196,3 +197,48 @@ def test_generated_tasks_are_stored_exactly_as_the_generic_path_stores_them(
                 assert len(mark(store, clock, generic=generic)) == 1
             stored.append(raw(path))
     assert stored[0] == stored[1]
+
+
+def test_snapshots_are_those_the_generic_path_returns_and_decoded_only_when_read(
+    pair: tuple[SqliteTaskStore, SqliteTaskStore, FakeClock], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    native, generic, clock = pair
+    contract = StoreContract()
+    contract.setup_method()
+    rich = occupying(contract.rich_snapshot("rich"), TaskStatus.RUNNING)
+    bare = occupying(contract.snapshot("bare"), TaskStatus.STOPPING)
+    for store in (native, generic):
+        store.create(rich)
+        store.create(bare)
+    clock.advance(3)
+    decoded: list[object] = []
+    real_decode = rows.decode_task
+
+    def counting(row: object) -> TaskSnapshot:
+        decoded.append(row)
+        return real_decode(row)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(rows, "decode_task", counting)
+    native_marks = native.mark_lost_many(
+        QUERY, clock=clock, actor="node-β", trigger="t", failure=describe, snapshots=True
+    )
+    assert decoded == []  # read back, not decoded
+    snapshot = native_marks[0].snapshot
+    assert snapshot is not None
+    # The four fields an observer's log line needs come without a decode...
+    known = (snapshot.task_id, snapshot.name, snapshot.status, snapshot.status_version)
+    assert decoded == []
+    # ...any other field decodes the row once.
+    assert snapshot.failure is not None
+    assert snapshot.lease_until is None
+    assert len(decoded) == 1
+    monkeypatch.undo()
+    stored = native.get("rich")
+    assert stored is not None
+    assert known == (stored.task_id, stored.name, TaskStatus.LOST, stored.status_version)
+    generic_marks = TaskStore.mark_lost_many(
+        generic, QUERY, clock=clock, actor="node-β", trigger="t", failure=describe, snapshots=True
+    )
+    assert [m.snapshot for m in native_marks] == [m.snapshot for m in generic_marks]
+    assert [m.snapshot for m in native_marks] == [native.get("rich"), native.get("bare")]
+    assert [m.transition for m in native_marks] == [m.transition for m in generic_marks]

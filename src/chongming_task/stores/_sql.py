@@ -266,9 +266,11 @@ class SqlTaskStore(SqlControl):
         return [rows.decode_task(row) for row in self._select("select_tasks", query)]
 
     def query_heads(self, query: TaskQuery = TaskQuery()) -> list[TaskHead]:  # noqa: B008
-        status = rows.decode_status
+        # One dict lookup per row in the common case: reconcile reads 100,000 heads
+        # after the crash of a busy node.
+        known, decode = rows.STATUS_BY_VALUE, rows.decode_status
         return [
-            TaskHead(task_id, status(value), int(version))
+            TaskHead(task_id, known.get(value) or decode(value), int(version))
             for task_id, value, version in self._select("select_heads", query)
         ]
 

@@ -25,21 +25,23 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from functools import partial
+from typing import Any, Final
 
 from chongming_task.core.clock import Clock
 from chongming_task.errors import ConfigurationError, StoreError
 from chongming_task.model import (
     FORMAT_VERSION,
     Failure,
-    TaskSnapshot,
-    machine_transition,
+    deferred_snapshot,
+    machine_transitions,
     parse_datetime,
 )
 from chongming_task.states import TaskStatus
 from chongming_task.stores import _sqlrows as rows
 from chongming_task.stores._fastjson import TransitionsJson, failure_json
 from chongming_task.stores._lost import (
+    LOSABLE,
     candidate_of,
     check_lost_failure,
     check_lost_query,
@@ -50,6 +52,10 @@ from chongming_task.stores._sqlbase import Cursor
 from chongming_task.stores.records import LostCandidate, LostMark, TaskQuery
 
 __all__ = ["SqliteLost"]
+
+#: Status column values of the statuses ``select_lost`` can return (the others, and
+#: anything corrupt, go through ``decode_status``).
+_STATUSES: Final = {status.value: status for status in LOSABLE}
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +96,7 @@ class SqliteLost(SqlTaskStore):
             found = cur.execute(statement, parts.params).fetchall()
             marks = self._mark_rows(cur, found, _Marking(clock, actor, trigger, failure))
             if snapshots and marks:
-                self._attach_snapshots(cur, marks)
+                self._attach_snapshots(cur, found, marks)
             return marks
 
         return self._run(mark, write=True, atomic=True)
@@ -101,7 +107,13 @@ class SqliteLost(SqlTaskStore):
         found: list[Any],
         how: _Marking,
     ) -> list[LostMark]:
-        """Write ``-> lost`` for each ``select_lost`` row, inside the caller's transaction."""
+        """Write ``-> lost`` for each ``select_lost`` row, inside the caller's transaction.
+
+        The loop runs once per task of a page (tens of thousands after the crash of a
+        busy node), so what the tasks share is prepared once: the instant's text, the
+        record's shared JSON and checks (``machine_transitions``), each distinct lease
+        parsed once and each distinct failure checked and encoded once.
+        """
         at = how.clock.now()
         if not isinstance(at, datetime) or at.tzinfo is None:
             raise ConfigurationError(
@@ -109,45 +121,41 @@ class SqliteLost(SqlTaskStore):
             )
         at_text, at_instant = at.isoformat(), self._instant(at)
         lost = TaskStatus.LOST
+        lost_value = lost.value
         record_json = TransitionsJson(to_status=lost, trigger=how.trigger, at=at, actor=how.actor)
-        leases: dict[str, datetime | None] = {}  # a crashed node's tasks share few leases
-        # A caller that describes many tasks alike returns the same Failure for them;
-        # kept alive here, so the id cannot be reused within the call.
+        make_record = machine_transitions(
+            to_status=lost, trigger=how.trigger, at=at, actor=how.actor
+        )
+        describe, statuses = how.describe, _STATUSES
+        leases: dict[str | None, datetime | None] = {None: None}  # a crashed node's tasks
+        # share few leases. A caller that describes many tasks alike returns the same
+        # Failure for them; kept alive here, so the id cannot be reused within the call.
         failures: dict[int, tuple[Failure, str]] = {}
         marks: list[LostMark] = []
         updates: list[dict[str, Any]] = []
         history: list[dict[str, Any]] = []
-        for task_id, status_value, version, owner, lease_owner, lease_text, v, attempt in found:
+        for seq, task_id, value, version, owner, lease_owner, lease_text, v, attempt in found:
             if v != FORMAT_VERSION:
                 marks.append(self._mark_generic(cur, task_id, how))
                 continue
-            status = rows.decode_status(status_value)
-            lease_until = leases.get(lease_text)
-            if lease_until is None and lease_text is not None:
+            status = statuses.get(value) or rows.decode_status(value)
+            if lease_text in leases:
+                lease_until = leases[lease_text]
+            else:
                 lease_until = leases[lease_text] = parse_datetime(lease_text, "lease_until")
-            cause = how.describe(
+            cause = describe(
                 LostCandidate(task_id, status, version, owner, lease_owner, lease_until)
             )
             known = failures.get(id(cause))
             if known is None:
                 known = failures[id(cause)] = (check_lost_failure(cause), failure_json(cause))
-            record = machine_transition(
-                task_id=task_id,
-                from_status=status,
-                to_status=lost,
-                trigger=how.trigger,
-                version=version + 1,
-                at=at,
-                actor=how.actor,
-                reason=cause.message,
-                attempt=attempt,
-            )
+            reason, after = cause.message, version + 1
             updates.append(
                 {
-                    "task_id": task_id,
+                    "seq": seq,
                     "expect_version": version,
-                    "status": lost.value,
-                    "status_version": version + 1,
+                    "status": lost_value,
+                    "status_version": after,
                     "updated_at": at_instant,
                     "at": at_text,
                     "failure": known[1],
@@ -156,11 +164,13 @@ class SqliteLost(SqlTaskStore):
             history.append(
                 {
                     "task_id": task_id,
-                    "version": version + 1,
-                    "doc": record_json(task_id, status, version + 1, cause.message, attempt),
+                    "version": after,
+                    "doc": record_json(task_id, status, after, reason, attempt),
                 }
             )
-            marks.append(LostMark(task_id, record, None))
+            marks.append(
+                LostMark(task_id, make_record(task_id, status, after, reason, attempt), None)
+            )
         if updates:
             cur.executemany(self._sql["mark_lost"], updates)
             if cur.rowcount != len(updates):
@@ -195,19 +205,32 @@ class SqliteLost(SqlTaskStore):
             raise StoreError(f"mark_lost_many: {task_id!r} changed inside one transaction")
         return LostMark(task_id, machine.transitions[-1], machine.snapshot)
 
-    def _attach_snapshots(self, cur: Cursor, marks: list[LostMark]) -> None:
-        """Fill in the snapshot after each transition, read back in the same transaction."""
-        missing = [mark.task_id for mark in marks if mark.snapshot is None]
-        if not missing:
+    def _attach_snapshots(self, cur: Cursor, found: list[Any], marks: list[LostMark]) -> None:
+        """Give each patched task its snapshot after the transition, decoded on first use.
+
+        The rows are read back in the same transaction (so they are what was written),
+        but not decoded: ``deferred_snapshot`` decodes one only when an observer reads a
+        field other than the four known here (id, name, status, version). Restart
+        recovery publishes every lost task to the controller's subscribers, and the
+        usual ones (the worker's log line, the log tail) never look further: decoding
+        50,000 snapshots would cost more than marking the tasks.
+        """
+        patched = {row[0]: i for i, row in enumerate(found) if marks[i].snapshot is None}
+        if not patched:
             return
-        where = rows.build_filters(
-            TaskQuery(task_ids=frozenset(missing)), self._sql, self._array, self._instant
-        )
-        found = cur.execute(f"{self._sql['select_tasks']}{where.where}", where.params).fetchall()
-        decoded: dict[str, TaskSnapshot] = {}
-        for row in found:
-            snapshot = rows.decode_task(row)
-            decoded[snapshot.task_id] = snapshot
-        for index, mark in enumerate(marks):
-            if mark.snapshot is None:
-                marks[index] = mark._replace(snapshot=decoded[mark.task_id])
+        after = cur.execute(
+            self._sql["select_lost_after"], {"seqs": self._array(list(patched))}
+        ).fetchall()
+        decode, lost = rows.decode_task, TaskStatus.LOST
+        for row in after:
+            index = patched[row[0]]
+            mark = marks[index]
+            assert mark.transition is not None  # patched rows always have their record
+            snapshot = deferred_snapshot(
+                partial(decode, row[2:]),
+                task_id=mark.task_id,
+                name=row[1],
+                status=lost,
+                status_version=mark.transition.version,
+            )
+            marks[index] = LostMark(mark.task_id, mark.transition, snapshot)

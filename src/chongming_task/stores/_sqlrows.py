@@ -21,6 +21,7 @@ from chongming_task.stores.records import Command, ScheduleRecord, TaskQuery
 
 __all__ = [
     "ORDER_SQL",
+    "STATUS_BY_VALUE",
     "TASK_COLUMNS",
     "QueryParts",
     "build_filters",
@@ -115,12 +116,13 @@ def decode_task(row: Sequence[Any]) -> TaskSnapshot:
         raise StoreError(f"corrupt task row: {exc!r}") from exc
 
 
-_STATUS_BY_VALUE: Final = {status.value: status for status in TaskStatus}
+#: Each status by its column value (``decode_status`` without the call, in hot loops).
+STATUS_BY_VALUE: Final = {status.value: status for status in TaskStatus}
 
 
 def decode_status(value: object) -> TaskStatus:
     """A status column value; anything unknown is a corrupt row."""
-    status = _STATUS_BY_VALUE.get(value) if isinstance(value, str) else None
+    status = STATUS_BY_VALUE.get(value) if isinstance(value, str) else None
     if status is not None:
         return status  # one dict lookup: query_heads decodes a status per row
     try:

@@ -279,7 +279,8 @@ class TaskStore(ABC):
                 It may run inside the store's write transaction: it must not write to
                 the store, and should be quick (it runs once per task).
             snapshots: Also return the snapshot after each transition (for observers);
-                a store may skip decoding them otherwise.
+                a store may skip decoding them otherwise, or return snapshots that
+                decode on first use (SQLite does: most observers read the name only).
 
         Returns:
             One ``LostMark`` per task found, in ``query.order``.
@@ -290,31 +291,10 @@ class TaskStore(ABC):
             StoreError: The backend failed (a task deleted meanwhile is ``TaskNotFound``).
         """
         check_lost_query(query)
-        found = self.query(query)
-        machines = [
-            lost_transition(
-                snapshot,
-                clock=clock,
-                actor=actor,
-                trigger=trigger,
-                failure=failure(candidate_of(snapshot)),
-            )
-            for snapshot in found
-        ]
-        writes = [
-            SnapshotWrite(machine.snapshot, snapshot.status_version, machine.transitions[-1:])
-            for machine, snapshot in zip(machines, found, strict=True)
-        ]
-        marks: list[LostMark] = []
-        for write, result in zip(writes, self.save_many(writes) if writes else [], strict=True):
-            task_id = write.snapshot.task_id
-            if isinstance(result, ConcurrencyConflict):
-                marks.append(LostMark(task_id, None, None))
-            elif result is not None:
-                raise result
-            else:
-                marks.append(LostMark(task_id, write.transitions[-1], write.snapshot))
-        return marks
+        writes = lost_writes(
+            self.query(query), clock=clock, actor=actor, trigger=trigger, failure=failure
+        )
+        return lost_marks(writes, self.save_many(writes) if writes else [])
 
     @abstractmethod
     def count_by_status(self, query: TaskQuery | None = None) -> dict[TaskStatus, int]:
@@ -522,3 +502,51 @@ def refuse_repeated_ids(entries: Sequence[tuple[TaskSnapshot, Sequence[Transitio
         raise ConfigurationError(
             f"task ids {twice} appear twice in one batch; nothing of it was stored"
         )
+
+
+def lost_writes(
+    found: Sequence[TaskSnapshot],
+    *,
+    clock: Clock,
+    actor: str,
+    trigger: str,
+    failure: Callable[[LostCandidate], Failure],
+) -> list[SnapshotWrite]:
+    """The ``save_many`` writes of the default ``mark_lost_many``: one per snapshot read.
+
+    Shared with stores that override only how the writes are stored (PostgreSQL sends
+    them in one pipeline).
+    """
+    writes: list[SnapshotWrite] = []
+    for snapshot in found:
+        machine = lost_transition(
+            snapshot,
+            clock=clock,
+            actor=actor,
+            trigger=trigger,
+            failure=failure(candidate_of(snapshot)),
+        )
+        writes.append(
+            SnapshotWrite(machine.snapshot, snapshot.status_version, machine.transitions[-1:])
+        )
+    return writes
+
+
+def lost_marks(
+    writes: Sequence[SnapshotWrite], results: Sequence[ConcurrencyConflict | StoreError | None]
+) -> list[LostMark]:
+    """The marks of ``lost_writes`` given ``save_many``'s results (a conflict: not written).
+
+    Raises:
+        StoreError: A write failed for another reason than a conflict.
+    """
+    marks: list[LostMark] = []
+    for write, result in zip(writes, results, strict=True):
+        task_id = write.snapshot.task_id
+        if isinstance(result, ConcurrencyConflict):
+            marks.append(LostMark(task_id, None, None))
+        elif result is not None:
+            raise result
+        else:
+            marks.append(LostMark(task_id, write.transitions[-1], write.snapshot))
+    return marks
