@@ -31,6 +31,12 @@ The thread then checkpoints in two phases:
    thread could wait for it indefinitely, so after :data:`_LOCK_WAIT` it leaves this
    phase to the next writer, which runs it right after its own commit.
 
+While phase 1 runs, commits go on appending, so under a fast writer and a slow disk
+the WAL can pass ``frames`` by a few thousand frames before it starts over (the
+writer's own checkpoint, the backstop, finds the checkpoint lock taken meanwhile). A
+checkpoint that cannot copy everything (another process's reader holds an old
+snapshot) is retried only ``frames`` frames later, not at every commit.
+
 Durability is SQLite's: a commit is as durable as before when ``COMMIT`` returns (it
 is in the WAL), and a checkpoint syncs the WAL before copying and the database after,
 as the writer's own would. If the wal-index cannot be read (no ``/proc``, no ``-shm``
@@ -163,6 +169,7 @@ class Checkpointer:
         if self._catch_up:
             self._catch_up = False
             self._phase_two(blocking=True)
+            self._set_next_due()
         if self._wanted or self.pending() < self._due_at:
             return
         with self._cond:
@@ -190,24 +197,26 @@ class Checkpointer:
             try:
                 self._checkpoint()
             except Exception:  # sqlite3.Error, or StoreError opening the connection
-                self._failed()
+                self.failures += 1
+                log.debug("WAL checkpoint failed; the writer's own one stands in", exc_info=True)
             else:
                 self.checkpoints += 1
-                self._due_at = self._frames
             finally:
+                if not self._catch_up:  # else the writer sets it after the last phase
+                    self._set_next_due()
                 with self._cond:
                     self._wanted = False
 
-    def _failed(self) -> None:
-        """Count and log a failed checkpoint; retry only ``frames`` frames later.
+    def _set_next_due(self) -> None:
+        """Wake again at ``frames`` more frames than this checkpoint could not copy.
 
-        Not retried at the next commit: a lasting failure (a read-only directory, a
-        full disk) would wake this thread at every commit. The writer's backstop
-        checkpoints meanwhile, as SQLite does by default.
+        Usually it copied all (the normal threshold again). If it could not (another
+        process's reader holds an old snapshot, or it failed: a full disk, a read-only
+        directory), retrying at the next commit would wake this thread at every commit
+        to achieve nothing; the writer's backstop covers the WAL meanwhile.
         """
-        self.failures += 1
-        self._due_at = self.pending() + self._frames
-        log.debug("WAL checkpoint failed; the writer's own checkpoint stands in", exc_info=True)
+        left = self.pending()
+        self._due_at = self._frames if left <= _SMALL else left + self._frames
 
     def _next(self) -> bool:
         """Wait until a checkpoint is wanted; False once stopped."""
