@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -263,3 +264,72 @@ def test_preparing_a_release_starts_the_write_flusher(tmp_path: Path) -> None:
         controller.release_many([run.task_id], trigger="schedule:due")
         assert run.wait(PATIENCE).ok
     store.close()
+
+
+class _CountingCondition:
+    """Wraps the queue's ``_wake`` condition to count the notifications it sends."""
+
+    def __init__(self, inner: threading.Condition) -> None:
+        self._inner = inner
+        self.notified = 0
+
+    def notify(self, n: int = 1) -> None:
+        self.notified += 1
+        self._inner.notify(n)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._inner, name)
+
+
+def test_an_armed_flusher_is_not_woken_by_later_deferred_writes() -> None:
+    # Waking the flusher for every deferred write cost W2 a thread hand-off per task.
+    flushed: list[tuple[list[int], str]] = []
+    name = "test-writes-armed"
+    queue: WriteQueue[int] = WriteQueue(
+        lambda batch: flushed.append((list(batch), threading.current_thread().name)),
+        name=name,
+        window=0.5,
+    )
+    wake = _CountingCondition(queue._wake)
+    queue._wake = wake  # type: ignore[assignment]
+    queue.put(0, durable=False)  # wakes the idle flusher, which arms itself
+    wait_until(lambda: queue._armed, timeout=PATIENCE, message="flusher armed")
+    assert wake.notified == 1
+    for n in range(1, 20):
+        queue.put(n, durable=False)
+    assert wake.notified == 1  # none of these woke it
+    wait_until(lambda: flushed, timeout=PATIENCE, message="the flusher's flush")
+    assert flushed == [(list(range(20)), name)]  # all in one batch, by the flusher
+    queue.close()
+
+
+def test_the_flusher_lets_a_deferred_write_wait_its_whole_window() -> None:
+    # So a task's terminal write can still take its -> running along, even when the
+    # flusher's previous sleep happens to end just after that put.
+    window = 0.05
+    put_at: dict[int, float] = {}
+    flushed_at: dict[int, float] = {}
+
+    def flush(batch: list[int]) -> None:
+        now = time.monotonic()
+        for n in batch:
+            flushed_at[n] = now
+
+    queue: WriteQueue[int] = WriteQueue(flush, name="test-writes-whole-window", window=window)
+    for n in range(3):
+        put_at[n] = time.monotonic()
+        queue.put(n, durable=False)
+        wait_until(lambda n=n: n in flushed_at, timeout=PATIENCE, message=f"write {n} flushed")
+    assert all(flushed_at[n] - put_at[n] >= window for n in range(3))
+    queue.close()
+
+
+def test_a_durable_write_takes_the_deferred_ones_along_before_the_window_ends() -> None:
+    batches: list[list[int]] = []
+    queue: WriteQueue[int] = WriteQueue(batches.append, name="test-writes-along", window=5.0)
+    queue.put(1, durable=False)
+    queue.put(2, durable=False)
+    queue.put(3, durable=True)  # returns once written, with 1 and 2 in the same batch
+    assert batches == [[1, 2, 3]]
+    queue.close()
+    assert batches == [[1, 2, 3]]  # nothing left for the flusher

@@ -15,9 +15,21 @@ Two kinds of write:
   before the store has the terminal state;
 - *deferred*: the caller returns at once. The write goes out with the next flush:
   a durable caller's, or the queue's own flusher thread's (started lazily, one per
-  controller). The flusher waits ``window`` seconds after the first deferred write
-  before it flushes, so that a short task's terminal write, durable anyway, takes
-  its ``-> running`` along in the same commit instead of a commit of its own.
+  controller) at most ``window`` seconds later, so that a short task's terminal
+  write, durable anyway, takes its ``-> running`` along in the same commit instead
+  of a commit of its own.
+
+The flusher keeps that bound without being woken by every deferred write. Once
+woken (by the first deferred write after a quiet spell) it stays *armed*: it sleeps
+until the oldest queued deferred write is ``window`` old, or, with nothing queued,
+until ``window`` after the latest one, and deferred writes that arrive meanwhile do
+not wake it (its sleep ends within their own ``window``). A write is flushed by the
+flusher only once it is ``window`` old, so one put just before the flusher wakes is
+still left for its task's terminal write. After a ``window`` without deferred writes
+the flusher goes idle until the next one wakes it. Waking it for every deferred write
+cost a sequential submit -> result one thread hand-off per task: the flusher woke on
+the other CPU while the carrier wrote the terminal state, and the two traded the GIL
+at every SQLite call.
 
 Either way the flush function runs after the write is in the store, so it can tell
 observers (``subscribe``: "after write-through") in order.
@@ -26,6 +38,7 @@ observers (``subscribe``: "after write-through") in order.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
@@ -69,6 +82,10 @@ class WriteQueue(Generic[Op]):
         self._flushing = False
         self._closed = False
         self._holds = 0
+        self._armed = False  # the flusher is in a timed sleep: deferred puts need not wake it
+        # Monotonic put times of the oldest queued deferred write and of the latest one.
+        self._first_at: float | None = None
+        self._last_at = 0.0
         self._thread: threading.Thread | None = None
 
     def put(self, op: Op, *, durable: bool) -> None:
@@ -77,11 +94,14 @@ class WriteQueue(Generic[Op]):
         with self._lock:
             self._queue.append(entry)
             if not durable and not self._closed:
+                self._last_at = now = time.monotonic()
+                if self._first_at is None:
+                    self._first_at = now
                 if self._holds:
                     return  # resume_flusher() wakes it, unless a drain took the write first
                 if self._thread is None:
                     self._start_locked()
-                if not self._flushing:
+                if not self._flushing and not self._armed:
                     self._wake.notify()
                 return
             while not entry.done:
@@ -157,6 +177,7 @@ class WriteQueue(Generic[Op]):
         """Flush the whole queue as the leader; called and returns with the lock held."""
         self._flushing = True
         batch, self._queue = self._queue, []
+        self._first_at = None
         self._lock.release()
         try:
             self._flush([entry.op for entry in batch])
@@ -166,18 +187,46 @@ class WriteQueue(Generic[Op]):
             for entry in batch:
                 entry.done = True
             self._flushed.notify_all()
-            if self._queue:
+            if self._queue and not self._armed:
                 self._wake.notify()  # deferred writes that came meanwhile
 
     def _run(self) -> None:
         with self._lock:
-            while True:
-                while (self._flushing or not self._queue) and not self._closed:
-                    self._wake.wait()
-                if self._closed:
-                    return  # close() drains what is left
-                if self._window > 0:
-                    self._pause.wait(self._window)  # a durable write may take them along
-                    if self._flushing or not self._queue or self._closed:
-                        continue
-                self._lead_locked()
+            while not self._closed:
+                due = self._due_locked()
+                if due is None:
+                    self._wake.wait()  # idle: the next deferred write wakes it
+                    continue
+                delay = due - time.monotonic()
+                if delay > 0:
+                    self._sleep_armed_locked(delay)
+                    continue
+                while self._flushing:
+                    self._flushed.wait()
+                if self._queue and not self._holds:
+                    self._lead_locked()
+
+    def _due_locked(self) -> float | None:
+        """When the flusher should next look (monotonic), or None to go idle.
+
+        With a deferred write queued: once the oldest one is ``window`` old. With none
+        queued: ``window`` after the latest one (a write arriving before then is
+        flushed when that sleep ends, within its own ``window``). Held, or a
+        ``window`` after the last deferred write: idle.
+        """
+        if self._holds:
+            return None
+        if self._queue:
+            first = self._first_at
+            return (time.monotonic() if first is None else first) + self._window
+        if self._window > 0 and time.monotonic() < self._last_at + self._window:
+            return self._last_at + self._window
+        return None
+
+    def _sleep_armed_locked(self, delay: float) -> None:
+        """Sleep ``delay`` seconds; deferred writes queued meanwhile do not wake us."""
+        self._armed = True
+        try:
+            self._pause.wait(delay)  # a durable write may take them along meanwhile
+        finally:
+            self._armed = False
