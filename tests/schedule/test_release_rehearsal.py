@@ -159,3 +159,64 @@ def test_on_the_system_clock_the_armed_run_is_rehearsed_blocked_and_released_on_
         "succeeded",
     ]
     assert history[2].trigger == RELEASE_TRIGGER
+
+
+def test_no_rehearsal_is_made_for_an_instant_too_close() -> None:
+    """Making one takes a fraction of a millisecond: it must not make the firing late."""
+    clock = SystemClock()
+    asked: list[list[str]] = []
+
+    class Made:
+        def play(self) -> bool:
+            return False
+
+    def rehearse_release(ids: Iterable[str]) -> Made:
+        asked.append(list(ids))
+        return Made()
+
+    owner = SimpleNamespace(
+        clock=clock,
+        controller=SimpleNamespace(rehearse_release=rehearse_release),
+        arming_seconds=0.0,
+    )
+    group = [SimpleNamespace(task_id="armed", run=object())]
+    near = clock.now() + timedelta(seconds=loop.REHEARSE_AHEAD / 2)
+    assert FiringLoop._rehearsal(owner, group, near) is None  # type: ignore[arg-type]
+    assert asked == []
+    far = clock.now() + timedelta(seconds=1)
+    assert FiringLoop._rehearsal(owner, group, far) is not None  # type: ignore[arg-type]
+    assert asked == [["armed"]]
+    assert owner.arming_seconds > 0  # counted in the arming time the lead adapts to
+    nothing_armed = [SimpleNamespace(task_id="skipped", run=None)]
+    assert FiringLoop._rehearsal(owner, nothing_armed, far) is None  # type: ignore[arg-type]
+
+
+def test_the_loop_marks_the_next_firing_quiet_on_the_system_clock_only() -> None:
+    """Marked a tick ahead, so a command poller already waiting sees the window."""
+    marked: list[datetime] = []
+    soon = datetime(2030, 1, 1)
+    owner = SimpleNamespace(
+        clock=SystemClock(),
+        next_due=lambda: soon,
+        controller=SimpleNamespace(quiet_around=marked.append),
+    )
+    FiringLoop._quiet_ahead(owner)  # type: ignore[arg-type]
+    assert marked == [soon]
+    owner.next_due = lambda: None
+    FiringLoop._quiet_ahead(owner)  # type: ignore[arg-type]
+    assert marked == [soon]
+
+
+def test_no_quiet_window_on_a_test_clock(harness: Harness) -> None:
+    scheduler = harness.node({"beat": Bodies(harness)}, tick=60)
+    controller = scheduler.controller
+    marked: list[datetime] = []
+    controller.quiet_around = marked.append  # type: ignore[method-assign]
+    scheduler.every("beat", "beat", 10)
+    scheduler.start()
+    harness.clock.wait_for_sleepers(1)
+    to_just_before(harness, FIRST)
+    stored(harness, FIRST_ID, TaskStatus.BLOCKED)
+    harness.clock.advance(1)
+    assert harness.settled(FIRST_ID).status is TaskStatus.SUCCEEDED
+    assert marked == []

@@ -22,6 +22,7 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
 from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any, Literal
@@ -36,6 +37,7 @@ from chongming_task.controller.options import (
     default_owner,
     parse_statuses,
 )
+from chongming_task.controller.quiet import QuietWindows
 from chongming_task.controller.reconcile import ReconcileReport, reconcile
 from chongming_task.controller.registry import TaskDefinition, TaskRegistry
 from chongming_task.controller.rehearsal import ReleaseRehearsal
@@ -154,6 +156,7 @@ class Controller(Submission):
             lease_ttl=self.lease_ttl,
             on_stored=self._events.publish,
         )
+        self._quiet = QuietWindows(self.clock)
         self._leases = LeaseKeeper(
             store=store,
             clock=self.clock,
@@ -163,6 +166,7 @@ class Controller(Submission):
             active=self._dispatch.active_snapshots,
             lease_until=self._writes.lease_until,
             on_failure=self._record,
+            quiet=self._quiet,
         )
         self._poller = CommandPoller(
             store=store,
@@ -173,6 +177,7 @@ class Controller(Submission):
             pause_timeout=pause_timeout,
             on_failure=self._record,
             clock=self.clock,
+            quiet=self._quiet,
         )
         self._command_poll_interval = command_poll_interval
         self._lock = threading.Lock()
@@ -293,6 +298,20 @@ class Controller(Submission):
             rehearse_write=getattr(self.store, "rehearse_write", None),
             clock=self.clock,
         )
+
+    def quiet_around(self, instant: datetime) -> None:
+        """Keep this controller's polling threads still for a few ms around ``instant``.
+
+        The command poller (a cross-process check every 10 ms on SQLite) and the lease
+        keeper do not begin a poll from 5 ms before ``instant`` to 5 ms after it, so
+        none of them takes the GIL in the middle of a release at that instant (see
+        ``controller/quiet.py`` for the measurement). A command or renewal due then
+        is handled right after the window, none is skipped. The scheduler calls this
+        for each instant it has armed firings for. A past instant is ignored.
+        """
+        ahead = (instant - self.clock.now()).total_seconds()
+        if ahead > 0:
+            self._quiet.add_around(ahead)
 
     def prepare_launches(self, count: int) -> None:
         """Let this controller's executor get ready for about ``count`` launches soon.

@@ -77,6 +77,8 @@ SPIN: Final = 0.0005
 #: bare spin warms nothing (``controller/rehearsal.py``). Longer than :data:`SPIN`
 #: so that a cold first play and two warm ones fit after a late timed wait.
 WARM: Final = 0.001
+#: No rehearsal is made for an instant closer than this (making one takes 0.3-1 ms).
+REHEARSE_AHEAD: Final = 0.005
 #: The cost assumed for the first play of a rehearsal (a cold one: 0.1-0.3 ms).
 WARM_FIRST: Final = 0.0003
 #: Slack added to the expected cost of each further play.
@@ -263,11 +265,25 @@ class FiringLoop:
                     self._pruned_at = now
                 except Exception as exc:
                     work.errors += self._failed(report, "pruning firing claims", exc)
+            self._quiet_ahead()
             if not work.errors:
                 self.store_errors = 0
                 self.last_store_error = None
             self.last_tick_at = now
             return report
+
+    def _quiet_ahead(self) -> None:
+        """Have the controller's pollers keep still around the next firing (real clock).
+
+        Marked now, a tick ahead, because a poller already in a wait only sees the
+        window when it next bounds one (``controller/quiet.py``). A firing that does
+        not happen after all costs a 10 ms pause of polling, nothing more.
+        """
+        if type(self.clock) is not SystemClock:
+            return
+        soonest = self.next_due()
+        if soonest is not None:
+            self.controller.quiet_around(soonest)
 
     def _failed(self, report: TickReport, what: str, exc: BaseException) -> int:
         self.store_errors += 1
@@ -378,7 +394,9 @@ class FiringLoop:
             instant = pending[0].scheduled_at
             group = [armed for armed in pending if armed.scheduled_at == instant]
             pending = pending[len(group) :]
-            if not self._await(instant, stop, warm=self._rehearsal(group)):
+            if type(self.clock) is SystemClock:
+                self.controller.quiet_around(instant)
+            if not self._await(instant, stop, warm=self._rehearsal(group, instant)):
                 for left in (*group, *pending):
                     self._retire(left, work)
                 return
@@ -399,21 +417,26 @@ class FiringLoop:
                 except Exception as exc:
                     work.errors += self._failed(work.report, f"firing {armed.task_id!r}", exc)
 
-    def _rehearsal(self, group: list[_Armed]) -> Callable[[], bool] | None:
+    def _rehearsal(self, group: list[_Armed], instant: datetime) -> Callable[[], bool] | None:
         """What to play while waiting for ``group``'s instant (system clock only).
 
         The controller's release rehearsal: the code of the release at the instant,
-        run on throwaway runs so that it is warm when the armed runs need it.
+        run on throwaway runs so that it is warm when the armed runs need it. Not
+        made when the instant is less than :data:`REHEARSE_AHEAD` away (preparing it
+        must not make the firing late); the time it takes counts in the arming time,
+        which the lead adapts to.
         """
         if type(self.clock) is not SystemClock:
             return None
         runs = [armed.task_id for armed in group if armed.run is not None]
-        if not runs:
+        if not runs or (instant - self.clock.now()).total_seconds() < REHEARSE_AHEAD:
             return None
+        began = time.monotonic()
         rehearsal = self.controller.rehearse_release(runs)
         # Once now, well ahead: the first play in a process pays first-call costs
         # (milliseconds) that must not land in the last moment before the instant.
         rehearsal.play()
+        self.arming_seconds += time.monotonic() - began
         return rehearsal.play
 
     def _launch_armed(self, armed: _Armed, *, skip: str | None = None) -> None:
