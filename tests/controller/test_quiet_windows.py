@@ -151,3 +151,29 @@ def test_quiet_around_a_past_instant_is_ignored() -> None:
         assert controller._quiet.bound(0.2) == 0.2
         controller.quiet_around(clock.now() + timedelta(seconds=1))
         assert controller._quiet.bound(10) == pytest.approx(1 - BEFORE)
+
+
+def test_a_window_books_one_supervision_deadline_at_its_end() -> None:
+    """The timer thread is started when the window is marked, and a run's deadline
+    booked inside the window is not the earliest (so it wakes nobody)."""
+    from chongming_task.controller import quiet as quiet_module
+    from chongming_task.policies import Timeout
+    from chongming_task.runtime.timers import TimerService
+
+    clock = FakeClock()
+    with Controller(store=InMemoryTaskStore(clock=clock), clock=clock, max_parallel=2) as ctl:
+        service = TimerService.for_clock(clock)
+        before = service.pending
+        ctl.quiet_around(clock.now() + timedelta(seconds=1))
+        ctl.quiet_around(clock.now() + timedelta(seconds=1))  # the same instant again
+        assert service.pending == before + 1
+        ctl.register("t", lambda ctx: None)
+        ctl.submit("t", task_id="armed", blocked="armed", timeout=Timeout(total=3600))
+        clock.advance(1)
+        assert ctl.release_many(["armed"], trigger="schedule:due") == {}
+        with service._lock:
+            top = service._heap[0]
+        assert top.callback is quiet_module._no_op
+        assert top.deadline == pytest.approx(1 + AFTER)
+        clock.advance(AFTER)  # the window's own deadline comes: nothing happens
+        wait_until(lambda: service.pending == 0)

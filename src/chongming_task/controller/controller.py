@@ -37,7 +37,7 @@ from chongming_task.controller.options import (
     default_owner,
     parse_statuses,
 )
-from chongming_task.controller.quiet import QuietWindows
+from chongming_task.controller.quiet import QuietWindows, keep_timers_ahead
 from chongming_task.controller.reconcile import ReconcileReport, reconcile
 from chongming_task.controller.registry import TaskDefinition, TaskRegistry
 from chongming_task.controller.rehearsal import ReleaseRehearsal
@@ -303,15 +303,17 @@ class Controller(Submission):
         """Keep this controller's polling threads still for a few ms around ``instant``.
 
         The command poller (a cross-process check every 10 ms on SQLite) and the lease
-        keeper do not begin a poll from 5 ms before ``instant`` to 5 ms after it, so
-        none of them takes the GIL in the middle of a release at that instant (see
-        ``controller/quiet.py`` for the measurement). A command or renewal due then
-        is handled right after the window, none is skipped. The scheduler calls this
-        for each instant it has armed firings for. A past instant is ignored.
+        keeper do not begin a poll from 5 ms before ``instant`` to 5 ms after it, and
+        the supervision timer thread is started now and not woken by the deadlines
+        the released runs book, so none of them takes the GIL in the middle of a
+        release at that instant (see ``controller/quiet.py`` for the measurements). A
+        command or renewal due then is handled right after the window, none is
+        skipped. The scheduler calls this for each instant it has armed firings for,
+        a tick ahead and again when it arms them. A past instant is ignored.
         """
         ahead = (instant - self.clock.now()).total_seconds()
-        if ahead > 0:
-            self._quiet.add_around(ahead)
+        if ahead > 0 and self._quiet.add_around(ahead):
+            keep_timers_ahead(self.clock, ahead)
 
     def prepare_launches(self, count: int) -> None:
         """Let this controller's executor get ready for about ``count`` launches soon.

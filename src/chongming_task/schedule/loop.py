@@ -361,6 +361,10 @@ class FiringLoop:
             # Ahead of its time: create it blocked now, start it at the instant. A
             # skip is not recorded ahead: the instant judges it (a run may end first).
             run: TaskRun | None = None
+            # Before the submission: it may start the controller's command poller, whose
+            # first wait must already know the window (``controller/quiet.py``).
+            if type(self.clock) is SystemClock:
+                self.controller.quiet_around(due.scheduled_at)
             if skip_reason(self.controller, control) is None:
                 run = launch(
                     self.controller,
@@ -394,8 +398,6 @@ class FiringLoop:
             instant = pending[0].scheduled_at
             group = [armed for armed in pending if armed.scheduled_at == instant]
             pending = pending[len(group) :]
-            if type(self.clock) is SystemClock:
-                self.controller.quiet_around(instant)
             if not self._await(instant, stop, warm=self._rehearsal(group, instant)):
                 for left in (*group, *pending):
                     self._retire(left, work)
