@@ -177,3 +177,19 @@ def test_a_window_books_one_supervision_deadline_at_its_end() -> None:
         assert top.deadline == pytest.approx(1 + AFTER)
         clock.advance(AFTER)  # the window's own deadline comes: nothing happens
         wait_until(lambda: service.pending == 0)
+
+
+def test_quiet_around_never_raises(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from chongming_task.controller import controller as controller_module
+
+    def broken(clock: Any, seconds_ahead: float) -> None:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(controller_module, "keep_timers_ahead", broken)
+    clock = FakeClock()
+    with Controller(store=InMemoryTaskStore(clock=clock), clock=clock) as controller:
+        controller.quiet_around(clock.now() + timedelta(seconds=1))
+        assert controller._quiet.bound(10) == pytest.approx(1 - BEFORE)  # the window holds
+    assert "keeping the supervision timers ahead" in caplog.text

@@ -309,11 +309,16 @@ class Controller(Submission):
         release at that instant (see ``controller/quiet.py`` for the measurements). A
         command or renewal due then is handled right after the window, none is
         skipped. The scheduler calls this for each instant it has armed firings for,
-        a tick ahead and again when it arms them. A past instant is ignored.
+        a tick ahead and again when it arms them. A past instant is ignored. Never
+        raises: a failure is logged (the release works without it, only slower).
         """
         ahead = (instant - self.clock.now()).total_seconds()
-        if ahead > 0 and self._quiet.add_around(ahead):
+        if ahead <= 0 or not self._quiet.add_around(ahead):
+            return
+        try:
             keep_timers_ahead(self.clock, ahead)
+        except Exception:  # e.g. no thread to start: the release works without it
+            log.warning("keeping the supervision timers ahead of %s failed", instant, exc_info=True)
 
     def prepare_launches(self, count: int) -> None:
         """Let this controller's executor get ready for about ``count`` launches soon.

@@ -75,12 +75,14 @@ SPIN: Final = 0.0005
 #: instant is spent playing the controller's release rehearsal (then spinning):
 #: the first run's release after a second of sleep cost 4-6 times the second's, a
 #: bare spin warms nothing (``controller/rehearsal.py``). Longer than :data:`SPIN`
-#: so that a cold first play and two warm ones fit after a late timed wait.
+#: so that a cold play (0.2-0.55 ms measured in W3) fits after a timed wait that
+#: woke 0.1-0.3 ms late.
 WARM: Final = 0.001
 #: No rehearsal is made for an instant closer than this (making one takes 0.3-1 ms).
 REHEARSE_AHEAD: Final = 0.005
-#: The cost assumed for the first play of a rehearsal (a cold one: 0.1-0.3 ms).
-WARM_FIRST: Final = 0.0003
+#: The cost assumed for the first play in the last stretch (a cold one: 0.2-0.55 ms
+#: measured), so that it does not run past the instant.
+WARM_FIRST: Final = 0.0006
 #: Slack added to the expected cost of each further play.
 WARM_MARGIN: Final = 0.00005
 #: On the system clock, this long before an instant the loop runs the young garbage
