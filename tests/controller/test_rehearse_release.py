@@ -38,7 +38,8 @@ def test_playing_changes_no_run_no_store_and_tells_no_subscriber(kind: str, tmp_
         runs = [controller.submit("t", task_id=f"armed-{i}", blocked="armed") for i in range(2)]
         before = {run.task_id: (run.snapshot, run.transitions) for run in runs}
         stored_before = {run.task_id: _stored(store, run.task_id) for run in runs}
-        heard_before = len(heard)
+        assert controller._events.flush(timeout=5)  # the creations' events, delivered
+        heard_before = list(heard)
         threads = threading.active_count()
 
         rehearsal = controller.rehearse_release([*before, "not-held-here"])
@@ -53,7 +54,9 @@ def test_playing_changes_no_run_no_store_and_tells_no_subscriber(kind: str, tmp_
             assert (run.snapshot, run.transitions) == before[run.task_id]
             assert _stored(store, run.task_id) == stored_before[run.task_id]
         assert store.get(REHEARSAL_ID) is None
-        assert len(heard) == heard_before
+        assert controller._events.flush(timeout=5)
+        assert heard == heard_before
+        assert all(t.task_id != REHEARSAL_ID for t in heard)
         assert controller.run(REHEARSAL_ID) is None
 
         # The real release afterwards records the usual trajectory.
