@@ -22,6 +22,7 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
 from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any, Literal
@@ -36,8 +37,10 @@ from chongming_task.controller.options import (
     default_owner,
     parse_statuses,
 )
+from chongming_task.controller.quiet import QuietWindows, keep_timers_ahead
 from chongming_task.controller.reconcile import ReconcileReport, reconcile
 from chongming_task.controller.registry import TaskDefinition, TaskRegistry
+from chongming_task.controller.rehearsal import ReleaseRehearsal
 from chongming_task.controller.stats import ControllerStats
 from chongming_task.controller.submission import Submission
 from chongming_task.controller.waiting import outcome_of, wait_for_runs, wait_in_store
@@ -171,6 +174,7 @@ class Controller(Submission):
             lease_ttl=self.lease_ttl,
             on_stored=self._events.publish,
         )
+        self._quiet = QuietWindows(self.clock)
         self._leases = LeaseKeeper(
             store=store,
             clock=self.clock,
@@ -180,6 +184,7 @@ class Controller(Submission):
             active=self._dispatch.active_snapshots,
             lease_until=self._writes.lease_until,
             on_failure=self._record,
+            quiet=self._quiet,
         )
         self._poller = CommandPoller(
             store=store,
@@ -190,6 +195,7 @@ class Controller(Submission):
             pause_timeout=pause_timeout,
             on_failure=self._record,
             clock=self.clock,
+            quiet=self._quiet,
         )
         self._command_poll_interval = command_poll_interval
         self._lock = threading.Lock()
@@ -291,6 +297,46 @@ class Controller(Submission):
             counts[id(executor)] = (executor, count + 1)
         for executor, count in counts.values():
             _prepare_launches(executor, count)
+
+    def rehearse_release(self, task_ids: Iterable[str]) -> ReleaseRehearsal:
+        """A rehearsal of :meth:`release_many` for these held runs, to play just before it.
+
+        Its :meth:`~ReleaseRehearsal.play` runs the code of a release and start on
+        throwaway runs (and reads these runs' snapshots and their stored form) so that
+        the real release finds it warm: after a second of sleep the first pass through
+        that code costs four to six times the next one. Nothing is stored, announced or
+        changed: the throwaway runs belong to no controller and no store. The
+        scheduler builds one when it arms firings and plays it while it waits for their
+        instant. Unknown ids are ignored.
+        """
+        runs = [run for task_id in task_ids if (run := self._dispatch.get(task_id)) is not None]
+        return ReleaseRehearsal(
+            runs,
+            stored_form=self._writes.stored_form,
+            rehearse_write=getattr(self.store, "rehearse_write", None),
+            clock=self.clock,
+        )
+
+    def quiet_around(self, instant: datetime) -> None:
+        """Keep this controller's polling threads still for a few ms around ``instant``.
+
+        The command poller (a cross-process check every 10 ms on SQLite) and the lease
+        keeper do not begin a poll from 5 ms before ``instant`` to 5 ms after it, and
+        the supervision timer thread is started now and not woken by the deadlines
+        the released runs book, so none of them takes the GIL in the middle of a
+        release at that instant (see ``controller/quiet.py`` for the measurements). A
+        command or renewal due then is handled right after the window, none is
+        skipped. The scheduler calls this for each instant it has armed firings for,
+        a tick ahead and again when it arms them. A past instant is ignored. Never
+        raises: a failure is logged (the release works without it, only slower).
+        """
+        ahead = (instant - self.clock.now()).total_seconds()
+        if ahead <= 0 or not self._quiet.add_around(ahead):
+            return
+        try:
+            keep_timers_ahead(self.clock, ahead)
+        except Exception:  # e.g. no thread to start: the release works without it
+            log.warning("keeping the supervision timers ahead of %s failed", instant, exc_info=True)
 
     def prepare_launches(self, count: int) -> None:
         """Let this controller's executor get ready for about ``count`` launches soon.

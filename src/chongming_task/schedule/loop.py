@@ -39,6 +39,7 @@ import gc
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Final
@@ -70,6 +71,20 @@ PRUNE_EVERY: Final = timedelta(hours=1)
 #: On the system clock, the last stretch before an instant is a spin instead of a
 #: timed wait: ``Event.wait`` wakes 0.1-0.3 ms late on Linux, a spin does not.
 SPIN: Final = 0.0005
+#: On the system clock, with armed runs to release, the last stretch before the
+#: instant is spent playing the controller's release rehearsal (then spinning):
+#: the first run's release after a second of sleep cost 4-6 times the second's, a
+#: bare spin warms nothing (``controller/rehearsal.py``). Longer than :data:`SPIN`
+#: so that a cold play (0.2-0.55 ms measured in W3) fits after a timed wait that
+#: woke 0.1-0.3 ms late.
+WARM: Final = 0.001
+#: No rehearsal is made for an instant closer than this (making one takes 0.3-1 ms).
+REHEARSE_AHEAD: Final = 0.005
+#: The cost assumed for the first play in the last stretch (a cold one: 0.2-0.55 ms
+#: measured), so that it does not run past the instant.
+WARM_FIRST: Final = 0.0006
+#: Slack added to the expected cost of each further play.
+WARM_MARGIN: Final = 0.00005
 #: On the system clock, this long before an instant the loop runs the young garbage
 #: collections (see :meth:`FiringLoop._await`), so the allocations at the instant do
 #: not trigger one (0.1-0.8 ms on the test machine, in the middle of a release).
@@ -252,11 +267,25 @@ class FiringLoop:
                     self._pruned_at = now
                 except Exception as exc:
                     work.errors += self._failed(report, "pruning firing claims", exc)
+            self._quiet_ahead()
             if not work.errors:
                 self.store_errors = 0
                 self.last_store_error = None
             self.last_tick_at = now
             return report
+
+    def _quiet_ahead(self) -> None:
+        """Have the controller's pollers keep still around the next firing (real clock).
+
+        Marked now, a tick ahead, because a poller already in a wait only sees the
+        window when it next bounds one (``controller/quiet.py``). A firing that does
+        not happen after all costs a 10 ms pause of polling, nothing more.
+        """
+        if type(self.clock) is not SystemClock:
+            return
+        soonest = self.next_due()
+        if soonest is not None:
+            self.controller.quiet_around(soonest)
 
     def _failed(self, report: TickReport, what: str, exc: BaseException) -> int:
         self.store_errors += 1
@@ -334,6 +363,10 @@ class FiringLoop:
             # Ahead of its time: create it blocked now, start it at the instant. A
             # skip is not recorded ahead: the instant judges it (a run may end first).
             run: TaskRun | None = None
+            # Before the submission: it may start the controller's command poller, whose
+            # first wait must already know the window (``controller/quiet.py``).
+            if type(self.clock) is SystemClock:
+                self.controller.quiet_around(due.scheduled_at)
             if skip_reason(self.controller, control) is None:
                 run = launch(
                     self.controller,
@@ -365,12 +398,12 @@ class FiringLoop:
         pending = sorted(work.armed, key=lambda armed: armed.scheduled_at)
         while pending:
             instant = pending[0].scheduled_at
-            if not self._await(instant, stop):
-                for left in pending:
-                    self._retire(left, work)
-                return
             group = [armed for armed in pending if armed.scheduled_at == instant]
             pending = pending[len(group) :]
+            if not self._await(instant, stop, warm=self._rehearsal(group, instant)):
+                for left in (*group, *pending):
+                    self._retire(left, work)
+                return
             # Every run armed for this instant is released first and started together.
             failures = self.controller.release_many(
                 [armed.task_id for armed in group if armed.run is not None],
@@ -387,6 +420,28 @@ class FiringLoop:
                     self._launch_armed(armed)
                 except Exception as exc:
                     work.errors += self._failed(work.report, f"firing {armed.task_id!r}", exc)
+
+    def _rehearsal(self, group: list[_Armed], instant: datetime) -> Callable[[], bool] | None:
+        """What to play while waiting for ``group``'s instant (system clock only).
+
+        The controller's release rehearsal: the code of the release at the instant,
+        run on throwaway runs so that it is warm when the armed runs need it. Not
+        made when the instant is less than :data:`REHEARSE_AHEAD` away (preparing it
+        must not make the firing late); the time it takes counts in the arming time,
+        which the lead adapts to.
+        """
+        if type(self.clock) is not SystemClock:
+            return None
+        runs = [armed.task_id for armed in group if armed.run is not None]
+        if not runs or (instant - self.clock.now()).total_seconds() < REHEARSE_AHEAD:
+            return None
+        began = time.monotonic()
+        rehearsal = self.controller.rehearse_release(runs)
+        # Once now, well ahead: the first play in a process pays first-call costs
+        # (milliseconds) that must not land in the last moment before the instant.
+        rehearsal.play()
+        self.arming_seconds += time.monotonic() - began
+        return rehearsal.play
 
     def _launch_armed(self, armed: _Armed, *, skip: str | None = None) -> None:
         """Launch a firing claimed ahead without a run, judging its skip now; or, with
@@ -429,7 +484,13 @@ class FiringLoop:
         except Exception as exc:
             work.errors += self._failed(work.report, f"firing {armed.task_id!r}", exc)
 
-    def _await(self, instant: datetime, stop: threading.Event | None) -> bool:
+    def _await(
+        self,
+        instant: datetime,
+        stop: threading.Event | None,
+        *,
+        warm: Callable[[], bool] | None = None,
+    ) -> bool:
         """Block until ``instant`` (True) or until ``stop`` is set before it (False).
 
         Never returns True before the clock has reached ``instant``. On the system
@@ -440,11 +501,17 @@ class FiringLoop:
         here, the allocation count starts from zero, and the release at the instant
         (about 50 net allocations for two runs) cannot set one off in its middle, as
         it did at a few instants in a hundred. Nothing is switched off or re-tuned.
+
+        ``warm`` (the release rehearsal, system clock only): played instead of a bare
+        spin over the last :data:`WARM` seconds, as often as it surely fits before the
+        instant (:func:`_spin_until`); it returns False when there is nothing left to
+        play. A timed wait is not shortened for it: ``stop`` is still checked first.
         """
         clock = self.clock
         precise = type(clock) is SystemClock
         event = stop if stop is not None else threading.Event()
         collected = not precise
+        lead_in = WARM if warm is not None else SPIN
         while True:
             remaining = (instant - clock.now()).total_seconds()
             if remaining <= 0:
@@ -459,12 +526,10 @@ class FiringLoop:
                 collected = True
                 if gc.isenabled():
                     gc.collect(1)
-            elif remaining > SPIN:
-                clock.wait(event, remaining - SPIN)
+            elif remaining > lead_in:
+                clock.wait(event, remaining - lead_in)
             else:
-                end = time.time() + remaining
-                while time.time() < end:
-                    pass
+                _spin_until(time.time() + remaining, warm)
 
     def accepts(self, name: str) -> bool:
         with self._lock:
@@ -489,6 +554,24 @@ class FiringLoop:
             command_id=command.command_id,
         )
         return task_id
+
+
+def _spin_until(end: float, warm: Callable[[], bool] | None) -> None:
+    """Spin until ``time.time()`` reaches ``end``, playing ``warm`` while it fits.
+
+    A play starts only while more than its expected cost is left (the first is
+    assumed to take :data:`WARM_FIRST`, later ones half again the last one's time
+    plus :data:`WARM_MARGIN`), so the rehearsal does not overrun the instant it
+    prepares for; once ``warm`` has nothing left to play, the rest is a bare spin.
+    """
+    fits = WARM_FIRST
+    while (left := end - time.time()) > 0:
+        if warm is None or left <= fits:
+            continue
+        began = time.perf_counter()
+        if not warm():
+            warm = None
+        fits = 1.5 * (time.perf_counter() - began) + WARM_MARGIN
 
 
 def _text(value: object) -> str | None:
