@@ -359,3 +359,79 @@ def test_start_logs_each_lost_task_of_a_dead_predecessor_without_decoding_it(
         stored = store.get(f"old-{i}")
         assert stored is not None
         assert stored.status.value == "lost"
+
+
+def _keys(policy: BucketPolicy, bucket: int, count: int) -> list[str]:
+    return [f"k{i}" for i in range(1000) if policy.bucket_for(f"k{i}") == bucket][:count]
+
+
+def test_a_worker_reaches_its_own_submissions_behind_other_nodes_ones(
+    store: SqliteTaskStore,
+) -> None:
+    # Three submissions for a bucket owned by a node that is down are the oldest
+    # pending ones, more than this worker has slots: it must look past them.
+    policy = BucketPolicy(num_buckets=4)
+    theirs, mine = _keys(policy, 3, 3), _keys(policy, 0, 3)
+    for n, key in enumerate(theirs):
+        Submission(name="add", task_id=f"f{n}", bucket_key=key, kwargs={"a": n}).submit(
+            store, issued_by="me"
+        )
+    for n, key in enumerate(mine):
+        Submission(name="add", task_id=f"o{n}", bucket_key=key, kwargs={"a": n}).submit(
+            store, issued_by="me"
+        )
+    _, worker = _worker(store, max_parallel=2, num_buckets=4, owned_buckets=[0, 1])
+    worker.start()
+    try:
+        wait_until(
+            lambda: all(
+                (s := store.get(f"o{n}")) is not None and s.status.value == "succeeded"
+                for n in range(3)
+            )
+        )
+    finally:
+        assert worker.shutdown(timeout=10).clean
+    for n in range(3):
+        assert [t.to_status.value for t in store.history(f"o{n}")] == [
+            "pending",
+            "queued",
+            "starting",
+            "running",
+            "succeeded",
+        ]
+        foreign = find_submission(store, f"f{n}")
+        assert foreign is not None
+        assert (foreign.status, store.get(f"f{n}")) == ("pending", None)  # handed back
+
+
+def test_what_a_poll_claims_beyond_its_free_slots_is_handed_back_in_order(
+    store: SqliteTaskStore,
+) -> None:
+    policy = BucketPolicy(num_buckets=4)
+    (theirs,), mine = _keys(policy, 3, 1), _keys(policy, 0, 3)
+    Submission(name="add", task_id="f0", bucket_key=theirs, kwargs={"a": 0}).submit(
+        store, issued_by="me"
+    )
+    for n, key in enumerate(mine):
+        Submission(name="add", task_id=f"o{n}", bucket_key=key, kwargs={"a": n}).submit(
+            store, issued_by="me"
+        )
+    controller, worker = _worker(store, max_parallel=1, num_buckets=4, owned_buckets=[0, 1])
+    try:
+        assert worker.poll_once() == (0, 1)  # f0: another node's, handed back
+        assert worker.poll_once() == (1, 1)  # looks past f0 and takes o0
+        wait_until(lambda: worker.free_slots() == 1)
+        # f0's owner takes it meanwhile, so this poll's look past it finds o1 and o2.
+        (other,) = store.claim_commands("other-node", lease=30, limit=1, actions=["submit"])
+        assert other.target == "f0"
+        store.complete_command(other.command_id, other.claim_token or "", {"accepted": True})
+        assert worker.poll_once() == (1, 1)  # o1 taken, o2 claimed beyond the slot
+        left = find_submission(store, "o2")
+        assert left is not None
+        assert (left.status, left.claims, store.get("o2")) == ("pending", 1, None)
+        wait_until(lambda: worker.free_slots() == 1)
+        assert worker.poll_once() == (1, 0)  # o2, in its turn
+        wait_until(lambda: (s := store.get("o2")) is not None and s.status.value == "succeeded")
+        assert [store.get(f"o{n}").outcome for n in range(3)] == [1, 2, 3]  # type: ignore[union-attr]
+    finally:
+        controller.close()

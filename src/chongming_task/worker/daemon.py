@@ -46,6 +46,13 @@ log = logging.getLogger("chongming_task.worker")
 #: How long a claimed submission stays ours before another worker may take it.
 CLAIM_LEASE: Final = 30.0
 
+#: How many pending submissions of other nodes' buckets one intake poll looks past.
+#: They stay the oldest until their owner takes them: a worker that claimed only as
+#: many as it has free slots would claim and hand back the same ones forever and never
+#: reach its own behind them (an owner that is down, or slower). Each poll claims and
+#: hands back that many rows, so the look is bounded.
+LOOK_PAST: Final = 256
+
 #: Transitions logged at INFO (the rest, but terminal ones, at DEBUG).
 _LOGGED: Final = frozenset({TaskStatus.RUNNING, TaskStatus.PAUSED, TaskStatus.STOPPING})
 
@@ -99,6 +106,7 @@ class Worker:
         self._unsubscribe = controller.subscribe(self._on_transition)
         self._want_log_tail = log_tail
         self._log_tail: LogTail | None = None
+        self._foreign_ahead = 0  # other nodes' submissions the last poll handed back
 
     # ------------------------------------------------------------ lifecycle
 
@@ -161,7 +169,13 @@ class Worker:
         return max(0, self.max_parallel - busy)
 
     def poll_once(self) -> tuple[int, int]:
-        """Claim and handle one batch; returns (submissions taken, commands handed back)."""
+        """Claim and handle one batch; returns (submissions taken, commands handed back).
+
+        The batch is the free slots plus the other nodes' submissions the previous
+        poll handed back (at most :data:`LOOK_PAST`): those are still the oldest
+        pending ones, and claiming past them is how this worker reaches its own.
+        What it claimed beyond its free slots is handed back untouched, in order.
+        """
         free = self.free_slots()
         if free == 0:
             return 0, 0
@@ -169,15 +183,21 @@ class Worker:
             self.store,
             self.owner,
             lease=CLAIM_LEASE,
-            limit=free,
+            limit=free + min(self._foreign_ahead, LOOK_PAST),
             kinds=("task",),
             actions=(SUBMIT_ACTION,),
         )
-        taken = handed_back = 0
+        taken = handed_back = foreign = 0
         for command in commands:
+            if taken >= free:  # claimed to look past others' submissions: no slot left
+                self._settle(command, command.claim_token or "", release=True)
+                handed_back += 1
+                continue
             outcome = self._handle(command)
             taken += outcome == _TAKEN
             handed_back += outcome == _HANDED_BACK
+            foreign += outcome == _HANDED_BACK
+        self._foreign_ahead = foreign  # still ahead of anything this poll left pending
         return taken, handed_back
 
     def _intake_loop(self) -> None:
