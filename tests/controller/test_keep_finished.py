@@ -147,3 +147,17 @@ def test_a_pipeline_gets_its_upstream_values_when_finished_nodes_are_forgotten()
             S.SUCCEEDED,
         ]
         assert controller.runs() == []
+
+
+def test_prune_after_forgetting_drops_from_the_store_and_the_remaining_memory() -> None:
+    with _controller(InMemoryTaskStore(), keep_finished=3) as controller:
+        for value in range(6):
+            controller.submit("double", value, task_id=f"p{value}").wait(timeout=10)
+        assert [run.task_id for run in controller.runs()] == ["p3", "p4", "p5"]
+        assert controller.prune(keep_terminal=2) == 4
+        assert [run.task_id for run in controller.runs()] == ["p4", "p5"]
+        assert [s.task_id for s in controller.list_tasks(order="created")] == ["p4", "p5"]
+        controller.submit("double", 6, task_id="p6").wait(timeout=10)
+        assert [run.task_id for run in controller.runs()] == ["p4", "p5", "p6"]
+        controller.submit("double", 7, task_id="p7").wait(timeout=10)
+        assert [run.task_id for run in controller.runs()] == ["p5", "p6", "p7"]
