@@ -14,6 +14,7 @@ import pytest
 from chongming_task import Controller, InMemoryTaskStore
 from chongming_task.controller.commands import CommandPoller
 from chongming_task.controller.quiet import AFTER, BEFORE, QuietWindows
+from chongming_task.errors import ConfigurationError
 from chongming_task.testing import wait_until
 from chongming_task.testing.fake_clock import FakeClock
 
@@ -151,6 +152,17 @@ def test_quiet_around_a_past_instant_is_ignored() -> None:
         assert controller._quiet.bound(0.2) == 0.2
         controller.quiet_around(clock.now() + timedelta(seconds=1))
         assert controller._quiet.bound(10) == pytest.approx(1 - BEFORE)
+
+
+@pytest.mark.parametrize("bad", ["2026-01-01T00:00:00Z", None])
+def test_quiet_around_refuses_what_is_not_an_aware_datetime(bad: object) -> None:
+    from datetime import datetime
+
+    with Controller(store=InMemoryTaskStore()) as controller:
+        for instant in (bad, datetime(2026, 1, 1)):
+            with pytest.raises(ConfigurationError, match="timezone-aware datetime"):
+                controller.quiet_around(instant)  # type: ignore[arg-type]
+        assert controller._quiet.bound(0.2) == 0.2  # nothing was marked
 
 
 def test_a_window_books_one_supervision_deadline_at_its_end() -> None:

@@ -209,12 +209,14 @@ def test_s6_per_attempt_fires_for_a_busy_task_and_is_retried() -> None:
 
     clock = FakeClock()
     release = threading.Event()
+    beats = [0]
 
     def busy(ctx: Any) -> int:
         if ctx.attempt == 2:
             return 2
         while not release.is_set():
             ctx.checkpoint()  # keeps idle quiet; per_attempt still counts
+            beats[0] += 1
             time.sleep(0.002)
         ctx.checkpoint()
         return 1
@@ -228,8 +230,15 @@ def test_s6_per_attempt_fires_for_a_busy_task_and_is_retried() -> None:
     run.start()
     reach(run, S.RUNNING)
     for _ in range(12):  # 12 x 50 s: checkpoints in between keep idle from firing
+        seen = beats[0]
         clock.advance(50)
-        time.sleep(0.01)
+        # A whole checkpoint after the advance (the beat is at the new time), unless
+        # the advance ended the attempt (per_attempt: 600 s).
+        wait_until(
+            lambda seen=seen: beats[0] > seen + 1 or run.snapshot.attempt > 1 or run.done,
+            timeout=PATIENCE,
+            message="a checkpoint after the advance",
+        )
     clock.advance(1)
     outcome = run.wait(PATIENCE)
     release.set()

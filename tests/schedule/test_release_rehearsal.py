@@ -23,6 +23,7 @@ from chongming_task.schedule import loop
 from chongming_task.schedule.loop import RELEASE_TRIGGER, FiringLoop
 from chongming_task.schedule.scheduler import Scheduler
 from chongming_task.states import TaskStatus
+from chongming_task.testing import wait_until
 
 from .conftest import Harness
 from .test_armed_firing import FIRST, FIRST_ID, Bodies, stored, to_just_before
@@ -134,9 +135,7 @@ def test_on_the_system_clock_the_armed_run_is_rehearsed_blocked_and_released_on_
         scheduler.cron("tick", "tick", "* * * * * *")
         scheduler.start()
         try:
-            deadline = time.monotonic() + 5
-            while not started and time.monotonic() < deadline:
-                time.sleep(0.01)
+            wait_until(lambda: started, timeout=5, message="a per-second schedule firing")
         finally:
             scheduler.close()
         controller.wait_all(timeout=10)

@@ -327,9 +327,17 @@ class Controller(Submission):
         release at that instant (see ``controller/quiet.py`` for the measurements). A
         command or renewal due then is handled right after the window, none is
         skipped. The scheduler calls this for each instant it has armed firings for,
-        a tick ahead and again when it arms them. A past instant is ignored. Never
-        raises: a failure is logged (the release works without it, only slower).
+        a tick ahead and again when it arms them. A past instant is ignored; a failure
+        to keep quiet is logged, never raised (the release works without it, only
+        slower).
+
+        Raises:
+            ConfigurationError: ``instant`` is not a timezone-aware datetime.
         """
+        if not isinstance(instant, datetime) or instant.tzinfo is None:
+            raise ConfigurationError(
+                f"quiet_around() needs a timezone-aware datetime, got {instant!r}"
+            )
         ahead = (instant - self.clock.now()).total_seconds()
         if ahead <= 0 or not self._quiet.add_around(ahead):
             return

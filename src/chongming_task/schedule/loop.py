@@ -281,7 +281,7 @@ class FiringLoop:
         window when it next bounds one (``controller/quiet.py``). A firing that does
         not happen after all costs a 10 ms pause of polling, nothing more.
         """
-        if type(self.clock) is not SystemClock:
+        if not _is_real(self.clock):
             return
         soonest = self.next_due()
         if soonest is not None:
@@ -365,7 +365,7 @@ class FiringLoop:
             run: TaskRun | None = None
             # Before the submission: it may start the controller's command poller, whose
             # first wait must already know the window (``controller/quiet.py``).
-            if type(self.clock) is SystemClock:
+            if _is_real(self.clock):
                 self.controller.quiet_around(due.scheduled_at)
             if skip_reason(self.controller, control) is None:
                 run = launch(
@@ -430,7 +430,7 @@ class FiringLoop:
         must not make the firing late); the time it takes counts in the arming time,
         which the lead adapts to.
         """
-        if type(self.clock) is not SystemClock:
+        if not _is_real(self.clock):
             return None
         runs = [armed.task_id for armed in group if armed.run is not None]
         if not runs or (instant - self.clock.now()).total_seconds() < REHEARSE_AHEAD:
@@ -462,7 +462,7 @@ class FiringLoop:
         The bookkeeping that follows is Python holding the GIL; the carriers that are
         about to call the bodies need it more. Bounded by :data:`STAND_ASIDE`.
         """
-        if not runs or type(self.clock) is not SystemClock:
+        if not runs or not _is_real(self.clock):
             return
         deadline = time.monotonic() + STAND_ASIDE
         while any(run.status in _BEFORE_BODY for run in runs):
@@ -508,7 +508,7 @@ class FiringLoop:
         play. A timed wait is not shortened for it: ``stop`` is still checked first.
         """
         clock = self.clock
-        precise = type(clock) is SystemClock
+        precise = _is_real(clock)
         event = stop if stop is not None else threading.Event()
         collected = not precise
         lead_in = WARM if warm is not None else SPIN
@@ -554,6 +554,14 @@ class FiringLoop:
             command_id=command.command_id,
         )
         return task_id
+
+
+def _is_real(clock: object) -> bool:
+    """Whether timing work (spins, rehearsals, quiet windows, standing aside) applies.
+
+    Only on the system clock: on a test clock it would slow tests and mean nothing.
+    """
+    return type(clock) is SystemClock
 
 
 def _spin_until(end: float, warm: Callable[[], bool] | None) -> None:

@@ -246,10 +246,7 @@ class PostgresTaskStore(SqlTaskStore):
     def _write_task(
         self, cur: Cursor, statement: str, params: dict[str, Any], history: History
     ) -> int:
-        # One statement writes the row and its transitions (see postgres.sql); the
-        # transition documents are joined, not re-encoded.
-        params["transitions"] = "[" + ",".join(row["doc"] for row in history) + "]"
-        cur.execute(self._sql[statement], params)
+        cur.execute(self._sql[statement], _with_transitions(params, history))
         if statement == "update_task":
             return int(cur.fetchone()[0])
         return 1
@@ -289,9 +286,7 @@ class PostgresTaskStore(SqlTaskStore):
         params: list[dict[str, Any]] = []
         for write in writes:
             snapshot, version, transitions = write
-            row, history = self._update_params(snapshot, version, transitions)
-            row["transitions"] = "[" + ",".join(entry["doc"] for entry in history) + "]"
-            params.append(row)
+            params.append(_with_transitions(*self._update_params(snapshot, version, transitions)))
 
         def apply(cur: Cursor) -> list[ConcurrencyConflict | StoreError | None]:
             driver: Any = cur
@@ -369,3 +364,13 @@ class PostgresTaskStore(SqlTaskStore):
 
     def __repr__(self) -> str:
         return f"PostgresTaskStore(channel={self._channel_name!r}, closed={self._closed})"
+
+
+def _with_transitions(params: dict[str, Any], history: History) -> dict[str, Any]:
+    """``params`` plus the row's transitions as one JSON array.
+
+    One statement writes the row and its transitions (see postgres.sql); the transition
+    documents are joined, not re-encoded.
+    """
+    params["transitions"] = "[" + ",".join(entry["doc"] for entry in history) + "]"
+    return params
