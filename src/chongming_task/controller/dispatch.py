@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from chongming_task.controller.admission import Admission
+from chongming_task.errors import ConfigurationError
 from chongming_task.model import TaskSnapshot, Transition
 from chongming_task.run import TaskRun
 from chongming_task.states import TaskStatus
@@ -80,11 +81,34 @@ class Dispatcher:
 
     # ------------------------------------------------------------ holding
 
-    def hold(self, run: TaskRun, *, priority: int, tags: Iterable[str], bucket: int | None) -> None:
-        """Start accounting for ``run`` (before any of its transitions is seen)."""
+    def hold(
+        self,
+        run: TaskRun,
+        *,
+        priority: int,
+        tags: Iterable[str],
+        bucket: int | None,
+        reserve: bool = False,
+    ) -> bool:
+        """Start accounting for ``run`` (before any of its transitions is seen).
+
+        The id check and the insertion are one step: two submissions racing with one
+        id cannot both be held, and the loser's clean-up cannot touch the winner.
+        With ``reserve``, also give the run a slot at once if nothing waits (see
+        :meth:`_reserve_locked`); returns whether it got one.
+
+        Raises:
+            ConfigurationError: This controller already holds a run with that id.
+        """
+        task_id = run.task_id
         with self._lock:
-            self._held[run.task_id] = _Held(run, priority, frozenset(tags), bucket)
-            self._live[run.task_id] = None
+            if task_id in self._held:
+                raise ConfigurationError(
+                    f"task id {task_id!r} already exists in this controller; submit under a new id"
+                )
+            held = self._held[task_id] = _Held(run, priority, frozenset(tags), bucket)
+            self._live[task_id] = None
+            return reserve and self._reserve_locked(task_id, held)
 
     def drop(self, task_id: str) -> None:
         """Forget a run (its creation failed, or it was pruned)."""
@@ -199,7 +223,7 @@ class Dispatcher:
                 forgotten.append(task_id)
             return forgotten
 
-    def reserve(self, task_id: str) -> bool:
+    def _reserve_locked(self, task_id: str, held: _Held) -> bool:
         """Give a just-held run a slot at once if nothing else waits; ``True`` if given.
 
         The submitting thread then moves the run to ``starting`` before the store has
@@ -207,16 +231,14 @@ class Dispatcher:
         queue is empty: a run never overtakes one that was waiting. ``False`` leaves
         the run to the ordinary path (its ``-> queued`` puts it in the queue).
         """
-        with self._lock:
-            held = self._held.get(task_id)
-            admission = self._admission
-            if held is None or self._closed or admission.queued_count:
-                return False
-            admission.push(task_id, priority=held.priority, tags=held.tags, bucket=held.bucket)
-            if admission.pop_eligible() == task_id:
-                return True
-            admission.remove(task_id)  # no room (global, tag or bucket limit)
+        admission = self._admission
+        if self._closed or admission.queued_count:
             return False
+        admission.push(task_id, priority=held.priority, tags=held.tags, bucket=held.bucket)
+        if admission.pop_eligible() == task_id:
+            return True
+        admission.remove(task_id)  # no room (global, tag or bucket limit)
+        return False
 
     def unreserve(self, task_id: str) -> None:
         """Return the slot of a reservation that was not used (the start failed)."""

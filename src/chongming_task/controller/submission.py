@@ -123,10 +123,13 @@ class Submission:
         creation, edge = run.transitions
         announced = [(creation, created), (edge, run.snapshot)]
         # Held before it is visible in the store: a stop command that races the
-        # submission must find the run.
-        self._dispatch.hold(run, priority=priority, tags=all_tags, bucket=bucket)
+        # submission must find the run. Holding refuses an id another submission took
+        # since the check above (nothing of this one was stored or announced).
+        queued = edge.to_status is TaskStatus.QUEUED
         launch = None
-        if edge.to_status is TaskStatus.QUEUED and self._dispatch.reserve(task_id):
+        if self._dispatch.hold(
+            run, priority=priority, tags=all_tags, bucket=bucket, reserve=queued
+        ):
             launch = self._prepare_admitted(run, announced)
         stored = announced[-1][1]
         try:
@@ -220,12 +223,19 @@ class Submission:
                 ) from None
         # Per run: its creation record and snapshot, then its ``-> queued`` and snapshot.
         firsts: list[tuple[Transition, TaskSnapshot, Transition, TaskSnapshot]] = []
-        for run, bucket in runs:
+        for held, (run, bucket) in enumerate(runs):
             created = run.snapshot
             run.enqueue(actor=self.owner)
             creation, edge = run.transitions
             firsts.append((creation, created, edge, run.snapshot))
-            self._dispatch.hold(run, priority=common.priority, tags=common.tags, bucket=bucket)
+            try:
+                self._dispatch.hold(run, priority=common.priority, tags=common.tags, bucket=bucket)
+            except ConfigurationError as exc:  # another submission took the id meanwhile
+                for earlier, _ in runs[:held]:
+                    self._dispatch.drop(earlier.task_id)
+                raise ConfigurationError(
+                    f"submit_many({name!r}): call {held}: {exc}; nothing was submitted"
+                ) from None
         try:
             self._writes.create_batch(
                 [(queued, (creation, edge)) for creation, _, edge, queued in firsts]
