@@ -8,6 +8,7 @@ give the cyclic garbage collector more to walk on every collection.
 from __future__ import annotations
 
 import gc
+import threading
 import weakref
 from typing import Any
 
@@ -18,6 +19,7 @@ from chongming_task.errors import ConfigurationError
 from chongming_task.policies import FixedBackoff, RetryPolicy
 from chongming_task.runtime.executors.inline import InlineExecutor
 from chongming_task.states import TaskStatus as S
+from chongming_task.testing import wait_until
 
 
 class Payload:
@@ -87,3 +89,25 @@ def test_a_finished_run_still_answers_and_refuses_to_run_again() -> None:
     with pytest.raises(ConfigurationError, match="executes once"):
         run.start()
     assert _statuses(run)[-1] is S.SUCCEEDED
+
+
+def test_a_closed_controller_is_not_kept_alive_by_the_carrier_of_its_last_run() -> None:
+    """A parked carrier once kept its last job, and through the run's listener the
+    controller, its store and every run it held, until it carried another task."""
+    controller = Controller(max_parallel=1)
+    controller.register("take", lambda ctx: "done")
+    run = controller.submit("take")
+    task_id = run.task_id
+    assert run.wait(timeout=10).value == "done"
+    assert _statuses(run) == [S.PENDING, S.QUEUED, S.STARTING, S.RUNNING, S.SUCCEEDED]
+    controller.close()
+    alive = weakref.ref(controller)
+    del controller, run
+
+    # Once the carrier is parked (renamed idle), one collection frees everything.
+    wait_until(
+        lambda: not any(t.name == f"chongming-task:{task_id}" for t in threading.enumerate()),
+        message="the carrier to park",
+    )
+    gc.collect()
+    assert alive() is None

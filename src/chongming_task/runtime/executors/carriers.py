@@ -261,6 +261,10 @@ class CarrierPool:
             try:
                 contextvars.Context().run(job)  # an exception ends the thread, as before
             finally:
+                # A parked carrier must not keep its last job alive: through the run's
+                # listeners that is the whole controller, its store and every run it
+                # holds, long after the controller was closed and dropped.
+                job = None
                 carrier.finishing = False
                 successor, carrier.successor = carrier.successor, None
                 if successor is not None and carrier.abandoned:
