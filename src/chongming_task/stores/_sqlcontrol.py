@@ -60,6 +60,7 @@ class SqlControl(SqlBase):
             "target": command.target,
             "action": command.action,
             "target_owner": command.target_owner,
+            "priority": command.claim_priority,
             "doc": doc,
             "channel": self._channel(),
         }
@@ -101,8 +102,9 @@ class SqlControl(SqlBase):
         # seq) serves it (an "IS NULL OR" on the filter would keep the planner off it).
         statement = self._sql["claim_commands" if wanted is None else "claim_commands_actions"]
         found = self._run(lambda cur: cur.execute(statement, params).fetchall(), write=True)
-        found.sort(key=lambda row: int(row[0]))
-        return [rows.decode_command(row[1:], self._instant_out) for row in found]
+        # RETURNING has no order: back to the claim order, priority first, then seq.
+        found.sort(key=lambda row: (-int(row[1]), int(row[0])))
+        return [rows.decode_command(row[2:], self._instant_out) for row in found]
 
     def complete_command(self, command_id: str, claim_token: str, result: JSONValue = None) -> None:
         params = {
