@@ -191,19 +191,33 @@ def test_a_version_3_file_gets_claim_priorities_and_keeps_its_data(
     assert found.fetchone()[0] == SCHEMA_VERSION == 4
 
 
+def _claim_plan(store: SqliteTaskStore, path: str, section: str, **params: object) -> str:
+    """The query plan of the row search inside a claim statement."""
+    statement = store._sql[section]
+    select = statement[statement.index("SELECT seq") : statement.index(")\nRETURNING")]
+    conn = sqlite3.connect(path)
+    try:
+        bound = {"now": 0, "owner": "w", "kinds": '["task"]', "limit": 5, **params}
+        return " ".join(row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + select, bound))
+    finally:
+        conn.close()
+
+
 def test_a_claim_by_action_searches_the_index_not_the_backlog(
     store: SqliteTaskStore, path: str
 ) -> None:
     """A poller claiming stop/pause/resume must not walk every pending submission."""
-    statement = store._sql["claim_commands_actions"]
-    select = statement[statement.index("SELECT seq") : statement.index("ORDER BY")]
-    conn = sqlite3.connect(path)
-    try:
-        params = {"now": 0, "owner": "w", "kinds": '["task"]', "actions": '["stop"]'}
-        plan = " ".join(row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + select, params))
-    finally:
-        conn.close()
-    assert "USING INDEX ct_commands_claim (status=? AND action=?)" in plan
+    plan = _claim_plan(store, path, "claim_commands_actions", actions='["stop", "pause"]')
+    assert "USING INDEX ct_commands_claim (action=?)" in plan
+
+
+def test_a_claim_of_one_action_reads_the_index_in_claim_order(
+    store: SqliteTaskStore, path: str
+) -> None:
+    """A worker claiming submissions stops at its limit: no sort of the whole backlog."""
+    plan = _claim_plan(store, path, "claim_commands_one_action", action="submit")
+    assert "USING INDEX ct_commands_claim (action=?)" in plan
+    assert "TEMP B-TREE" not in plan
 
 
 def test_a_newer_schema_is_refused_with_a_clear_message(path: str) -> None:

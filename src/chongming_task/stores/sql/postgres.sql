@@ -127,10 +127,13 @@ UPDATE ct_commands SET priority = CASE
     ELSE 0 END
 WHERE kind = 'task' AND action = 'submit' AND status IN ('pending', 'claimed');
 
--- The claim by action reads (status, action, priority DESC, seq); it replaces the
--- version-3 index on (status, action, seq), which it makes redundant.
+-- The claim by action reads (action, priority DESC, seq) over the claimable rows only:
+-- a claim of one action (a worker's) walks it in claim order and stops at its limit,
+-- whatever the backlog, and one of several (a poller's) searches only its actions. It
+-- replaces the version-3 index on (status, action, seq).
 DROP INDEX IF EXISTS ct_commands_action;
-CREATE INDEX IF NOT EXISTS ct_commands_claim ON ct_commands (status, action, priority DESC, seq);
+CREATE INDEX IF NOT EXISTS ct_commands_claim ON ct_commands (action, priority DESC, seq)
+    WHERE status IN ('pending', 'claimed');
 
 -- name: schema_exists
 SELECT count(*) FROM (SELECT to_regclass('ct_meta') AS t) r WHERE r.t IS NOT NULL;
@@ -329,8 +332,8 @@ RETURNING c.seq, c.priority, c.command_id, c.kind, c.target, c.action, c.target_
           c.result::text, c.doc::text;
 
 -- name: claim_commands_actions
--- claim_commands for the actions a claimer handles: searched by (status, action,
--- priority DESC, seq).
+-- claim_commands for the actions a claimer handles: searched by (action, priority
+-- DESC, seq) over the claimable rows.
 -- The same statement with one more line: an "IS NULL OR" on that line, shared with
 -- claim_commands, would keep the planner off the index.
 UPDATE ct_commands c SET
@@ -344,6 +347,29 @@ FROM (
       AND (target_owner = %(owner)s OR target_owner IS NULL)
       AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))
       AND action = ANY(%(actions)s::text[])
+    ORDER BY priority DESC, seq LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+) AS picked
+WHERE c.seq = picked.seq
+RETURNING c.seq, c.priority, c.command_id, c.kind, c.target, c.action, c.target_owner,
+          c.status, c.claimed_by, c.claim_token, c.lease_until, c.claims, c.completed_at,
+          c.result::text, c.doc::text;
+
+-- name: claim_commands_one_action
+-- claim_commands_actions for a single action (a worker's submissions): with an
+-- equality on action, ct_commands_claim is read in claim order and the search stops
+-- at the limit instead of sorting every claimable submission of a backlog.
+UPDATE ct_commands c SET
+    status = 'claimed', claimed_by = %(owner)s,
+    claim_token = replace(gen_random_uuid()::text, '-', ''),
+    lease_until = %(lease_until)s, claims = c.claims + 1
+FROM (
+    SELECT seq FROM ct_commands
+    WHERE status IN ('pending', 'claimed')
+      AND (status = 'pending' OR lease_until <= %(now)s)
+      AND (target_owner = %(owner)s OR target_owner IS NULL)
+      AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))
+      AND action = %(action)s
     ORDER BY priority DESC, seq LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ) AS picked

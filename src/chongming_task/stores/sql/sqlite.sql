@@ -159,10 +159,13 @@ UPDATE ct_commands SET priority = CASE
     ELSE 0 END
 WHERE kind = 'task' AND action = 'submit' AND status IN ('pending', 'claimed');
 
--- The claim by action reads (status, action, priority DESC, seq); it replaces the
--- version-3 index on (status, action, seq), which it makes redundant.
+-- The claim by action reads (action, priority DESC, seq) over the claimable rows only:
+-- a claim of one action (a worker's) walks it in claim order and stops at its limit,
+-- whatever the backlog, and one of several (a poller's) searches only its actions. It
+-- replaces the version-3 index on (status, action, seq).
 DROP INDEX IF EXISTS ct_commands_action;
-CREATE INDEX IF NOT EXISTS ct_commands_claim ON ct_commands (status, action, priority DESC, seq);
+CREATE INDEX IF NOT EXISTS ct_commands_claim ON ct_commands (action, priority DESC, seq)
+    WHERE status IN ('pending', 'claimed');
 
 -- name: schema_exists
 SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'ct_meta';
@@ -379,10 +382,30 @@ RETURNING seq, priority, command_id, kind, target, action, target_owner, status,
           claimed_by, claim_token, lease_until, claims, completed_at, result, doc;
 
 -- name: claim_commands_actions
--- claim_commands for the actions a claimer handles: searched by (status, action,
--- priority DESC, seq).
+-- claim_commands for the actions a claimer handles: searched by (action, priority
+-- DESC, seq) over the claimable rows (INDEXED BY: without statistics the planner
+-- prefers ct_commands_status, which walks every pending submission).
 -- The same statement with one more line: an "IS NULL OR" on that line, shared with
 -- claim_commands, would keep the planner off the index.
+UPDATE ct_commands SET
+    status = 'claimed', claimed_by = :owner, claim_token = lower(hex(randomblob(16))),
+    lease_until = :lease_until, claims = claims + 1
+WHERE seq IN (
+    SELECT seq FROM ct_commands INDEXED BY ct_commands_claim
+    WHERE status IN ('pending', 'claimed')
+      AND (status = 'pending' OR lease_until <= :now)
+      AND (target_owner = :owner OR target_owner IS NULL)
+      AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
+      AND action IN (SELECT value FROM json_each(:actions))
+    ORDER BY priority DESC, seq LIMIT :limit
+)
+RETURNING seq, priority, command_id, kind, target, action, target_owner, status,
+          claimed_by, claim_token, lease_until, claims, completed_at, result, doc;
+
+-- name: claim_commands_one_action
+-- claim_commands_actions for a single action (a worker's submissions): with an
+-- equality on action, ct_commands_claim is read in claim order and the search stops
+-- at the limit instead of sorting every claimable submission of a backlog.
 UPDATE ct_commands SET
     status = 'claimed', claimed_by = :owner, claim_token = lower(hex(randomblob(16))),
     lease_until = :lease_until, claims = claims + 1
@@ -392,7 +415,7 @@ WHERE seq IN (
       AND (status = 'pending' OR lease_until <= :now)
       AND (target_owner = :owner OR target_owner IS NULL)
       AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
-      AND action IN (SELECT value FROM json_each(:actions))
+      AND action = :action
     ORDER BY priority DESC, seq LIMIT :limit
 )
 RETURNING seq, priority, command_id, kind, target, action, target_owner, status,
