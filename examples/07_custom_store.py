@@ -229,8 +229,10 @@ class DictTaskStore(TaskStore):
         with self.lock:
             self.guard()
             now = self.clock.now()
-            for data in self.commands.values():
-                until = Command.from_dict(data).lease_until
+            found = []
+            for data in self.commands.values():  # in submission order
+                command = Command.from_dict(data)
+                until = command.lease_until
                 expired = data["status"] == "claimed" and until is not None and until <= now
                 eligible = data["status"] == "pending" or expired
                 mine = data["target_owner"] in (None, owner)
@@ -238,16 +240,17 @@ class DictTaskStore(TaskStore):
                     actions is None or data["action"] in actions
                 )
                 if eligible and mine and wanted:
-                    data.update(
-                        status="claimed",
-                        claimed_by=owner,
-                        claim_token=uuid.uuid4().hex,
-                        lease_until=(now + timedelta(seconds=lease)).isoformat(),
-                        claims=data["claims"] + 1,
-                    )
-                    claimed.append(Command.from_dict(data))
-                    if len(claimed) == limit:
-                        break
+                    found.append((command.claim_priority, data))
+            # Highest claim priority first; sorted() is stable, so oldest first within one.
+            for _, data in sorted(found, key=lambda pair: -pair[0])[:limit]:
+                data.update(
+                    status="claimed",
+                    claimed_by=owner,
+                    claim_token=uuid.uuid4().hex,
+                    lease_until=(now + timedelta(seconds=lease)).isoformat(),
+                    claims=data["claims"] + 1,
+                )
+                claimed.append(Command.from_dict(data))
         return claimed
 
     def fenced(self, command_id: str, token: str) -> dict[str, Any]:

@@ -435,3 +435,85 @@ def test_what_a_poll_claims_beyond_its_free_slots_is_handed_back_in_order(
         assert [store.get(f"o{n}").outcome for n in range(3)] == [1, 2, 3]  # type: ignore[union-attr]
     finally:
         controller.close()
+
+
+def test_a_later_urgent_submission_overtakes_older_pending_ones(store: SqliteTaskStore) -> None:
+    # One slot, held by "blocker": three submissions wait in the store meanwhile. When
+    # the slot frees, the newest one, of the highest priority, must start first; the
+    # other two follow by priority, then in submission order.
+    controller, worker = _worker(store, max_parallel=1)
+    started: list[str] = []
+    controller.subscribe(
+        lambda transition, _snapshot: (
+            started.append(transition.task_id) if transition.to_status.value == "running" else None
+        )
+    )
+    worker.start()
+    try:
+        Submission(name="spin", task_id="blocker").submit(store, issued_by="me")
+        wait_until(lambda: started == ["blocker"])
+        Submission(name="add", task_id="old", kwargs={"a": 1}).submit(store, issued_by="me")
+        Submission(name="add", task_id="older-urgent", kwargs={"a": 2}, priority=3).submit(
+            store, issued_by="me"
+        )
+        Submission(name="add", task_id="urgent", kwargs={"a": 3}, priority=9).submit(
+            store, issued_by="me"
+        )
+        assert worker.free_slots() == 0
+        assert [store.get(t) for t in ("old", "older-urgent", "urgent")] == [None, None, None]
+        controller.stop("blocker", reason="make room")
+        wait_until(
+            lambda: all(
+                (s := store.get(t)) is not None and s.status.value == "succeeded"
+                for t in ("old", "older-urgent", "urgent")
+            )
+        )
+    finally:
+        assert worker.shutdown(timeout=10).clean
+    assert started == ["blocker", "urgent", "older-urgent", "old"]
+    for task_id, priority in (("urgent", 9), ("older-urgent", 3), ("old", 0)):
+        snapshot = store.get(task_id)
+        assert snapshot is not None
+        assert snapshot.priority == priority
+        assert [t.to_status.value for t in store.history(task_id)] == [
+            "pending",
+            "queued",
+            "starting",
+            "running",
+            "succeeded",
+        ]
+
+
+def test_a_poll_counts_other_nodes_submissions_it_claimed_beyond_its_slots(
+    store: SqliteTaskStore,
+) -> None:
+    # An urgent submission of ours can come before another node's in a batch; what the
+    # poll hands back beyond its slot must still count as looked past, or the next poll
+    # claims the other node's submission alone and takes nothing.
+    policy = BucketPolicy(num_buckets=4)
+    (theirs,), (low, high) = _keys(policy, 3, 1), _keys(policy, 0, 2)
+    Submission(name="add", task_id="f0", bucket_key=theirs, kwargs={"a": 0}, priority=5).submit(
+        store, issued_by="me"
+    )
+    Submission(name="add", task_id="o-low", bucket_key=low, kwargs={"a": 1}).submit(
+        store, issued_by="me"
+    )
+    controller, worker = _worker(store, max_parallel=1, num_buckets=4, owned_buckets=[0, 1])
+    try:
+        assert worker.poll_once() == (0, 1)  # f0 first (priority 5): handed back
+        Submission(
+            name="add", task_id="o-high", bucket_key=high, kwargs={"a": 2}, priority=9
+        ).submit(store, issued_by="me")
+        assert worker.poll_once() == (1, 1)  # o-high taken; f0 claimed beyond the slot
+        assert store.get("o-low") is None
+        wait_until(lambda: worker.free_slots() == 1)
+        done = store.get("o-high")
+        assert done is not None
+        assert (done.status.value, store.get("o-low")) == ("succeeded", None)
+        assert worker.poll_once() == (1, 1)  # looks past f0 again and takes o-low
+        wait_until(lambda: (s := store.get("o-low")) is not None and s.status.value == "succeeded")
+        foreign = find_submission(store, "f0")
+        assert foreign is not None
+        assert (foreign.status, foreign.claims, store.get("f0")) == ("pending", 3, None)
+    finally:
+        controller.close()

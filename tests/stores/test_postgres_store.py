@@ -3,8 +3,10 @@ killed connections, atomic failures, connection hygiene."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from store_builders import NOW, snap, step
@@ -12,7 +14,10 @@ from store_builders import NOW, snap, step
 from chongming_task.errors import StoreError
 from chongming_task.states import TaskStatus
 from chongming_task.stores._sql import SCHEMA_VERSION
+from chongming_task.stores._sqlfile import load_sections
+from chongming_task.stores._sqlrows import task_params
 from chongming_task.stores.base import Command, TaskQuery
+from chongming_task.stores.codec import encode_transition
 from chongming_task.stores.postgres import PostgresTaskStore
 from chongming_task.testing import wait_until
 
@@ -91,17 +96,105 @@ def test_an_older_schema_is_migrated_and_matches_a_fresh_one(postgres_dsn: str) 
     assert layout(postgres_dsn) == fresh
 
 
-def test_a_version_2_schema_gets_the_command_action_index(postgres_dsn: str) -> None:
+_TABLES = "ct_meta, ct_tasks, ct_transitions, ct_commands, ct_schedules, ct_firings"
+
+
+def schema_at_version(dsn: str, version: int) -> None:
+    """Replace the DSN's tables with those a store of schema ``version`` created."""
+    sections = load_sections("postgres")
+    admin(dsn, f"DROP TABLE IF EXISTS {_TABLES}")
+    for number in range(1, version + 1):
+        admin(dsn, sections[f"migrate_{number}"])
+    admin(
+        dsn,
+        "INSERT INTO ct_meta (key, value) VALUES ('schema_version', %s)",
+        params=(version,),
+    )
+
+
+def test_a_version_2_schema_is_migrated_to_the_current_one(postgres_dsn: str) -> None:
     PostgresTaskStore(postgres_dsn).close()
     fresh = layout(postgres_dsn)
-    admin(
-        postgres_dsn,
-        "DROP INDEX ct_commands_action",
-        "UPDATE ct_meta SET value = 2 WHERE key = 'schema_version'",
-    )
+    schema_at_version(postgres_dsn, 2)
     PostgresTaskStore(postgres_dsn).close()
     assert layout(postgres_dsn) == fresh
-    assert any("ct_commands_action" in str(row) for row in fresh)
+    assert any("ct_commands_claim" in str(row) for row in fresh)
+    assert not any("ct_commands_action" in str(row) for row in fresh)  # replaced (v4)
+
+
+def _v3_command(dsn: str, command_id: str, action: str, **doc: Any) -> None:
+    """Insert a command as a schema-3 store did (no priority column)."""
+    status = doc.pop("status", "pending")
+    admin(
+        dsn,
+        "INSERT INTO ct_commands (command_id, kind, target, action, target_owner, status,"
+        " claims, doc) VALUES (%s, 'task', %s, %s, NULL, %s, 0, %s::json)",
+        params=(command_id, command_id, action, status, json.dumps(doc)),
+    )
+
+
+def test_a_version_3_schema_gets_claim_priorities_and_keeps_its_data(postgres_dsn: str) -> None:
+    with PostgresTaskStore(postgres_dsn) as store:
+        fresh = layout(postgres_dsn)
+    schema_at_version(postgres_dsn, 3)
+    # A task, as every version wrote it (insert_task is unchanged since version 1).
+    step_0 = step("kept", 0, TaskStatus.PENDING)
+    task = task_params(snap("kept"), store._instant, store._array)
+    task["transitions"] = json.dumps([json.loads(encode_transition(step_0))])
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(load_sections("postgres")["insert_task"], task)
+    issued = {"issued_by": "ops", "issued_at": "2026-01-01T00:00:00+00:00"}
+    for command_id, priority in (
+        ("low", 1),
+        ("unset", None),
+        ("high", 7),
+        ("huge", 10**30),
+        ("fraction", 2.5),
+        ("exponent", 1e3),
+        ("below", -2),
+    ):
+        payload = {"name": "add", "task_id": command_id, "priority": priority}
+        _v3_command(postgres_dsn, command_id, "submit", payload=payload, **issued)
+    _v3_command(postgres_dsn, "stop", "stop", payload={"priority": 5}, **issued)
+    _v3_command(
+        postgres_dsn, "done", "submit", payload={"priority": 9}, status="completed", **issued
+    )
+
+    with PostgresTaskStore(postgres_dsn) as store:
+        assert store.get("kept") == snap("kept")
+        assert store.history("kept") == [step_0]
+        stop = store.get_command("stop")
+        assert stop is not None
+        assert (stop.action, stop.payload, stop.issued_by) == ("stop", {"priority": 5}, "ops")
+        submits = store.claim_commands("w", lease=30, actions=["submit"])
+        assert [c.command_id for c in submits] == [
+            "huge",
+            "high",
+            "low",
+            "unset",
+            "fraction",
+            "exponent",
+            "below",
+        ]
+        assert submits[0].payload["priority"] == 10**30  # the payload itself is untouched
+    rows = admin(postgres_dsn, "SELECT command_id, priority FROM ct_commands")
+    assert dict(rows) == {
+        "low": 1,
+        "unset": 0,
+        "high": 7,
+        "huge": 2**63 - 1,
+        "fraction": 0,
+        "exponent": 0,  # 1e3 is a float in Python too: not an integer priority
+        "below": -2,
+        "stop": 0,  # only submissions rank
+        "done": 0,  # completed: never claimed again, left at 0
+    }
+    assert layout(postgres_dsn) == fresh
+    # Idempotent: rewound to version 3, the schema migrates again to the same layout.
+    admin(postgres_dsn, "UPDATE ct_meta SET value = 3 WHERE key = 'schema_version'")
+    PostgresTaskStore(postgres_dsn).close()
+    assert layout(postgres_dsn) == fresh
+    assert dict(admin(postgres_dsn, "SELECT command_id, priority FROM ct_commands")) == dict(rows)
 
 
 def test_a_newer_schema_is_refused_with_a_clear_message(postgres_dsn: str) -> None:

@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from store_builders import snap, step
 
 from chongming_task.errors import ConfigurationError, StoreError
 from chongming_task.states import TaskStatus
+from chongming_task.stores._fastjson import array_json
 from chongming_task.stores._sql import SCHEMA_VERSION
 from chongming_task.stores._sqlbase import Cursor
+from chongming_task.stores._sqlfile import load_sections, split_statements
 from chongming_task.stores._sqlite_group import _Operation
 from chongming_task.stores._sqlrows import task_params
+from chongming_task.stores.codec import encode_transition, to_micros
 from chongming_task.stores.sqlite import SqliteTaskStore
 
 
@@ -81,35 +86,138 @@ def test_an_older_schema_is_migrated_and_keeps_its_data(path: str, tmp_path: Pat
     assert schema_of(path) == schema_of(fresh)
 
 
-def test_a_version_2_file_gets_the_command_action_index(path: str, tmp_path: Path) -> None:
+def file_at_version(path: str, version: int) -> None:
+    """A database exactly as a store of schema ``version`` created it: its migrations."""
+    sections = load_sections("sqlite")
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        for step in range(1, version + 1):
+            for statement in split_statements(sections[f"migrate_{step}"]):
+                conn.execute(statement)
+        conn.execute(sections["set_schema_version"], {"version": version})
+    finally:
+        conn.close()
+
+
+def test_a_version_2_file_is_migrated_to_the_current_schema(path: str, tmp_path: Path) -> None:
+    file_at_version(path, 2)
     with SqliteTaskStore(path) as store:
         store.create(snap("kept"))
-    raw(
-        path,
-        "DROP INDEX ct_commands_action",
-        "UPDATE ct_meta SET value = 2 WHERE key = 'schema_version'",
-    )
-    with SqliteTaskStore(path) as store:
         assert store.get("kept") == snap("kept")
     fresh = str(tmp_path / "fresh.db")
     SqliteTaskStore(fresh).close()
     assert schema_of(path) == schema_of(fresh)
-    assert any(name == "ct_commands_action" for _, name, _ in schema_of(path))
+    names = {name for _, name, _ in schema_of(path)}
+    assert "ct_commands_claim" in names
+    assert "ct_commands_action" not in names  # replaced by ct_commands_claim (version 4)
+
+
+def _v3_command(conn: sqlite3.Connection, command_id: str, action: str, **doc: Any) -> None:
+    """Insert a command as a schema-3 store did (no priority column)."""
+    status = doc.pop("status", "pending")
+    conn.execute(
+        "INSERT INTO ct_commands (command_id, kind, target, action, target_owner, status,"
+        " claims, doc) VALUES (?, 'task', ?, ?, NULL, ?, 0, ?)",
+        (command_id, command_id, action, status, json.dumps(doc)),
+    )
+
+
+def test_a_version_3_file_gets_claim_priorities_and_keeps_its_data(
+    path: str, tmp_path: Path
+) -> None:
+    file_at_version(path, 3)
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        sections = load_sections("sqlite")
+        conn.execute(sections["insert_task"], task_params(snap("kept"), to_micros, array_json))
+        step_0 = step("kept", 0, TaskStatus.PENDING)
+        conn.execute(
+            sections["insert_transition"],
+            {"task_id": "kept", "version": 0, "doc": encode_transition(step_0)},
+        )
+        issued = {"issued_by": "ops", "issued_at": "2026-01-01T00:00:00+00:00"}
+        for command_id, priority in (
+            ("low", 1),
+            ("unset", None),
+            ("high", 7),
+            ("huge", 10**30),
+            ("fraction", 2.5),
+            ("below", -2),
+        ):
+            payload = {"name": "add", "task_id": command_id, "priority": priority}
+            _v3_command(conn, command_id, "submit", payload=payload, **issued)
+        _v3_command(conn, "stop", "stop", payload={"priority": 5}, **issued)
+        _v3_command(conn, "done", "submit", payload={"priority": 9}, status="completed", **issued)
+    finally:
+        conn.close()
+
+    with SqliteTaskStore(path) as store:
+        assert store.get("kept") == snap("kept")
+        assert store.history("kept") == [step_0]
+        stop = store.get_command("stop")
+        assert stop is not None
+        assert (stop.action, stop.payload, stop.issued_by) == ("stop", {"priority": 5}, "ops")
+        submits = store.claim_commands("w", lease=30, actions=["submit"])
+        assert [c.command_id for c in submits] == [
+            "huge",
+            "high",
+            "low",
+            "unset",
+            "fraction",
+            "below",
+        ]
+        assert submits[0].payload["priority"] == 10**30  # the payload itself is untouched
+    priorities = dict(
+        sqlite3.connect(path).execute("SELECT command_id, priority FROM ct_commands").fetchall()
+    )
+    assert priorities == {
+        "low": 1,
+        "unset": 0,
+        "high": 7,
+        "huge": 2**63 - 1,
+        "fraction": 0,
+        "below": -2,
+        "stop": 0,  # only submissions rank
+        "done": 0,  # completed: never claimed again, left at 0
+    }
+    fresh = str(tmp_path / "fresh.db")
+    SqliteTaskStore(fresh).close()
+    assert schema_of(path) == schema_of(fresh)
+    # Idempotent: rewound to version 3, the file migrates again to the same schema.
+    raw(path, "UPDATE ct_meta SET value = 3 WHERE key = 'schema_version'")
+    SqliteTaskStore(path).close()
+    assert schema_of(path) == schema_of(fresh)
+    found = sqlite3.connect(path).execute("SELECT value FROM ct_meta WHERE key = 'schema_version'")
+    assert found.fetchone()[0] == SCHEMA_VERSION == 4
+
+
+def _claim_plan(store: SqliteTaskStore, path: str, section: str, **params: object) -> str:
+    """The query plan of the row search inside a claim statement."""
+    statement = store._sql[section]
+    select = statement[statement.index("SELECT seq") : statement.index(")\nRETURNING")]
+    conn = sqlite3.connect(path)
+    try:
+        bound = {"now": 0, "owner": "w", "kinds": '["task"]', "limit": 5, **params}
+        return " ".join(row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + select, bound))
+    finally:
+        conn.close()
 
 
 def test_a_claim_by_action_searches_the_index_not_the_backlog(
     store: SqliteTaskStore, path: str
 ) -> None:
     """A poller claiming stop/pause/resume must not walk every pending submission."""
-    statement = store._sql["claim_commands_actions"]
-    select = statement[statement.index("SELECT seq") : statement.index("ORDER BY")]
-    conn = sqlite3.connect(path)
-    try:
-        params = {"now": 0, "owner": "w", "kinds": '["task"]', "actions": '["stop"]'}
-        plan = " ".join(row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + select, params))
-    finally:
-        conn.close()
-    assert "USING INDEX ct_commands_action (status=? AND action=?)" in plan
+    plan = _claim_plan(store, path, "claim_commands_actions", actions='["stop", "pause"]')
+    assert "USING INDEX ct_commands_claim (action=?)" in plan
+
+
+def test_a_claim_of_one_action_reads_the_index_in_claim_order(
+    store: SqliteTaskStore, path: str
+) -> None:
+    """A worker claiming submissions stops at its limit: no sort of the whole backlog."""
+    plan = _claim_plan(store, path, "claim_commands_one_action", action="submit")
+    assert "USING INDEX ct_commands_claim (action=?)" in plan
+    assert "TEMP B-TREE" not in plan
 
 
 def test_a_newer_schema_is_refused_with_a_clear_message(path: str) -> None:

@@ -6,6 +6,7 @@ alias the stored state, and so the reference refuses exactly what the SQL stores
 
 from __future__ import annotations
 
+import heapq
 import threading
 import uuid
 from collections.abc import Collection, Mapping
@@ -124,9 +125,10 @@ class MemoryControl(TaskStore):
         with self._locked():
             now = self.clock.now()
             until = now + timedelta(seconds=lease)
-            for command in self._commands.values():
-                if len(claimed) >= limit:
-                    break
+            eligible: list[tuple[int, int, Command]] = []
+            # The dict keeps submission order (a release reassigns an existing key, so
+            # it keeps its place): the index is the SQL stores' seq.
+            for index, command in enumerate(self._commands.values()):
                 if command.target_owner not in (None, owner):
                     continue
                 if kinds is not None and command.kind not in kinds:
@@ -140,6 +142,9 @@ class MemoryControl(TaskStore):
                 )
                 if command.status != "pending" and not expired:
                     continue
+                eligible.append((-command.claim_priority, index, command))
+            # Highest priority first, then oldest (nsmallest is a stable partial sort).
+            for _, _, command in heapq.nsmallest(limit, eligible):
                 updated = replace(
                     command,
                     status="claimed",

@@ -23,9 +23,11 @@ __all__ = ["SCHEMA_VERSION", "Cursor", "SqlBase", "validate_lease"]
 
 #: The schema this code reads and writes. 1: tasks, history, commands. 2: schedules and
 #: firing claims. 3: an index to claim commands by action (a controller's poller reads
-#: stop/pause/resume without walking a backlog of submissions). Older databases are
-#: migrated on open; newer ones are refused.
-SCHEMA_VERSION: Final = 3
+#: stop/pause/resume without walking a backlog of submissions). 4: a priority column on
+#: commands, claimed highest first (workers take urgent submissions before older ones),
+#: and the action index rebuilt on (action, priority DESC, seq) over claimable rows.
+#: Older databases are migrated on open; newer ones are refused.
+SCHEMA_VERSION: Final = 4
 
 T = TypeVar("T")
 

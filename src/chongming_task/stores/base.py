@@ -373,13 +373,19 @@ class TaskStore(ABC):
         kinds: Collection[str] | None = None,
         actions: Collection[str] | None = None,
     ) -> list[Command]:
-        """Claim up to ``limit`` commands for ``owner`` for ``lease`` seconds, oldest first.
+        """Claim up to ``limit`` commands for ``owner`` for ``lease`` seconds.
 
         Eligible: pending commands whose ``target_owner`` is ``owner`` or ``None``, and
         claimed ones (same owner rule) whose lease has expired; only those of the given
         ``kinds`` and ``actions`` when these are given. Each returned command has a
         fresh ``claim_token``, ``claimed_by=owner`` and ``claims`` incremented. No
         command is ever returned to two callers with overlapping leases.
+
+        Order: highest :attr:`Command.claim_priority` first, then oldest first (in
+        submission order; a released or expired command keeps its place), and the
+        list is returned in that order. Only worker submissions have a priority other
+        than 0, so workers take the most urgent submission first while every other
+        command stays oldest first.
 
         ``actions`` exists so that a claimer never holds a command it would only hand
         back: while a controller's poller held a worker's ``submit`` for an instant, a

@@ -34,6 +34,7 @@ Cross-process command wake-ups
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
@@ -55,6 +56,12 @@ from chongming_task.stores.codec import from_micros, to_micros
 __all__ = ["SqliteTaskStore"]
 
 T = TypeVar("T")
+
+#: ``ALTER TABLE <table> ADD COLUMN <column> ...`` in a migration script: SQLite has no
+#: ``IF NOT EXISTS`` for it, so the store skips the statement when the column exists.
+_ADD_COLUMN: Final = re.compile(
+    r"^\s*ALTER\s+TABLE\s+(\w+)\s+ADD\s+COLUMN\s+(\w+)\b", re.IGNORECASE
+)
 
 #: RETURNING (claims) needs 3.35; json_each is built in from 3.38 and in practice before.
 _MIN_SQLITE: Final = (3, 35, 0)
@@ -312,7 +319,8 @@ class SqliteTaskStore(SqliteLost):
                 self._refuse_newer(version)
                 for step in range(version + 1, SCHEMA_VERSION + 1):
                     for statement in split_statements(self._sql[f"migrate_{step}"]):
-                        self._writer.execute(statement)
+                        if not self._column_exists_for(statement):
+                            self._writer.execute(statement)
                 if version < SCHEMA_VERSION:
                     self._writer.execute(
                         self._sql["set_schema_version"], {"version": SCHEMA_VERSION}
@@ -327,6 +335,25 @@ class SqliteTaskStore(SqliteLost):
                 f"cannot create or migrate the schema of SQLite database {self._path!r} "
                 f"to version {SCHEMA_VERSION}: {exc}"
             ) from exc
+
+    def _column_exists_for(self, statement: str) -> bool:
+        """Whether ``statement`` adds a column that is already there (then it is skipped).
+
+        Keeps every migration idempotent: a file whose recorded version is older than
+        its tables (restored ``ct_meta``, an interrupted manual upgrade, the tests'
+        rewound files) must migrate, not fail on "duplicate column name".
+        """
+        code = "\n".join(
+            line for line in statement.splitlines() if not line.lstrip().startswith("--")
+        )
+        found = _ADD_COLUMN.match(code)
+        if found is None:
+            return False
+        table, column = found.groups()
+        row = self._writer.execute(
+            "SELECT count(*) FROM pragma_table_info(?) WHERE name = ?", (table, column)
+        ).fetchone()
+        return bool(row[0])
 
     def _refuse_newer(self, version: int) -> None:
         if version > SCHEMA_VERSION:

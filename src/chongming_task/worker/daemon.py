@@ -9,7 +9,8 @@ Life of a worker:
    while the worker has a free slot, and submits each to the controller; the
    controller's own poller serves stop/pause/resume for the tasks it holds. Each
    claims only its own actions, so neither ever holds what the other wants: the
-   intake takes submissions strictly oldest first (a store without the ``actions``
+   intake takes submissions highest ``priority`` first and oldest first within one
+   priority, the order ``claim_commands`` claims in (a store without the ``actions``
    filter makes both claim everything and hand back the rest, as they once did).
 3. ``shutdown()`` stops the intake first (pending submissions stay for another
    worker), then closes the controller within the deadline and reports, task by task,
@@ -47,10 +48,11 @@ log = logging.getLogger("chongming_task.worker")
 CLAIM_LEASE: Final = 30.0
 
 #: How many pending submissions of other nodes' buckets one intake poll looks past.
-#: They stay the oldest until their owner takes them: a worker that claimed only as
-#: many as it has free slots would claim and hand back the same ones forever and never
-#: reach its own behind them (an owner that is down, or slower). Each poll claims and
-#: hands back that many rows, so the look is bounded.
+#: They stay first in the claim order (priority, then age) until their owner takes
+#: them: a worker that claimed only as many as it has free slots would claim and hand
+#: back the same ones forever and never reach its own behind them (an owner that is
+#: down, or slower). Each poll claims and hands back that many rows, so the look is
+#: bounded.
 LOOK_PAST: Final = 256
 
 #: Transitions logged at INFO (the rest, but terminal ones, at DEBUG).
@@ -172,9 +174,12 @@ class Worker:
         """Claim and handle one batch; returns (submissions taken, commands handed back).
 
         The batch is the free slots plus the other nodes' submissions the previous
-        poll handed back (at most :data:`LOOK_PAST`): those are still the oldest
-        pending ones, and claiming past them is how this worker reaches its own.
-        What it claimed beyond its free slots is handed back untouched, in order.
+        poll handed back (at most :data:`LOOK_PAST`): those are still ahead of every
+        submission it left pending (the claim order is priority, then age), and
+        claiming past them is how this worker reaches its own. What it claimed beyond
+        its free slots is handed back untouched, in order; the other nodes' ones among
+        them count too, since a newer submission of higher priority can now come
+        before them in a batch.
         """
         free = self.free_slots()
         if free == 0:
@@ -190,6 +195,7 @@ class Worker:
         taken = handed_back = foreign = 0
         for command in commands:
             if taken >= free:  # claimed to look past others' submissions: no slot left
+                foreign += self._not_ours(command)
                 self._settle(command, command.claim_token or "", release=True)
                 handed_back += 1
                 continue
@@ -282,6 +288,19 @@ class Worker:
             command, token, {"accepted": True, "task_id": run.task_id, "worker": self.owner}
         )
         return _TAKEN
+
+    def _not_ours(self, command: Command) -> bool:
+        """Whether ``_handle`` would hand ``command`` back (it stays ahead of ours).
+
+        A malformed submission is ours: it is refused, and so completed, when reached.
+        """
+        if command.action != SUBMIT_ACTION:
+            return True
+        try:
+            submission = Submission.from_payload(command.payload)
+        except ConfigurationError:
+            return False
+        return not self._owns(submission)
 
     def _owns(self, submission: Submission) -> bool:
         if self.controller.owns_all_buckets:

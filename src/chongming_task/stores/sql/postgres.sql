@@ -108,6 +108,33 @@ CREATE INDEX IF NOT EXISTS ct_firings_scheduled_at ON ct_firings (scheduled_at);
 -- Version 3: claim commands by action through an index (see claim_commands_actions).
 CREATE INDEX IF NOT EXISTS ct_commands_action ON ct_commands (status, action, seq);
 
+-- name: migrate_4
+-- Version 4: commands are claimed highest priority first, then oldest (seq). A worker
+-- submission's priority is its payload's integer "priority" (Command.claim_priority);
+-- every other command has 0. Rows written before version 4 that can still be claimed
+-- (pending or claimed) get theirs from the payload here, clamped to 64 bits like
+-- claim_priority (a JSON number that is not a plain integer counts as none: 0);
+-- completed ones keep 0 (never claimed again, and skipping them keeps the migration
+-- short on a long command history). Every statement may run again on a migrated
+-- schema and leaves it as it was.
+ALTER TABLE ct_commands ADD COLUMN IF NOT EXISTS priority bigint NOT NULL DEFAULT 0;
+
+UPDATE ct_commands SET priority = CASE
+    WHEN json_typeof(doc -> 'payload' -> 'priority') = 'number'
+         AND (doc -> 'payload' ->> 'priority') ~ '^-?[0-9]+$'
+    THEN least(greatest((doc -> 'payload' ->> 'priority')::numeric,
+                        -9223372036854775808), 9223372036854775807)::bigint
+    ELSE 0 END
+WHERE kind = 'task' AND action = 'submit' AND status IN ('pending', 'claimed');
+
+-- The claim by action reads (action, priority DESC, seq) over the claimable rows only:
+-- a claim of one action (a worker's) walks it in claim order and stops at its limit,
+-- whatever the backlog, and one of several (a poller's) searches only its actions. It
+-- replaces the version-3 index on (status, action, seq).
+DROP INDEX IF EXISTS ct_commands_action;
+CREATE INDEX IF NOT EXISTS ct_commands_claim ON ct_commands (action, priority DESC, seq)
+    WHERE status IN ('pending', 'claimed');
+
 -- name: schema_exists
 SELECT count(*) FROM (SELECT to_regclass('ct_meta') AS t) r WHERE r.t IS NOT NULL;
 
@@ -269,10 +296,10 @@ WHERE lease_owner = %(owner)s AND task_id = ANY(%(task_ids)s);
 -- name: insert_command
 WITH inserted AS (
     INSERT INTO ct_commands (
-        command_id, kind, target, action, target_owner, status, claims, doc
+        command_id, kind, target, action, target_owner, status, claims, priority, doc
     ) VALUES (
         %(command_id)s, %(kind)s, %(target)s, %(action)s, %(target_owner)s, 'pending', 0,
-        %(doc)s::json
+        %(priority)s, %(doc)s::json
     ) ON CONFLICT (command_id) DO NOTHING
     RETURNING command_id
 )
@@ -284,6 +311,8 @@ SELECT command_id, kind, target, action, target_owner, status, claimed_by, claim
 FROM ct_commands WHERE command_id = %(command_id)s;
 
 -- name: claim_commands
+-- Highest priority first, then oldest: RETURNING has no order, so the store sorts the
+-- claimed rows again by (priority DESC, seq).
 UPDATE ct_commands c SET
     status = 'claimed', claimed_by = %(owner)s,
     claim_token = replace(gen_random_uuid()::text, '-', ''),
@@ -294,16 +323,17 @@ FROM (
       AND (status = 'pending' OR lease_until <= %(now)s)
       AND (target_owner = %(owner)s OR target_owner IS NULL)
       AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))
-    ORDER BY seq LIMIT %(limit)s
+    ORDER BY priority DESC, seq LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ) AS picked
 WHERE c.seq = picked.seq
-RETURNING c.seq, c.command_id, c.kind, c.target, c.action, c.target_owner, c.status,
-          c.claimed_by, c.claim_token, c.lease_until, c.claims, c.completed_at,
+RETURNING c.seq, c.priority, c.command_id, c.kind, c.target, c.action, c.target_owner,
+          c.status, c.claimed_by, c.claim_token, c.lease_until, c.claims, c.completed_at,
           c.result::text, c.doc::text;
 
 -- name: claim_commands_actions
--- claim_commands for the actions a claimer handles: searched by (status, action, seq).
+-- claim_commands for the actions a claimer handles: searched by (action, priority
+-- DESC, seq) over the claimable rows.
 -- The same statement with one more line: an "IS NULL OR" on that line, shared with
 -- claim_commands, would keep the planner off the index.
 UPDATE ct_commands c SET
@@ -317,12 +347,35 @@ FROM (
       AND (target_owner = %(owner)s OR target_owner IS NULL)
       AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))
       AND action = ANY(%(actions)s::text[])
-    ORDER BY seq LIMIT %(limit)s
+    ORDER BY priority DESC, seq LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ) AS picked
 WHERE c.seq = picked.seq
-RETURNING c.seq, c.command_id, c.kind, c.target, c.action, c.target_owner, c.status,
-          c.claimed_by, c.claim_token, c.lease_until, c.claims, c.completed_at,
+RETURNING c.seq, c.priority, c.command_id, c.kind, c.target, c.action, c.target_owner,
+          c.status, c.claimed_by, c.claim_token, c.lease_until, c.claims, c.completed_at,
+          c.result::text, c.doc::text;
+
+-- name: claim_commands_one_action
+-- claim_commands_actions for a single action (a worker's submissions): with an
+-- equality on action, ct_commands_claim is read in claim order and the search stops
+-- at the limit instead of sorting every claimable submission of a backlog.
+UPDATE ct_commands c SET
+    status = 'claimed', claimed_by = %(owner)s,
+    claim_token = replace(gen_random_uuid()::text, '-', ''),
+    lease_until = %(lease_until)s, claims = c.claims + 1
+FROM (
+    SELECT seq FROM ct_commands
+    WHERE status IN ('pending', 'claimed')
+      AND (status = 'pending' OR lease_until <= %(now)s)
+      AND (target_owner = %(owner)s OR target_owner IS NULL)
+      AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))
+      AND action = %(action)s
+    ORDER BY priority DESC, seq LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+) AS picked
+WHERE c.seq = picked.seq
+RETURNING c.seq, c.priority, c.command_id, c.kind, c.target, c.action, c.target_owner,
+          c.status, c.claimed_by, c.claim_token, c.lease_until, c.claims, c.completed_at,
           c.result::text, c.doc::text;
 
 -- name: complete_command

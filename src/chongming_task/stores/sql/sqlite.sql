@@ -141,6 +141,32 @@ CREATE INDEX ct_firings_scheduled_at ON ct_firings (scheduled_at);
 -- Version 3: claim commands by action through an index (see claim_commands_actions).
 CREATE INDEX IF NOT EXISTS ct_commands_action ON ct_commands (status, action, seq);
 
+-- name: migrate_4
+-- Version 4: commands are claimed highest priority first, then oldest (seq). A worker
+-- submission's priority is its payload's integer "priority" (Command.claim_priority);
+-- every other command has 0. Rows written before version 4 that can still be claimed
+-- (pending or claimed) get theirs from the payload here, clamped to 64 bits like
+-- claim_priority; completed ones keep 0 (never claimed again, and skipping them keeps
+-- the migration short on a long command history). Every statement may run again on a
+-- migrated file: the store skips an ADD COLUMN whose column exists (SQLite has no
+-- ADD COLUMN IF NOT EXISTS) and the backfill recomputes the same values.
+ALTER TABLE ct_commands ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
+
+UPDATE ct_commands SET priority = CASE
+    WHEN json_type(doc, '$.payload.priority') = 'integer'
+    THEN max(min(json_extract(doc, '$.payload.priority'), 9223372036854775807),
+             -9223372036854775808)
+    ELSE 0 END
+WHERE kind = 'task' AND action = 'submit' AND status IN ('pending', 'claimed');
+
+-- The claim by action reads (action, priority DESC, seq) over the claimable rows only:
+-- a claim of one action (a worker's) walks it in claim order and stops at its limit,
+-- whatever the backlog, and one of several (a poller's) searches only its actions. It
+-- replaces the version-3 index on (status, action, seq).
+DROP INDEX IF EXISTS ct_commands_action;
+CREATE INDEX IF NOT EXISTS ct_commands_claim ON ct_commands (action, priority DESC, seq)
+    WHERE status IN ('pending', 'claimed');
+
 -- name: schema_exists
 SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'ct_meta';
 
@@ -328,9 +354,9 @@ WHERE lease_owner = :owner AND task_id IN (SELECT value FROM json_each(:task_ids
 
 -- name: insert_command
 INSERT INTO ct_commands (
-    command_id, kind, target, action, target_owner, status, claims, doc
+    command_id, kind, target, action, target_owner, status, claims, priority, doc
 ) VALUES (
-    :command_id, :kind, :target, :action, :target_owner, 'pending', 0, :doc
+    :command_id, :kind, :target, :action, :target_owner, 'pending', 0, :priority, :doc
 ) ON CONFLICT (command_id) DO NOTHING;
 
 -- name: select_command
@@ -339,6 +365,8 @@ SELECT command_id, kind, target, action, target_owner, status, claimed_by, claim
 FROM ct_commands WHERE command_id = :command_id;
 
 -- name: claim_commands
+-- Highest priority first, then oldest: RETURNING has no order, so the store sorts the
+-- claimed rows again by (priority DESC, seq).
 UPDATE ct_commands SET
     status = 'claimed', claimed_by = :owner, claim_token = lower(hex(randomblob(16))),
     lease_until = :lease_until, claims = claims + 1
@@ -348,29 +376,50 @@ WHERE seq IN (
       AND (status = 'pending' OR lease_until <= :now)
       AND (target_owner = :owner OR target_owner IS NULL)
       AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
-    ORDER BY seq LIMIT :limit
+    ORDER BY priority DESC, seq LIMIT :limit
 )
-RETURNING seq, command_id, kind, target, action, target_owner, status, claimed_by,
-          claim_token, lease_until, claims, completed_at, result, doc;
+RETURNING seq, priority, command_id, kind, target, action, target_owner, status,
+          claimed_by, claim_token, lease_until, claims, completed_at, result, doc;
 
 -- name: claim_commands_actions
--- claim_commands for the actions a claimer handles: searched by (status, action, seq).
+-- claim_commands for the actions a claimer handles: searched by (action, priority
+-- DESC, seq) over the claimable rows (INDEXED BY: without statistics the planner
+-- prefers ct_commands_status, which walks every pending submission).
 -- The same statement with one more line: an "IS NULL OR" on that line, shared with
 -- claim_commands, would keep the planner off the index.
 UPDATE ct_commands SET
     status = 'claimed', claimed_by = :owner, claim_token = lower(hex(randomblob(16))),
     lease_until = :lease_until, claims = claims + 1
 WHERE seq IN (
-    SELECT seq FROM ct_commands
+    SELECT seq FROM ct_commands INDEXED BY ct_commands_claim
     WHERE status IN ('pending', 'claimed')
       AND (status = 'pending' OR lease_until <= :now)
       AND (target_owner = :owner OR target_owner IS NULL)
       AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
       AND action IN (SELECT value FROM json_each(:actions))
-    ORDER BY seq LIMIT :limit
+    ORDER BY priority DESC, seq LIMIT :limit
 )
-RETURNING seq, command_id, kind, target, action, target_owner, status, claimed_by,
-          claim_token, lease_until, claims, completed_at, result, doc;
+RETURNING seq, priority, command_id, kind, target, action, target_owner, status,
+          claimed_by, claim_token, lease_until, claims, completed_at, result, doc;
+
+-- name: claim_commands_one_action
+-- claim_commands_actions for a single action (a worker's submissions): with an
+-- equality on action, ct_commands_claim is read in claim order and the search stops
+-- at the limit instead of sorting every claimable submission of a backlog.
+UPDATE ct_commands SET
+    status = 'claimed', claimed_by = :owner, claim_token = lower(hex(randomblob(16))),
+    lease_until = :lease_until, claims = claims + 1
+WHERE seq IN (
+    SELECT seq FROM ct_commands
+    WHERE status IN ('pending', 'claimed')
+      AND (status = 'pending' OR lease_until <= :now)
+      AND (target_owner = :owner OR target_owner IS NULL)
+      AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
+      AND action = :action
+    ORDER BY priority DESC, seq LIMIT :limit
+)
+RETURNING seq, priority, command_id, kind, target, action, target_owner, status,
+          claimed_by, claim_token, lease_until, claims, completed_at, result, doc;
 
 -- name: complete_command
 UPDATE ct_commands SET status = 'completed', completed_at = :now, lease_until = NULL,

@@ -105,6 +105,71 @@ class CommandCases(ContractHarness):
         assert len(tokens) == 7
         assert self.store.claim_commands("w", lease=30) == []
 
+    # ------------------------------------------------------------ claim priority
+
+    def _submission(self, target: str, priority: Any, **changes: Any) -> Command:
+        """A worker submission as ``chongming_task.worker.Submission`` writes one."""
+        payload = {"name": "job", "task_id": target, "args": [], "priority": priority}
+        return self.store.submit_command(
+            self.command(target, action="submit", payload=payload, **changes)
+        )
+
+    def test_submissions_are_claimed_highest_priority_first_fifo_within_one(self) -> None:
+        # Priorities come from the payload of submissions only: a stop or a schedule
+        # command with a "priority" key ranks 0 like every other command, and so do a
+        # submission without one and a non-integer one.
+        low1 = self._submission("low1", 1)
+        none = self._submission("none", None)
+        high1 = self._submission("high1", 5)
+        stop = self.store.submit_command(self.command("t1", payload={"priority": 99}))
+        high2 = self._submission("high2", 5)
+        negative = self._submission("negative", -3)
+        low2 = self._submission("low2", 1)
+        flag = self._submission("flag", True)
+        huge = self._submission("huge", 10**30)
+        run = self.store.submit_command(
+            self.command("nightly", kind="schedule", action="run", payload={"priority": 50})
+        )
+        expected = [huge, high1, high2, low1, low2, none, stop, flag, negative]
+        assert [c.claim_priority for c in expected] == [2**63 - 1, 5, 5, 1, 1, 0, 0, 0, -3]
+        assert run.claim_priority == 0
+        first = self.store.claim_commands("w", lease=30, limit=4, kinds=["task"])
+        assert [c.target for c in first] == [c.target for c in expected[:4]], (
+            "a claim must take the highest priority first, oldest first within one"
+        )
+        # Handed back, a command keeps its place: low1 is older than low2.
+        back = first[3]
+        assert back.claim_token is not None
+        self.store.release_command(back.command_id, back.claim_token)
+        rest = self.store.claim_commands("w", lease=30, limit=10, kinds=["task"])
+        assert [c.target for c in rest] == [c.target for c in expected[3:]]
+        # A claim whose lease expired competes in the same order.
+        self.clock.advance(31)
+        again = self.store.claim_commands("w2", lease=30, limit=2, kinds=["task"])
+        assert [c.target for c in again] == ["huge", "high1"]
+        assert [c.claims for c in again] == [2, 2]
+
+    def test_claim_priority_leaves_other_actions_in_order_and_unheld(self) -> None:
+        # The controller's poller claims stop/pause/resume: however urgent the pending
+        # submissions, it gets its own commands, oldest first, and touches none of them.
+        self._require_action_filter()
+        stop = self.store.submit_command(self.command("t1", action="stop"))
+        urgent = self._submission("urgent", 9)
+        pause = self.store.submit_command(self.command("t2", action="pause"))
+        later = self._submission("later", 100)
+        resume = self.store.submit_command(self.command("t3", action="resume"))
+        controls = {"stop", "pause", "resume"}
+        [first] = self.store.claim_commands("w", lease=30, limit=1, actions=controls)
+        assert first.command_id == stop.command_id
+        rest = self.store.claim_commands("w", lease=30, actions=controls)
+        assert [c.command_id for c in rest] == [pause.command_id, resume.command_id]
+        for untouched in (urgent, later):
+            got = self.store.get_command(untouched.command_id)
+            assert got is not None
+            assert (got.status, got.claims) == ("pending", 0), "claimed a submission"
+        submits = self.store.claim_commands("w", lease=30, actions=["submit"])
+        assert [c.command_id for c in submits] == [later.command_id, urgent.command_id]
+
     def test_bad_claim_arguments_are_configuration_errors(self) -> None:
         for call in (
             lambda: self.store.claim_commands("w", lease=0),
