@@ -179,14 +179,17 @@ class Dispatcher:
                 return False
             admission = self._admission
             if target is S.QUEUED:
-                admission.release(task_id)
+                freed = admission.release(task_id)
                 admission.push(
                     task_id,
                     priority=placement.priority,
                     tags=placement.tags,
                     bucket=placement.bucket,
                 )
-                return True
+                # A pump is only worth it with a slot free: with every slot taken, the
+                # run that frees one pumps, and it finds this run queued (pushed under
+                # this lock). A submission behind a full queue then costs no pump.
+                return freed or admission.active_count < admission.max_parallel
             if target is S.STARTING and not admission.is_active(task_id):
                 admission.admit(task_id, tags=placement.tags, bucket=placement.bucket)
                 return False
