@@ -10,14 +10,30 @@ start it on another thread, as before, so nothing can wait on itself.
 
 from __future__ import annotations
 
+import itertools
 import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
-from chongming_task import Controller, InMemoryTaskStore
+import pytest
+
+from chongming_task import Controller, InMemoryTaskStore, SqliteTaskStore
 from chongming_task.runtime.context import TaskContext
 from chongming_task.runtime.executors.carriers import SHARED
+from chongming_task.stores.base import SnapshotWrite, TaskStore
 
 from ._helpers import Gate, S, path
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TaskStore]:
+    """Both write paths: direct writes, and the batching one (a run's end rides along)."""
+    if request.param == "memory":
+        yield InMemoryTaskStore()
+        return
+    with SqliteTaskStore(tmp_path / "tasks.db") as opened:
+        yield opened
 
 
 def _recording(threads: dict[str, int]) -> Any:
@@ -28,9 +44,11 @@ def _recording(threads: dict[str, int]) -> Any:
     return body
 
 
-def test_queued_runs_are_carried_by_the_thread_that_freed_the_slot(gate: Gate) -> None:
+def test_queued_runs_are_carried_by_the_thread_that_freed_the_slot(
+    gate: Gate, store: TaskStore
+) -> None:
     threads: dict[str, int] = {}
-    with Controller(store=InMemoryTaskStore(), max_parallel=1) as controller:
+    with Controller(store=store, max_parallel=1) as controller:
         controller.register("hold", gate.hold)
         controller.register("record", _recording(threads))
         first = controller.submit("hold", task_id="first")
@@ -54,10 +72,12 @@ def test_queued_runs_are_carried_by_the_thread_that_freed_the_slot(gate: Gate) -
             ]
 
 
-def test_a_done_callback_waiting_for_the_next_run_is_not_stuck_behind_it(gate: Gate) -> None:
+def test_a_done_callback_waiting_for_the_next_run_is_not_stuck_behind_it(
+    gate: Gate, store: TaskStore
+) -> None:
     threads: dict[str, int] = {}
     seen: list[Any] = []
-    with Controller(store=InMemoryTaskStore(), max_parallel=1) as controller:
+    with Controller(store=store, max_parallel=1) as controller:
         controller.register("hold", gate.hold)
         controller.register("record", _recording(threads))
         first = controller.submit("hold", task_id="first")
@@ -75,9 +95,9 @@ def test_a_done_callback_waiting_for_the_next_run_is_not_stuck_behind_it(gate: G
     assert threads["second"] != first_thread[0]
 
 
-def test_a_done_callback_may_submit_and_wait(gate: Gate) -> None:
+def test_a_done_callback_may_submit_and_wait(gate: Gate, store: TaskStore) -> None:
     outcomes: list[Any] = []
-    with Controller(store=InMemoryTaskStore(), max_parallel=1) as controller:
+    with Controller(store=store, max_parallel=1) as controller:
         controller.register("hold", gate.hold)
         controller.register("record", _recording({}))
 
@@ -90,3 +110,46 @@ def test_a_done_callback_may_submit_and_wait(gate: Gate) -> None:
         assert first.wait(10).ok
     assert len(outcomes) == 1
     assert outcomes[0].value == "follow-up"
+
+
+def test_a_runs_end_and_the_next_runs_start_share_one_commit(gate: Gate, tmp_path: Path) -> None:
+    """On a batching store the end of a run is queued, and the ``-> starting`` of the run
+    its thread carries next (a durable write) stores both in one commit; ``wait()`` still
+    returns only once the store has the terminal state."""
+    with SqliteTaskStore(tmp_path / "tasks.db") as store:
+        batches: list[list[tuple[str, str]]] = []
+        save_many = store.save_many
+
+        def spy(writes: Sequence[SnapshotWrite]) -> Any:
+            batches.append([(w.snapshot.task_id, w.snapshot.status.value) for w in writes])
+            return save_many(writes)
+
+        store.save_many = spy  # type: ignore[method-assign]
+        with Controller(store=store, max_parallel=1) as controller:
+            controller.register("hold", gate.hold)
+            controller.register("record", _recording({}))
+            first = controller.submit("hold", task_id="first")
+            queued = [controller.submit("record", task_id=f"next-{i}") for i in range(3)]
+            gate.open()
+            for run in (first, *queued):
+                outcome = run.wait(10)
+                assert outcome.ok
+                stored = store.get(run.task_id)
+                assert stored is not None
+                assert stored.status is S.SUCCEEDED  # durable before wait() returned
+            ids = ["first", "next-0", "next-1", "next-2"]
+            for ended, started in itertools.pairwise(ids):
+                together = [
+                    batch
+                    for batch in batches
+                    if (ended, "succeeded") in batch and (started, "starting") in batch
+                ]
+                assert together, f"{ended}'s end and {started}'s start in one commit: {batches}"
+            for task_id in ids:
+                assert path(store.history(task_id)) == [
+                    "pending",
+                    "queued",
+                    "starting",
+                    "running",
+                    "succeeded",
+                ]

@@ -236,6 +236,24 @@ def test_a_held_flusher_is_not_woken_and_the_caller_drains_for_it() -> None:
     queue.close()
 
 
+def test_a_write_put_along_rides_on_the_next_durable_write_and_settles_without_a_flush() -> None:
+    batches: list[list[int]] = []
+    name = "test-writes-along"
+
+    queue: WriteQueue[int] = WriteQueue(batches.append, name=name)
+    ticket = queue.put_along(1)
+    assert batches == []  # queued only: no flush, and no flusher woken for it
+    assert not any(thread.name == name for thread in threading.enumerate())
+    queue.put(2, durable=True)  # the durable write of the next run takes it along
+    assert batches == [[1, 2]]
+    queue.settle(ticket)  # already stored: returns without another flush
+    assert batches == [[1, 2]]
+    alone = queue.put_along(3)
+    queue.settle(alone)  # nothing took it along: settling flushes it
+    assert batches == [[1, 2], [3]]
+    queue.close()
+
+
 def test_the_flusher_can_be_started_ahead_of_the_first_deferred_write() -> None:
     name = "test-writes-ahead"
 

@@ -655,6 +655,13 @@ class Controller(Submission):
         # - every transition while an inline subscriber must hear it after its write.
         # The rest is deferred to the next group commit, which announces it.
         target, source = transition.to_status, transition.from_status
+        if target.is_terminal and self._writes.batching and not self._events.has_inline:
+            run = self._dispatch.get(transition.task_id)
+            if run is not None and run.observed_only_by(self._listener):
+                self._end_carrying_on(transition, snapshot)
+                for task_id in self._dispatch.forget_finished():
+                    self._writes.forget(task_id)
+                return
         durable = (
             target.is_terminal
             or (
@@ -710,6 +717,29 @@ class Controller(Submission):
         with launching_together():
             for launch in launches:
                 launch()
+
+    def _end_carrying_on(self, transition: Transition, snapshot: TaskSnapshot) -> None:
+        """A run's end, when its thread will carry the next run: one commit for both.
+
+        On a batching store, with nobody but this controller listening to the run.
+        Its terminal write is queued, not flushed; the next run's ``-> starting``
+        (durable, made here by the pump) flushes it along in the same commit. Either
+        way it is durable before this returns, so before the delivery goes on:
+        ``wait()`` still never returns before the store has the terminal state, and
+        the next body starts only after this run's job is over (it is carried on this
+        thread). With no run to start, it is flushed alone, as before. No inline
+        subscriber is waiting to hear the end before another run starts (the caller
+        checked).
+        """
+        settle = self._writes.write_along(transition, snapshot)
+        try:
+            if self._dispatch.on_transition(transition):
+                self._pump_carrying_on()
+        finally:
+            if settle is None:
+                self._events.publish(transition, snapshot)  # unknown here: announce it
+            else:
+                settle()
 
     def _pump_carrying_on(self) -> None:
         with carrying_on():

@@ -110,6 +110,29 @@ class WriteQueue(Generic[Op]):
                 else:
                     self._lead_locked()
 
+    def put_along(self, op: Op) -> _Entry[Op]:
+        """Queue ``op`` for the next flush, whoever leads it; return its ticket for :meth:`settle`.
+
+        Neither waits nor wakes the flusher: for a write that must be stored before
+        its caller moves on, when the caller is about to make a durable write that
+        will take it along in the same commit (a run's end and the start of the next
+        run it carries). The caller must :meth:`settle` the ticket.
+        """
+        entry = _Entry(op, True)
+        with self._lock:
+            self._queue.append(entry)
+        return entry
+
+    def settle(self, entry: _Entry[Op]) -> None:
+        """Return once the write of ``entry`` was flushed, leading a flush if none is in
+        progress (the one in progress may not have taken it)."""
+        with self._lock:
+            while not entry.done:
+                if self._flushing:
+                    self._flushed.wait()
+                else:
+                    self._lead_locked()
+
     def drain(self) -> None:
         """Flush everything queued so far (and return once it is written)."""
         with self._lock:

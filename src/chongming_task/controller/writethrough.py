@@ -16,6 +16,10 @@ queued, or already starting when a slot was free at submission (``submit()`` ret
 with the store showing it). The others (``-> running``,
 progress of the state within an attempt) are deferred: stored by the next flush,
 right away but not waited for.
+A run's end that its thread follows by starting the next queued run (it carries
+that run on, see ``Controller._end_carrying_on``) is queued with :meth:`write_along`
+instead: the next run's durable ``-> starting`` stores both in one commit, and the
+end is durable before its delivery goes on either way.
 On a store without ``save_many`` every write is durable, exactly as before.
 
 A store failure never fails a task: the task is fine, only its observability is
@@ -32,6 +36,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from typing import NamedTuple
 
 from chongming_task.controller.writequeue import WriteQueue
@@ -256,6 +261,25 @@ class WriteThrough:
             return True
         self._queue.put(_Write(transition, snapshot, not durable), durable=durable)
         return durable
+
+    def write_along(
+        self, transition: Transition, snapshot: TaskSnapshot
+    ) -> Callable[[], None] | None:
+        """Queue a write that must be durable, for the next flush of any thread.
+
+        On a batching store only. The write is announced by the flush that stores it.
+        Returns the call that makes it durable: it returns at once if a durable write
+        made meanwhile took it along (that is the point: one commit for both), else it
+        flushes it. ``None`` when the task is unknown here: nothing was queued, and the
+        caller announces the transition itself.
+        """
+        with self._lock:
+            state = self._states.get(transition.task_id)
+        if state is None:
+            return None
+        return partial(
+            self._queue.settle, self._queue.put_along(_Write(transition, snapshot, True))
+        )
 
     def _write_now(self, state: _TaskState, transition: Transition, snapshot: TaskSnapshot) -> None:
         """One ``save`` (or the late ``create``) for a store without native batches."""
