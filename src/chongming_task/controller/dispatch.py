@@ -120,9 +120,11 @@ class Dispatcher:
             self._admission.release(task_id)
 
     def get(self, task_id: str) -> TaskRun | None:
-        with self._lock:
-            held = self._held.get(task_id)
-            return None if held is None else held.run
+        # One dict lookup is atomic; the lock orders compound changes. Taken here (on
+        # every submission and every run's end) it was one more place for a lock convoy
+        # between the submitting thread and the carriers to start.
+        held = self._held.get(task_id)
+        return None if held is None else held.run
 
     def runs(self) -> list[TaskRun]:
         with self._lock:
