@@ -13,9 +13,8 @@ calls under their lock, which is what keeps "single writer" true.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from chongming_task.core.clock import Clock, SystemClock
 from chongming_task.errors import AttemptsExhausted, ConfigurationError, InvalidTransition
@@ -108,11 +107,11 @@ _PAUSE_TARGET = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class SharedFields:
+class SharedFields(NamedTuple):
     """The snapshot fields every task of one submission shares, checked once.
 
-    ``metadata`` is copied into each task's snapshot, never shared between tasks.
+    ``metadata`` is copied into each task's snapshot, never shared between tasks. A
+    named tuple: immutable, and cheaper to make than a frozen dataclass.
     """
 
     name: str

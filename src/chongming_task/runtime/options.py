@@ -35,6 +35,8 @@ __all__ = [
 
 
 def as_args(args: Iterable[Any]) -> tuple[Any, ...]:
+    if type(args) is tuple:  # the usual case; an ABC check of Mapping costs more than it
+        return args
     if isinstance(args, str | bytes | Mapping):
         raise ConfigurationError(
             f"args must be a tuple or list of positional arguments, got {args!r}"
