@@ -126,6 +126,7 @@ def _variant_json(v: VariantResult) -> dict[str, Any]:
         "reason": v.unavailable or v.error,
         "rounds": len(next(iter(v.samples.values()), [])),
         "rounds_cut": v.cut,
+        "retried_after": v.retried,
         "metrics": {name: s.to_dict() for name, s in v.summary().items()},
     }
 
@@ -171,12 +172,14 @@ def workload_markdown(result: WorkloadResult) -> list[str]:
     lines.append("")
     headers = ["variant", *(m.header for m in w.metrics)]
     lines += [_row(headers), _row(["---"] * len(headers))]
-    cuts = []
+    cuts: list[str] = []
+    retries: list[str] = []
     for v in result.variants:
         label = f"{v.label}{' *(baseline)*' if v.baseline else ''}"
         if v.cut:
             cuts.append(f"- {v.key}: {v.cut}")
             label += " †"
+        retries += [f"- {v.key}: {_escape(error)}" for error in v.retried]
         if v.unavailable or v.error:
             reason = v.unavailable or v.error or ""
             note = "not available yet" if v.unavailable else "FAILED"
@@ -185,6 +188,8 @@ def workload_markdown(result: WorkloadResult) -> list[str]:
             lines.append(_row([label, *(_cell(v, m) for m in w.metrics)]))
     if cuts:
         lines += ["", "† fewer rounds than the others (per-variant time budget):", "", *cuts]
+    if retries:
+        lines += ["", "Baseline rounds that raised and were measured once more:", "", *retries]
     ratios = comparisons(result)
     if ratios:
         lines += ["", "Ratios (ours ÷ baseline, medians of the same run):", ""]

@@ -35,6 +35,8 @@ class VariantResult:
     """Time spent in measured rounds (the budget counts it)."""
     cut: str | None = None
     """Why this variant has fewer rounds than the others (time budget), if it has."""
+    retried: list[str] = field(default_factory=list)
+    """Errors of a baseline's rounds that were measured again (see ``run_workload``)."""
 
     def summary(self) -> dict[str, Summary]:
         """Per-metric median/min/max over the measured rounds."""
@@ -138,7 +140,7 @@ def run_workload(workload: Workload, settings: Settings, log: Log = stderr_log) 
                 if not measured and variant.warmup_measure is not None:
                     measure = variant.warmup_measure
                 try:
-                    metrics = measure()
+                    metrics = _measure(measure, variant, result, workload.key, log)
                 except Unavailable as exc:
                     result.unavailable = str(exc)
                     log(f"{workload.key} {variant.key}: not available yet ({exc})")
@@ -167,6 +169,34 @@ def run_workload(workload: Workload, settings: Settings, log: Log = stderr_log) 
         seconds=time.perf_counter() - started,
         quick=settings.quick,
     )
+
+
+def _measure(
+    measure: Callable[[], Mapping[str, float]],
+    variant: Variant,
+    result: VariantResult,
+    workload: str,
+    log: Log,
+) -> Mapping[str, float]:
+    """One round; a baseline's round that raises is measured once more.
+
+    A peer is third-party code run the way its users run it, and its rare flakes
+    (Huey's shared SQLite connection once raised "cannot start a transaction within
+    a transaction" in one round of twenty) should not take its numbers, and every
+    ratio against it, out of a whole run. The error is kept and reported
+    (``retried``). Our own variants are never retried: a failure of ours is a bug.
+    """
+    try:
+        return measure()
+    except Unavailable:
+        raise
+    except Exception as exc:
+        if not variant.baseline or result.retried:
+            raise
+        result.retried.append(_describe(exc))
+        log(f"{workload} {variant.key}: round failed ({result.retried[-1]}); measuring it again")
+        gc.collect()
+        return measure()
 
 
 def _over_budget(result: VariantResult, settings: Settings, rounds: int) -> bool:
