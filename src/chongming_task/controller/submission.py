@@ -116,7 +116,8 @@ class Submission:
             common, args, kwargs, task_id=task_id, label=label, bucket=bucket, bucket_key=bucket_key
         )
         priority, all_tags = common.priority, common.tags
-        created = run.snapshot
+        machine = run.machine  # nobody else sees the run yet: read it without its lock
+        created = machine.snapshot
         # The first edge is taken while nobody else can see the run, so the store gets
         # the task already queued (blocked, skipped) in one write with both records.
         if skip_reason is not None:
@@ -125,8 +126,8 @@ class Submission:
             run.block(reason=blocked if isinstance(blocked, str) else "waiting for upstream")
         else:
             run.enqueue(actor=self.owner)
-        creation, edge = run.transitions
-        announced = [(creation, created), (edge, run.snapshot)]
+        creation, edge = machine.transitions
+        announced = [(creation, created), (edge, machine.snapshot)]
         # Held before it is visible in the store: a stop command that races the
         # submission must find the run. Holding refuses an id another submission took
         # since the check above (nothing of this one was stored or announced).
@@ -229,10 +230,11 @@ class Submission:
         # Per run: its creation record and snapshot, then its ``-> queued`` and snapshot.
         firsts: list[tuple[Transition, TaskSnapshot, Transition, TaskSnapshot]] = []
         for held, (run, bucket) in enumerate(runs):
-            created = run.snapshot
+            machine = run.machine  # not held yet: nobody else sees it
+            created = machine.snapshot
             run.enqueue(actor=self.owner)
-            creation, edge = run.transitions
-            firsts.append((creation, created, edge, run.snapshot))
+            creation, edge = machine.transitions
+            firsts.append((creation, created, edge, machine.snapshot))
             try:
                 self._dispatch.hold(run, priority=common.priority, tags=common.tags, bucket=bucket)
             except ConfigurationError as exc:  # another submission took the id meanwhile

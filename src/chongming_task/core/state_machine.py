@@ -346,6 +346,7 @@ class StateMachine:
             trigger,
             actor=actor,
             reason=reason,
+            trusted=True,
             queued_at=_NOW,
             started_at=None,
         )
@@ -367,6 +368,8 @@ class StateMachine:
             S.STARTING,
             trigger,
             reason=f"executor={executor}" if executor else None,
+            check=False,  # checked above
+            trusted=True,
             attempt=snap.attempt + 1,
             started_at=_NOW,
             first_started_at=snap.first_started_at or _NOW,
@@ -386,7 +389,7 @@ class StateMachine:
             # paused/pausing -> running are resume and abort; they have their own methods.
             raise self._invalid(S.RUNNING, trigger, "use resume() or abort_pause() for this edge")
         self._require_started(S.RUNNING, trigger)
-        self._apply(S.RUNNING, trigger)
+        self._apply(S.RUNNING, trigger, check=False)  # checked above
 
     def mark_pausing(
         self,
@@ -782,8 +785,11 @@ class StateMachine:
         actor: str | None = None,
         reason: str | None = None,
         check: bool = True,
+        trusted: bool = False,
         **changes: Any,
     ) -> Transition:
+        """Take the edge to ``target``; ``check=False`` when the caller checked it,
+        ``trusted`` when the caller made every value of ``changes`` itself."""
         if check:
             self._check_edge(target, trigger)
             if target is S.RUNNING and self.status is S.PAUSED:
@@ -799,10 +805,13 @@ class StateMachine:
         if carried is not None:
             self._carried = None
             changes = {**carried, **changes}
+            trusted = False  # carried changes come from outside the state machine
         for name, value in changes.items():
             if value is _NOW:
                 changes[name] = now  # one instant per transition (and one datetime)
-        self._snapshot = after = advance_snapshot(snap, target, version, now, changes)
+        self._snapshot = after = advance_snapshot(
+            snap, target, version, now, changes, trusted=trusted
+        )
         record = machine_transition(
             task_id=snap.task_id,
             from_status=snap.status,
