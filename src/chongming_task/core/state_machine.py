@@ -295,6 +295,14 @@ class StateMachine:
         """Every accepted transition, oldest first, starting with the creation record."""
         return tuple(self._transitions)
 
+    def transitions_after(self, count: int) -> list[Transition]:
+        """The transitions after the first ``count`` (a new list; empty if none).
+
+        For the runtime, which hands each new transition on once: it need not copy
+        the whole history at every transition to find the new ones.
+        """
+        return self._transitions[count:]
+
     @property
     def task_id(self) -> str:
         """The task's id."""

@@ -157,13 +157,13 @@ class RunState:
         return _Transaction(self, after)
 
     def _record_locked(self) -> None:
-        transitions = self.machine.transitions
-        if len(transitions) == self._seen:
+        fresh = self.machine.transitions_after(self._seen)
+        if not fresh:
             return
         snapshot = self.machine.snapshot
-        for record in transitions[self._seen :]:
+        for record in fresh:
             self.outbox.put(record, snapshot)
-        self._seen = len(transitions)
+        self._seen += len(fresh)
         status = snapshot.status
         if self.pause_event is not None and status is not TaskStatus.PAUSING:
             self.pause_event.set()  # confirmed, aborted or overtaken: pause() may look

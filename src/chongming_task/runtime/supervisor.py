@@ -115,7 +115,8 @@ class Supervisor:
         )
         backoff = state.machine.status is S.RETRY_WAIT and state.retry_at != self._woken_for
         if state.timeout is None and not windows and not backoff:
-            self._book_locked(None)
+            if self._entry is not None:  # nothing due any more: drop what was booked
+                self._book_locked(None)
             return
         for _ in range(_MAX_ROUNDS):
             if not self._act_locked(state.clock.monotonic()):

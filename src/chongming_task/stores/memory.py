@@ -40,11 +40,6 @@ def _sort_key(order: str) -> tuple[Any, bool]:
     return (lambda row: (-row.snapshot.priority, row.snapshot.created_at, row.seq)), False
 
 
-def _ascending(transitions: list[Transition]) -> bool:
-    """Whether the records' versions strictly increase (a new task's first records)."""
-    return all(a.version < b.version for a, b in itertools.pairwise(transitions))
-
-
 class InMemoryTaskStore(MemoryControl):
     """Dictionaries behind one lock: for single-process use, unit tests and as the reference."""
 
@@ -69,7 +64,13 @@ class InMemoryTaskStore(MemoryControl):
         task_id = snapshot.task_id
         row = _Row(0, snapshot)
         fresh = list(transitions)
-        own = bool(fresh) and all(t.task_id == task_id for t in fresh) and _ascending(fresh)
+        own = bool(fresh)  # every record of this task, versions strictly increasing
+        last = -1
+        for record in fresh:
+            if record.task_id != task_id or record.version <= last:
+                own = False
+                break
+            last = record.version
         with self._lock:
             if self._closed:
                 raise StoreError("the store is closed")
