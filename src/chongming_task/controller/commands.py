@@ -198,6 +198,8 @@ class CommandPoller:
 
     def start(self) -> None:
         """Start polling (idempotent; never after ``stop``)."""
+        if self._thread is not None:  # started: every submission calls this
+            return
         with self._lock:
             if self._thread is not None or self._stop.is_set():
                 return

@@ -104,6 +104,8 @@ class LeaseKeeper:
 
     def start(self) -> None:
         """Start the thread (idempotent)."""
+        if self._thread is not None:  # started: every submission calls this
+            return
         with self._lock:
             if self._thread is not None or self._stop.is_set():
                 return

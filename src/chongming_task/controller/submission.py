@@ -12,7 +12,7 @@ commit fewer.
 
 from __future__ import annotations
 
-import uuid
+import secrets
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,7 +107,7 @@ class Submission:
         )
         bucket = bucket_rules.bucket_for_submit(self.bucket_policy, self.owned_buckets, bucket_key)
         if task_id is None:
-            task_id = f"{name}-{uuid.uuid4().hex[:12]}"
+            task_id = f"{name}-{secrets.token_hex(6)}"  # 48 random bits, as before
         if self._dispatch.get(task_id) is not None:
             raise ConfigurationError(
                 f"task id {task_id!r} already exists in this controller; submit under a new id"
@@ -346,7 +346,7 @@ class Submission:
     def _batch_ids(self, name: str, count: int, task_ids: Sequence[str] | None) -> list[str]:
         """One fresh id per call, or the caller's: as many as calls, unique, not held."""
         if task_ids is None:
-            return [f"{name}-{uuid.uuid4().hex[:12]}" for _ in range(count)]
+            return [f"{name}-{secrets.token_hex(6)}" for _ in range(count)]
         if isinstance(task_ids, str):
             raise ConfigurationError(
                 f"task_ids must be a sequence of ids, not the string {task_ids!r}"
