@@ -11,10 +11,11 @@ time for the rest of its life.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 import pytest
 
-from chongming_task import ConfigurationError, Controller, InMemoryTaskStore
+from chongming_task import ConfigurationError, Controller, InMemoryTaskStore, TaskRun
 from chongming_task.runtime.attempt import TaskCall
 from chongming_task.runtime.context import TaskContext
 from chongming_task.runtime.executors.thread import ThreadExecutor
@@ -39,6 +40,34 @@ class _PausingCheck(ThreadExecutor):
             assert self.proceed.wait(10)
 
 
+def _race(
+    executor: _PausingCheck,
+    loser: Callable[[], object],
+    during: Callable[[], TaskRun],
+) -> tuple[ConfigurationError, TaskRun]:
+    """Run ``loser`` in a thread until it is inside its first run's build, call ``during``
+    (the winning submission), let the loser go on; its error and the winner's run."""
+    errors: list[BaseException] = []
+
+    def attempt() -> None:
+        try:
+            loser()
+        except BaseException as exc:  # the caller's assertions name it
+            errors.append(exc)
+
+    thread = threading.Thread(target=attempt)
+    thread.start()
+    assert executor.entered.wait(10)  # the loser passed the id check and is building
+    winner = during()
+    executor.proceed.set()
+    thread.join(10)
+    assert not thread.is_alive()
+    assert len(errors) == 1
+    error = errors[0]
+    assert isinstance(error, ConfigurationError)
+    return error, winner
+
+
 @pytest.mark.parametrize("queued_behind", [False, True])
 def test_the_loser_of_a_race_on_one_id_is_refused_and_the_winner_keeps_its_slot(
     queued_behind: bool,
@@ -58,30 +87,19 @@ def test_the_loser_of_a_race_on_one_id_is_refused_and_the_winner_keeps_its_slot(
     with Controller(store=InMemoryTaskStore(), max_parallel=1, executor=executor) as controller:
         controller.register("body", body)
         controller.register("blocker", blocker)
-        errors: list[BaseException] = []
+        blocking: list[TaskRun] = []
 
-        def first() -> None:
-            try:
-                controller.submit("body", task_id="same")
-            except BaseException as exc:  # the assertion below names it
-                errors.append(exc)
+        def winning() -> TaskRun:
+            if queued_behind:
+                blocking.append(controller.submit("blocker", task_id="blocker"))
+            return controller.submit("body", task_id="same")
 
-        loser = threading.Thread(target=first)
-        loser.start()
-        assert executor.entered.wait(10)  # the loser passed the id check, is building
-        if queued_behind:
-            blocking = controller.submit("blocker", task_id="blocker")
-        winner = controller.submit("body", task_id="same")
-        executor.proceed.set()
-        loser.join(10)
-        assert not loser.is_alive()
-        assert len(errors) == 1
-        assert isinstance(errors[0], ConfigurationError)
-        assert "'same' already exists" in str(errors[0])
+        error, winner = _race(executor, lambda: controller.submit("body", task_id="same"), winning)
+        assert "'same' already exists" in str(error)
         finish.set()
         if queued_behind:
             release.set()
-            assert blocking.wait(10).value == "released"
+            assert blocking[0].wait(10).value == "released"
         assert winner.wait(10).value == "done"
         assert path(winner.transitions) == ["pending", "queued", "starting", "running", "succeeded"]
         assert controller.get("same") is not None
@@ -96,25 +114,13 @@ def test_a_batch_that_loses_a_race_on_one_id_submits_nothing() -> None:
     store = InMemoryTaskStore()
     with Controller(store=store, max_parallel=2, executor=executor) as controller:
         controller.register("body", lambda ctx: "done")
-        errors: list[BaseException] = []
-
-        def batch() -> None:
-            try:
-                controller.submit_many("body", [(), ()], task_ids=["mine", "same"])
-            except BaseException as exc:  # the assertion below names it
-                errors.append(exc)
-
-        loser = threading.Thread(target=batch)
-        loser.start()
-        assert executor.entered.wait(10)  # ids checked, the first run is being built
-        winner = controller.submit("body", task_id="same")
-        executor.proceed.set()
-        loser.join(10)
-        assert not loser.is_alive()
-        assert len(errors) == 1
-        assert isinstance(errors[0], ConfigurationError)
-        assert "call 1" in str(errors[0])
-        assert "nothing was submitted" in str(errors[0])
+        error, winner = _race(
+            executor,
+            lambda: controller.submit_many("body", [(), ()], task_ids=["mine", "same"]),
+            lambda: controller.submit("body", task_id="same"),
+        )
+        assert "call 1" in str(error)
+        assert "nothing was submitted" in str(error)
         assert winner.wait(10).value == "done"
         # All or nothing: the batch's other run was neither held nor stored.
         assert controller.get("mine") is None
