@@ -153,3 +153,44 @@ def test_a_runs_end_and_the_next_runs_start_share_one_commit(gate: Gate, tmp_pat
                     "running",
                     "succeeded",
                 ]
+
+
+def test_a_done_callback_added_while_the_run_ends_may_wait_for_the_carried_run(
+    gate: Gate, tmp_path: Path
+) -> None:
+    """The controller chose to carry the next run on this thread (nobody else listened),
+    then a done callback that waits for that run was added before the end was
+    delivered: the carried run must start on another thread, not wait behind it."""
+    with SqliteTaskStore(tmp_path / "tasks.db") as store:
+        outcomes: list[Any] = []
+        runs: dict[str, Any] = {}
+        save_many = store.save_many
+
+        def late_callback(writes: Sequence[SnapshotWrite]) -> Any:
+            starting = [w.snapshot.task_id for w in writes if w.snapshot.status is S.STARTING]
+            if "second" in starting and not outcomes:
+                # The start of the carried run is being stored: the first run's end is
+                # decided but not delivered yet. A callback added now waits for it.
+                runs["first"].add_done_callback(
+                    lambda run: outcomes.append(runs["second"].wait(10))
+                )
+            return save_many(writes)
+
+        store.save_many = late_callback  # type: ignore[method-assign]
+        with Controller(store=store, max_parallel=1) as controller:
+            controller.register("hold", gate.hold)
+            controller.register("record", _recording({}))
+            runs["first"] = controller.submit("hold", task_id="first")
+            runs["second"] = controller.submit("record", task_id="second")
+            gate.open()
+            assert runs["first"].wait(10).ok
+            assert runs["second"].wait(10).value == "second"
+        assert len(outcomes) == 1
+        assert outcomes[0].ok  # the callback's wait ended with the run, not a timeout
+        assert path(runs["second"].transitions) == [
+            "pending",
+            "queued",
+            "starting",
+            "running",
+            "succeeded",
+        ]

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from chongming_task.model import TaskSnapshot, Transition
+from chongming_task.runtime.executors.carriers import hand_on_successor
 
 __all__ = ["Listener", "Outbox"]
 
@@ -142,6 +143,11 @@ class Outbox(Generic[RunT]):
             with self._state_lock:
                 self._finished = True
                 callbacks, self._done_callbacks = self._done_callbacks, ()
+            if callbacks:
+                # A done callback may wait for anything, the run this thread was to
+                # carry next included (one added while the run ended, after its owner
+                # chose to carry on here): that run starts on another thread first.
+                hand_on_successor()
             for callback in callbacks:
                 self._call_done(callback)
             with self._state_lock:
