@@ -318,3 +318,27 @@ def test_status_shows_the_last_log_lines_redacted(invoke: Invoke, dbfile: str) -
     text = invoke("--db", dbfile, "status", "c1").out
     assert "last 10 log line(s):" in text
     assert "line 11" in text
+
+
+def test_submit_priority_orders_the_pending_submissions_workers_claim(
+    invoke: Invoke, dbfile: str
+) -> None:
+    """``submit --priority`` end to end: what a worker claims first is the highest
+    priority, then the oldest (no worker runs here: the order is read from the claim)."""
+    from chongming_task.stores.sqlite import SqliteTaskStore
+
+    for task_id, priority in (("low", None), ("mid", "3"), ("urgent", "9"), ("mid-later", "3")):
+        options = ["--priority", priority] if priority is not None else []
+        result = invoke(
+            "--db", dbfile, "submit", "add", "--tasks", TASKS, "--task-id", task_id,
+            "--arg", "a=1", *options,
+        )  # fmt: skip
+        assert result.code == 0, result.err
+    refused = invoke(
+        "--db", dbfile, "submit", "add", "--tasks", TASKS, "--arg", "a=1", "--priority", "high"
+    )
+    assert refused.code == 2
+    assert "--priority" in refused.err
+    with SqliteTaskStore(dbfile) as store:
+        claimed = store.claim_commands("worker-1", lease=30, limit=10, actions={"submit"})
+    assert [command.target for command in claimed] == ["urgent", "mid", "mid-later", "low"]
