@@ -194,3 +194,28 @@ def test_a_done_callback_added_while_the_run_ends_may_wait_for_the_carried_run(
             "running",
             "succeeded",
         ]
+
+
+def test_with_nothing_queued_a_run_is_stored_ended_before_its_slot_is_given_back(
+    tmp_path: Path,
+) -> None:
+    """Only a run that a queued run will replace at once lends its end to the next
+    commit; otherwise whoever sees the slot free finds the run ended in the store."""
+    with SqliteTaskStore(tmp_path / "tasks.db") as store:
+        with Controller(store=store, max_parallel=1) as controller:
+            controller.register("record", _recording({}))
+            dispatch = controller._dispatch
+            on_transition = dispatch.on_transition
+            seen: list[str | None] = []
+
+            def spy(transition: Any) -> bool:
+                if transition.to_status.is_terminal:
+                    stored = store.get(transition.task_id)
+                    seen.append(None if stored is None else stored.status.value)
+                return on_transition(transition)
+
+            dispatch.on_transition = spy  # type: ignore[method-assign]
+            for task_id in ("one", "two"):
+                run = controller.submit("record", task_id=task_id)
+                assert run.wait(10).value == task_id
+        assert seen == ["succeeded", "succeeded"]

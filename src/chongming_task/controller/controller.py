@@ -655,7 +655,12 @@ class Controller(Submission):
         # - every transition while an inline subscriber must hear it after its write.
         # The rest is deferred to the next group commit, which announces it.
         target, source = transition.to_status, transition.from_status
-        if target.is_terminal and self._writes.batching and not self._events.has_inline:
+        if (
+            target.is_terminal
+            and self._writes.batching
+            and not self._events.has_inline
+            and self._dispatch.queued_count
+        ):
             run = self._dispatch.get(transition.task_id)
             if run is not None and run.observed_only_by(self._listener):
                 self._end_carrying_on(transition, snapshot)
@@ -721,15 +726,19 @@ class Controller(Submission):
     def _end_carrying_on(self, transition: Transition, snapshot: TaskSnapshot) -> None:
         """A run's end, when its thread will carry the next run: one commit for both.
 
-        On a batching store, with nobody but this controller listening to the run.
-        Its terminal write is queued, not flushed; the next run's ``-> starting``
-        (durable, made here by the pump) flushes it along in the same commit. Either
-        way it is durable before this returns, so before the delivery goes on:
-        ``wait()`` still never returns before the store has the terminal state, and
-        the next body starts only after this run's job is over (it is carried on this
-        thread). With no run to start, it is flushed alone, as before. No inline
-        subscriber is waiting to hear the end before another run starts (the caller
-        checked).
+        On a batching store, with nobody but this controller listening to the run and
+        runs queued for its slot. Its terminal write is queued, not flushed; the next
+        run's ``-> starting`` (durable, made here by the pump) flushes it along in the
+        same commit. Either way it is durable before this returns, so before the
+        delivery goes on: ``wait()`` still never returns before the store has the
+        terminal state, and the next body starts only after this run's job is over (it
+        is carried on this thread). If the queued run could not start after all, the
+        end is flushed alone, as before. With nothing queued the ordinary path runs:
+        the end is stored before its slot is given back, so nobody who sees the slot
+        free finds the run still running in the store. (With a run queued, the slot
+        goes to that run within this call; between the two it counts as free.) No
+        inline subscriber is waiting to hear the end before another run starts (the
+        caller checked).
         """
         settle = self._writes.write_along(transition, snapshot)
         try:
