@@ -228,6 +228,19 @@ def test_a_task_that_moves_between_the_two_reads_is_left_alone(
         assert S.LOST not in [t.to_status for t in store.history(task_id)]
 
 
+def _holder_ends(store: TaskStore, clock: FakeClock, task_id: str) -> None:
+    """The task's live holder writes its end, under ``expect_version`` as a holder does."""
+    current = store.get(task_id)
+    assert current is not None
+    machine = StateMachine(current, clock=clock)
+    machine.mark_succeeded(outcome=1)
+    store.save(
+        machine.snapshot,
+        expect_version=current.status_version,
+        transitions=machine.transitions[-1:],
+    )
+
+
 def test_a_holder_that_writes_after_the_page_read_wins(
     store: TaskStore, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -237,18 +250,7 @@ def test_a_holder_that_writes_after_the_page_read_wins(
     put(store, clock, "racy", running=True, lease=timedelta(seconds=-1))
     put(store, clock, "calm", running=True, lease=timedelta(seconds=-1))
 
-    def holder_writes() -> None:
-        current = store.get("racy")
-        assert current is not None
-        machine = StateMachine(current, clock=clock)
-        machine.mark_succeeded(outcome=1)
-        store.save(
-            machine.snapshot,
-            expect_version=current.status_version,
-            transitions=machine.transitions[-1:],
-        )
-
-    _after(store, "query", holder_writes)
+    _after(store, "query", lambda: _holder_ends(store, clock, "racy"))
     report = reconcile(store, clock=clock, actor="x")
     assert report.lost == ("calm",)
     assert report.skipped == ("racy",)
@@ -269,18 +271,7 @@ def test_a_holder_that_writes_between_the_stores_own_read_and_write_wins(
     for task_id in ("a", "racy", "z"):
         put(store, clock, task_id, running=True, lease=timedelta(seconds=-1))
 
-    def holder_writes() -> None:
-        current = store.get("racy")
-        assert current is not None
-        machine = StateMachine(current, clock=clock)
-        machine.mark_succeeded(outcome=1)
-        store.save(
-            machine.snapshot,
-            expect_version=current.status_version,
-            transitions=machine.transitions[-1:],
-        )
-
-    _after(store, "query", holder_writes)
+    _after(store, "query", lambda: _holder_ends(store, clock, "racy"))
     heard: list[str] = []
     report = reconcile(store, clock=clock, actor="x", on_lost=lambda t, s: heard.append(t.task_id))
     assert report.lost == ("a", "z")

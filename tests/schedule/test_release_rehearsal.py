@@ -90,13 +90,9 @@ def test_a_stopped_wait_plays_nothing() -> None:
     assert plays.calls == []
 
 
-def test_no_rehearsal_on_a_test_clock(harness: Harness) -> None:
-    """The fake clock's waits are not timed: there is nothing to warm up for."""
-    bodies = Bodies(harness)
-    scheduler = harness.node({"beat": bodies}, tick=60)
-    controller = scheduler.controller
-    asked: list[list[str]] = []
-    controller.rehearse_release = lambda ids: asked.append(list(ids))  # type: ignore[method-assign,assignment,func-returns-value]
+def _first_firing_on_the_test_clock(harness: Harness, scheduler: Scheduler) -> None:
+    """Arm the first firing of a 10 s schedule, see it blocked just before its instant,
+    reach the instant and see it succeed."""
     scheduler.every("beat", "beat", 10)
     scheduler.start()
     harness.clock.wait_for_sleepers(1)
@@ -104,6 +100,16 @@ def test_no_rehearsal_on_a_test_clock(harness: Harness) -> None:
     stored(harness, FIRST_ID, TaskStatus.BLOCKED)
     harness.clock.advance(1)
     assert harness.settled(FIRST_ID).status is TaskStatus.SUCCEEDED
+
+
+def test_no_rehearsal_on_a_test_clock(harness: Harness) -> None:
+    """The fake clock's waits are not timed: there is nothing to warm up for."""
+    bodies = Bodies(harness)
+    scheduler = harness.node({"beat": bodies}, tick=60)
+    controller = scheduler.controller
+    asked: list[list[str]] = []
+    controller.rehearse_release = lambda ids: asked.append(list(ids))  # type: ignore[method-assign,assignment,func-returns-value]
+    _first_firing_on_the_test_clock(harness, scheduler)
     assert asked == []
 
 
@@ -211,11 +217,5 @@ def test_no_quiet_window_on_a_test_clock(harness: Harness) -> None:
     controller = scheduler.controller
     marked: list[datetime] = []
     controller.quiet_around = marked.append  # type: ignore[method-assign]
-    scheduler.every("beat", "beat", 10)
-    scheduler.start()
-    harness.clock.wait_for_sleepers(1)
-    to_just_before(harness, FIRST)
-    stored(harness, FIRST_ID, TaskStatus.BLOCKED)
-    harness.clock.advance(1)
-    assert harness.settled(FIRST_ID).status is TaskStatus.SUCCEEDED
+    _first_firing_on_the_test_clock(harness, scheduler)
     assert marked == []

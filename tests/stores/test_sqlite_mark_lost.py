@@ -115,17 +115,23 @@ def occupying(snapshot: TaskSnapshot, status: TaskStatus) -> TaskSnapshot:
     )
 
 
-def test_the_richest_snapshot_is_stored_exactly_as_the_generic_path_stores_it(
-    pair: tuple[SqliteTaskStore, SqliteTaskStore, FakeClock], tmp_path: Path
-) -> None:
-    native, generic, clock = pair
+def _create_rich_and_bare(*stores: SqliteTaskStore) -> None:
+    """A running task with every field set and a stopping one with none, in each store."""
     contract = StoreContract()
     contract.setup_method()
     rich = occupying(contract.rich_snapshot("rich"), TaskStatus.RUNNING)
     bare = occupying(contract.snapshot("bare"), TaskStatus.STOPPING)
-    for store in (native, generic):
+    for store in stores:
         store.create(rich)
         store.create(bare)
+
+
+def test_the_richest_snapshot_is_stored_exactly_as_the_generic_path_stores_it(
+    pair: tuple[SqliteTaskStore, SqliteTaskStore, FakeClock], tmp_path: Path
+) -> None:
+    native, generic, clock = pair
+    _create_rich_and_bare(native, generic)
+    for store in (native, generic):
         store.touch(
             "rich",
             progress=Progress(done=1, total=2, unit="件", message='a "q" \\ ☃'),
@@ -203,13 +209,7 @@ def test_snapshots_are_those_the_generic_path_returns_and_decoded_only_when_read
     pair: tuple[SqliteTaskStore, SqliteTaskStore, FakeClock], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     native, generic, clock = pair
-    contract = StoreContract()
-    contract.setup_method()
-    rich = occupying(contract.rich_snapshot("rich"), TaskStatus.RUNNING)
-    bare = occupying(contract.snapshot("bare"), TaskStatus.STOPPING)
-    for store in (native, generic):
-        store.create(rich)
-        store.create(bare)
+    _create_rich_and_bare(native, generic)
     clock.advance(3)
     decoded: list[object] = []
     real_decode = rows.decode_task
