@@ -252,8 +252,13 @@ class TaskRun(RunControls, QueueOwnerEdges):
         is checked here.
 
         Raises:
-            ConfigurationError: As the constructor, for what differs per run.
+            ConfigurationError: ``template`` is not a ``RunTemplate``, or as the
+                constructor for what differs per run.
         """
+        if not isinstance(template, RunTemplate):
+            raise ConfigurationError(
+                f"template must be a RunTemplate (RunTemplate.check(fn, ...)), got {template!r}"
+            )
         run = cls.__new__(cls)
         run._setup(
             template,

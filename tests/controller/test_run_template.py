@@ -113,5 +113,15 @@ def test_a_template_refuses_what_a_run_would_refuse() -> None:
         RunTemplate.check(_echo, tags="one")
     with pytest.raises(ConfigurationError, match="priority must be an integer"):
         RunTemplate.check(_echo, priority="high")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="template must be a RunTemplate"):
+        TaskRun.from_template(
+            _echo,  # type: ignore[arg-type]
+            (),
+            None,
+            task_id="t",
+            label=None,
+            bucket=None,
+            bucket_key=None,
+        )
     with pytest.raises(ConfigurationError, match="metadata"):
         RunTemplate.check(_echo, metadata={"when": object()})  # type: ignore[dict-item]
