@@ -647,6 +647,29 @@ class Controller(Submission):
     # ------------------------------------------------------------ internals
 
     def _on_transition(self, transition: Transition, snapshot: TaskSnapshot) -> None:
+        if self._rides_on_next_start(transition):
+            self._end_carrying_on(transition, snapshot)
+        else:
+            self._write_and_account(transition, snapshot)
+        if transition.to_status.is_terminal:
+            for task_id in self._dispatch.forget_finished():
+                self._writes.forget(task_id)
+
+    def _rides_on_next_start(self, transition: Transition) -> bool:
+        """Whether a run's end can share the commit of the run its thread carries next
+        (see :meth:`_end_carrying_on`): a batching store, no inline subscriber, a run
+        queued for the slot, and nobody but this controller listening to the run."""
+        if not (
+            transition.to_status.is_terminal
+            and self._writes.batching
+            and not self._events.has_inline
+            and self._dispatch.queued_count
+        ):
+            return False
+        run = self._dispatch.get(transition.task_id)
+        return run is not None and run.observed_only_by(self._listener)
+
+    def _write_and_account(self, transition: Transition, snapshot: TaskSnapshot) -> None:
         # Durable (stored before the run moves on):
         # - a terminal state: wait() never returns before the store has it;
         # - entering an occupying state (-> starting, a resume in place): the store shows
@@ -655,18 +678,6 @@ class Controller(Submission):
         # - every transition while an inline subscriber must hear it after its write.
         # The rest is deferred to the next group commit, which announces it.
         target, source = transition.to_status, transition.from_status
-        if (
-            target.is_terminal
-            and self._writes.batching
-            and not self._events.has_inline
-            and self._dispatch.queued_count
-        ):
-            run = self._dispatch.get(transition.task_id)
-            if run is not None and run.observed_only_by(self._listener):
-                self._end_carrying_on(transition, snapshot)
-                for task_id in self._dispatch.forget_finished():
-                    self._writes.forget(task_id)
-                return
         durable = (
             target.is_terminal
             or (
@@ -681,18 +692,15 @@ class Controller(Submission):
             # Before the ledger frees the slot: an inline subscriber hears a run's end
             # before any thread can start another run in its place.
             self._events.publish(transition, snapshot)
-        freed = self._dispatch.on_transition(transition)
-        if freed:
-            run = self._dispatch.get(transition.task_id) if target.is_terminal else None
-            if run is not None and run.observed_only_by(self._listener):
-                # Nobody else listens to this run: start the next one once this
-                # delivery is over, and let the thread that ran this body carry it.
-                run.after_delivery(self._pump_carrying_on)
-            else:
-                self._dispatch.pump()
-        if target.is_terminal:
-            for task_id in self._dispatch.forget_finished():
-                self._writes.forget(task_id)
+        if not self._dispatch.on_transition(transition):
+            return
+        run = self._dispatch.get(transition.task_id) if target.is_terminal else None
+        if run is not None and run.observed_only_by(self._listener):
+            # Nobody else listens to this run: start the next one once this delivery is
+            # over, and let the thread that ran this body carry it.
+            run.after_delivery(self._pump_carrying_on)
+        else:
+            self._dispatch.pump()
 
     def _start_group(self, runs: list[TaskRun]) -> None:
         """Start runs admitted in one pump round with one commit for all their starts.
