@@ -44,6 +44,7 @@ class EventBus:
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._subscriptions: tuple[_Subscription, ...] = ()
+        self._has_inline = False
         self._queue: deque[tuple[Transition, TaskSnapshot]] = deque()
         self._thread: threading.Thread | None = None
         self._closed = False
@@ -58,13 +59,21 @@ class EventBus:
             raise TypeError(f"a subscriber must be callable, got {fn!r}")
         subscription = _Subscription(fn, inline)
         with self._lock:
-            self._subscriptions = (*self._subscriptions, subscription)
+            self._set_subscriptions((*self._subscriptions, subscription))
 
         def unsubscribe() -> None:
             with self._lock:
-                self._subscriptions = tuple(s for s in self._subscriptions if s is not subscription)
+                self._set_subscriptions(
+                    tuple(s for s in self._subscriptions if s is not subscription)
+                )
 
         return unsubscribe
+
+    def _set_subscriptions(self, subscriptions: tuple[_Subscription, ...]) -> None:
+        """Replace the subscriptions (hold the lock); :attr:`has_inline` is kept with them,
+        since the controller asks it at every run's end."""
+        self._subscriptions = subscriptions
+        self._has_inline = any(subscription.inline for subscription in subscriptions)
 
     @property
     def has_subscribers(self) -> bool:
@@ -73,7 +82,7 @@ class EventBus:
     @property
     def has_inline(self) -> bool:
         """Whether some subscriber runs in the transition's thread (it must come first)."""
-        return any(subscription.inline for subscription in self._subscriptions)
+        return self._has_inline
 
     def publish(self, transition: Transition, snapshot: TaskSnapshot) -> None:
         """Deliver one transition: inline subscribers now, queued ones on the dispatcher."""

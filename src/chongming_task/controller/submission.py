@@ -139,7 +139,7 @@ class Submission:
             launch = self._prepare_admitted(run, announced)
         stored = announced[-1][1]
         try:
-            self._writes.create(stored, tuple(record for record, _ in announced))
+            self._writes.create(stored, tuple([record for record, _ in announced]))
         except BaseException:
             self._dispatch.drop(task_id)
             if launch is not None:  # never stored, never launched: end it for good
@@ -285,8 +285,10 @@ class Submission:
             priority = self.concurrency.priority
         if isinstance(priority, bool) or not isinstance(priority, int):
             raise ConfigurationError(f"priority must be an integer, got {priority!r}")
-        meta = dict(metadata or {})
-        ensure_json(meta, "metadata")
+        meta: dict[str, JSONValue] = {}
+        if metadata:
+            meta = dict(metadata)
+            ensure_json(meta, "metadata")
         # Most submissions of a task have the same options: their template is checked
         # once and kept (keyed by the options; the definition must be the same object,
         # so a re-registered name gets a new one). With metadata it is made afresh.

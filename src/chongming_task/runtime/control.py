@@ -26,6 +26,9 @@ StopSource = str
 
 Message = tuple[Any, ...]
 
+#: Serialises the lazy creation of a control's condition (see ``Control._condition``).
+_MAKING = threading.Lock()
+
 
 class Control:
     """Stop and pause requests for one attempt, plus its last heartbeat."""
@@ -51,20 +54,36 @@ class Control:
         self.pause_seq = 0
         #: Monotonic time of the last checkpoint or ``heartbeat.beat()``.
         self.beat = beat
-        # An RLock: a Condition on a plain Lock probes it for three methods it lacks,
-        # one AttributeError each, which made this the costliest line of an attempt.
-        self._cond = threading.Condition(threading.RLock())
+        # Made on the first request or wait (see :meth:`_condition`): most attempts
+        # never get one, and a Condition with its lock, waiter deque and bound methods
+        # was the costliest part of setting an attempt up.
+        self._cond: threading.Condition | None = None
         # Called when the body reaches a checkpoint with a pause pending; it confirms the
         # pause (pausing -> paused) and says whether the body should block.
         self.on_pause = on_pause
         self._wakers: list[Callable[[], None]] = []
         self._forward: Callable[[Message], None] | None = None
 
+    def _condition(self) -> threading.Condition:
+        """The condition every request and wait goes through, made on first use.
+
+        Double-checked under a module lock, so two threads asking at once share one.
+        An RLock: a Condition on a plain Lock probes it for three methods it lacks,
+        one AttributeError each.
+        """
+        cond = self._cond
+        if cond is None:
+            with _MAKING:
+                cond = self._cond
+                if cond is None:
+                    cond = self._cond = threading.Condition(threading.RLock())
+        return cond
+
     # ------------------------------------------------------------ requests (supervisor side)
 
     def request_stop(self, reason: str | None, source: StopSource = "stop") -> bool:
         """Ask the body to stop at its next checkpoint. False if a stop was already asked."""
-        with self._cond:
+        with self._condition():
             if self.stop_requested:
                 return False
             self.stop_reason = reason
@@ -75,7 +94,7 @@ class Control:
 
     def request_pause(self, seq: int | None = None) -> int:
         """Ask the body to pause at its next checkpoint; returns the request's sequence."""
-        with self._cond:
+        with self._condition():
             self.pause_seq = self.pause_seq + 1 if seq is None else seq
             self.pause_requested = True
             self._changed_locked(("pause", self.pause_seq))
@@ -83,7 +102,7 @@ class Control:
 
     def cancel_pause(self) -> None:
         """Withdraw a pause request (resume, or abort of an unconfirmed pause)."""
-        with self._cond:
+        with self._condition():
             if not self.pause_requested:
                 return
             self.pause_requested = False
@@ -91,7 +110,7 @@ class Control:
 
     def forward_to(self, send: Callable[[Message], None] | None) -> None:
         """Mirror every request to ``send`` (the child process), replaying the current state."""
-        with self._cond:
+        with self._condition():
             self._forward = send
             if send is None:
                 return
@@ -101,7 +120,7 @@ class Control:
                 send(("stop", self.stop_reason, self.stop_source))
 
     def _changed_locked(self, message: Message) -> None:
-        self._cond.notify_all()
+        self._condition().notify_all()
         for wake in list(self._wakers):
             wake()
         if self._forward is not None:
@@ -120,9 +139,9 @@ class Control:
         """Confirm the pending pause, then block until it is withdrawn or a stop arrives."""
         if self.on_pause is not None and not self.on_pause(self.pause_seq):
             return
-        with self._cond:
+        with self._condition():
             while self._blocked_locked():
-                self._cond.wait()
+                self._condition().wait()
 
     async def await_while_paused(self) -> None:
         """Like :meth:`wait_while_paused` without blocking the event loop's thread."""
@@ -137,14 +156,14 @@ class Control:
                 with contextlib.suppress(RuntimeError):
                     loop.call_soon_threadsafe(_resolve, future)
 
-            with self._cond:
+            with self._condition():
                 if not self._blocked_locked():
                     return
                 self._wakers.append(wake)
             try:
                 await future
             finally:
-                with self._cond:
+                with self._condition():
                     self._wakers.remove(wake)
 
 

@@ -112,16 +112,18 @@ _FITTING_SHAPES: weakref.WeakKeyDictionary[Callable[..., Any], set[tuple[int, fr
     weakref.WeakKeyDictionary()
 )
 _SHAPES_LOCK = threading.Lock()
+_NO_KEYWORDS: frozenset[str] = frozenset()
 
 
 def check_signature(fn: Callable[..., Any], call: TaskCall, name: str) -> None:
-    shape = (len(call.args), frozenset(call.kwargs))
-    with _SHAPES_LOCK:
-        try:
-            if shape in _FITTING_SHAPES[fn]:
-                return
-        except (KeyError, TypeError):
-            pass
+    shape = (len(call.args), frozenset(call.kwargs) if call.kwargs else _NO_KEYWORDS)
+    try:
+        # A lookup needs no lock: a dict read and a set membership are atomic, and a
+        # shape added meanwhile by another thread is only checked once more.
+        if shape in _FITTING_SHAPES[fn]:
+            return
+    except (KeyError, TypeError):
+        pass
     signature = signature_of(fn)
     if signature is None:
         return  # builtins and some C callables: nothing to check against

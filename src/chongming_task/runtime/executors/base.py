@@ -21,7 +21,7 @@ import asyncio
 import inspect
 import os
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, Final, Protocol, TypeVar, runtime_checkable
 
 from chongming_task.runtime.attempt import Attempt, AttemptEnd, Raised, Returned, TaskCall
 from chongming_task.runtime.context import RuntimeContext
@@ -65,6 +65,10 @@ class Executor(Protocol):
         ...
 
 
+#: Result types that are never awaitable (exact types: a subclass may define ``__await__``).
+_NEVER_AWAITABLE: Final = frozenset({type(None), bool, int, float, str, bytes, dict, list, tuple})
+
+
 def call_body(
     fn: Callable[..., Any],
     ctx: RuntimeContext,
@@ -73,9 +77,11 @@ def call_body(
 ) -> Any:
     """Call the task; an ``async def`` task runs to completion on a loop of its own."""
     result = fn(ctx, *args, **kwargs)
-    if inspect.isawaitable(result):
-        return asyncio.run(_await(result))
-    return result
+    # Most bodies return None or a plain JSON value; ``isawaitable`` on those ends in
+    # an ABC instance check, the costliest step of a no-op attempt's call.
+    if type(result) in _NEVER_AWAITABLE or not inspect.isawaitable(result):
+        return result
+    return asyncio.run(_await(result))
 
 
 async def _await(awaitable: Awaitable[T]) -> T:
