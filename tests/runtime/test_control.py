@@ -399,3 +399,25 @@ def test_plain_run_is_the_happy_path() -> None:
     run.start()
     run.wait(PATIENCE)
     assert path(run) == HAPPY
+
+
+def test_first_requests_racing_from_many_threads_share_one_condition() -> None:
+    """The condition is made on first use; threads asking at once must get the same one,
+    or a paused body would wait on a condition the stop never notifies."""
+    from chongming_task.runtime.control import Control
+
+    control = Control()
+    start = threading.Barrier(8)
+    seen: list[object] = []
+
+    def ask() -> None:
+        start.wait()
+        seen.append(control._condition())
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(PATIENCE)
+    assert len(seen) == 8
+    assert len({id(cond) for cond in seen}) == 1
