@@ -5,6 +5,10 @@ round by round, and writes ``bench/results/latest.json`` (machine readable, with
 versions, machine facts and the durability settings used) and ``latest.md`` (the
 table quoted in docs/benchmarks.md). Targets are printed as met / missed; nothing
 here asserts a timing, so a slow machine produces a truthful report, not a failure.
+
+Each workload runs in a fresh child process of this interpreter (``--child KEY``,
+hidden), so that no workload measures in a heap, GC state and allocator shaped by the
+ones before it; ``--in-process`` runs them all here, one after another, as before.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import dataclasses
 import datetime as dt
 import json
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -21,8 +26,8 @@ BENCH = Path(__file__).resolve().parent
 if str(BENCH) not in sys.path:
     sys.path.insert(0, str(BENCH))
 
-from harness import env, pg, report  # noqa: E402
-from harness.core import Settings  # noqa: E402
+from harness import env, isolation, pg, report  # noqa: E402
+from harness.core import Settings, Workload  # noqa: E402
 from harness.runner import WorkloadResult, run_workload, stderr_log  # noqa: E402
 from workloads import WORKLOADS  # noqa: E402
 
@@ -45,6 +50,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="also copy the table into docs/benchmarks.md (between its latest markers)",
     )
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="run every workload in this process instead of a fresh one each "
+        "(for debugging and profiling; figures then depend on the workloads before)",
+    )
+    # The parent's call to a child: run one workload, write its result, print nothing.
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--result-file", type=Path, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 
@@ -57,10 +71,73 @@ def make_settings(args: argparse.Namespace) -> Settings:
     return settings
 
 
+ISOLATED = "process per workload"
+IN_PROCESS = "in-process"
+
+
+def child_command(key: str, result_file: Path, args: argparse.Namespace) -> list[str]:
+    """The command line of the child that runs workload ``key`` alone.
+
+    The child gets the options that make the settings (not the resolved Settings), so
+    it derives them exactly as this process did; the PostgreSQL DSN is passed only if
+    it was given on our command line, so the child reads the same environment instead
+    of a password showing up in a new process listing.
+    """
+    command = [sys.executable, str(Path(__file__).resolve()), "--child", key]
+    command += ["--result-file", str(result_file)]
+    if args.quick:
+        command.append("--quick")
+    if args.rounds:
+        command += ["--rounds", str(args.rounds)]
+    if args.postgres is not None:
+        command += ["--postgres", args.postgres]
+    return command
+
+
+def run_child(args: argparse.Namespace, settings: Settings) -> int:
+    """In a child: run the one workload ``args.child`` and write its result file.
+
+    Exits 0 once the file is written; anything that escapes ``run_workload`` ends the
+    process with a traceback and a non-zero code, which the parent reports.
+    """
+    if args.child not in WORKLOADS or args.result_file is None:
+        print(f"--child needs a workload key and --result-file ({args.child!r})", file=sys.stderr)
+        return 2
+    result = run_workload(WORKLOADS[args.child](), settings, stderr_log)
+    isolation.write_result(result, args.result_file)
+    return 0
+
+
+def run_isolated(
+    key: str, args: argparse.Namespace, settings: Settings, scratch: Path
+) -> WorkloadResult:
+    """Run workload ``key`` in a fresh child process; a failed child is a failed workload."""
+    workload: Workload = WORKLOADS[key]()
+    on_failure = WorkloadResult(
+        workload=workload,
+        variants=[],
+        comparisons=[],
+        rounds=workload.rounds(settings),
+        warmup=workload.warmup(settings),
+        seconds=0.0,
+        quick=settings.quick,
+    )
+    result_file = scratch / f"{key}.json"
+    command = child_command(key, result_file, args)
+    return isolation.run_in_child(command, result_file, on_failure, stderr_log)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the selected workloads and write the results; exit 0 unless misused."""
+    """Run the selected workloads and write the results; exit 0 unless misused.
+
+    A workload that fails (a variant raising, or its whole child process crashing) is
+    reported as FAILED in latest.md / latest.json and the others still run: the report,
+    not the exit code, says what went wrong, as for a slow machine's missed targets.
+    """
     args = parse_args(argv)
     settings = make_settings(args)
+    if args.child is not None:
+        return run_child(args, settings)
     selected = [w.strip().upper() for w in args.only.split(",")] if args.only else None
     unknown = [k for k in selected or [] if k not in WORKLOADS]
     if unknown:
@@ -70,10 +147,14 @@ def main(argv: list[str] | None = None) -> int:
     started = dt.datetime.now(dt.UTC)
     t0 = time.perf_counter()
     results: list[WorkloadResult] = []
-    for key, factory in WORKLOADS.items():
-        if selected is None or key in selected:
-            stderr_log(f"== {key}")
-            results.append(run_workload(factory(), settings, stderr_log))
+    with tempfile.TemporaryDirectory(prefix="chongming-bench-") as scratch:
+        for key, factory in WORKLOADS.items():
+            if selected is None or key in selected:
+                stderr_log(f"== {key}")
+                if args.in_process:
+                    results.append(run_workload(factory(), settings, stderr_log))
+                else:
+                    results.append(run_isolated(key, args, settings, Path(scratch)))
     seconds = time.perf_counter() - t0
 
     record = {
@@ -82,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         "seconds": round(seconds, 1),
         "command": ["python", "bench/run.py", *(argv if argv is not None else sys.argv[1:])],
         "quick": settings.quick,
+        "isolation": IN_PROCESS if args.in_process else ISOLATED,
         "settings": {k: v for k, v in settings.__dict__.items() if k != "postgres_dsn"},
         "versions": env.versions(settings.postgres_dsn),
         "machine": {**env.machine(), "load_average_at_start": load_before},
@@ -128,6 +210,7 @@ def _header(record: dict[str, object]) -> dict[str, object]:
     return {
         "run": f"{record['started_at']}, {record['seconds']} s"
         + (", --quick (smoke sizes)" if record["quick"] else ""),
+        "isolation": _isolation_note(str(record["isolation"])),
         "chongming-task": f"{versions.get('chongming_task')} @ {commit}{dirty}",
         "machine": f"{machine.get('cpu_model')}, {machine.get('usable_cores')} cores, "
         f"{machine.get('memory_gb')} GB",
@@ -137,6 +220,13 @@ def _header(record: dict[str, object]) -> dict[str, object]:
         f"{versions.get('sqlite_library')} / {versions.get('postgresql_server')}",
         "peers": f"huey {versions.get('huey')}, apscheduler {versions.get('apscheduler')}",
     }
+
+
+def _isolation_note(isolation: str) -> str:
+    """The header line saying how workloads were kept apart (figures depend on it)."""
+    if isolation == ISOLATED:
+        return "each workload in a fresh Python process (ours and baselines interleaved in it)"
+    return "all workloads in one Python process, one after another (--in-process)"
 
 
 if __name__ == "__main__":

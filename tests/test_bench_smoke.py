@@ -2,14 +2,33 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def _load_bench_run() -> ModuleType:
+    """bench/run.py as a module (it puts bench/ on sys.path itself; we take that back)."""
+    added = str(ROOT / "bench") not in sys.path
+    spec = importlib.util.spec_from_file_location("bench_run", ROOT / "bench" / "run.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        if added and str(ROOT / "bench") in sys.path:
+            sys.path.remove(str(ROOT / "bench"))
+    return module
 
 
 @pytest.mark.timeout(240)
@@ -38,6 +57,7 @@ def test_bench_quick_smoke_run_writes_results(tmp_path: Path) -> None:
     assert "FAILED" not in result.stdout, result.stdout[-3000:]
     document = json.loads((tmp_path / "latest.json").read_text(encoding="utf-8"))
     assert document, "latest.json is empty"
+    assert document["isolation"] == "process per workload"
     assert (tmp_path / "latest.md").read_text(encoding="utf-8").strip()
 
 
@@ -103,3 +123,179 @@ def test_a_baseline_round_that_raises_is_measured_once_more_and_reported() -> No
     assert ours_result.error is not None  # ours: reported, not retried
     assert "a bug of ours" in ours_result.error
     assert "measured once more" in "\n".join(workload_markdown(result))
+
+
+@pytest.mark.timeout(120)
+def test_in_process_runs_every_workload_in_the_parent_and_says_so(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "run.py"),
+            "--quick",
+            "--in-process",
+            "--only",
+            "W6",
+            "--rounds",
+            "1",
+            "--postgres",
+            "off",
+            "--out",
+            str(tmp_path),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=110,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    document = json.loads((tmp_path / "latest.json").read_text(encoding="utf-8"))
+    assert document["isolation"] == "in-process"
+    assert "--in-process" in (tmp_path / "latest.md").read_text(encoding="utf-8")
+
+
+def test_a_workload_result_round_trips_through_json_without_loss() -> None:
+    """What a child writes, the parent reads back into a result that reports the same."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        from harness.core import Metric, Settings, Target, Unavailable, Variant, Workload
+        from harness.report import workload_json, workload_markdown
+        from harness.runner import RecordedWorkload, WorkloadResult, run_workload
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    calls = {"peer": 0}
+
+    def peer() -> dict[str, float]:
+        calls["peer"] += 1
+        if calls["peer"] == 2:
+            raise RuntimeError("a flake | with a pipe")
+        return {"rate": 1.0 / 3.0, "p99_ms": 0.1 + 0.2}
+
+    def broken() -> dict[str, float]:
+        raise ValueError("a bug of ours")
+
+    def missing() -> dict[str, float]:
+        raise Unavailable("not landed")
+
+    class Sample(Workload):
+        key = "WX"
+        title = "round trip"
+        description = "Every field the report reads."
+        metrics = (Metric("rate", "1/s", True, "rate"), Metric("p99_ms", "ms", False))
+        targets = (
+            Target("rate >= 2x peer", "ours", "rate", ">=", baseline="peer", factor=2.0),
+            Target("p99 <= 1 ms", "ours", "p99_ms", "<=", threshold=1.0),
+        )
+        ratio_metrics = ("rate",)
+
+        def __init__(self) -> None:
+            self.notes: dict[str, object] = {}
+
+        def variants(self, settings: Settings) -> list[Variant]:
+            self.notes["journal"] = ("wal", 2)
+            return [
+                Variant("ours", "ours", lambda: {"rate": 2.0 / 3.0, "p99_ms": 0.7}),
+                Variant("broken", "ours, broken", broken),
+                Variant("missing", "ours, missing", missing),
+                Variant("later", "ours, later", broken, unavailable="not yet"),
+                Variant("peer", "peer", peer, baseline=True, notes="a peer"),
+            ]
+
+        def settings_notes(self) -> dict[str, object]:
+            return self.notes
+
+    original = run_workload(Sample(), Settings(rounds=3, warmup=1), log=lambda message: None)
+    ours = original.by_key("ours")
+    assert ours is not None
+    ours.cut = "2 of 3 rounds: budget"  # a field the runner fills only on slow machines
+
+    text = json.dumps(original.to_json())
+    copy = WorkloadResult.from_json(json.loads(text))
+
+    assert isinstance(copy.workload, RecordedWorkload)
+    assert copy.variants == original.variants  # every field, raw samples bit for bit
+    assert copy.comparisons == original.comparisons
+    assert (copy.rounds, copy.warmup, copy.seconds, copy.quick, copy.unavailable, copy.error) == (
+        original.rounds,
+        original.warmup,
+        original.seconds,
+        original.quick,
+        original.unavailable,
+        original.error,
+    )
+    assert list(copy.workload.targets) == list(original.workload.targets)
+    assert list(copy.workload.metrics) == list(original.workload.metrics)
+    # The report: JSON through text, as latest.json is written (tuples become lists).
+    assert json.loads(json.dumps(workload_json(copy))) == json.loads(
+        json.dumps(workload_json(original))
+    )
+    assert workload_markdown(copy) == workload_markdown(original)
+    assert copy.to_json() == original.to_json()
+
+
+@pytest.mark.timeout(120)
+def test_a_child_that_fails_is_reported_and_the_other_workloads_still_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """W1's child exits 3 (a stand-in for any crash); W6 runs in its own child regardless."""
+    run = _load_bench_run()
+    real_child_command = run.child_command
+
+    def child_command(key: str, result_file: Path, args: Any) -> list[str]:
+        if key == "W1":
+            crash = "import sys; print('W1 child: about to crash', file=sys.stderr); sys.exit(3)"
+            return [sys.executable, "-c", crash]
+        command: list[str] = real_child_command(key, result_file, args)
+        return command
+
+    monkeypatch.setattr(run, "child_command", child_command)
+    argv = ["--quick", "--only", "W1,W6", "--rounds", "1", "--postgres", "off"]
+    code = run.main([*argv, "--out", str(tmp_path)])
+
+    assert code == 0  # the report says what failed, as for a variant that fails
+    captured = capsys.readouterr()
+    assert "W1 child: about to crash" in captured.err  # streamed while it ran
+    document = json.loads((tmp_path / "latest.json").read_text(encoding="utf-8"))
+    w1, w6 = document["workloads"]
+    assert w1["key"] == "W1"
+    assert "the child process exited with code 3" in w1["error"]
+    assert "W1 child: about to crash" in w1["error"]  # the tail of its stderr
+    assert w1["variants"] == []
+    assert {t["status"] for t in w1["targets"]} == {"n/a"}  # its targets still listed
+    assert w6["key"] == "W6"
+    assert w6["error"] is None
+    assert {v["status"] for v in w6["variants"]} == {"ok"}
+    markdown = (tmp_path / "latest.md").read_text(encoding="utf-8")
+    assert "**FAILED**: the child process exited with code 3" in markdown
+    assert "W1 child: about to crash" in markdown
+
+
+@pytest.mark.parametrize(
+    ("script", "expected"),
+    [
+        ("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", "was killed by SIGKILL"),
+        ("print('done, but no file')", "exited 0 but its result"),
+    ],
+)
+def test_a_child_killed_or_silent_is_a_failed_workload(
+    tmp_path: Path, script: str, expected: str
+) -> None:
+    if expected.startswith("was killed") and not hasattr(signal, "SIGKILL"):
+        pytest.skip("no SIGKILL here")
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        from harness.isolation import run_in_child
+        from harness.runner import WorkloadResult
+        from workloads.w6_overhead import Overhead
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    placeholder = WorkloadResult(Overhead(), [], [], 1, 0, 0.0)
+    messages: list[str] = []
+    result = run_in_child(
+        [sys.executable, "-c", script], tmp_path / "W6.json", placeholder, messages.append
+    )
+    assert result.error is not None
+    assert expected in result.error
+    assert result.workload.key == "W6"
+    assert messages
+    assert messages[0].startswith("W6: FAILED: ")

@@ -102,6 +102,7 @@ def workload_json(result: WorkloadResult) -> dict[str, Any]:
         "title": w.title,
         "description": w.description,
         "unavailable": result.unavailable,
+        "error": result.error,
         "rounds": result.rounds,
         "warmup_rounds": result.warmup,
         "seconds": round(result.seconds, 3),
@@ -164,6 +165,12 @@ def workload_markdown(result: WorkloadResult) -> list[str]:
     lines = [f"### {w.key} — {w.title}", ""]
     if result.unavailable:
         return [*lines, f"Not available yet ({result.unavailable}).", ""]
+    if result.error:
+        head, _, tail = result.error.partition("\n")
+        lines.append(f"**FAILED**: {head}")
+        if tail.strip():
+            lines += ["", "```text", tail.strip("\n"), "```"]
+        return [*lines, ""]
     lines.append(
         f"{w.description} Median (min–max) of {result.rounds} rounds"
         + (f" after {result.warmup} warm-up round(s) where useful" if result.warmup else "")

@@ -9,14 +9,17 @@ single broken side never hides the numbers of the others.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
+import json
 import sys
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from harness.core import Settings, Unavailable, Variant, Workload
+from harness.core import Metric, Settings, Target, Unavailable, Variant, Workload
 from harness.stats import Summary
 
 
@@ -47,6 +50,26 @@ class VariantResult:
         for name, value in metrics.items():
             self.samples.setdefault(name, []).append(float(value))
 
+    def to_json(self) -> dict[str, Any]:
+        """Every field, raw samples included, so the parent's report equals the child's."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> VariantResult:
+        """The inverse of ``to_json`` (JSON keeps floats exact, lists come back as lists)."""
+        return cls(
+            key=data["key"],
+            label=data["label"],
+            baseline=bool(data["baseline"]),
+            notes=data["notes"],
+            unavailable=data.get("unavailable"),
+            error=data.get("error"),
+            samples={name: [float(v) for v in vals] for name, vals in data["samples"].items()},
+            seconds=float(data["seconds"]),
+            cut=data.get("cut"),
+            retried=list(data.get("retried", [])),
+        )
+
 
 @dataclass
 class WorkloadResult:
@@ -60,10 +83,107 @@ class WorkloadResult:
     seconds: float
     unavailable: str | None = None
     quick: bool = False
+    error: str | None = None
+    """Why the workload as a whole produced nothing (its child process failed), if so."""
 
     def by_key(self, key: str) -> VariantResult | None:
         """The result of variant ``key``, if it exists."""
         return next((v for v in self.variants if v.key == key), None)
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready form that a parent process turns back into this result.
+
+        The workload travels as its description plus ``settings_notes()``: those notes
+        are filled while the workload runs, so only the process that ran it knows them.
+        Values JSON cannot hold are written as text, as latest.json has always done.
+        """
+        w = self.workload
+        data = {
+            "workload": {
+                "key": w.key,
+                "title": w.title,
+                "description": w.description,
+                "metrics": [dataclasses.asdict(m) for m in w.metrics],
+                "targets": [dataclasses.asdict(t) for t in w.targets],
+                "ratio_metrics": None if w.ratio_metrics is None else list(w.ratio_metrics),
+                "settings_notes": dict(w.settings_notes()),
+            },
+            "variants": [v.to_json() for v in self.variants],
+            "comparisons": [list(pair) for pair in self.comparisons],
+            "rounds": self.rounds,
+            "warmup": self.warmup,
+            "seconds": self.seconds,
+            "unavailable": self.unavailable,
+            "quick": self.quick,
+            "error": self.error,
+        }
+        # Through text once, so that what the parent reads is exactly what it gets here.
+        loaded: dict[str, Any] = json.loads(json.dumps(data, default=str))
+        return loaded
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> WorkloadResult:
+        """The inverse of ``to_json``; the workload comes back as a ``RecordedWorkload``."""
+        return cls(
+            workload=RecordedWorkload.from_json(data["workload"]),
+            variants=[VariantResult.from_json(v) for v in data["variants"]],
+            comparisons=[(str(o), str(b)) for o, b in data["comparisons"]],
+            rounds=int(data["rounds"]),
+            warmup=int(data["warmup"]),
+            seconds=float(data["seconds"]),
+            unavailable=data.get("unavailable"),
+            quick=bool(data.get("quick", False)),
+            error=data.get("error"),
+        )
+
+
+class RecordedWorkload(Workload):
+    """A workload as another process ran it: its description and its settings notes.
+
+    The report reads a workload's key, title, metrics, targets and the settings it used;
+    this holds exactly those, so a result read back from a child process reports the
+    same as the live object did. It cannot run (``variants`` raises).
+    """
+
+    def __init__(
+        self,
+        *,
+        key: str,
+        title: str,
+        description: str,
+        metrics: Sequence[Metric],
+        targets: Sequence[Target],
+        ratio_metrics: Sequence[str] | None,
+        settings_notes: Mapping[str, object],
+    ) -> None:
+        self.key = key
+        self.title = title
+        self.description = description
+        self.metrics = tuple(metrics)
+        self.targets = tuple(targets)
+        self.ratio_metrics = None if ratio_metrics is None else tuple(ratio_metrics)
+        self._settings_notes = dict(settings_notes)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RecordedWorkload:
+        """Rebuild from the ``workload`` part of ``WorkloadResult.to_json``."""
+        return cls(
+            key=data["key"],
+            title=data["title"],
+            description=data["description"],
+            metrics=[Metric(**m) for m in data["metrics"]],
+            targets=[Target(**t) for t in data["targets"]],
+            ratio_metrics=data.get("ratio_metrics"),
+            settings_notes=data.get("settings_notes", {}),
+        )
+
+    def variants(self, settings: Settings) -> list[Variant]:
+        """A recorded workload only reports; running it again would need the original."""
+        raise TypeError(f"{self.key} was recorded by another process and cannot run here")
+
+    def settings_notes(self) -> Mapping[str, object]:
+        """The notes the workload had filled when its process finished."""
+        return self._settings_notes
 
 
 Log = Callable[[str], None]
