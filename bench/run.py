@@ -17,6 +17,7 @@ import argparse
 import dataclasses
 import datetime as dt
 import json
+import os
 import sys
 import tempfile
 import time
@@ -56,10 +57,41 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="run every workload in this process instead of a fresh one each "
         "(for debugging and profiling; figures then depend on the workloads before)",
     )
+    parser.add_argument(
+        "--affinity",
+        type=parse_cpus,
+        metavar="CPUS",
+        help="pin the run (children included) to these CPUs, e.g. 0 or 0,1; default: "
+        "not pinned (see docs/benchmarks.md: where the OS places our threads moves W1/W2)",
+    )
     # The parent's call to a child: run one workload, write its result, print nothing.
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--result-file", type=Path, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
+
+
+def parse_cpus(text: str) -> frozenset[int]:
+    """``--affinity``'s value: CPU numbers separated by commas, each one this machine has."""
+    try:
+        cpus = frozenset(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a list of CPU numbers; write e.g. 0 or 0,1"
+        ) from None
+    available = _available_cpus()
+    if available is None:
+        raise argparse.ArgumentTypeError("CPU affinity is not supported on this platform")
+    unknown = sorted(cpus - available)
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"CPU(s) {unknown} not available here; choose among {sorted(available)}"
+        )
+    return cpus
+
+
+def _available_cpus() -> frozenset[int] | None:
+    getter = getattr(os, "sched_getaffinity", None)
+    return None if getter is None else frozenset(getter(0))
 
 
 def make_settings(args: argparse.Namespace) -> Settings:
@@ -136,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     """
     args = parse_args(argv)
     settings = make_settings(args)
+    if args.affinity is not None:
+        os.sched_setaffinity(0, args.affinity)  # children inherit it
     if args.child is not None:
         return run_child(args, settings)
     selected = [w.strip().upper() for w in args.only.split(",")] if args.only else None
@@ -164,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": ["python", "bench/run.py", *(argv if argv is not None else sys.argv[1:])],
         "quick": settings.quick,
         "isolation": IN_PROCESS if args.in_process else ISOLATED,
+        "affinity": None if args.affinity is None else sorted(args.affinity),
         "settings": {k: v for k, v in settings.__dict__.items() if k != "postgres_dsn"},
         "versions": env.versions(settings.postgres_dsn),
         "machine": {**env.machine(), "load_average_at_start": load_before},
@@ -211,6 +246,9 @@ def _header(record: dict[str, object]) -> dict[str, object]:
         "run": f"{record['started_at']}, {record['seconds']} s"
         + (", --quick (smoke sizes)" if record["quick"] else ""),
         "isolation": _isolation_note(str(record["isolation"])),
+        "CPU affinity": "not pinned (the OS places every thread)"
+        if record["affinity"] is None
+        else f"pinned to CPU {record['affinity']} (--affinity)",
         "chongming-task": f"{versions.get('chongming_task')} @ {commit}{dirty}",
         "machine": f"{machine.get('cpu_model')}, {machine.get('usable_cores')} cores, "
         f"{machine.get('memory_gb')} GB",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -133,6 +134,7 @@ def test_in_process_runs_every_workload_in_the_parent_and_says_so(tmp_path: Path
             str(ROOT / "bench" / "run.py"),
             "--quick",
             "--in-process",
+            *(["--affinity", "0"] if hasattr(os, "sched_setaffinity") else []),
             "--only",
             "W6",
             "--rounds",
@@ -151,7 +153,32 @@ def test_in_process_runs_every_workload_in_the_parent_and_says_so(tmp_path: Path
     assert result.returncode == 0, result.stderr[-3000:]
     document = json.loads((tmp_path / "latest.json").read_text(encoding="utf-8"))
     assert document["isolation"] == "in-process"
-    assert "--in-process" in (tmp_path / "latest.md").read_text(encoding="utf-8")
+    markdown = (tmp_path / "latest.md").read_text(encoding="utf-8")
+    assert "--in-process" in markdown
+    if hasattr(os, "sched_setaffinity"):
+        assert document["affinity"] == [0]
+        assert document["machine"]["usable_cores"] == 1
+        assert "pinned to CPU [0] (--affinity)" in markdown
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("x", "is not a list of CPU numbers"), ("0,99999", "not available here")],
+)
+def test_a_bad_affinity_is_a_usage_error_that_names_the_fix(value: str, expected: str) -> None:
+    if not hasattr(os, "sched_setaffinity"):
+        pytest.skip("no CPU affinity on this platform")
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "run.py"), "--affinity", value],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert expected in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def test_a_workload_result_round_trips_through_json_without_loss() -> None:
