@@ -32,28 +32,36 @@ def _load_bench_run() -> ModuleType:
     return module
 
 
-@pytest.mark.timeout(240)
-def test_bench_quick_smoke_run_writes_results(tmp_path: Path) -> None:
-    result = subprocess.run(
+def _quick_run(
+    out: Path, only: str, *options: str, timeout: float
+) -> subprocess.CompletedProcess[str]:
+    """``bench/run.py --quick`` of ``only`` with one round, no PostgreSQL, results in ``out``."""
+    return subprocess.run(
         [
             sys.executable,
             str(ROOT / "bench" / "run.py"),
             "--quick",
+            *options,
             "--only",
-            "W2,W6",
+            only,
             "--rounds",
             "1",
             "--postgres",
             "off",
             "--out",
-            str(tmp_path),
+            str(out),
         ],
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=230,
+        timeout=timeout,
         check=False,
     )
+
+
+@pytest.mark.timeout(240)
+def test_bench_quick_smoke_run_writes_results(tmp_path: Path) -> None:
+    result = _quick_run(tmp_path, "W2,W6", timeout=230)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "FAILED" not in result.stdout, result.stdout[-3000:]
     document = json.loads((tmp_path / "latest.json").read_text(encoding="utf-8"))
@@ -128,28 +136,8 @@ def test_a_baseline_round_that_raises_is_measured_once_more_and_reported() -> No
 
 @pytest.mark.timeout(120)
 def test_in_process_runs_every_workload_in_the_parent_and_says_so(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "bench" / "run.py"),
-            "--quick",
-            "--in-process",
-            *(["--affinity", "0"] if hasattr(os, "sched_setaffinity") else []),
-            "--only",
-            "W6",
-            "--rounds",
-            "1",
-            "--postgres",
-            "off",
-            "--out",
-            str(tmp_path),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=110,
-        check=False,
-    )
+    pin = ["--affinity", "0"] if hasattr(os, "sched_setaffinity") else []
+    result = _quick_run(tmp_path, "W6", "--in-process", *pin, timeout=110)
     assert result.returncode == 0, result.stderr[-3000:]
     document = json.loads((tmp_path / "latest.json").read_text(encoding="utf-8"))
     assert document["isolation"] == "in-process"
