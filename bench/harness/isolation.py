@@ -1,10 +1,12 @@
 """Run one workload in a fresh child process and read its result back.
 
-One workload's leftovers change the next one's figures when they share a process: W3's
-scheduler lateness (SQLite p99) read ~0.9 ms alone but 1.2-1.3 ms after W1 and W2 had
-grown the heap, filled the GC generations and the allocator's arenas and imported their
-modules. So, as pyperf does with its worker processes, every workload gets a process of
-its own by default; inside it, our side and the baselines still alternate round by round.
+One workload's leftovers can change the next one's figures when they share a process:
+in session 5's runs W3's scheduler lateness (SQLite p99) read ~0.9 ms alone but 1.2-1.3
+ms after W1 and W2 had grown the heap, filled the GC generations and the allocator's
+arenas and imported their modules (session 6's noisier machine neither confirmed nor
+ruled that out). So, as pyperf does with its worker processes, every workload gets a
+process of its own by default; inside it, our side and the baselines still alternate
+round by round.
 
 The child writes its ``WorkloadResult`` as JSON to a file; its stderr (the progress
 log) is streamed through to ours line by line while the last lines are kept, so a child
