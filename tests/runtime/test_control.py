@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any
+
+import pytest
 
 from chongming_task.model import FailureKind
 from chongming_task.policies import FixedBackoff, RetryPolicy
@@ -421,3 +424,21 @@ def test_first_requests_racing_from_many_threads_share_one_condition() -> None:
         thread.join(PATIENCE)
     assert len(seen) == 8
     assert len({id(cond) for cond in seen}) == 1
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_can_make_a_condition_the_parent_was_making_at_the_fork() -> None:
+    """A lock held by a parent's thread at the fork would stay held in the child forever."""
+    from chongming_task.runtime.control import Control
+
+    held = Control._making
+    held.acquire()  # as if another thread were making a condition right now
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: it must not block on the parent's held lock
+            ok = Control._making is not held and Control()._condition() is not None
+            os._exit(0 if ok else 1)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        held.release()
+    assert os.waitstatus_to_exitcode(status) == 0

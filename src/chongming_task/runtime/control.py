@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from chongming_task.errors import TaskCancelled
 
@@ -25,9 +26,6 @@ __all__ = ["Control", "StopSource"]
 StopSource = str
 
 Message = tuple[Any, ...]
-
-#: Serialises the lazy creation of a control's condition (see ``Control._condition``).
-_MAKING = threading.Lock()
 
 
 class Control:
@@ -45,6 +43,10 @@ class Control:
         "stop_requested",
         "stop_source",
     )
+
+    #: Serialises the lazy creation of a control's condition (see :meth:`_condition`);
+    #: made anew in a forked child, where the thread that held it does not exist.
+    _making: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(self, *, beat: float = 0.0, on_pause: Callable[[int], bool] | None = None) -> None:
         self.stop_requested = False
@@ -73,7 +75,7 @@ class Control:
         """
         cond = self._cond
         if cond is None:
-            with _MAKING:
+            with Control._making:
                 cond = self._cond
                 if cond is None:
                     cond = self._cond = threading.Condition(threading.RLock())
@@ -170,3 +172,11 @@ class Control:
 def _resolve(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
+
+
+def _forget_after_fork() -> None:
+    Control._making = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
