@@ -141,9 +141,10 @@ class Control:
         """Confirm the pending pause, then block until it is withdrawn or a stop arrives."""
         if self.on_pause is not None and not self.on_pause(self.pause_seq):
             return
-        with self._condition():
+        cond = self._condition()
+        with cond:
             while self._blocked_locked():
-                self._condition().wait()
+                cond.wait()
 
     async def await_while_paused(self) -> None:
         """Like :meth:`wait_while_paused` without blocking the event loop's thread."""
