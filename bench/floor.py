@@ -154,6 +154,27 @@ def one_round(tasks: int, slots: int = 2) -> float:
     return tasks / elapsed
 
 
+def one_thread(tasks: int) -> float:
+    """Microseconds per task for the same semantics on one thread, with no hand-off.
+
+    No queue, no worker threads: each task is created, written and moved through its
+    four transitions by the calling thread. What is left measures how fast the
+    interpreter runs this kind of Python right now, independent of where the OS puts
+    threads; ``bench/run.py`` records it as the run's CPU speed (``harness.calibration``).
+    """
+    store = Store()
+    t0 = time.perf_counter()
+    for index in range(tasks):
+        now = datetime.now(UTC)
+        run = Run(Snapshot(f"t{index}", "noop", "pending", 0, now, now))
+        store.create(run)
+        move(store, run, "queued", "submitted")
+        move(store, run, "starting", "admitted")
+        move(store, run, "running", "started")
+        move(store, run, "succeeded", "returned")
+    return (time.perf_counter() - t0) / tasks * 1e6
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=2000)

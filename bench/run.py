@@ -27,10 +27,14 @@ BENCH = Path(__file__).resolve().parent
 if str(BENCH) not in sys.path:
     sys.path.insert(0, str(BENCH))
 
-from harness import env, isolation, pg, report  # noqa: E402
+from harness import calibration, env, isolation, pg, report  # noqa: E402
 from harness.core import Settings, Workload  # noqa: E402
 from harness.runner import WorkloadResult, run_workload, stderr_log  # noqa: E402
 from workloads import WORKLOADS  # noqa: E402
+
+#: Sizes of the CPU-speed calibration measured before and after the workloads.
+CALIBRATION_FULL = {"tasks": 2000, "rounds": 7}
+CALIBRATION_QUICK = {"tasks": 500, "rounds": 3}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -178,6 +182,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"unknown workload(s) {unknown}; choose from {sorted(WORKLOADS)}", file=sys.stderr)
         return 2
     load_before = env.machine()["load_average"]
+    previous = calibration.previous_calibration(args.out / "latest.json")
+    sizes = CALIBRATION_QUICK if settings.quick else CALIBRATION_FULL
+    speed_before = calibration.measure(**sizes)
     started = dt.datetime.now(dt.UTC)
     t0 = time.perf_counter()
     results: list[WorkloadResult] = []
@@ -190,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     results.append(run_isolated(key, args, settings, Path(scratch)))
     seconds = time.perf_counter() - t0
+    speed_after = calibration.measure(**sizes)
 
     record = {
         "schema": 1,
@@ -202,6 +210,15 @@ def main(argv: list[str] | None = None) -> int:
         "settings": {k: v for k, v in settings.__dict__.items() if k != "postgres_dsn"},
         "versions": env.versions(settings.postgres_dsn),
         "machine": {**env.machine(), "load_average_at_start": load_before},
+        "calibration": {
+            "unit": calibration.UNIT,
+            "start": speed_before.to_json(),
+            "end": speed_after.to_json(),
+            "compared_with": None
+            if previous is None
+            else {"started_at": previous[0], **previous[1].to_json()},
+            "comparison": calibration.compare(speed_before, previous),
+        },
         "postgres": env.postgres_facts(settings.postgres_dsn),
         "workloads": [report.workload_json(r) for r in results],
     }
@@ -254,10 +271,22 @@ def _header(record: dict[str, object]) -> dict[str, object]:
         f"{machine.get('memory_gb')} GB",
         "load average (1/5/15 min)": f"{machine.get('load_average_at_start')} at start, "
         f"{machine.get('load_average')} at end",
+        "CPU speed": _speed_note(record["calibration"]),
         "python / sqlite / postgres": f"{versions.get('python')} / "
         f"{versions.get('sqlite_library')} / {versions.get('postgresql_server')}",
         "peers": f"huey {versions.get('huey')}, apscheduler {versions.get('apscheduler')}",
     }
+
+
+def _speed_note(recorded: object) -> str:
+    """The header line of the calibration: this run's CPU speed, and against the last run."""
+    assert isinstance(recorded, dict)
+    start = calibration.Calibration.from_json(recorded["start"])
+    end = calibration.Calibration.from_json(recorded["end"])
+    return (
+        f"{start.describe()} at start, {end.median_us:.1f} at end, for W1's bare semantics "
+        f"on one thread (bench/floor.py; lower is faster); {recorded['comparison']}"
+    )
 
 
 def _isolation_note(isolation: str) -> str:

@@ -67,7 +67,13 @@ def test_bench_quick_smoke_run_writes_results(tmp_path: Path) -> None:
     document = json.loads((tmp_path / "latest.json").read_text(encoding="utf-8"))
     assert document, "latest.json is empty"
     assert document["isolation"] == "process per workload"
-    assert (tmp_path / "latest.md").read_text(encoding="utf-8").strip()
+    speed = document["calibration"]
+    assert 0 < speed["start"]["low_us"] <= speed["start"]["median_us"] <= speed["start"]["high_us"]
+    assert speed["end"]["median_us"] > 0
+    assert speed["compared_with"] is None  # a fresh directory: nothing to compare with
+    markdown = (tmp_path / "latest.md").read_text(encoding="utf-8")
+    assert "- **CPU speed**: " in markdown
+    assert "no earlier calibrated result in this directory" in markdown
 
 
 @pytest.mark.timeout(60)
@@ -137,12 +143,22 @@ def test_a_baseline_round_that_raises_is_measured_once_more_and_reported() -> No
 @pytest.mark.timeout(120)
 def test_in_process_runs_every_workload_in_the_parent_and_says_so(tmp_path: Path) -> None:
     pin = ["--affinity", "0"] if hasattr(os, "sched_setaffinity") else []
+    # The result this run replaces: its CPU speed is what the new one is compared with.
+    previous = {
+        "started_at": "2026-01-01T00:00:00+00:00",
+        "calibration": {
+            "start": {"median_us": 0.5, "low_us": 0.4, "high_us": 0.6, "rounds": 7, "tasks": 2000}
+        },
+    }
+    (tmp_path / "latest.json").write_text(json.dumps(previous), encoding="utf-8")
     result = _quick_run(tmp_path, "W6", "--in-process", *pin, timeout=110)
     assert result.returncode == 0, result.stderr[-3000:]
     document = json.loads((tmp_path / "latest.json").read_text(encoding="utf-8"))
     assert document["isolation"] == "in-process"
+    assert document["calibration"]["compared_with"]["median_us"] == 0.5
     markdown = (tmp_path / "latest.md").read_text(encoding="utf-8")
     assert "--in-process" in markdown
+    assert "× slower than the previous result here (0.5 µs, run 2026-01-01T00:00:00" in markdown
     if hasattr(os, "sched_setaffinity"):
         assert document["affinity"] == [0]
         assert document["machine"]["usable_cores"] == 1
@@ -314,3 +330,44 @@ def test_a_child_killed_or_silent_is_a_failed_workload(
     assert result.workload.key == "W6"
     assert messages
     assert messages[0].startswith("W6: FAILED: ")
+
+
+def test_the_cpu_speed_comparison_reads_the_previous_result_or_says_there_is_none(
+    tmp_path: Path,
+) -> None:
+    """A missing, foreign or damaged previous file never fails a run: it is not compared."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        from harness import calibration
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    now = calibration.Calibration(median_us=20.0, low_us=19.0, high_us=22.0, rounds=3, tasks=10)
+    path = tmp_path / "latest.json"
+    assert calibration.previous_calibration(path) is None  # no file
+    for damaged in ("{", '{"started_at": "x"}', '{"started_at": "x", "calibration": []}', "[]"):
+        path.write_text(damaged, encoding="utf-8")
+        assert calibration.previous_calibration(path) is None, damaged
+    zero = {"started_at": "x", "calibration": {"start": {**now.to_json(), "median_us": 0}}}
+    path.write_text(json.dumps(zero), encoding="utf-8")
+    assert calibration.previous_calibration(path) is None  # no ratio to a zero
+    assert calibration.compare(now, None).startswith("no earlier calibrated result")
+
+    def against(median_us: float) -> str:
+        before = {
+            "started_at": "then",
+            "calibration": {"start": {**now.to_json(), "median_us": median_us}},
+        }
+        path.write_text(json.dumps(before), encoding="utf-8")
+        previous = calibration.previous_calibration(path)
+        assert previous == ("then", calibration.Calibration(median_us, 19.0, 22.0, 3, 10))
+        return calibration.compare(now, previous)
+
+    assert against(10.0) == "2.00× slower than the previous result here (10.0 µs, run then)"
+    assert against(40.0) == "2.00× faster than the previous result here (40.0 µs, run then)"
+    assert against(19.5).startswith("about as fast as the previous result here (19.5 µs")
+    measured = calibration.measure(tasks=50, rounds=2)
+    assert measured.rounds == 2
+    assert measured.tasks == 50
+    assert 0 < measured.low_us <= measured.median_us <= measured.high_us
+    with pytest.raises(ValueError, match="must be positive"):
+        calibration.measure(tasks=0)
