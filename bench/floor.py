@@ -110,6 +110,22 @@ def move(store: Store, run: Run, to_status: str, trigger: str) -> None:
     store.save(after, record)
 
 
+def submit(store: Store, index: int) -> Run:
+    """A new task, stored and moved to ``queued``: the submitting side of one task."""
+    now = datetime.now(UTC)
+    run = Run(Snapshot(f"t{index}", "noop", "pending", 0, now, now))
+    store.create(run)
+    move(store, run, "queued", "submitted")
+    return run
+
+
+def carry_out(store: Store, run: Run) -> None:
+    """The carrier's side of one no-op task: its three remaining transitions."""
+    move(store, run, "starting", "admitted")
+    move(store, run, "running", "started")
+    move(store, run, "succeeded", "returned")
+
+
 def one_round(tasks: int, slots: int = 2) -> float:
     """Tasks per second from the first submission to the last terminal write."""
     store = Store()
@@ -126,9 +142,7 @@ def one_round(tasks: int, slots: int = 2) -> float:
                         return
                     ready.wait()
                 run = queue.popleft()
-            move(store, run, "starting", "admitted")
-            move(store, run, "running", "started")
-            move(store, run, "succeeded", "returned")
+            carry_out(store, run)
             with ready:
                 left[0] -= 1
                 if left[0] == 0:
@@ -140,10 +154,7 @@ def one_round(tasks: int, slots: int = 2) -> float:
         thread.start()
     t0 = time.perf_counter()
     for index in range(tasks):
-        now = datetime.now(UTC)
-        run = Run(Snapshot(f"t{index}", "noop", "pending", 0, now, now))
-        store.create(run)
-        move(store, run, "queued", "submitted")
+        run = submit(store, index)
         with ready:
             queue.append(run)
             ready.notify()
@@ -165,13 +176,7 @@ def one_thread(tasks: int) -> float:
     store = Store()
     t0 = time.perf_counter()
     for index in range(tasks):
-        now = datetime.now(UTC)
-        run = Run(Snapshot(f"t{index}", "noop", "pending", 0, now, now))
-        store.create(run)
-        move(store, run, "queued", "submitted")
-        move(store, run, "starting", "admitted")
-        move(store, run, "running", "started")
-        move(store, run, "succeeded", "returned")
+        carry_out(store, submit(store, index))
     return (time.perf_counter() - t0) / tasks * 1e6
 
 
