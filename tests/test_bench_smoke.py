@@ -365,6 +365,11 @@ def test_the_cpu_speed_comparison_reads_the_previous_result_or_says_there_is_non
     assert against(10.0) == "2.00× slower than the previous result here (10.0 µs, run then)"
     assert against(40.0) == "2.00× faster than the previous result here (40.0 µs, run then)"
     assert against(19.5).startswith("about as fast as the previous result here (19.5 µs")
+    other_sizes = {**now.to_json(), "tasks": 2000, "rounds": 7}
+    path.write_text(json.dumps({"started_at": "then", "calibration": {"start": other_sizes}}))
+    assert calibration.compare(now, calibration.previous_calibration(path)).endswith(
+        "; measured with 10 tasks × 3 rounds against 2,000 × 7 (a --quick run and a full one)"
+    )
     measured = calibration.measure(tasks=50, rounds=2)
     assert measured.rounds == 2
     assert measured.tasks == 50

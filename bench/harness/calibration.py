@@ -113,4 +113,10 @@ def compare(now: Calibration, previous: tuple[str, Calibration] | None) -> str:
         speed = f"{ratio:.2f}× slower than"
     else:
         speed = f"{1 / ratio:.2f}× faster than"
-    return f"{speed} the previous result here ({before.median_us:.1f} µs, run {started_at})"
+    sizes = ""
+    if (now.tasks, now.rounds) != (before.tasks, before.rounds):
+        sizes = (
+            f"; measured with {now.tasks:,} tasks × {now.rounds} rounds against "
+            f"{before.tasks:,} × {before.rounds} (a --quick run and a full one)"
+        )
+    return f"{speed} the previous result here ({before.median_us:.1f} µs, run {started_at}){sizes}"
