@@ -376,3 +376,63 @@ def test_the_cpu_speed_comparison_reads_the_previous_result_or_says_there_is_non
     assert 0 < measured.low_us <= measured.median_us <= measured.high_us
     with pytest.raises(ValueError, match="must be positive"):
         calibration.measure(tasks=0)
+
+
+def test_the_anatomy_script_measures_each_section_and_refuses_bad_flags(tmp_path: Path) -> None:
+    """``bench/anatomy.py`` runs its three sections on tiny sizes and writes every figure;
+    a bad ``--only`` or size is a usage error (exit 2) that names the allowed values."""
+    out = tmp_path / "anatomy.json"
+    done = subprocess.run(
+        [
+            *(sys.executable, str(ROOT / "bench" / "anatomy.py")),
+            *("--tasks", "40", "--rounds", "1", "--w3-seconds", "2", "--json", str(out)),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    figures = json.loads(out.read_text(encoding="utf-8"))
+    assert figures["tasks"] == 40
+    for kind in ("memory", "sqlite"):
+        (row,) = figures["w1"][kind]
+        assert row["tasks_per_s"] > 0
+        assert row["user_us"] >= 0
+        assert row["sys_us"] >= 0
+        if sys.platform == "linux":
+            assert row["voluntary"]["submitter"] >= 0
+    assert figures["w1"]["sqlite"][0]["voluntary"].get("carriers", 0) > 0  # commits hand off
+    # A create and up to three saves a task (a run's end and the next start may share one).
+    assert 3 <= figures["store"]["writes_per_task"] <= 4
+    assert figures["store"]["wall_us"] > 0
+    w3 = figures["w3"]
+    assert w3["instants"] == 2  # two firings at each of the two instants
+    assert set(w3["steps_ms"]) == {
+        "release -> commit begins",
+        "commit",
+        "commit -> first launch",
+        "first launch -> its carrier runs",
+        "first carrier -> its body",
+    }
+    assert all(ms >= 0 for ms in w3["steps_ms"].values())
+    assert 0 <= w3["lateness_p50_ms"] <= w3["lateness_max_ms"]
+    assert "## w3: one SQLite instant" in done.stdout
+
+    for flags, expected in (
+        (["--only", "w1,w9"], "--only takes w1, store and w3"),
+        (["--only", ","], "--only takes w1, store and w3"),
+        (["--w3-seconds", "1"], "--w3-seconds at least 2"),
+    ):
+        refused = subprocess.run(
+            [sys.executable, str(ROOT / "bench" / "anatomy.py"), *flags],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert refused.returncode == 2, flags
+        assert expected in refused.stderr
+        assert "Traceback" not in refused.stderr
