@@ -28,7 +28,6 @@ rename there fails a test instead of this script.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import math
 import os
@@ -43,6 +42,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from workloads.w3_lateness import run_schedules
 
 from chongming_task import Controller
 from chongming_task.schedule import Scheduler
@@ -261,17 +262,8 @@ def w3_timeline(seconds: float, directory: str) -> dict[str, Any]:
     ctl = Controller(store=store, max_parallel=4, owner="anatomy-w3")
     try:
         with _timestamps(marks):
-            ctl.register("tick", body)
-            scheduler = Scheduler(ctl)
-            anchor = dt.datetime.fromtimestamp(begin, dt.UTC)
-            scheduler.every("anatomy-interval", "tick", 1, anchor=anchor)
-            scheduler.cron("anatomy-cron", "tick", "* * * * * *")
-            scheduler.start()
-            try:
-                time.sleep(max(0.0, end - time.time()) + 0.3)
-            finally:
-                scheduler.close()
-            ctl.wait_all(timeout=10)
+            ctl.register("w3", body)
+            run_schedules(ctl, Scheduler, "w3", begin, end)
     finally:
         ctl.close(close_store=True)
     steps: dict[str, list[float]] = defaultdict(list)

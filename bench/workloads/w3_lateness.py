@@ -96,6 +96,25 @@ def _aps(seconds: float) -> Mapping[str, float]:
     return _summarise(measure_lateness(seconds), seconds)
 
 
+def run_schedules(ctl: Any, scheduler_cls: Any, task: str, begin: float, end: float) -> None:
+    """W3's two schedules of ``task`` on ``ctl``, from ``begin`` until ``end`` (epoch s).
+
+    A 1 s interval anchored at ``begin`` and a per-second cron, so both fire at every
+    whole second; returns once the scheduler is closed and the runs have ended. Also
+    used by ``bench/anatomy.py``, which times the same instants step by step.
+    """
+    scheduler = scheduler_cls(ctl)
+    anchor = dt.datetime.fromtimestamp(begin, dt.UTC)
+    scheduler.every(f"{task}-interval", task, 1, anchor=anchor)
+    scheduler.cron(f"{task}-cron", task, "* * * * * *")
+    scheduler.start()
+    try:
+        time.sleep(max(0.0, end - time.time()) + 0.3)
+    finally:
+        scheduler.close()
+    ctl.wait_all(timeout=10)
+
+
 def _ours(kind: str, seconds: float) -> Mapping[str, float]:
     scheduler_cls = ours.require(*SCHEDULER.split(":"))
     starts: dict[str, float] = {}
@@ -108,17 +127,8 @@ def _ours(kind: str, seconds: float) -> Mapping[str, float]:
     with ours.open_store(kind) as store:
         ctl = ours.controller(store, max_parallel=4, owner="w3-scheduler")
         try:
-            ctl.register("w3_tick", body)
-            scheduler = scheduler_cls(ctl)
-            anchor = dt.datetime.fromtimestamp(begin, dt.UTC)
-            scheduler.every("w3-interval", "w3_tick", 1, anchor=anchor)
-            scheduler.cron("w3-cron", "w3_tick", "* * * * * *")
-            scheduler.start()
-            try:
-                time.sleep(max(0.0, end - time.time()) + 0.3)
-            finally:
-                scheduler.close()
-            ctl.wait_all(timeout=10)
+            ctl.register("w3", body)
+            run_schedules(ctl, scheduler_cls, "w3", begin, end)
             samples: dict[str, list[float]] = {"interval": [], "cron": []}
             for task_id, started in starts.items():
                 snap = store.get(task_id)
