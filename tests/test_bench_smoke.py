@@ -403,7 +403,8 @@ def test_the_anatomy_script_measures_each_section_and_refuses_bad_flags(tmp_path
         assert row["sys_us"] >= 0
         if sys.platform == "linux":
             assert row["voluntary"]["submitter"] >= 0
-    assert figures["w1"]["sqlite"][0]["voluntary"].get("carriers", 0) > 0  # commits hand off
+    if sys.platform == "linux":  # switches are read from /proc
+        assert figures["w1"]["sqlite"][0]["voluntary"].get("carriers", 0) > 0  # hand-offs
     # A create and up to three saves a task (a run's end and the next start may share one).
     assert 3 <= figures["store"]["writes_per_task"] <= 4
     assert figures["store"]["wall_us"] > 0
