@@ -91,6 +91,44 @@ def test_the_floor_script_runs_and_reports_a_rate() -> None:
     assert "tasks/s median" in result.stdout
 
 
+@pytest.mark.timeout(120)
+def test_the_sqlite_floor_script_runs_beside_huey_and_the_library() -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "floor_sqlite.py"), "--tasks", "60", "--rounds", "1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=110,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("floor of W1 on SQLite (the library's schema): "), lines
+    assert "commits a task" in lines[0]
+    # Two commits a task is the contract's minimum (the submission and the start), plus
+    # one last terminal commit per carrier: 122 for 60 tasks through 2 slots.
+    commits = float(lines[0].split(", ")[-1].split()[0])
+    assert 2.0 <= commits <= 122 / 60 + 0.001, lines[0]
+    assert lines[1].startswith("chongming-task on SQLite: "), lines
+    assert "x the floor" in lines[1]
+    assert lines[2].startswith("huey on SQLite: "), lines
+    assert lines[3].startswith("floor / huey: "), lines
+
+
+def test_the_sqlite_floor_script_refuses_a_bad_count() -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "floor_sqlite.py"), "--tasks", "0"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=50,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "expected at least 1, got 0" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_a_baseline_round_that_raises_is_measured_once_more_and_reported() -> None:
     """A peer's rare flake does not take its numbers out of a run; ours are never retried."""
     sys.path.insert(0, str(ROOT / "bench"))
