@@ -247,6 +247,25 @@ _STEPS = (
 )
 
 
+def instant_steps(events: list[tuple[str, float]]) -> dict[str, float]:
+    """Each step of one instant in ms: its first start event to the next stop event after it.
+
+    ``events`` are (label, seconds after the instant) in time order. A stop event that
+    came before the step's start (another commit of the same second, say, under load)
+    belongs to something else and is skipped, so a step is never negative; a step
+    whose start or stop is missing is left out.
+    """
+    out: dict[str, float] = {}
+    for title, start, stop in _STEPS:
+        began = next((at for label, at in events if label == start), None)
+        if began is None:
+            continue
+        ended = next((at for label, at in events if label == stop and at >= began), None)
+        if ended is not None:
+            out[title] = (ended - began) * 1e3
+    return out
+
+
 def w3_timeline(seconds: float, directory: str) -> dict[str, Any]:
     """W3's SQLite side for ``seconds``, with the median duration of each step at an instant."""
     marks: dict[int, list[tuple[str, float]]] = defaultdict(list)
@@ -274,12 +293,8 @@ def w3_timeline(seconds: float, directory: str) -> dict[str, Any]:
             ((label, at - instant) for label, at in marks.get(instant, []) if at >= instant),
             key=lambda event: event[1],
         )
-        first: dict[str, float] = {}
-        for label, offset in events:
-            first.setdefault(label, offset)
-        for title, start, stop in _STEPS:
-            if start in first and stop in first:
-                steps[title].append((first[stop] - first[start]) * 1e3)
+        for title, ms in instant_steps(events).items():
+            steps[title].append(ms)
         body_offsets = [offset for label, offset in events if label == "body"]
         if len(body_offsets) >= 2:
             second_bodies.append(body_offsets[1] * 1e3)

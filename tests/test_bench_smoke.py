@@ -17,10 +17,12 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _load_bench_run() -> ModuleType:
-    """bench/run.py as a module (it puts bench/ on sys.path itself; we take that back)."""
+def _load_bench_script(name: str) -> ModuleType:
+    """bench/<name>.py as a module, with bench/ on sys.path while it loads (as when it runs)."""
     added = str(ROOT / "bench") not in sys.path
-    spec = importlib.util.spec_from_file_location("bench_run", ROOT / "bench" / "run.py")
+    if added:
+        sys.path.insert(0, str(ROOT / "bench"))
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", ROOT / "bench" / f"{name}.py")
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -30,6 +32,11 @@ def _load_bench_run() -> ModuleType:
         if added and str(ROOT / "bench") in sys.path:
             sys.path.remove(str(ROOT / "bench"))
     return module
+
+
+def _load_bench_run() -> ModuleType:
+    """bench/run.py as a module."""
+    return _load_bench_script("run")
 
 
 def _quick_run(
@@ -414,6 +421,37 @@ def test_the_cpu_speed_comparison_reads_the_previous_result_or_says_there_is_non
     assert 0 < measured.low_us <= measured.median_us <= measured.high_us
     with pytest.raises(ValueError, match="must be positive"):
         calibration.measure(tasks=0)
+
+
+def test_an_instants_steps_run_from_each_start_to_the_next_stop_after_it() -> None:
+    """Under load another commit of the same second can land before the release: it is
+    not the release's commit, so the step skips it instead of going negative."""
+    anatomy = _load_bench_script("anatomy")
+    events = [
+        ("commit_in", 0.0001),  # a commit that is not the release's
+        ("commit_out", 0.0002),
+        ("release", 0.0003),
+        ("commit_in", 0.0005),
+        ("commit_out", 0.0007),
+        ("launch", 0.0008),
+        ("carrier", 0.0011),
+        ("body", 0.0012),
+    ]
+    steps = anatomy.instant_steps(events)
+    assert steps == pytest.approx(
+        {
+            "release -> commit begins": 0.2,
+            "commit": 0.1,  # the first commit_in to the first commit_out after it
+            "commit -> first launch": 0.6,
+            "first launch -> its carrier runs": 0.3,
+            "first carrier -> its body": 0.1,
+        }
+    )
+    assert all(ms >= 0 for ms in steps.values())
+    # A step whose stop never came after its start is left out, not made up.
+    assert "first carrier -> its body" not in anatomy.instant_steps(
+        [("carrier", 0.001), ("body", 0.0005)]
+    )
 
 
 def test_the_anatomy_script_measures_each_section_and_refuses_bad_flags(tmp_path: Path) -> None:

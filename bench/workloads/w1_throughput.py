@@ -6,6 +6,12 @@ through to the store. ``ThreadPoolExecutor(2)`` is the bound without any durabil
 or control; Huey on SQLite with 2 worker threads is the durable peer, measured at
 the same SQLite ``synchronous`` level as our store (NORMAL, our default) and at FULL
 (Huey's default), each against ours at that level.
+
+Two floors run beside them as references: W1's bare semantics with no library
+(``bench/floor.py``) and the same on SQLite with the library's schema and the fewest
+commits the store contract allows (``bench/floor_sqlite.py``). No implementation that
+keeps the trajectory, and on SQLite the contract, can beat them, so every run shows
+how far each target is from what is reachable at all on that machine.
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
+import floor
+import floor_sqlite
 from harness import ours
 from harness.core import Metric, Settings, Target, Variant, Workload
 from peers.huey_peer import HueyOnSqlite
@@ -47,6 +55,9 @@ COMPARISONS = [
     ("ours-sqlite-batch", "huey-sqlite"),
     ("ours-sqlite-full", "huey-sqlite-full"),
     ("ours-postgres", "huey-sqlite-full"),
+    ("ours-memory", "floor-memory"),
+    ("ours-sqlite", "floor-sqlite"),
+    ("floor-sqlite", "huey-sqlite"),
 ]
 
 
@@ -116,6 +127,26 @@ class Throughput(Workload):
                 baseline=True,
             )
         )
+        out.append(
+            Variant(
+                "floor-memory",
+                "floor: W1's bare semantics, no library (bench/floor.py)",
+                lambda: _rate(n, floor.one_round(n)),
+                baseline=True,
+            )
+        )
+        out.append(
+            Variant(
+                "floor-sqlite",
+                "floor on SQLite: the same, the library's schema, the contract's fewest "
+                "commits, no library (bench/floor_sqlite.py)",
+                lambda: _rate(n, floor_sqlite.floor_round(n)[0]),
+                baseline=True,
+                warmup_measure=lambda: _rate(
+                    max(1, n // 10), floor_sqlite.floor_round(max(1, n // 10))[0]
+                ),
+            )
+        )
         for key, sync in (("huey-sqlite", "NORMAL"), ("huey-sqlite-full", "FULL")):
             out.append(
                 Variant(
@@ -180,6 +211,11 @@ class Throughput(Workload):
 
     def settings_notes(self) -> Mapping[str, object]:
         return self.notes
+
+
+def _rate(n: int, tasks_per_s: float) -> Mapping[str, float]:
+    """A floor's figures in the workload's metrics."""
+    return {"tasks_per_s": tasks_per_s, "seconds": n / tasks_per_s}
 
 
 def _verify_succeeded(store: Any, n: int) -> None:
