@@ -20,8 +20,10 @@ import statistics
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from typing import Protocol
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,8 +100,8 @@ class Store:
             self.history[snapshot.task_id].append(record)
 
 
-def move(store: Store, run: Run, to_status: str, trigger: str) -> None:
-    """One transition: a new snapshot and record, kept by the run and written through."""
+def step(run: Run, to_status: str, trigger: str) -> tuple[Snapshot, Record]:
+    """One transition in memory: a new snapshot and record, kept by the run."""
     with run.lock:
         before = run.snapshot
         now = datetime.now(UTC)
@@ -107,7 +109,12 @@ def move(store: Store, run: Run, to_status: str, trigger: str) -> None:
         record = Record(before.task_id, before.status, to_status, after.version, now, trigger)
         run.snapshot = after
         run.records.append(record)
-    store.save(after, record)
+    return after, record
+
+
+def move(store: Store, run: Run, to_status: str, trigger: str) -> None:
+    """One transition, written through to the store."""
+    store.save(*step(run, to_status, trigger))
 
 
 def submit(store: Store, index: int) -> Run:
@@ -126,42 +133,75 @@ def carry_out(store: Store, run: Run) -> None:
     move(store, run, "succeeded", "returned")
 
 
-def one_round(tasks: int, slots: int = 2) -> float:
-    """Tasks per second from the first submission to the last terminal write."""
-    store = Store()
+class Carrier(Protocol):
+    """One worker thread's side: ``carry`` each task it takes, ``finish`` when none are left."""
+
+    def carry(self, run: Run) -> None: ...
+
+    def finish(self) -> None: ...
+
+
+def hand_off(
+    tasks: int, slots: int, submit_one: Callable[[int], Run], carrier: Callable[[], Carrier]
+) -> float:
+    """Seconds from the first submission until every carrier has finished.
+
+    The submitting thread makes ``tasks`` runs with ``submit_one`` and hands each to
+    ``slots`` worker threads through one condition, as a pool's queue does; each worker
+    gets its own ``carrier()`` (so it can keep state, such as writes to take along) and
+    calls its ``finish`` once the last task is done.
+    """
     queue: deque[Run] = deque()
     ready = threading.Condition()
     left = [tasks]
-    finished = threading.Event()
 
-    def carrier() -> None:
+    def work() -> None:
+        mine = carrier()
         while True:
             with ready:
-                while not queue:
-                    if left[0] == 0:
-                        return
+                while not queue and left[0] > 0:
                     ready.wait()
-                run = queue.popleft()
-            carry_out(store, run)
+                run = queue.popleft() if queue else None
+            if run is None:
+                mine.finish()
+                return
+            mine.carry(run)
             with ready:
                 left[0] -= 1
                 if left[0] == 0:
-                    finished.set()
                     ready.notify_all()
 
-    threads = [threading.Thread(target=carrier) for _ in range(slots)]
+    threads = [threading.Thread(target=work) for _ in range(slots)]
     for thread in threads:
         thread.start()
     t0 = time.perf_counter()
     for index in range(tasks):
-        run = submit(store, index)
+        run = submit_one(index)
         with ready:
             queue.append(run)
             ready.notify()
-    finished.wait()
-    elapsed = time.perf_counter() - t0
     for thread in threads:
         thread.join()
+    return time.perf_counter() - t0
+
+
+class _MemoryCarrier:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def carry(self, run: Run) -> None:
+        carry_out(self.store, run)
+
+    def finish(self) -> None:
+        return None
+
+
+def one_round(tasks: int, slots: int = 2) -> float:
+    """Tasks per second from the first submission until both workers are done."""
+    store = Store()
+    elapsed = hand_off(
+        tasks, slots, lambda index: submit(store, index), lambda: _MemoryCarrier(store)
+    )
     return tasks / elapsed
 
 

@@ -37,18 +37,13 @@ import sys
 import tempfile
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
-from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from floor import Record, Run, Snapshot
-
-#: The contract's minimum, per task: one commit for the submission, one for the start.
-COMMITS_PER_TASK = 2
+from floor import Record, Run, Snapshot, hand_off, step
 
 _INSERT_TASK = (
     "INSERT INTO ct_tasks (task_id, name, status, status_version, created_at, updated_at,"
@@ -172,22 +167,10 @@ class SqliteFloorStore:
         self.conn.close()
 
 
-def _move(run: Run, to_status: str, trigger: str) -> tuple[Snapshot, Record]:
-    """One transition in memory: a new snapshot and record, kept by the run."""
-    with run.lock:
-        before = run.snapshot
-        now = datetime.now(UTC)
-        after = replace(before, status=to_status, version=before.version + 1, updated_at=now)
-        record = Record(before.task_id, before.status, to_status, after.version, now, trigger)
-        run.snapshot = after
-        run.records.append(record)
-    return after, record
-
-
 def _submit(store: SqliteFloorStore, index: int) -> Run:
     now = datetime.now(UTC)
     run = Run(Snapshot(f"t{index}", "noop", "pending", 0, now, now))
-    _move(run, "queued", "submitted")
+    step(run, "queued", "submitted")
     store.create(run)
     return run
 
@@ -215,49 +198,35 @@ def _schema_file(directory: Path, *, indexes: bool = True) -> Path:
     return path
 
 
+class _SqliteCarrier:
+    """A worker's side: ``-> starting`` committed before the body, the previous end along."""
+
+    def __init__(self, store: SqliteFloorStore) -> None:
+        self.store = store
+        self.rows: list[Snapshot] = []
+        self.records: list[Record] = []
+
+    def carry(self, run: Run) -> None:
+        starting, record = step(run, "starting", "admitted")
+        self.store.commit([*self.rows, starting], [*self.records, record])
+        _, running = step(run, "running", "started")
+        done, end = step(run, "succeeded", "returned")
+        self.rows, self.records = [done], [running, end]
+
+    def finish(self) -> None:
+        """The last end this worker carried, in a commit of its own."""
+        if self.rows:
+            self.store.commit(self.rows, self.records)
+            self.rows, self.records = [], []
+
+
 def floor_round(tasks: int, slots: int = 2, *, indexes: bool = True) -> tuple[float, float]:
     """Tasks per second and commits per task, first submission to the last terminal commit."""
     with tempfile.TemporaryDirectory(prefix="ct-floor-sqlite-") as tmp:
         store = SqliteFloorStore(_schema_file(Path(tmp), indexes=indexes))
-        queue: deque[Run] = deque()
-        ready = threading.Condition()
-        left = [tasks]
-
-        def carrier() -> None:
-            pending_rows: list[Snapshot] = []
-            pending_records: list[Record] = []
-            while True:
-                with ready:
-                    while not queue and left[0] > 0:
-                        ready.wait()
-                    run = queue.popleft() if queue else None
-                if run is None:
-                    if pending_rows:
-                        store.commit(pending_rows, pending_records)
-                    return
-                starting, record = _move(run, "starting", "admitted")
-                # -> starting is stored before the body; the previous end rides along.
-                store.commit([*pending_rows, starting], [*pending_records, record])
-                _, running = _move(run, "running", "started")
-                done, end = _move(run, "succeeded", "returned")
-                pending_rows, pending_records = [done], [running, end]
-                with ready:
-                    left[0] -= 1
-                    if left[0] == 0:
-                        ready.notify_all()
-
-        threads = [threading.Thread(target=carrier) for _ in range(slots)]
-        for thread in threads:
-            thread.start()
-        t0 = time.perf_counter()
-        for index in range(tasks):
-            run = _submit(store, index)
-            with ready:
-                queue.append(run)
-                ready.notify()
-        for thread in threads:
-            thread.join()
-        elapsed = time.perf_counter() - t0
+        elapsed = hand_off(
+            tasks, slots, lambda index: _submit(store, index), lambda: _SqliteCarrier(store)
+        )
         succeeded = store.count_succeeded()
         commits = store.commits
         store.close()
