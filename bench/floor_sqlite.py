@@ -61,7 +61,11 @@ def _micros(at: datetime) -> int:
 
 
 def _row_doc(snapshot: Snapshot) -> str:
-    """The stored form of a snapshot: every field, as the library's codec writes it."""
+    """The stored form of a snapshot: every field the library's codec writes.
+
+    The instants a real run sets later (started, finished) stay null, so the floor's
+    document is a little shorter than the library's: in the floor's favour.
+    """
     return json.dumps(
         {
             "v": 1,
@@ -178,8 +182,8 @@ def _submit(store: SqliteFloorStore, index: int) -> Run:
 def _schema_file(directory: Path, *, indexes: bool = True) -> Path:
     """A file with the library's schema, made by the library's own store and closed.
 
-    ``indexes=False`` drops the task table's secondary indexes (what ``ps``, ``get`` by
-    name and the status counts use), to show what they cost the floor.
+    ``indexes=False`` drops the task table's secondary indexes (what ``ps`` filters and
+    sorts with; the unique task id, which ``get`` uses, stays), to show what they cost.
     """
     from chongming_task.stores.sqlite import SqliteTaskStore
 
@@ -224,12 +228,14 @@ def floor_round(tasks: int, slots: int = 2, *, indexes: bool = True) -> tuple[fl
     """Tasks per second and commits per task, first submission to the last terminal commit."""
     with tempfile.TemporaryDirectory(prefix="ct-floor-sqlite-") as tmp:
         store = SqliteFloorStore(_schema_file(Path(tmp), indexes=indexes))
-        elapsed = hand_off(
-            tasks, slots, lambda index: _submit(store, index), lambda: _SqliteCarrier(store)
-        )
-        succeeded = store.count_succeeded()
-        commits = store.commits
-        store.close()
+        try:
+            elapsed = hand_off(
+                tasks, slots, lambda index: _submit(store, index), lambda: _SqliteCarrier(store)
+            )
+            succeeded = store.count_succeeded()
+            commits = store.commits
+        finally:
+            store.close()
     if succeeded != tasks:
         raise RuntimeError(f"floor: expected {tasks} succeeded rows, the file holds {succeeded}")
     return tasks / elapsed, commits / tasks
