@@ -116,6 +116,10 @@ def _record_doc(record: Record) -> str:
     )
 
 
+def _record_rows(records: list[Record]) -> list[tuple[object, ...]]:
+    return [(r.task_id, r.version, _record_doc(r)) for r in records]
+
+
 class SqliteFloorStore:
     """One writer connection under one lock; each call below is exactly one commit."""
 
@@ -139,24 +143,21 @@ class SqliteFloorStore:
             0,
             _row_doc(snapshot),
         )
-        records = [(r.task_id, r.version, _record_doc(r)) for r in run.records]
-        with self.lock:
-            self.conn.execute("BEGIN IMMEDIATE")
-            self.conn.execute(_INSERT_TASK, row)
-            self.conn.executemany(_INSERT_RECORD, records)
-            self.conn.execute("COMMIT")
-            self.commits += 1
+        self._transaction([(_INSERT_TASK, [row]), (_INSERT_RECORD, _record_rows(run.records))])
 
     def commit(self, rows: list[Snapshot], records: list[Record]) -> None:
         """Rows' latest states and their new records, in one transaction."""
         updates = [
             (s.status, s.version, _micros(s.updated_at), _row_doc(s), s.task_id) for s in rows
         ]
-        inserts = [(r.task_id, r.version, _record_doc(r)) for r in records]
+        self._transaction([(_UPDATE_TASK, updates), (_INSERT_RECORD, _record_rows(records))])
+
+    def _transaction(self, writes: list[tuple[str, list[tuple[object, ...]]]]) -> None:
+        """Each statement with each of its parameter rows, in one committed transaction."""
         with self.lock:
             self.conn.execute("BEGIN IMMEDIATE")
-            self.conn.executemany(_UPDATE_TASK, updates)
-            self.conn.executemany(_INSERT_RECORD, inserts)
+            for statement, rows in writes:
+                self.conn.executemany(statement, rows)
             self.conn.execute("COMMIT")
             self.commits += 1
 

@@ -39,30 +39,27 @@ def _load_bench_run() -> ModuleType:
     return _load_bench_script("run")
 
 
-def _quick_run(
-    out: Path, only: str, *options: str, timeout: float
-) -> subprocess.CompletedProcess[str]:
-    """``bench/run.py --quick`` of ``only`` with one round, no PostgreSQL, results in ``out``."""
+def _bench(script: str, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """``python bench/<script> <args>`` from the repository root, its output captured."""
     return subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "bench" / "run.py"),
-            "--quick",
-            *options,
-            "--only",
-            only,
-            "--rounds",
-            "1",
-            "--postgres",
-            "off",
-            "--out",
-            str(out),
-        ],
+        [sys.executable, str(ROOT / "bench" / script), *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=timeout,
         check=False,
+    )
+
+
+def _quick_run(
+    out: Path, only: str, *options: str, timeout: float
+) -> subprocess.CompletedProcess[str]:
+    """``bench/run.py --quick`` of ``only`` with one round, no PostgreSQL, results in ``out``."""
+    return _bench(
+        "run.py",
+        *("--quick", *options, "--only", only, "--rounds", "1"),
+        *("--postgres", "off", "--out", str(out)),
+        timeout=timeout,
     )
 
 
@@ -85,14 +82,7 @@ def test_bench_quick_smoke_run_writes_results(tmp_path: Path) -> None:
 
 @pytest.mark.timeout(60)
 def test_the_floor_script_runs_and_reports_a_rate() -> None:
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "floor.py"), "--tasks", "200", "--rounds", "1"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=50,
-        check=False,
-    )
+    result = _bench("floor.py", "--tasks", "200", "--rounds", "1", timeout=50)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.startswith("floor of W1 semantics: "), result.stdout
     assert "tasks/s median" in result.stdout
@@ -100,14 +90,7 @@ def test_the_floor_script_runs_and_reports_a_rate() -> None:
 
 @pytest.mark.timeout(120)
 def test_the_sqlite_floor_script_runs_beside_huey_and_the_library() -> None:
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "floor_sqlite.py"), "--tasks", "60", "--rounds", "1"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=110,
-        check=False,
-    )
+    result = _bench("floor_sqlite.py", "--tasks", "60", "--rounds", "1", timeout=110)
     assert result.returncode == 0, result.stderr[-3000:]
     lines = result.stdout.splitlines()
     assert lines[0].startswith("floor of W1 on SQLite (the library's schema): "), lines
@@ -123,14 +106,7 @@ def test_the_sqlite_floor_script_runs_beside_huey_and_the_library() -> None:
 
 
 def test_the_sqlite_floor_script_refuses_a_bad_count() -> None:
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "floor_sqlite.py"), "--tasks", "0"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=50,
-        check=False,
-    )
+    result = _bench("floor_sqlite.py", "--tasks", "0", timeout=50)
     assert result.returncode == 2
     assert "expected at least 1, got 0" in result.stderr
     assert "Traceback" not in result.stderr
@@ -217,14 +193,7 @@ def test_in_process_runs_every_workload_in_the_parent_and_says_so(tmp_path: Path
 def test_a_bad_affinity_is_a_usage_error_that_names_the_fix(value: str, expected: str) -> None:
     if not hasattr(os, "sched_setaffinity"):
         pytest.skip("no CPU affinity on this platform")
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "run.py"), "--affinity", value],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = _bench("run.py", "--affinity", value, timeout=60)
     assert result.returncode == 2
     assert expected in result.stderr
     assert "Traceback" not in result.stderr
@@ -458,16 +427,10 @@ def test_the_anatomy_script_measures_each_section_and_refuses_bad_flags(tmp_path
     """``bench/anatomy.py`` runs its three sections on tiny sizes and writes every figure;
     a bad ``--only`` or size is a usage error (exit 2) that names the allowed values."""
     out = tmp_path / "anatomy.json"
-    done = subprocess.run(
-        [
-            *(sys.executable, str(ROOT / "bench" / "anatomy.py")),
-            *("--tasks", "40", "--rounds", "1", "--w3-seconds", "2", "--json", str(out)),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
+    done = _bench(
+        "anatomy.py",
+        *("--tasks", "40", "--rounds", "1", "--w3-seconds", "2", "--json", str(out)),
         timeout=120,
-        check=False,
     )
     assert done.returncode == 0, done.stderr
     figures = json.loads(out.read_text(encoding="utf-8"))
@@ -502,14 +465,7 @@ def test_the_anatomy_script_measures_each_section_and_refuses_bad_flags(tmp_path
         (["--only", ","], "--only takes w1, store and w3"),
         (["--w3-seconds", "1"], "--w3-seconds at least 2"),
     ):
-        refused = subprocess.run(
-            [sys.executable, str(ROOT / "bench" / "anatomy.py"), *flags],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        refused = _bench("anatomy.py", *flags, timeout=60)
         assert refused.returncode == 2, flags
         assert expected in refused.stderr
         assert "Traceback" not in refused.stderr
