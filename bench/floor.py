@@ -220,12 +220,23 @@ def one_thread(tasks: int) -> float:
     return (time.perf_counter() - t0) / tasks * 1e6
 
 
+def positive_int(text: str) -> int:
+    """An ``argparse`` type for counts: a whole number of at least 1, or a usage error."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
+    return value
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tasks", type=int, default=2000)
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--tasks", type=positive_int, default=2000, help="tasks a round")
+    parser.add_argument("--rounds", type=positive_int, default=7, help="rounds measured")
     args = parser.parse_args()
-    one_round(args.tasks // 10)  # warm-up
+    one_round(max(1, args.tasks // 10))  # warm-up
     figures = [one_round(args.tasks) for _ in range(args.rounds)]
     print(
         f"floor of W1 semantics: {statistics.median(figures):,.0f} tasks/s median "

@@ -36,14 +36,13 @@ import statistics
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from floor import Record, Run, Snapshot, hand_off, step
+from floor import Record, Run, Snapshot, hand_off, positive_int, step
 
 _INSERT_TASK = (
     "INSERT INTO ct_tasks (task_id, name, status, status_version, created_at, updated_at,"
@@ -242,28 +241,18 @@ def floor_round(tasks: int, slots: int = 2, *, indexes: bool = True) -> tuple[fl
     return tasks / elapsed, commits / tasks
 
 
-def huey_round(tasks: int, slots: int = 2) -> float:
-    """Huey on a SQLite file, 2 worker threads, synchronous=NORMAL: W1's durable peer."""
-    from peers.huey_peer import HueyOnSqlite
-
-    with tempfile.TemporaryDirectory(prefix="ct-floor-huey-") as tmp:
-        peer = HueyOnSqlite(Path(tmp) / "huey.db", workers=slots, synchronous="NORMAL")
-        try:
-            t0 = time.perf_counter()
-            for _ in range(tasks):
-                peer.task()
-            peer.wait_completed(tasks, 300.0)
-            elapsed = time.perf_counter() - t0
-        finally:
-            peer.close()
-    return tasks / elapsed
-
-
 def ours_round(tasks: int) -> float:
-    """The library's own W1 side on SQLite (``bench/workloads/w1_throughput.py``)."""
+    """The library's own W1 side on SQLite, as ``bench/workloads/w1_throughput.py`` runs it."""
     from workloads.w1_throughput import Throughput
 
     return Throughput()._ours("sqlite", tasks, None, None)["tasks_per_s"]
+
+
+def huey_round(tasks: int) -> float:
+    """Huey on a SQLite file, 2 worker threads, synchronous=NORMAL: W1's durable peer."""
+    from workloads.w1_throughput import Throughput
+
+    return Throughput()._huey(tasks, "NORMAL")["tasks_per_s"]
 
 
 def _note(commits: list[float], rate: float, commits_per_task: float) -> float:
@@ -272,20 +261,10 @@ def _note(commits: list[float], rate: float, commits_per_task: float) -> float:
     return rate
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
-    return value
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--tasks", type=_positive, default=2000, help="tasks a round")
-    parser.add_argument("--rounds", type=_positive, default=5, help="rounds of each side")
+    parser.add_argument("--tasks", type=positive_int, default=2000, help="tasks a round")
+    parser.add_argument("--rounds", type=positive_int, default=5, help="rounds of each side")
     parser.add_argument("--no-huey", action="store_true", help="leave Huey out")
     parser.add_argument(
         "--no-indexes",

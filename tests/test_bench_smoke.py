@@ -105,10 +105,21 @@ def test_the_sqlite_floor_script_runs_beside_huey_and_the_library() -> None:
     assert lines[3].startswith("floor / huey: "), lines
 
 
-def test_the_sqlite_floor_script_refuses_a_bad_count() -> None:
-    result = _bench("floor_sqlite.py", "--tasks", "0", timeout=50)
+@pytest.mark.parametrize("script", ["floor.py", "floor_sqlite.py"])
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        (("--tasks", "0"), "expected at least 1, got 0"),
+        (("--rounds", "0"), "expected at least 1, got 0"),
+        (("--tasks", "many"), "expected a whole number, got 'many'"),
+    ],
+)
+def test_the_floor_scripts_refuse_a_bad_count(
+    script: str, flags: tuple[str, ...], expected: str
+) -> None:
+    result = _bench(script, *flags, timeout=50)
     assert result.returncode == 2
-    assert "expected at least 1, got 0" in result.stderr
+    assert expected in result.stderr
     assert "Traceback" not in result.stderr
 
 
