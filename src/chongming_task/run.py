@@ -403,19 +403,6 @@ class TaskRun(RunControls, QueueOwnerEdges):
         """
         self._state.outbox.add_listener(fn)
 
-    def observed_only_by(self, listener: Callable[[Transition, TaskSnapshot], None]) -> bool:
-        """Whether ``listener`` is this run's only listener and no done callback waits."""
-        return self._state.outbox.observed_only_by(listener)
-
-    def after_delivery(self, fn: Callable[[], None]) -> None:
-        """Call ``fn()`` once the transitions recorded so far reached every listener and,
-        for the terminal one, every done callback (at once if nothing is pending).
-
-        For a queue owner that reacts to a run's end from inside its delivery: the
-        controller starts the next run only after this one's callbacks returned.
-        """
-        self._state.outbox.after_delivery(fn)
-
     def add_done_callback(self, fn: Callable[[TaskRun], None]) -> None:
         """Call ``fn(run)`` once the terminal transition reached the listeners (or now)."""
         self._state.outbox.add_done_callback(fn)

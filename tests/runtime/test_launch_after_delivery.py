@@ -15,6 +15,7 @@ from chongming_task import InlineExecutor, TaskRun, ThreadExecutor
 from chongming_task.model import TaskSnapshot, Transition
 from chongming_task.runtime.context import TaskContext
 from chongming_task.states import TaskStatus
+from chongming_task.testing import wait_until
 
 S = TaskStatus
 
@@ -83,11 +84,18 @@ def test_a_start_while_another_thread_delivers_launches_after_that_delivery() ->
     enqueuer = threading.Thread(target=run.enqueue)
     enqueuer.start()
     assert in_listener.wait(10)
-    # This thread starts the run while the enqueuer still delivers -> queued: the
-    # -> starting record waits behind it, and so must the body.
-    run.start()
+    # Another thread starts the run while the enqueuer still delivers -> queued: the
+    # -> starting record waits behind it, and so do the body and start() itself
+    # (it returns only once its -> starting reached the listeners).
+    starter = threading.Thread(target=run.start)
+    starter.start()
+    wait_until(lambda: run.status is S.STARTING, timeout=10, message="-> starting taken")
     assert began_after == []
+    assert starter.is_alive()
+    assert heard == ["queued"]
     let_go.set()
     enqueuer.join(10)
+    starter.join(10)
+    assert not starter.is_alive()
     assert run.wait(10).ok
     assert began_after[0][:2] == ["queued", "starting"]

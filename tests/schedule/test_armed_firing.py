@@ -9,10 +9,8 @@ the store, never timed.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
 from datetime import datetime, timedelta
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -227,7 +225,6 @@ def test_a_released_run_is_stored_as_starting_before_its_body_runs(tmp_path: Pat
 
 
 def test_the_lead_is_bounded(harness: Harness) -> None:
-    import pytest
 
     from chongming_task.errors import ConfigurationError
     from chongming_task.schedule.scheduler import MAX_LEAD, Scheduler
@@ -237,69 +234,3 @@ def test_the_lead_is_bounded(harness: Harness) -> None:
         Scheduler(controller, lead=MAX_LEAD + 1)
     with pytest.raises(ConfigurationError, match="lead must be a positive number"):
         Scheduler(controller, lead=0)
-
-
-def test_arming_prepares_the_release_before_the_instant(harness: Harness) -> None:
-    """The armed runs' launches are prepared (carriers parked) when they are armed."""
-    bodies = Bodies(harness)
-    scheduler = harness.node({"beat": bodies}, tick=60)
-    controller = scheduler.controller
-    prepared: list[tuple[list[str], list[str]]] = []
-    prepare = controller.prepare_release
-
-    def recording(task_ids: Iterable[str]) -> None:
-        ids = list(task_ids)
-        statuses = [run.status.value for run in map(controller.run, ids) if run is not None]
-        prepared.append((ids, statuses))
-        prepare(ids)
-
-    controller.prepare_release = recording  # type: ignore[method-assign]
-    scheduler.every("beat", "beat", 10)
-    scheduler.start()
-    harness.clock.wait_for_sleepers(1)
-    to_just_before(harness, FIRST)
-    stored(harness, FIRST_ID, TaskStatus.BLOCKED)
-    assert prepared == [([FIRST_ID], ["blocked"])]  # ahead of the instant, nothing moved
-    harness.clock.advance(DEFAULT_LEAD)
-    assert harness.settled(FIRST_ID).status is TaskStatus.SUCCEEDED
-    assert len(prepared) == 1
-
-
-def test_the_wait_for_an_instant_runs_the_young_collections_ahead_of_it(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """On the system clock, ``gc.collect(1)`` runs once before the instant, never after
-    it, and not at all where the application switched the collector off."""
-    from chongming_task.core.clock import SystemClock
-    from chongming_task.schedule import loop
-
-    clock = SystemClock()
-    calls: list[tuple[int, datetime]] = []
-    monkeypatch.setattr(
-        loop.gc, "collect", lambda generation=2: calls.append((generation, clock.now())) or 0
-    )
-    waiter = SimpleNamespace(clock=clock)
-    instant = clock.now() + timedelta(milliseconds=20)
-    assert loop.FiringLoop._await(waiter, instant, None)  # type: ignore[arg-type]
-    assert clock.now() >= instant
-    assert [generation for generation, _ in calls] == [1]
-    assert calls[0][1] < instant
-
-    calls.clear()
-    monkeypatch.setattr(loop.gc, "isenabled", lambda: False)
-    instant = clock.now() + timedelta(milliseconds=20)
-    assert loop.FiringLoop._await(waiter, instant, None)  # type: ignore[arg-type]
-    assert calls == []
-
-
-def test_a_starting_scheduler_prepares_launches_for_its_schedules(harness: Harness) -> None:
-    """Carriers for the first firings are parked when the loop starts, not at arming."""
-    scheduler = harness.node({"beat": Bodies(harness)}, tick=60)
-    controller = scheduler.controller
-    asked: list[int] = []
-    controller.prepare_launches = asked.append  # type: ignore[method-assign]
-    scheduler.every("beat", "beat", 10)
-    scheduler.every("beat-too", "beat", 10)
-    scheduler.start()
-    harness.clock.wait_for_sleepers(1)
-    assert asked == [2]

@@ -27,7 +27,6 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Protocol
 
-from chongming_task.controller.quiet import QuietWindows
 from chongming_task.core.clock import Clock
 from chongming_task.errors import ConfigurationError
 from chongming_task.model import JSONValue, TaskSnapshot
@@ -161,12 +160,9 @@ class CommandPoller:
         pause_timeout: float,
         on_failure: Callable[[str | None, str, BaseException], None],
         clock: Clock | None = None,
-        quiet: QuietWindows | None = None,
     ) -> None:
         self._store = store
         self._clock = clock or store.clock
-        self._quiet = quiet or QuietWindows(self._clock)
-        """Moments not to poll in (a scheduled release): see ``controller/quiet.py``."""
         self._applied_listeners: tuple[CommandListener, ...] = ()
         self._owner = owner
         self._lookup = lookup
@@ -242,7 +238,7 @@ class CommandPoller:
 
     def _loop(self) -> None:
         failures = 0
-        while self._quiet.sit_out(self._stop):
+        while not self._stop.is_set():
             try:
                 claimed, handed_back = self.poll_once()
                 failures = 0
@@ -253,9 +249,7 @@ class CommandPoller:
                     # wait we would claim the same foreign command again at once.
                     self._stop.wait(self._interval)
                     continue
-                timeout = self._quiet.bound(self._interval)
-                if timeout > 0:
-                    self._store.wait_for_commands(timeout)
+                self._store.wait_for_commands(self._interval)
             except Exception as exc:
                 if self._stop.is_set():
                     return  # the store is closing with us

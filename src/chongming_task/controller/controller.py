@@ -22,7 +22,6 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from datetime import datetime
 from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any, Literal
@@ -37,10 +36,8 @@ from chongming_task.controller.options import (
     default_owner,
     parse_statuses,
 )
-from chongming_task.controller.quiet import QuietWindows, keep_timers_ahead
 from chongming_task.controller.reconcile import ReconcileReport, reconcile
 from chongming_task.controller.registry import TaskDefinition, TaskRegistry
-from chongming_task.controller.rehearsal import ReleaseRehearsal
 from chongming_task.controller.stats import ControllerStats
 from chongming_task.controller.submission import Submission
 from chongming_task.controller.waiting import outcome_of, wait_for_runs, wait_in_store
@@ -49,10 +46,9 @@ from chongming_task.core.clock import Clock, SystemClock
 from chongming_task.errors import ConfigurationError
 from chongming_task.model import JSONValue, TaskSnapshot, Transition
 from chongming_task.policies import BucketPolicy, ConcurrencyPolicy, RetryPolicy, Timeout
-from chongming_task.run import TaskOutcome, TaskRun, default_executor
+from chongming_task.run import TaskOutcome, TaskRun
 from chongming_task.runtime.executors.base import Executor
-from chongming_task.runtime.executors.carriers import carrying_on, launching_together
-from chongming_task.states import OCCUPYING, TaskStatus
+from chongming_task.states import TaskStatus
 from chongming_task.stores.base import TaskQuery, TaskStore
 
 if TYPE_CHECKING:
@@ -162,10 +158,8 @@ class Controller(Submission):
             max_parallel_per_bucket=max_parallel_per_bucket,
             keep_finished=keep_finished,
         )
-        self._dispatch.start_group = self._start_group
         self._listener = self._on_transition  # one bound method: compared by identity
         self._templates = {}  # see Submission._common_options
-        self._starting_together = threading.local()
         self.max_parallel_per_bucket = max_parallel_per_bucket
         self._events = EventBus(name=f"chongming-events[{self.owner}]")
         self._writes = WriteThrough(
@@ -173,9 +167,7 @@ class Controller(Submission):
             clock=self.clock,
             owner=self.owner,
             lease_ttl=self.lease_ttl,
-            on_stored=self._events.publish,
         )
-        self._quiet = QuietWindows(self.clock)
         self._leases = LeaseKeeper(
             store=store,
             clock=self.clock,
@@ -185,7 +177,6 @@ class Controller(Submission):
             active=self._dispatch.active_snapshots,
             lease_until=self._writes.lease_until,
             on_failure=self._record,
-            quiet=self._quiet,
         )
         self._poller = CommandPoller(
             store=store,
@@ -196,7 +187,6 @@ class Controller(Submission):
             pause_timeout=pause_timeout,
             on_failure=self._record,
             clock=self.clock,
-            quiet=self._quiet,
         )
         self._command_poll_interval = command_poll_interval
         self._lock = threading.Lock()
@@ -247,8 +237,8 @@ class Controller(Submission):
     ) -> None:
         """Move a ``blocked`` run to the ready queue; ``upstream`` becomes ``ctx.upstream``.
 
-        Started from inside its own delivery if a slot is free: the run launches its
-        body only once its ``-> starting`` was delivered (``Outbox.after_delivery``).
+        Started at once if a slot is free: the run launches its body only once its
+        ``-> starting`` is stored.
         """
         self._held(task_id).release(upstream=upstream, reason=reason, trigger=trigger)
 
@@ -260,102 +250,12 @@ class Controller(Submission):
         The scheduler releases every firing armed for one instant with one call.
         """
         failures: dict[str, Exception] = {}
-        # The group start flushes the deferred ``-> queued`` writes itself: the write
-        # queue's flusher thread is not woken for them (it would only take the GIL).
-        self._writes.hold_flusher()
-        try:
-            self._dispatch.hold_pump()
-            try:
-                for task_id in task_ids:
-                    try:
-                        self._held(task_id).release(reason=reason, trigger=trigger)
-                    except Exception as exc:
-                        failures[task_id] = exc
-            finally:
-                self._dispatch.resume_pump()
-        finally:
-            self._writes.resume_flusher()
-        return failures
-
-    def prepare_release(self, task_ids: Iterable[str]) -> None:
-        """Get ready to :meth:`release_many` these held runs shortly (nothing changes).
-
-        Whatever can be done ahead without touching the runs is: an executor with a
-        ``prepare_launches(count)`` hook (the ``ThreadExecutor``) parks carriers for
-        them, and the write queue's flusher thread is started if it is not running
-        yet, so no thread is started at the release. The scheduler calls this when it
-        arms firings ahead of their scheduled time. Unknown ids are ignored; a failing
-        hook is logged, never raised (the release works without it, only slower).
-        """
-        self._writes.start_flusher()
-        counts: dict[int, tuple[Executor, int]] = {}
         for task_id in task_ids:
-            run = self._dispatch.get(task_id)
-            if run is None:
-                continue
-            executor = run.executor
-            _, count = counts.get(id(executor), (executor, 0))
-            counts[id(executor)] = (executor, count + 1)
-        for executor, count in counts.values():
-            _prepare_launches(executor, count)
-
-    def rehearse_release(self, task_ids: Iterable[str]) -> ReleaseRehearsal:
-        """A rehearsal of :meth:`release_many` for these held runs, to play just before it.
-
-        Its :meth:`~ReleaseRehearsal.play` runs the code of a release and start on
-        throwaway runs (and reads these runs' snapshots and their stored form) so that
-        the real release finds it warm: after a second of sleep the first pass through
-        that code costs four to six times the next one. Nothing is stored, announced or
-        changed: the throwaway runs belong to no controller and no store. The
-        scheduler builds one when it arms firings and plays it while it waits for their
-        instant. Unknown ids are ignored.
-        """
-        runs = [run for task_id in task_ids if (run := self._dispatch.get(task_id)) is not None]
-        return ReleaseRehearsal(
-            runs,
-            stored_form=self._writes.stored_form,
-            rehearse_write=getattr(self.store, "rehearse_write", None),
-            clock=self.clock,
-        )
-
-    def quiet_around(self, instant: datetime) -> None:
-        """Keep this controller's polling threads still for a few ms around ``instant``.
-
-        The command poller (a cross-process check every 10 ms on SQLite) and the lease
-        keeper do not begin a poll from 5 ms before ``instant`` to 5 ms after it, and
-        the supervision timer thread is started now and not woken by the deadlines
-        the released runs book, so none of them takes the GIL in the middle of a
-        release at that instant (see ``controller/quiet.py`` for the measurements). A
-        command or renewal due then is handled right after the window, none is
-        skipped. The scheduler calls this for each instant it has armed firings for,
-        a tick ahead and again when it arms them. A past instant is ignored; a failure
-        to keep quiet is logged, never raised (the release works without it, only
-        slower).
-
-        Raises:
-            ConfigurationError: ``instant`` is not a timezone-aware datetime.
-        """
-        if not isinstance(instant, datetime) or instant.tzinfo is None:
-            raise ConfigurationError(
-                f"quiet_around() needs a timezone-aware datetime, got {instant!r}"
-            )
-        ahead = (instant - self.clock.now()).total_seconds()
-        if ahead <= 0 or not self._quiet.add_around(ahead):
-            return
-        try:
-            keep_timers_ahead(self.clock, ahead)
-        except Exception:  # e.g. no thread to start: the release works without it
-            log.warning("keeping the supervision timers ahead of %s failed", instant, exc_info=True)
-
-    def prepare_launches(self, count: int) -> None:
-        """Let this controller's executor get ready for about ``count`` launches soon.
-
-        Like :meth:`prepare_release`, for runs that do not exist yet: a scheduler
-        calls it when it starts, so that its first firings (whose arming also starts
-        this controller's own background threads) find parked carriers. Never raises.
-        """
-        if count > 0:
-            _prepare_launches(self._executor or default_executor(), count)
+            try:
+                self._held(task_id).release(reason=reason, trigger=trigger)
+            except Exception as exc:
+                failures[task_id] = exc
+        return failures
 
     def skip(self, task_id: str, *, reason: str) -> None:
         """End a run that has not started as ``skipped`` (it should not run at all)."""
@@ -465,7 +365,6 @@ class Controller(Submission):
                 log.warning("close(): %s", exc)
             self._poller.request_stop()
             self._leases.stop()
-            self._writes.close()  # deferred writes out (and announced) before the bus closes
             self._events.close()
         if close_store or self._owns_store:
             self.store.close()  # also wakes the poller out of wait_for_commands
@@ -647,120 +546,19 @@ class Controller(Submission):
     # ------------------------------------------------------------ internals
 
     def _on_transition(self, transition: Transition, snapshot: TaskSnapshot) -> None:
-        if self._rides_on_next_start(transition):
-            self._end_carrying_on(transition, snapshot)
-        else:
-            self._write_and_account(transition, snapshot)
+        """The one write path: store the transition, then announce it, then account.
+
+        Stored before anyone hears of it (subscribers, ``wait()``, another process),
+        announced before the ledger frees a slot (an inline subscriber hears a run's
+        end before any thread can start another run in its place).
+        """
+        self._writes.write(transition, snapshot)
+        self._events.publish(transition, snapshot)
+        if self._dispatch.on_transition(transition):
+            self._dispatch.pump()
         if transition.to_status.is_terminal:
             for task_id in self._dispatch.forget_finished():
                 self._writes.forget(task_id)
-
-    def _rides_on_next_start(self, transition: Transition) -> bool:
-        """Whether a run's end can share the commit of the run its thread carries next
-        (see :meth:`_end_carrying_on`): a batching store, no inline subscriber, a run
-        queued for the slot, and nobody but this controller listening to the run."""
-        if not (
-            transition.to_status.is_terminal
-            and self._writes.batching
-            and not self._events.has_inline
-            and self._dispatch.queued_count
-        ):
-            return False
-        run = self._dispatch.get(transition.task_id)
-        return run is not None and run.observed_only_by(self._listener)
-
-    def _write_and_account(self, transition: Transition, snapshot: TaskSnapshot) -> None:
-        # Durable (stored before the run moves on):
-        # - a terminal state: wait() never returns before the store has it;
-        # - entering an occupying state (-> starting, a resume in place): the store shows
-        #   that a carrier may run the body before it does, so after a crash reconcile
-        #   says "lost" (result unknown), never "adoptable" (safe to run again);
-        # - every transition while an inline subscriber must hear it after its write.
-        # The rest is deferred to the next group commit, which announces it.
-        target, source = transition.to_status, transition.from_status
-        durable = (
-            target.is_terminal
-            or (
-                target in OCCUPYING
-                and source not in OCCUPYING
-                and not getattr(self._starting_together, "active", False)
-            )
-            or self._events.has_inline
-        )
-        announce = self._writes.write(transition, snapshot, durable=durable)
-        if announce:
-            # Before the ledger frees the slot: an inline subscriber hears a run's end
-            # before any thread can start another run in its place.
-            self._events.publish(transition, snapshot)
-        if not self._dispatch.on_transition(transition):
-            return
-        run = self._dispatch.get(transition.task_id) if target.is_terminal else None
-        if run is not None and run.observed_only_by(self._listener):
-            # Nobody else listens to this run: start the next one once this delivery is
-            # over, and let the thread that ran this body carry it.
-            run.after_delivery(self._pump_carrying_on)
-        else:
-            self._dispatch.pump()
-
-    def _start_group(self, runs: list[TaskRun]) -> None:
-        """Start runs admitted in one pump round with one commit for all their starts.
-
-        Each ``-> starting`` is written deferred, then one flush stores them all (and
-        announces them), and only then is any body launched: the rule that the store
-        shows ``starting`` before a body runs holds for each, for the price of one
-        commit instead of one per run (the scheduler releases every firing of an
-        instant together). Stores without native batches start them one by one.
-        """
-        if not self._writes.batching or self._events.has_inline:
-            with launching_together():
-                for run in runs:
-                    self._dispatch.start_one(run)
-            return
-        launches: list[Callable[[], None]] = []
-        self._starting_together.active = True
-        try:
-            for run in runs:
-                try:
-                    launches.append(run.prepare_start())
-                except Exception:
-                    self._dispatch.start_failed(run)
-        finally:
-            self._starting_together.active = False
-        self._writes.flush()
-        with launching_together():
-            for launch in launches:
-                launch()
-
-    def _end_carrying_on(self, transition: Transition, snapshot: TaskSnapshot) -> None:
-        """A run's end, when its thread will carry the next run: one commit for both.
-
-        On a batching store, with nobody but this controller listening to the run and
-        runs queued for its slot. Its terminal write is queued, not flushed; the next
-        run's ``-> starting`` (durable, made here by the pump) flushes it along in the
-        same commit. Either way it is durable before this returns, so before the
-        delivery goes on: ``wait()`` still never returns before the store has the
-        terminal state, and the next body starts only after this run's job is over (it
-        is carried on this thread). If the queued run could not start after all, the
-        end is flushed alone, as before. With nothing queued the ordinary path runs:
-        the end is stored before its slot is given back, so nobody who sees the slot
-        free finds the run still running in the store. (With a run queued, the slot
-        goes to that run within this call; between the two it counts as free.) No
-        inline subscriber is waiting to hear the end before another run starts (the
-        caller checked).
-        """
-        settle = self._writes.write_along(transition, snapshot)
-        try:
-            if self._dispatch.on_transition(transition):
-                self._pump_carrying_on()
-        finally:
-            if settle is None:
-                self._events.publish(transition, snapshot)  # unknown here: announce it
-            else:
-                settle()
-
-    def _pump_carrying_on(self) -> None:
-        with carrying_on():
-            self._dispatch.pump()
 
     def _start_background(self) -> None:
         self._leases.start()
@@ -787,14 +585,3 @@ class Controller(Submission):
             f"Controller(owner={self.owner!r}, max_parallel={self.concurrency.max_parallel}, "
             f"active={self.active_count}, queued={self.queued_count})"
         )
-
-
-def _prepare_launches(executor: Executor, count: int) -> None:
-    """Call the executor's optional ``prepare_launches`` hook; a failure is only logged."""
-    prepare = getattr(executor, "prepare_launches", None)
-    if prepare is None:
-        return
-    try:
-        prepare(count)
-    except Exception:
-        log.warning("preparing %d launches on %r failed", count, executor, exc_info=True)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from chongming_task.controller.admission import Admission
@@ -73,11 +73,7 @@ class Dispatcher:
         self._finished: dict[str, None] = {}
         self._pumping = False
         self._pump_again = False
-        self._holds = 0
         self._closed = False
-        self.start_group: Callable[[list[TaskRun]], None] | None = None
-        """Starts several runs admitted in one pump round together (the controller
-        gives them one commit); without it they start one by one."""
 
     # ------------------------------------------------------------ holding
 
@@ -255,49 +251,27 @@ class Dispatcher:
         with self._lock:
             self._closed = True
 
-    def hold_pump(self) -> None:
-        """Start nothing until :meth:`resume_pump` (pump calls meanwhile only flag a round).
-
-        For a caller that queues several runs at once (``release_many``): they are
-        then admitted in one pump round and start together (one ``-> starting``
-        commit, see ``Controller._start_group``) instead of one by one.
-        """
-        with self._lock:
-            self._holds += 1
-
-    def resume_pump(self) -> None:
-        """End one :meth:`hold_pump` and pump what came free meanwhile."""
-        with self._lock:
-            self._holds -= 1
-            held = self._holds > 0
-        if not held:
-            self.pump()
-
     def pump(self) -> None:
         """Start queued runs while slots are free; returns when nothing more may start."""
         with self._lock:
-            if self._pumping or self._holds:
+            if self._pumping:
                 self._pump_again = True
                 return
             self._pumping = True
         try:
             while True:
                 with self._lock:
-                    held = self._closed or self._holds > 0
-                    admitted = [] if held else self._pop_all_locked()
+                    admitted = [] if self._closed else self._pop_all_locked()
                     if not admitted:
-                        if self._pump_again and not held:
+                        if self._pump_again and not self._closed:
                             self._pump_again = False
                             continue
                         self._pumping = False
                         self._pump_again = False
                         return
                     runs = [self._held[task_id].run for task_id in admitted]
-                if len(runs) > 1 and self.start_group is not None:
-                    self.start_group(runs)
-                else:
-                    for run in runs:
-                        self.start_one(run)
+                for run in runs:
+                    self.start_one(run)
         except BaseException:
             with self._lock:
                 self._pumping = False

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from chongming_task.controller.quiet import QuietWindows
 from chongming_task.core.clock import Clock
 from chongming_task.model import Progress, TaskSnapshot
 from chongming_task.stores.base import TaskStore
@@ -82,12 +81,9 @@ class LeaseKeeper:
         lease_until: Callable[[], datetime],
         on_failure: FailureSink,
         progress_interval: float = PROGRESS_INTERVAL,
-        quiet: QuietWindows | None = None,
     ) -> None:
         self._store = store
         self._clock = clock
-        self._quiet = quiet or QuietWindows(clock)
-        """Moments not to begin a pass in (a scheduled release): ``controller/quiet.py``."""
         self._owner = owner
         self._held = held
         self._active = active
@@ -185,8 +181,6 @@ class LeaseKeeper:
 
     def _loop(self) -> None:
         while not self._clock.wait(self._stop, self.tick):
-            if not self._quiet.sit_out(self._stop):
-                break  # stopped: the final flush below still runs
             now = self._clock.monotonic()
             renew = now >= self._next_renewal
             if renew:

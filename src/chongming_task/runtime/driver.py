@@ -32,7 +32,6 @@ from chongming_task.runtime.attempt import (
 )
 from chongming_task.runtime.context import LogEntry, RuntimeContext, TaskSkipped, emit_task_log
 from chongming_task.runtime.control import Control
-from chongming_task.runtime.executors.carriers import hand_on_successor
 from chongming_task.runtime.failures import (
     CarrierCrashed,
     crash_failure,
@@ -159,7 +158,6 @@ class Driver:
                     return None
                 # The supervisor wakes us when the backoff is over (or on stop/pause).
                 wake = state.wake_event_locked()
-            hand_on_successor()  # a run launched onto this carrier must not wait with us
             wake.wait()
 
     def fail_internally(self, exc: BaseException) -> None:

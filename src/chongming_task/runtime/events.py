@@ -6,10 +6,16 @@ must not stall ``stop()``, and a listener that calls back into the run must not
 deadlock. The outbox keeps their order anyway: records are queued in the order they
 were made and delivered by one thread at a time.
 
-Delivery never blocks the caller. Whoever finds the delivery lock taken leaves its
-record to the thread that holds it, which re-checks the queue after releasing the
-lock, so no record is stranded. A listener calling back into the run only queues
-more records; the outer delivery loop hands them out after the current one, in order.
+Whoever finds the delivery lock taken leaves its record to the thread that holds
+it, which re-checks the queue after releasing the lock, so no record is stranded. A
+listener calling back into the run only queues more records; the outer delivery loop
+hands them out after the current one, in order.
+
+Read-your-writes: :meth:`Outbox.flush` returns only once every record queued so far
+reached the listeners (the controller's listener stores each one before anyone else
+hears of it). Every change of a run ends with it (``RunState.transaction``), so
+``pause()``, ``stop()``, ``resume()`` and the rest return with their transitions
+stored, even when another thread was delivering the run's records at the time.
 """
 
 from __future__ import annotations
@@ -20,7 +26,6 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from chongming_task.model import TaskSnapshot, Transition
-from chongming_task.runtime.executors.carriers import hand_on_successor
 
 __all__ = ["Listener", "Outbox"]
 
@@ -35,6 +40,7 @@ class Outbox(Generic[RunT]):
 
     __slots__ = (
         "_deliver_lock",
+        "_deliverer",
         "_done",
         "_done_callbacks",
         "_done_waiters",
@@ -55,6 +61,7 @@ class Outbox(Generic[RunT]):
         # reached the listeners (see :meth:`after_delivery`).
         self._queue: list[tuple[Transition | None, Any]] = []
         self._deliver_lock = threading.Lock()
+        self._deliverer: int | None = None  # the thread holding _deliver_lock
         # Tuples, replaced whole: shared empty ones cost nothing per run until used.
         self._listeners: tuple[Listener, ...] = ()
         self._done_callbacks: tuple[Callable[[RunT], None], ...] = ()
@@ -81,11 +88,6 @@ class Outbox(Generic[RunT]):
         """Queue one record; call under the run's lock, in transition order."""
         self._queue.append((record, snapshot))
 
-    def observed_only_by(self, listener: Listener) -> bool:
-        """Whether ``listener`` is the only listener and no done callback is waiting."""
-        with self._state_lock:
-            return self._listeners == (listener,) and not self._done_callbacks
-
     def after_delivery(self, action: Callable[[], None]) -> None:
         """Run ``action`` once every record queued so far has reached the listeners.
 
@@ -102,11 +104,28 @@ class Outbox(Generic[RunT]):
         self._queue.append((None, action))
         self.deliver()
 
+    def flush(self) -> None:
+        """Deliver, and return only once every record queued so far reached the listeners.
+
+        Called by a listener of this run (the delivering thread itself), it returns at
+        once: its records are handed out right after the current one. Call without
+        the run's lock.
+        """
+        self.deliver()
+        if self._deliverer == threading.get_ident():
+            return
+        if not self._queue and not self._deliver_lock.locked():
+            return
+        delivered = threading.Event()
+        self.after_delivery(delivered.set)
+        delivered.wait()
+
     def deliver(self) -> None:
         """Hand queued records to the listeners; call after releasing the run's lock."""
         while self._queue:
             if not self._deliver_lock.acquire(blocking=False):
                 return  # the holder re-checks the queue after it lets go
+            self._deliverer = threading.get_ident()
             try:
                 while True:
                     try:
@@ -118,6 +137,7 @@ class Outbox(Generic[RunT]):
                     else:
                         self._deliver_one(record, item)
             finally:
+                self._deliverer = None
                 self._deliver_lock.release()
 
     @staticmethod
@@ -143,11 +163,6 @@ class Outbox(Generic[RunT]):
             with self._state_lock:
                 self._finished = True
                 callbacks, self._done_callbacks = self._done_callbacks, ()
-            if callbacks:
-                # A done callback may wait for anything, the run this thread was to
-                # carry next included (one added while the run ended, after its owner
-                # chose to carry on here): that run starts on another thread first.
-                hand_on_successor()
             for callback in callbacks:
                 self._call_done(callback)
             with self._state_lock:

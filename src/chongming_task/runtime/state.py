@@ -150,6 +150,9 @@ class RunState:
     def transaction(self, after: Callable[[], None] | None = None) -> _Transaction:
         """Hold the lock for a group of writes; run ``after`` under it, deliver outside it.
 
+        Returns once the block's transitions reached the listeners (stored, under a
+        controller): see ``Outbox.flush``.
+
         ``with state.transaction(check) as machine:`` -- ``after`` runs only if the block
         did not raise. (A class, not ``@contextmanager``: a run opens several per
         transition, and the generator machinery cost more than the work inside.)
@@ -222,4 +225,4 @@ class _Transaction:
             finally:
                 self._state.lock.release()
         finally:
-            self._state.outbox.deliver()
+            self._state.outbox.flush()

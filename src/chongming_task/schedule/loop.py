@@ -12,15 +12,12 @@ counted and reported; it never stops the others or the loop.
 scheduled time to do the expensive part. It wakes ``lead`` seconds before the next
 due time and runs a tick *ahead* to that instant: it reads the control records,
 plans, claims each firing (the durable exactly-once claim) and creates its run
-``blocked`` ("armed: waiting for its scheduled time ..."), all before the instant,
-and has the controller prepare their start (``Controller.prepare_release``: parked
-carrier threads). Then it waits precisely until the instant (the clock's wait, on
-the system clock the young garbage collections :data:`COLLECT_AHEAD` seconds before
-it and a final spin of at most :data:`SPIN` seconds) and only then releases the armed
-runs (``blocked -> queued``, trigger ``schedule:due``), so the body starts no earlier than
-its scheduled time and the store never shows it started before it did. What is left
-at the instant is the controller's own start (``-> starting`` is durable) and the
-hand-off to a carrier thread. The bookkeeping writes of the control records follow.
+``blocked`` ("armed: waiting for its scheduled time ..."), all before the instant.
+Then it waits until the instant (the clock's wait) and only then releases the armed
+runs (``blocked -> queued``, trigger ``schedule:due``), so the body starts no earlier
+than its scheduled time and the store never shows it started before it did. What is
+left at the instant is the controller's own start (``-> starting`` is stored before
+the body runs). The bookkeeping writes of the control records follow.
 
 A firing that a skip would apply to when armed (paused, or ``overlap="forbid"``
 with an unfinished run) is only claimed ahead; it is launched at the instant, where
@@ -35,16 +32,12 @@ started), and the next ``overlap="forbid"`` check of the schedule ends it ``skip
 
 from __future__ import annotations
 
-import gc
 import logging
 import threading
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Final
 
-from chongming_task.core.clock import SystemClock
 from chongming_task.schedule.admin import ScheduleAdmin
 from chongming_task.schedule.commands import ScheduleCommands
 from chongming_task.schedule.control import ScheduleControl, redact_error
@@ -52,7 +45,6 @@ from chongming_task.schedule.firing import DueFiring, FiringPlan, plan_firings
 from chongming_task.schedule.launcher import JUDGE, launch, skip_reason
 from chongming_task.schedule.registration import Registered
 from chongming_task.schedule.ticks import TickReport, firing_task_id
-from chongming_task.states import TaskStatus
 from chongming_task.stores.base import Command, ScheduleRecord
 
 if TYPE_CHECKING:
@@ -68,36 +60,6 @@ log = logging.getLogger("chongming_task.schedule")
 FIRING_RETENTION: Final = timedelta(days=2)
 #: How often a scheduler prunes older claims (every scheduler does; it is idempotent).
 PRUNE_EVERY: Final = timedelta(hours=1)
-#: On the system clock, the last stretch before an instant is a spin instead of a
-#: timed wait: ``Event.wait`` wakes 0.1-0.3 ms late on Linux, a spin does not.
-SPIN: Final = 0.0005
-#: On the system clock, with armed runs to release, the last stretch before the
-#: instant is spent playing the controller's release rehearsal (then spinning):
-#: the first run's release after a second of sleep cost 4-6 times the second's, a
-#: bare spin warms nothing (``controller/rehearsal.py``). Longer than :data:`SPIN`
-#: so that a cold play (0.2-0.55 ms measured in W3) fits after a timed wait that
-#: woke 0.1-0.3 ms late.
-WARM: Final = 0.001
-#: No rehearsal is made for an instant closer than this (making one takes 0.3-1 ms).
-REHEARSE_AHEAD: Final = 0.005
-#: The cost assumed for the first play in the last stretch (a cold one: 0.2-0.55 ms
-#: measured), so that it does not run past the instant.
-WARM_FIRST: Final = 0.0006
-#: Slack added to the expected cost of each further play.
-WARM_MARGIN: Final = 0.00005
-#: On the system clock, this long before an instant the loop runs the young garbage
-#: collections (see :meth:`FiringLoop._await`), so the allocations at the instant do
-#: not trigger one (0.1-0.8 ms on the test machine, in the middle of a release).
-COLLECT_AHEAD: Final = 0.003
-#: Longest the loop stands aside after releasing runs, so their carriers get the GIL
-#: before the loop's own bookkeeping (control records, commands) takes it.
-STAND_ASIDE: Final = 0.005
-#: How often the loop looks whether the released bodies have begun while it stands
-#: aside. Each look takes the GIL, so it should rarely fall before the last body: the
-#: bodies of an instant begin 0.2-0.6 ms after their launch, and the loop looked 1-3
-#: times in that window at 0.1 ms.
-STAND_ASIDE_POLL: Final = 0.0005
-_BEFORE_BODY: Final = frozenset({TaskStatus.BLOCKED, TaskStatus.QUEUED, TaskStatus.STARTING})
 #: The trigger of ``blocked -> queued`` when an armed firing's instant has come.
 RELEASE_TRIGGER: Final = "schedule:due"
 
@@ -163,7 +125,7 @@ class FiringLoop:
         self.claims_lost = 0
         self._pruned_at: datetime | None = None
         self.arming_seconds = 0.0
-        """Real seconds the last tick ahead took from waking to its firings armed."""
+        """Clock seconds the last tick ahead took from waking to its firings armed."""
 
     # -- registrations -------------------------------------------------------------
 
@@ -205,7 +167,7 @@ class FiringLoop:
         docstring for what happens to the armed firings then).
         """
         with self._tick_lock:
-            began = time.monotonic()
+            began = self.clock.monotonic()
             now = self.clock.now()
             horizon = now if ahead is None or ahead < now else ahead
             work = _Pass(now=now, horizon=horizon, report=TickReport(at=now))
@@ -245,12 +207,7 @@ class FiringLoop:
                     continue
                 fired.append((entry, control, plan, newest))
             if work.armed:
-                # Parked carriers for the armed runs: no thread is started at the
-                # instant. Counted in the arming time, which the lead adapts to.
-                self.controller.prepare_release(
-                    armed.task_id for armed in work.armed if armed.run is not None
-                )
-                self.arming_seconds = time.monotonic() - began
+                self.arming_seconds = self.clock.monotonic() - began
                 self._start_armed(work, stop)
             for entry, control, plan, newest in fired:
                 try:
@@ -267,25 +224,11 @@ class FiringLoop:
                     self._pruned_at = now
                 except Exception as exc:
                     work.errors += self._failed(report, "pruning firing claims", exc)
-            self._quiet_ahead()
             if not work.errors:
                 self.store_errors = 0
                 self.last_store_error = None
             self.last_tick_at = now
             return report
-
-    def _quiet_ahead(self) -> None:
-        """Have the controller's pollers keep still around the next firing (real clock).
-
-        Marked now, a tick ahead, because a poller already in a wait only sees the
-        window when it next bounds one (``controller/quiet.py``). A firing that does
-        not happen after all costs a 10 ms pause of polling, nothing more.
-        """
-        if not _is_real(self.clock):
-            return
-        soonest = self.next_due()
-        if soonest is not None:
-            self.controller.quiet_around(soonest)
 
     def _failed(self, report: TickReport, what: str, exc: BaseException) -> int:
         self.store_errors += 1
@@ -363,10 +306,6 @@ class FiringLoop:
             # Ahead of its time: create it blocked now, start it at the instant. A
             # skip is not recorded ahead: the instant judges it (a run may end first).
             run: TaskRun | None = None
-            # Before the submission: it may start the controller's command poller, whose
-            # first wait must already know the window (``controller/quiet.py``).
-            if _is_real(self.clock):
-                self.controller.quiet_around(due.scheduled_at)
             if skip_reason(self.controller, control) is None:
                 run = launch(
                     self.controller,
@@ -400,11 +339,10 @@ class FiringLoop:
             instant = pending[0].scheduled_at
             group = [armed for armed in pending if armed.scheduled_at == instant]
             pending = pending[len(group) :]
-            if not self._await(instant, stop, warm=self._rehearsal(group, instant)):
+            if not self._await(instant, stop):
                 for left in (*group, *pending):
                     self._retire(left, work)
                 return
-            # Every run armed for this instant is released first and started together.
             failures = self.controller.release_many(
                 [armed.task_id for armed in group if armed.run is not None],
                 reason=f"scheduled time {instant.isoformat()} reached",
@@ -412,7 +350,6 @@ class FiringLoop:
             )
             for task_id, exc in failures.items():
                 work.errors += self._failed(work.report, f"firing {task_id!r}", exc)
-            self._let_start([armed.run for armed in group if armed.run is not None])
             for armed in group:
                 if armed.run is not None:
                     continue
@@ -420,28 +357,6 @@ class FiringLoop:
                     self._launch_armed(armed)
                 except Exception as exc:
                     work.errors += self._failed(work.report, f"firing {armed.task_id!r}", exc)
-
-    def _rehearsal(self, group: list[_Armed], instant: datetime) -> Callable[[], bool] | None:
-        """What to play while waiting for ``group``'s instant (system clock only).
-
-        The controller's release rehearsal: the code of the release at the instant,
-        run on throwaway runs so that it is warm when the armed runs need it. Not
-        made when the instant is less than :data:`REHEARSE_AHEAD` away (preparing it
-        must not make the firing late); the time it takes counts in the arming time,
-        which the lead adapts to.
-        """
-        if not _is_real(self.clock):
-            return None
-        runs = [armed.task_id for armed in group if armed.run is not None]
-        if not runs or (instant - self.clock.now()).total_seconds() < REHEARSE_AHEAD:
-            return None
-        began = time.monotonic()
-        rehearsal = self.controller.rehearse_release(runs)
-        # Once now, well ahead: the first play in a process pays first-call costs
-        # (milliseconds) that must not land in the last moment before the instant.
-        rehearsal.play()
-        self.arming_seconds += time.monotonic() - began
-        return rehearsal.play
 
     def _launch_armed(self, armed: _Armed, *, skip: str | None = None) -> None:
         """Launch a firing claimed ahead without a run, judging its skip now; or, with
@@ -455,20 +370,6 @@ class FiringLoop:
             owner=self.owner,
             skip=JUDGE if skip is None else skip,
         )
-
-    def _let_start(self, runs: list[TaskRun]) -> None:
-        """Stand aside (real clock only) until the released runs are past ``starting``.
-
-        The bookkeeping that follows is Python holding the GIL; the carriers that are
-        about to call the bodies need it more. Bounded by :data:`STAND_ASIDE`.
-        """
-        if not runs or not _is_real(self.clock):
-            return
-        deadline = time.monotonic() + STAND_ASIDE
-        while any(run.status in _BEFORE_BODY for run in runs):
-            if time.monotonic() >= deadline:
-                return
-            time.sleep(STAND_ASIDE_POLL)
 
     def _retire(self, armed: _Armed, work: _Pass) -> None:
         """The loop stopped before ``armed``'s instant: record it as not run."""
@@ -484,52 +385,20 @@ class FiringLoop:
         except Exception as exc:
             work.errors += self._failed(work.report, f"firing {armed.task_id!r}", exc)
 
-    def _await(
-        self,
-        instant: datetime,
-        stop: threading.Event | None,
-        *,
-        warm: Callable[[], bool] | None = None,
-    ) -> bool:
+    def _await(self, instant: datetime, stop: threading.Event | None) -> bool:
         """Block until ``instant`` (True) or until ``stop`` is set before it (False).
 
-        Never returns True before the clock has reached ``instant``. On the system
-        clock the last :data:`SPIN` seconds are spun: a timed wait wakes late. Before
-        that, :data:`COLLECT_AHEAD` seconds ahead, it runs the young generations of
-        the cyclic garbage collector (``gc.collect(1)``, only where the collector is
-        enabled). Such a collection comes every few hundred allocations anyway; taken
-        here, the allocation count starts from zero, and the release at the instant
-        (about 50 net allocations for two runs) cannot set one off in its middle, as
-        it did at a few instants in a hundred. Nothing is switched off or re-tuned.
-
-        ``warm`` (the release rehearsal, system clock only): played instead of a bare
-        spin over the last :data:`WARM` seconds, as often as it surely fits before the
-        instant (:func:`_spin_until`); it returns False when there is nothing left to
-        play. A timed wait is not shortened for it: ``stop`` is still checked first.
+        Never returns True before the clock has reached ``instant``.
         """
         clock = self.clock
-        precise = _is_real(clock)
         event = stop if stop is not None else threading.Event()
-        collected = not precise
-        lead_in = WARM if warm is not None else SPIN
         while True:
             remaining = (instant - clock.now()).total_seconds()
             if remaining <= 0:
                 return True
             if event.is_set():
                 return False
-            if not precise:
-                clock.wait(event, remaining)
-            elif not collected and remaining > COLLECT_AHEAD:
-                clock.wait(event, remaining - COLLECT_AHEAD)
-            elif not collected:
-                collected = True
-                if gc.isenabled():
-                    gc.collect(1)
-            elif remaining > lead_in:
-                clock.wait(event, remaining - lead_in)
-            else:
-                _spin_until(time.time() + remaining, warm)
+            clock.wait(event, remaining)
 
     def accepts(self, name: str) -> bool:
         with self._lock:
@@ -554,32 +423,6 @@ class FiringLoop:
             command_id=command.command_id,
         )
         return task_id
-
-
-def _is_real(clock: object) -> bool:
-    """Whether timing work (spins, rehearsals, quiet windows, standing aside) applies.
-
-    Only on the system clock: on a test clock it would slow tests and mean nothing.
-    """
-    return type(clock) is SystemClock
-
-
-def _spin_until(end: float, warm: Callable[[], bool] | None) -> None:
-    """Spin until ``time.time()`` reaches ``end``, playing ``warm`` while it fits.
-
-    A play starts only while more than its expected cost is left (the first is
-    assumed to take :data:`WARM_FIRST`, later ones half again the last one's time
-    plus :data:`WARM_MARGIN`), so the rehearsal does not overrun the instant it
-    prepares for; once ``warm`` has nothing left to play, the rest is a bare spin.
-    """
-    fits = WARM_FIRST
-    while (left := end - time.time()) > 0:
-        if warm is None or left <= fits:
-            continue
-        began = time.perf_counter()
-        if not warm():
-            warm = None
-        fits = 1.5 * (time.perf_counter() - began) + WARM_MARGIN
 
 
 def _text(value: object) -> str | None:

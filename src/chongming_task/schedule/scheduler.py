@@ -316,11 +316,6 @@ class Scheduler:
         self.close()
 
     def _loop(self) -> None:
-        # Parked carriers for the first firings, long before their instant: the first
-        # arming of a new controller also starts its lease and command threads, and
-        # starting carriers there too can overrun the lead (each ``Thread.start()``
-        # waits for the new thread to get the GIL). Idle carriers exit after 2 s.
-        self.controller.prepare_launches(len(self._firing.registered()))
         while not self._stop.is_set():
             self._wake.clear()
             soonest = self._firing.next_due()

@@ -215,15 +215,6 @@ class SqlTaskStore(SqlControl):
 
         self._run(update, write=True, atomic=bool(history))
 
-    def rehearse_write(self, snapshot: TaskSnapshot, transitions: Sequence[Transition]) -> None:
-        """Encode ``snapshot`` and ``transitions`` as :meth:`save` would; write nothing.
-
-        For a caller about to write such a row at a known instant (the controller's
-        release rehearsal, ``controller/rehearsal.py``): the encoding's first run after
-        a pause costs several times the next one, so it is run once ahead, on the side.
-        """
-        self._update_params(snapshot, snapshot.status_version, transitions)
-
     def save_many(
         self, writes: Sequence[SnapshotWrite]
     ) -> list[ConcurrencyConflict | StoreError | None]:

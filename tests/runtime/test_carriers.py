@@ -146,24 +146,3 @@ def test_more_idle_carriers_than_the_cap_exit_at_once() -> None:
     wait_until(lambda: len(finished) == 3, timeout=PATIENCE, message="jobs done")
     wait_until(lambda: pool.idle == 1, timeout=PATIENCE, message="one carrier parked")
     assert pool.started == 3
-
-
-def test_keep_ready_parks_carriers_that_the_next_launches_take() -> None:
-    pool = CarrierPool(linger=PATIENCE, max_idle=3)
-    assert pool.keep_ready(2) == 2
-    wait_until(lambda: pool.idle == 2, timeout=PATIENCE, message="two carriers parked")
-    assert pool.keep_ready(2) == 0  # already there: nothing more is started
-    ran: list[str] = []
-    done = threading.Barrier(3, timeout=PATIENCE)
-
-    def job() -> None:
-        ran.append(threading.current_thread().name)
-        done.wait()
-
-    pool.launch(job, name="chongming-task:ready-1")
-    pool.launch(job, name="chongming-task:ready-2")
-    done.wait()
-    assert sorted(ran) == ["chongming-task:ready-1", "chongming-task:ready-2"]
-    assert pool.started == 2  # the launches took the parked carriers: no new thread
-    assert pool.keep_ready(10) <= 3  # never more than max_idle
-    wait_until(lambda: pool.idle == 3, timeout=PATIENCE, message="capped at max_idle")
