@@ -1,0 +1,1 @@
+"""The controller contract's parts; import ``ControllerContract`` from ``controller_contract``."""
