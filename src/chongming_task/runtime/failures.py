@@ -60,8 +60,7 @@ def end_traceback(error: BaseException) -> str | None:
     """The traceback an attempt that raised ``error`` keeps: ``None`` for a ``TaskCancelled``.
 
     A checkpoint's ``TaskCancelled`` ends the run as ``stopped``, ``cancelled`` or a
-    timeout, and none of those failures carries a traceback; formatting one anyway
-    (every frame's source file is stat'ed) was 0.4 ms on the path of every stop.
+    timeout, and none of those failures carries a traceback, so none is formatted.
     """
     if isinstance(error, TaskCancelled):
         return None
