@@ -62,7 +62,7 @@ class Variant:
 
 @dataclass(frozen=True)
 class Target:
-    """A goal from issue 10, checked against medians; printed as met / missed.
+    """A goal, checked against medians; printed as met / missed.
 
     Either an absolute ``threshold`` or ``factor`` x the same metric of ``baseline``.
     """

@@ -26,7 +26,7 @@ from typing import Any
 import floor
 import floor_sqlite
 from harness import ours
-from harness.core import Metric, Settings, Target, Variant, Workload
+from harness.core import Metric, Settings, Variant, Workload
 from peers.huey_peer import HueyOnSqlite
 
 SLOTS = 2
@@ -81,17 +81,10 @@ class Throughput(Workload):
     )
     ratio_metrics = ("tasks_per_s",)
     metrics = (Metric("tasks_per_s", "tasks/s", True, "throughput"), Metric("seconds", "s", False))
-    targets = (
-        Target(
-            "W1 SQLite >= 3x Huey throughput (same run, both synchronous=NORMAL)",
-            "ours-sqlite",
-            "tasks_per_s",
-            ">=",
-            baseline="huey-sqlite",
-            factor=3.0,
-        ),
-        Target("W1 in-memory >= 20,000 tasks/s", "ours-memory", "tasks_per_s", ">=", 20_000),
-    )
+    # No target (issue 10's are withdrawn): the ratios to the floors and to Huey are
+    # reported. Huey deletes its ~100-byte message when a task is taken and keeps no
+    # trajectory (a crash loses it); we store every transition before it is announced.
+    targets = ()
 
     def __init__(self) -> None:
         self.notes: dict[str, object] = {}

@@ -245,7 +245,7 @@ class Controller(Submission):
     def release_many(
         self, task_ids: Iterable[str], *, reason: str | None = None, trigger: str
     ) -> dict[str, Exception]:
-        """:meth:`release` each run, then start them together; returns the failures.
+        """:meth:`release` each run (each starts at once if a slot is free); returns the failures.
 
         The scheduler releases every firing armed for one instant with one call.
         """
