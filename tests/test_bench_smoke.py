@@ -293,31 +293,31 @@ def test_a_workload_result_round_trips_through_json_without_loss() -> None:
 def test_a_child_that_fails_is_reported_and_the_other_workloads_still_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """W1's child exits 3 (a stand-in for any crash); W6 runs in its own child regardless."""
+    """W3's child exits 3 (a stand-in for any crash); W6 runs in its own child regardless."""
     run = _load_bench_run()
     real_child_command = run.child_command
 
     def child_command(key: str, result_file: Path, args: Any) -> list[str]:
-        if key == "W1":
-            crash = "import sys; print('W1 child: about to crash', file=sys.stderr); sys.exit(3)"
+        if key == "W3":
+            crash = "import sys; print('W3 child: about to crash', file=sys.stderr); sys.exit(3)"
             return [sys.executable, "-c", crash]
         command: list[str] = real_child_command(key, result_file, args)
         return command
 
     monkeypatch.setattr(run, "child_command", child_command)
-    argv = ["--quick", "--only", "W1,W6", "--rounds", "1", "--postgres", "off"]
+    argv = ["--quick", "--only", "W3,W6", "--rounds", "1", "--postgres", "off"]
     code = run.main([*argv, "--out", str(tmp_path)])
 
     assert code == 0  # the report says what failed, as for a variant that fails
     captured = capsys.readouterr()
-    assert "W1 child: about to crash" in captured.err  # streamed while it ran
+    assert "W3 child: about to crash" in captured.err  # streamed while it ran
     document = json.loads((tmp_path / "latest.json").read_text(encoding="utf-8"))
-    w1, w6 = document["workloads"]
-    assert w1["key"] == "W1"
-    assert "the child process exited with code 3" in w1["error"]
-    assert "W1 child: about to crash" in w1["error"]  # the tail of its stderr
-    assert w1["variants"] == []
-    assert {t["status"] for t in w1["targets"]} == {"n/a"}  # its targets still listed
+    w3, w6 = document["workloads"]
+    assert w3["key"] == "W3"
+    assert "the child process exited with code 3" in w3["error"]
+    assert "W3 child: about to crash" in w3["error"]  # the tail of its stderr
+    assert w3["variants"] == []
+    assert {t["status"] for t in w3["targets"]} == {"n/a"}  # its targets still listed
     assert w6["key"] == "W6"
     assert w6["error"] is None
     assert {v["status"] for v in w6["variants"]} == {"ok"}
