@@ -323,7 +323,7 @@ def test_a_child_that_fails_is_reported_and_the_other_workloads_still_run(
     assert {v["status"] for v in w6["variants"]} == {"ok"}
     markdown = (tmp_path / "latest.md").read_text(encoding="utf-8")
     assert "**FAILED**: the child process exited with code 3" in markdown
-    assert "W1 child: about to crash" in markdown
+    assert "W3 child: about to crash" in markdown
 
 
 @pytest.mark.parametrize(
