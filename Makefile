@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test lint typecheck check demo bench clean
+.PHONY: venv test lint typecheck check demo bench bench-ab clean
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -33,6 +33,12 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
+
+## A/B gate against an earlier commit, both measured in one run, rounds interleaved:
+## make bench-ab BASE=<rev> [AB_ARGS="--quick --rounds 1"] (docs/benchmarks.md).
+bench-ab: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	$(BIN)/python bench/ab.py $(if $(BASE),--base $(BASE)) $(AB_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build dist src/*.egg-info

@@ -26,6 +26,7 @@ def _load_bench_script(name: str) -> ModuleType:
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while it loads
     try:
         spec.loader.exec_module(module)
     finally:
@@ -480,3 +481,160 @@ def test_the_anatomy_script_measures_each_section_and_refuses_bad_flags(tmp_path
         assert refused.returncode == 2, flags
         assert expected in refused.stderr
         assert "Traceback" not in refused.stderr
+
+
+@pytest.mark.timeout(240)
+def test_the_ab_script_runs_both_sides_and_prints_the_gate_table(tmp_path: Path) -> None:
+    """``bench/ab.py`` against HEAD: a worktree of it and this checkout, one round each."""
+    result = _bench(
+        "ab.py",
+        *("--base", "HEAD", "--quick", "--only", "W2", "--rounds", "1"),
+        *("--postgres", "off", "--out", str(tmp_path)),
+        timeout=230,
+    )
+    assert result.returncode in (0, 1), result.stdout[-3000:] + result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    assert "| figure | base | head | ratio | gate | verdict |" in result.stdout
+    assert "| W2 SQLite p50 | " in result.stdout
+    assert ("**Gate holds**" in result.stdout) == (result.returncode == 0)
+    assert (tmp_path / "ab.md").read_text(encoding="utf-8") == result.stdout
+    record = json.loads((tmp_path / "ab.json").read_text(encoding="utf-8"))
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert record["base"]["commit"] == head
+    assert [(r["round"], r["side"], r["returncode"]) for r in record["runs"]] == [
+        (1, "base", 0),
+        (1, "head", 0),
+    ]
+    assert record["runs"][0]["commit"] == head  # the base measured its own checkout
+    for side in ("base", "head"):
+        assert (tmp_path / side / "1" / "latest.json").is_file()
+    assert not Path(record["worktree"]).exists()  # removed at the end
+    listed = subprocess.run(
+        ["git", "worktree", "list"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    assert record["worktree"] not in listed
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        (("--base", "no-such-revision-ab"), "'no-such-revision-ab' is not a commit"),
+        (("--base", "HEAD", "--only", "W1,W9"), "unknown workload(s) ['W9']"),
+        (("--base", "HEAD", "--rounds", "0"), "expected at least 1, got 0"),
+        ((), "--base REV is required"),
+    ],
+)
+def test_the_ab_script_refuses_a_bad_revision_or_workload(
+    flags: tuple[str, ...], expected: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("CHONGMING_BENCH_BASE", raising=False)
+    result = _bench("ab.py", *flags, timeout=60)
+    assert result.returncode == 2
+    assert expected in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def _ab_document(
+    w1_sqlite: float, w1_postgres: float | None, w2_p50: float, w4_p50: float
+) -> dict[str, Any]:
+    """A latest.json of W1, W2 and W4 as bench/run.py writes it, reduced to what ab reads."""
+
+    def variant(key: str, metric: str, value: float | None) -> dict[str, Any]:
+        if value is None:
+            return {"key": key, "status": "not available yet", "reason": "PostgreSQL off"}
+        return {"key": key, "status": "ok", "metrics": {metric: {"median": value}}}
+
+    w4_target = {
+        "target": "W4 thread p50 <= 6 ms",
+        "status": "met",
+        "definition": {
+            "variant": "ours-thread",
+            "metric": "p50_ms",
+            "op": "<=",
+            "threshold": 6.0,
+            "baseline": None,
+            "factor": 1.0,
+        },
+    }
+    return {
+        "calibration": {"start": {"median_us": 30.0}},
+        "workloads": [
+            {
+                "key": "W1",
+                "metrics": [{"name": "tasks_per_s", "unit": "tasks/s"}],
+                "variants": [
+                    variant("ours-sqlite", "tasks_per_s", w1_sqlite),
+                    variant("ours-postgres", "tasks_per_s", w1_postgres),
+                ],
+            },
+            {
+                "key": "W2",
+                "metrics": [{"name": "p50_ms", "unit": "ms"}],
+                "variants": [variant("ours-sqlite", "p50_ms", w2_p50)],
+            },
+            {
+                "key": "W4",
+                "metrics": [{"name": "p50_ms", "unit": "ms"}],
+                "variants": [variant("ours-thread", "p50_ms", w4_p50)],
+                "targets": [w4_target],
+            },
+        ],
+    }
+
+
+def test_the_ab_gate_reads_medians_over_rounds_and_fails_what_it_did_not_measure() -> None:
+    ab = _load_bench_script("ab")
+    assert [ab.order(n) for n in (1, 2, 3)] == [
+        ("base", "head"),
+        ("head", "base"),
+        ("base", "head"),
+    ]
+    keys = ["W1", "W2", "W4"]
+    base = [_ab_document(1000, 500, 0.5, 5.0) for _ in range(3)]
+    # One wild round on the head does not decide: the median of the three does.
+    head = [
+        _ab_document(800, 450, 0.625, 5.5),
+        _ab_document(10, 1, 9.0, 60.0),
+        _ab_document(900, 460, 0.6, 5.9),
+    ]
+    rows = {r.figure: r for r in ab.figures(keys, {"base": base, "head": head}, [])}
+    assert rows["W1 SQLite throughput"].ratio == pytest.approx(0.8)
+    assert rows["W1 SQLite throughput"].verdict == "pass"  # exactly 0.8x holds
+    assert rows["W1 PostgreSQL throughput"].ratio == pytest.approx(0.9)
+    assert rows["W2 SQLite p50"].ratio == pytest.approx(1.25)
+    assert rows["W2 SQLite p50"].verdict == "pass"
+    assert rows["W4 thread p50 <= 6 ms"].head_median == pytest.approx(5.9)
+    assert rows["W4 thread p50 <= 6 ms"].verdict == "pass"
+    assert not rows["CPU speed (bench/floor.py one_thread; lower is faster)"].gated
+    assert ab.gate_holds(list(rows.values()))
+
+    slower = [_ab_document(790, 450, 0.63, 6.1)]
+    rows = {r.figure: r for r in ab.figures(keys, {"base": base[:1], "head": slower}, [])}
+    assert rows["W1 SQLite throughput"].verdict == "FAIL"
+    assert rows["W2 SQLite p50"].verdict == "FAIL"
+    assert rows["W4 thread p50 <= 6 ms"].verdict == "FAIL"
+    assert not ab.gate_holds(list(rows.values()))
+
+    # PostgreSQL not measured on the head, W4 missing on the base: the first does not
+    # pass; W4's targets are the head's own and still count.
+    no_pg = [_ab_document(1000, None, 0.5, 5.0)]
+    rows = {r.figure: r for r in ab.figures(keys, {"base": base[:1], "head": no_pg}, ["W4"])}
+    assert rows["W1 PostgreSQL throughput"].verdict == "not measured"
+    assert "PostgreSQL off" in rows["W1 PostgreSQL throughput"].note
+    assert rows["W4 thread p50 <= 6 ms"].verdict == "pass"
+    assert not ab.gate_holds(list(rows.values()))
+    table = ab.markdown(list(rows.values()), {}, 1, ["W4"], [])
+    assert "| W1 PostgreSQL throughput | 500.0 tasks/s | - | - | head/base >= 0.8 | " in table
+    assert "| W4 thread p50 <= 6 ms | " in table
+    assert "**Gate does not hold**: 0 of 4 gated figures failed, 1 not measured" in table
+
+
+def test_the_ab_script_reads_workload_keys_from_source_without_importing_it() -> None:
+    ab = _load_bench_script("ab")
+    source = (ROOT / "bench" / "workloads" / "__init__.py").read_text(encoding="utf-8")
+    assert ab.workload_keys(source) == ["W1", "W2", "W3", "W4", "W5", "W6"]
+    assert ab.workload_keys('WORKLOADS = {"W1": A, "W2": B}') == ["W1", "W2"]
+    assert ab.workload_keys("OTHER = {}") is None
+    assert ab.workload_keys("def (") is None

@@ -24,13 +24,23 @@ class Verdict:
     measured: str
     wanted: str
 
-    def to_dict(self) -> dict[str, str]:
-        """JSON form."""
+    def to_dict(self) -> dict[str, object]:
+        """JSON form; ``definition`` lets a reader re-check the target on other medians
+        (bench/ab.py does, on the medians of several runs)."""
+        t = self.target
         return {
-            "target": self.target.text,
+            "target": t.text,
             "status": self.status,
             "measured": self.measured,
             "wanted": self.wanted,
+            "definition": {
+                "variant": t.variant,
+                "metric": t.metric,
+                "op": t.op,
+                "threshold": t.threshold,
+                "baseline": t.baseline,
+                "factor": t.factor,
+            },
         }
 
 
