@@ -14,6 +14,26 @@ What is redacted, exactly as the Go scheduler does it:
   ``authorization``, ``credential``. The whole pair becomes ``key=[REDACTED]``.
 - ``Bearer <token>`` becomes ``Bearer [REDACTED]``.
 
+Beyond what the Go patterns know (none of it can occur in the text they were written
+for, so the Go behaviour on that text is unchanged):
+
+- More keys: ``passphrase``, ``private_key``, ``secret_key``, ``secret_access_key``
+  (so ``AWS_SECRET_ACCESS_KEY=...``), each with the prefixes below.
+- A value may carry an HTTP auth scheme: ``Authorization: Basic dXNlcjpwdw==`` becomes
+  ``Authorization=[REDACTED]`` (Go keeps the credential and redacts the word
+  ``Basic``). ``Bearer`` keeps the Go form ``Authorization=[REDACTED] [REDACTED]``.
+- URL credentials: the password of ``scheme://user:password@host`` becomes
+  ``[REDACTED]`` (``postgresql://app:[REDACTED]@db/x``, ``redis://:[REDACTED]@h``).
+  A user without a password (``postgresql://postgres@db``) and URLs without user
+  info are kept. A password already masked as ``***`` (:func:`mask_dsn`) is kept.
+- PEM private keys: everything from ``-----BEGIN ... PRIVATE KEY-----`` to the
+  matching ``-----END ... PRIVATE KEY-----`` (or to the end of the text, when the
+  end line was cut off) becomes ``[REDACTED]``, across lines in tracebacks too.
+
+:func:`mask_dsn` is the display form of a connection string: the password becomes
+``***`` and nothing else changes, for banners, ``--json`` output and errors that name
+the database.
+
 Hardening beyond the Go version (a strict superset: every input the Go code redacts
 is redacted here to the same text):
 
@@ -39,12 +59,15 @@ from typing import TYPE_CHECKING, Final
 from chongming_task.errors import ConfigurationError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from chongming_task.model import Failure
 
 __all__ = [
     "MESSAGE_MAX_LENGTH",
     "REDACTED",
     "TRACEBACK_MAX_LENGTH",
+    "mask_dsn",
     "redact",
     "redact_failure",
     "redact_secrets",
@@ -66,9 +89,15 @@ TRACEBACK_MAX_LENGTH: Final = 8192
 _ELLIPSIS: Final = "..."
 
 _KEYS: Final = (
-    r"(?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?token"
+    r"(?:password|passwd|pwd|passphrase|secret[_-]?access[_-]?key|secret[_-]?key|secret"
+    r"|private[_-]?key|token|api[_-]?key|access[_-]?token"
     r"|refresh[_-]?token|authorization|credentials?)"
 )
+
+#: HTTP auth schemes whose credential follows after a space (``Basic dXNlcjpwdw==``):
+#: the value is the scheme and the credential. ``Bearer`` is not here: its credential
+#: is redacted on its own first (``_BEARER_PATTERN``), as the Go code does.
+_AUTH_SCHEMES: Final = r"(?:basic|digest|negotiate|ntlm|token|aws4-hmac-sha256)"
 
 # A value that already reads [REDACTED] stops there, so a second pass over
 # "f(password=[REDACTED])" keeps the ")" (the bare form would swallow it): redaction
@@ -82,9 +111,36 @@ _PAIR_PATTERN: Final = re.compile(
     r"(?P<key>(?:[A-Za-z0-9_-]*[_-])?" + _KEYS + r")\b"
     r"(?P<quote>[\"']?)"
     r"\s*[:=\uff1a\uff1d]\s*"
-    r"(?P<value>\[REDACTED\]|\"[^\"]*\"|'[^']*'|[^\s,;]+)",
+    r"(?P<value>\[REDACTED\]|\"[^\"]*\"|'[^']*'"
+    r"|" + _AUTH_SCHEMES + r"\s+(?!\[REDACTED\])[^\s,;]+|[^\s,;]+)",
     re.IGNORECASE | re.ASCII,
 )
+
+# scheme://user:password@ -- the scheme starts at the beginning of a run of scheme
+# characters (the lookbehind keeps matching linear on long runs); the user stops at
+# the first ":", the password runs to the last "@" before the host part ends
+# (Python's urlsplit takes the last "@" too, so a raw "@" in a password is covered).
+_URL_CREDENTIALS_PATTERN: Final = re.compile(
+    r"(?<![A-Za-z0-9+.-])"
+    r"(?P<prefix>[A-Za-z][A-Za-z0-9+.-]*://[^\s:/?#@\[\]\"'<>]*:)"
+    r"(?P<password>[^\s/?#\"'<>]*)@",
+    re.ASCII,
+)
+
+# A PEM private key, up to its end line, or to the end of the text if that was cut off.
+_PEM_PATTERN: Final = re.compile(
+    r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY[A-Z0-9 ]*-----"
+    r"(?:.*?-----END [A-Z0-9 ]*PRIVATE KEY[A-Z0-9 ]*-----|.*)",
+    re.IGNORECASE | re.ASCII | re.DOTALL,
+)
+
+_DSN_PASSWORD_PATTERN: Final = re.compile(
+    r"(?<![A-Za-z0-9_])(?P<key>password\s*=\s*)(?P<value>'(?:[^'\\]|\\.)*'|[^\s'&][^\s&]*)",
+    re.IGNORECASE | re.ASCII,
+)
+
+#: What :func:`mask_dsn` shows instead of a password.
+MASK: Final = "***"
 
 _BEARER_PATTERN: Final = re.compile(r"\bbearer\s+[A-Za-z0-9._~+/\-=]+", re.IGNORECASE | re.ASCII)
 
@@ -111,14 +167,56 @@ def _replace_pair(match: re.Match[str]) -> str:
     return f"{match.group('key')}{match.group('quote')}={REDACTED}"
 
 
+def _url_replacer(mask: str) -> Callable[[re.Match[str]], str]:
+    def replace_password(match: re.Match[str]) -> str:
+        password = match.group("password")
+        if not password or password in (MASK, REDACTED):
+            return match.group(0)
+        return f"{match.group('prefix')}{mask}@"
+
+    return replace_password
+
+
+_REDACT_URL: Final = _url_replacer(REDACTED)
+_MASK_URL: Final = _url_replacer(MASK)
+
+
+def _redact_line(text: str) -> str:
+    # URLs first: "password=postgresql://u:pw@h" is then one value either way.
+    if "://" in text:
+        text = _URL_CREDENTIALS_PATTERN.sub(_REDACT_URL, text)
+    text = _BEARER_PATTERN.sub(f"Bearer {REDACTED}", text)
+    return _PAIR_PATTERN.sub(_replace_pair, text)
+
+
+def _redact_pem(text: str) -> str:
+    if "-----" not in text:
+        return text
+    return _PEM_PATTERN.sub(REDACTED, text)
+
+
 def redact_secrets(text: str) -> str:
     """Replace secrets in ``text`` and nothing else (no control or length handling).
 
     The building block of :func:`redact` and :func:`redact_traceback`; useful alone
     for text whose layout must survive untouched, such as a log record's message.
     """
-    text = _BEARER_PATTERN.sub(f"Bearer {REDACTED}", text)
-    return _PAIR_PATTERN.sub(_replace_pair, text)
+    return _redact_line(_redact_pem(text))
+
+
+def mask_dsn(dsn: str) -> str:
+    """``dsn`` for display: its password replaced by ``***``, nothing else changed.
+
+    Handles URLs (``postgresql://app:pw@db/x`` -> ``postgresql://app:***@db/x``) and
+    libpq keyword strings (``host=db password=pw`` -> ``host=db password=***``). A
+    SQLite path, or a URL without a password, comes back as it is.
+    """
+    text = str(dsn)
+    if "://" in text:
+        text = _URL_CREDENTIALS_PATTERN.sub(_MASK_URL, text)
+    if "=" in text:
+        text = _DSN_PASSWORD_PATTERN.sub(lambda m: f"{m.group('key')}{MASK}", text)
+    return text
 
 
 def redact(text: str | None) -> str | None:
@@ -165,8 +263,8 @@ def redact_traceback(text: str | None, *, max_length: int = TRACEBACK_MAX_LENGTH
     if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 256:
         raise ConfigurationError(f"max_length must be an integer >= 256, got {max_length!r}")
     normalised = str(text).replace("\r\n", "\n").replace("\r", "\n").expandtabs(4)
-    normalised = normalised.translate(_TRACEBACK_CONTROLS)
-    lines = [redact_secrets(line).rstrip() for line in normalised.split("\n")]
+    normalised = _redact_pem(normalised.translate(_TRACEBACK_CONTROLS))
+    lines = [_redact_line(line).rstrip() for line in normalised.split("\n")]
     cleaned = "\n".join(lines).strip("\n")
     if len(cleaned) <= max_length:
         return cleaned
