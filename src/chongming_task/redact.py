@@ -72,6 +72,7 @@ __all__ = [
     "redact_failure",
     "redact_secrets",
     "redact_traceback",
+    "scrub_dsn",
 ]
 
 #: What a secret is replaced with.
@@ -164,6 +165,8 @@ _TRACEBACK_CONTROLS: Final = _control_table(keep_newlines=True)
 
 
 def _replace_pair(match: re.Match[str]) -> str:
+    if match.group("value") == MASK:  # already masked for display (mask_dsn)
+        return match.group(0)
     return f"{match.group('key')}{match.group('quote')}={REDACTED}"
 
 
@@ -217,6 +220,39 @@ def mask_dsn(dsn: str) -> str:
     if "=" in text:
         text = _DSN_PASSWORD_PATTERN.sub(lambda m: f"{m.group('key')}{MASK}", text)
     return text
+
+
+#: Passwords shorter than this are not searched for as bare text by :func:`scrub_dsn`:
+#: replacing every "a" of a message would destroy it and hide almost nothing.
+_SCRUB_MIN_LENGTH: Final = 4
+
+
+def scrub_dsn(text: str, dsn: str) -> str:
+    """``text`` (an error or log message about ``dsn``) without ``dsn``'s password.
+
+    Drivers quote connection strings in their errors, sometimes malformed ones that no
+    pattern recognises (psycopg: ``missing "=" after "postgresql//u:pw@h"``). This
+    replaces the whole ``dsn`` with :func:`mask_dsn`'s form, then any bare occurrence
+    of its password with ``***``, then masks whatever URL credentials remain.
+    """
+    text = str(text)
+    masked = mask_dsn(dsn)
+    if masked != dsn:
+        text = text.replace(dsn, masked)
+    passwords = [m.group("password") for m in _URL_CREDENTIALS_PATTERN.finditer(dsn)]
+    for match in _DSN_PASSWORD_PATTERN.finditer(dsn):
+        value = match.group("value")
+        passwords.append(value)
+        if value.startswith("'") and value.endswith("'") and len(value) >= 2:
+            passwords.append(value[1:-1].replace("\\'", "'").replace("\\\\", "\\"))
+    # The form drivers often quote: the DSN without "://" (a typo), as a user@host run.
+    if "//" in dsn and "://" not in dsn:
+        typo = dsn.replace("//", "://", 1)
+        passwords += [m.group("password") for m in _URL_CREDENTIALS_PATTERN.finditer(typo)]
+    for password in sorted(set(passwords), key=len, reverse=True):
+        if len(password) >= _SCRUB_MIN_LENGTH and password not in (MASK, REDACTED):
+            text = text.replace(password, MASK)
+    return mask_dsn(text)
 
 
 def redact(text: str | None) -> str | None:
