@@ -52,9 +52,10 @@ Both functions are idempotent: redacting redacted text changes nothing.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import replace
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, TypeVar, cast
 
 from chongming_task.errors import ConfigurationError
 
@@ -70,10 +71,14 @@ __all__ = [
     "mask_dsn",
     "redact",
     "redact_failure",
+    "redact_reason",
     "redact_secrets",
+    "redact_text_fields",
     "redact_traceback",
     "scrub_dsn",
 ]
+
+_T = TypeVar("_T")
 
 #: What a secret is replaced with.
 REDACTED: Final = "[REDACTED]"
@@ -276,6 +281,49 @@ def redact(text: str | None) -> str | None:
     if len(cleaned) > MESSAGE_MAX_LENGTH:
         return cleaned[:MESSAGE_MAX_LENGTH] + _ELLIPSIS
     return cleaned
+
+
+@functools.lru_cache(maxsize=4096)
+def _redact_reason(text: str) -> str | None:
+    return redact(text) or None
+
+
+def redact_reason(text: str | None) -> str | None:
+    """:func:`redact` for a reason about to be recorded; ``None`` if nothing is left.
+
+    Every transition's reason, every operator's stop/pause reason and every schedule
+    pause reason passes through here where it is recorded, like the Go scheduler's
+    cancel reasons through ``sanitizeTaskError`` (and, like there, a reason that is
+    blank after cleaning counts as none: the caller's default applies). Memoised:
+    reasons repeat (``executor=thread`` on every start, one failure for many tasks).
+    """
+    if text is None:
+        return None
+    if type(text) is not str:
+        return redact(str(text)) or None
+    return _redact_reason(text)
+
+
+#: Keys of a command's payload or result whose text is redacted (:func:`redact_text_fields`).
+_TEXT_FIELDS: Final = ("reason", "error")
+
+
+def redact_text_fields(value: _T) -> _T:
+    """A mapping's ``reason``/``error`` strings redacted (a copy); anything else as it is.
+
+    For what stores keep of commands: the payload of a stop, pause or manual run and
+    the result a claimant writes back (``{"applied": False, "error": "..."}``).
+    """
+    if not isinstance(value, dict) or not any(
+        isinstance(value.get(key), str) for key in _TEXT_FIELDS
+    ):
+        return value
+    clean = dict(value)
+    for key in _TEXT_FIELDS:
+        text = clean.get(key)
+        if isinstance(text, str):
+            clean[key] = redact(text)
+    return cast("_T", clean)
 
 
 def redact_traceback(text: str | None, *, max_length: int = TRACEBACK_MAX_LENGTH) -> str | None:
