@@ -17,8 +17,11 @@ from chongming_task.redact import (
     mask_dsn,
     redact,
     redact_failure,
+    redact_reason,
     redact_secrets,
+    redact_text_fields,
     redact_traceback,
+    scrub_dsn,
 )
 
 # A literal port of the Go code (go-scheduler.go.diff, sanitizeTaskError), the reference
@@ -428,3 +431,49 @@ def test_planted_secret_never_survives(
     for result in (redact(text), redact_traceback(text, max_length=10**6), redact_secrets(text)):
         assert result is not None
         assert secret not in result, (text, result)
+
+
+def test_scrub_dsn_removes_the_password_drivers_quote_back() -> None:
+    dsn = "postgresql//app:S3cretPw@db/x"  # a typo no URL pattern recognises
+    quoted = f'missing "=" after "{dsn}" in connection info string'
+    assert (
+        scrub_dsn(quoted, dsn)
+        == 'missing "=" after "postgresql//app:***@db/x" in connection info string'
+    )
+    keywords = "host=db password=S3cretPw sslmode"
+    assert "S3cretPw" not in scrub_dsn(f'missing "=" after "sslmode": {keywords}', keywords)
+    assert scrub_dsn("no password here", "postgresql://app@db/x") == "no password here"
+    # a short password is not searched for as bare text (it would mangle the message)
+    assert scrub_dsn("a b c", "postgresql://u:a@h") == "a b c"
+
+
+@pytest.mark.parametrize(
+    ("reason", "recorded"),
+    [
+        (None, None),
+        ("", None),
+        ("  \x00 ", None),
+        ("ops says so", "ops says so"),
+        ("rotate\npassword=x", "rotate password=[REDACTED]"),
+        ("x" * 600, "x" * 512 + "..."),
+    ],
+)
+def test_redact_reason_is_redact_with_blank_as_none(
+    reason: str | None, recorded: str | None
+) -> None:
+    assert redact_reason(reason) == recorded
+
+
+def test_redact_text_fields_touches_only_reason_and_error() -> None:
+    payload = {"reason": "token=abc", "error": "password=x", "args": ["password=kept"], "n": 1}
+    assert redact_text_fields(payload) == {
+        "reason": "token=[REDACTED]",
+        "error": "password=[REDACTED]",
+        "args": ["password=kept"],
+        "n": 1,
+    }
+    assert payload["reason"] == "token=abc"  # a copy
+    same = {"applied": True}
+    assert redact_text_fields(same) is same
+    assert redact_text_fields("token=abc") == "token=abc"
+    assert redact_text_fields(None) is None
