@@ -477,3 +477,39 @@ def test_redact_text_fields_touches_only_reason_and_error() -> None:
     assert redact_text_fields(same) is same
     assert redact_text_fields("token=abc") == "token=abc"
     assert redact_text_fields(None) is None
+
+
+def test_every_transition_reason_is_redacted_where_it_is_made() -> None:
+    from datetime import UTC, datetime
+
+    from chongming_task.core.state_machine import StateMachine
+    from chongming_task.model import Transition, machine_transitions
+    from chongming_task.states import TaskStatus
+
+    at = datetime(2026, 3, 1, tzinfo=UTC)
+    made = Transition(
+        task_id="t",
+        from_status=None,
+        to_status=TaskStatus.PENDING,
+        trigger="t:x",
+        version=0,
+        at=at,
+        reason="redis://:pw@h",
+    )
+    assert made.reason == "redis://:[REDACTED]@h"
+    assert Transition.from_dict({**made.to_dict(), "reason": "token=x"}).reason == (
+        "token=[REDACTED]"
+    )
+    make = machine_transitions(to_status=TaskStatus.LOST, trigger="t:lost", at=at, actor="r")
+    assert make("t", TaskStatus.RUNNING, 3, "passphrase=x", 1).reason == "passphrase=[REDACTED]"
+
+    machine = StateMachine.create("t", "job")
+    machine.request_stop(actor="ops", reason="\x00 \n")  # blank once cleaned: the default
+    assert machine.transitions[-1].reason is None
+    assert machine.snapshot.failure is not None
+    assert machine.snapshot.failure.message == "stopped"
+    skipped = StateMachine.create("s", "job")
+    skipped.mark_skipped(reason="Authorization: Basic dXNlcjpwdw==")
+    assert skipped.transitions[-1].reason == "Authorization=[REDACTED]"
+    assert skipped.snapshot.failure is not None
+    assert skipped.snapshot.failure.message == "Authorization=[REDACTED]"
