@@ -85,9 +85,8 @@ def test_worker_banner_and_outputs_mask_the_password(
         ["stop", "nope", "--json"],
     ):
         out, err = io.StringIO(), io.StringIO()
-        result = Result(main(["--db", dsn, *argv], stdout=out, stderr=err), out.getvalue(), "")
-        result.err = err.getvalue()
-        assert_masked(result)
+        code = main(["--db", dsn, *argv], stdout=out, stderr=err)
+        assert_masked(Result(code, out.getvalue(), err.getvalue()))
 
 
 def test_errors_that_name_the_database_mask_the_password(invoke: Invoke, tmp_path: Path) -> None:
@@ -105,11 +104,11 @@ def test_errors_that_name_the_database_mask_the_password(invoke: Invoke, tmp_pat
     malformed = invoke("--db", f"postgresql://app:{PASSWORD}@127.0.0.1:5432/x?bogus=1", "ps")
     assert malformed.code == 1
     assert_masked(malformed)
-    # A SQLite path that looks like a URL (a directory) is masked too.
-    odd = tmp_path / f"x:{PASSWORD}@h"
-    odd.mkdir()
-    shown = invoke("--db", f"sqlite://u:{PASSWORD}@h", "ps")
-    assert_masked(shown)
+    # A SQLite path that looks like a URL: "no database at ...", masked.
+    missing = invoke("--db", f"sqlite://u:{PASSWORD}@h", "ps")
+    assert missing.code == 1
+    assert "sqlite://u:***@h" in missing.err
+    assert_masked(missing)
 
 
 def test_stop_reason_is_stored_redacted(invoke: Invoke, tmp_path: Path) -> None:
