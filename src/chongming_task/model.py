@@ -17,6 +17,7 @@ from enum import StrEnum
 from typing import Any, Final, SupportsIndex, TypeAlias
 
 from chongming_task.errors import ConfigurationError, StoreError
+from chongming_task.redact import redact_reason
 from chongming_task.states import TaskStatus
 
 __all__ = [
@@ -388,6 +389,7 @@ class Transition:
     actor: str | None = None
     """Who asked for it (an owner, an operator, ``scheduler``); ``None`` for the runtime."""
     reason: str | None = None
+    """Why, redacted (``chongming_task.redact.redact_reason``) when the record is made."""
     attempt: int = 0
 
     def __post_init__(self) -> None:
@@ -407,6 +409,8 @@ class Transition:
         _require_aware(self.at, "Transition.at")
         _require_optional_str(self.actor, "Transition.actor")
         _require_optional_str(self.reason, "Transition.reason")
+        if self.reason is not None:
+            object.__setattr__(self, "reason", redact_reason(self.reason))
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict with a format version; :meth:`from_dict` reverses it exactly."""
@@ -974,7 +978,7 @@ def machine_transitions(
     call) checks the shared fields once here instead of once per record. The returned
     ``make(task_id, from_status, version, reason, attempt)`` trusts its arguments like
     ``machine_transition`` trusts the snapshot's: ``reason`` is a ``Failure.message``
-    (checked to be a string when the failure was built).
+    (checked to be a string when the failure was built), redacted here all the same.
 
     Raises:
         ConfigurationError: ``trigger`` or ``actor`` is malformed.
@@ -982,11 +986,14 @@ def machine_transitions(
     _require_text(trigger, "Transition.trigger")
     _require_optional_str(actor, "Transition.actor")
     build = _build_transition
+    redact = redact_reason
 
     def make(
         task_id: str, from_status: TaskStatus, version: int, reason: str, attempt: int
     ) -> Transition:
-        return build(task_id, from_status, to_status, trigger, version, at, actor, reason, attempt)
+        return build(
+            task_id, from_status, to_status, trigger, version, at, actor, redact(reason), attempt
+        )
 
     return make
 
@@ -1008,6 +1015,7 @@ def machine_transition(
     ``task_id``, the statuses, ``version``, ``at`` (the snapshot's ``updated_at``) and
     ``attempt`` come from a validated snapshot, so only what a caller passed through
     (``trigger``, ``actor``, ``reason``) is checked: a run makes one per transition.
+    ``reason`` is redacted: this is where every reason the state machine records passes.
     """
     # The checks inline for the usual values (5 transitions a task: 15 calls fewer);
     # anything else goes to the checking function, which decides.
@@ -1015,8 +1023,10 @@ def machine_transition(
         _require_text(trigger, "Transition.trigger")
     if actor is not None and type(actor) is not str:
         _require_optional_str(actor, "Transition.actor")
-    if reason is not None and type(reason) is not str:
-        _require_optional_str(reason, "Transition.reason")
+    if reason is not None:
+        if type(reason) is not str:
+            _require_optional_str(reason, "Transition.reason")
+        reason = redact_reason(reason)
     return _build_transition(
         task_id, from_status, to_status, trigger, version, at, actor, reason, attempt
     )

@@ -14,10 +14,14 @@ from chongming_task.model import Failure, FailureKind
 from chongming_task.redact import (
     MESSAGE_MAX_LENGTH,
     TRACEBACK_MAX_LENGTH,
+    mask_dsn,
     redact,
     redact_failure,
+    redact_reason,
     redact_secrets,
+    redact_text_fields,
     redact_traceback,
+    scrub_dsn,
 )
 
 # A literal port of the Go code (go-scheduler.go.diff, sanitizeTaskError), the reference
@@ -271,3 +275,241 @@ def test_secret_value_never_survives(key: str, secret: str) -> None:
         for result in (redact(text), redact_traceback(text)):
             assert result is not None
             assert secret not in result, (text, result)
+
+
+# ----------------------------------------------------------------- beyond the Go keys
+
+# The table of what redact() does with the forms the Go patterns do not know, and with
+# look-alikes that must be left alone. One row per case: input -> expected output.
+_BEYOND_GO_CASES = [
+    # URL credentials
+    ("connect postgresql://app:pw@db/x failed", "connect postgresql://app:[REDACTED]@db/x failed"),
+    ("redis://:pw@h:6379/0", "redis://:[REDACTED]@h:6379/0"),
+    ("mysql+pymysql://u:p%40ss@h/db", "mysql+pymysql://u:[REDACTED]@h/db"),
+    ("raw @ in it: postgresql://u:p@ss@host/db", "raw @ in it: postgresql://u:[REDACTED]@host/db"),
+    ("dsn='postgresql://u:pw@h/db'", "dsn='postgresql://u:[REDACTED]@h/db'"),
+    ('{"url": "https://bot:tok3n@api.example"}', '{"url": "https://bot:[REDACTED]@api.example"}'),
+    ("masked postgresql://u:***@h stays", "masked postgresql://u:***@h stays"),
+    # AWS and other keys
+    ("AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG", "AWS_SECRET_ACCESS_KEY=[REDACTED]"),
+    ("aws_secret_access_key: abc def", "aws_secret_access_key=[REDACTED] def"),
+    ("AWS_SESSION_TOKEN=FwoG", "AWS_SESSION_TOKEN=[REDACTED]"),
+    ("SECRET_KEY=django-insecure", "SECRET_KEY=[REDACTED]"),
+    ("private_key=abc, next", "private_key=[REDACTED], next"),
+    ("private-key: 'x y'", "private-key=[REDACTED]"),
+    ("ssh passphrase=open sesame", "ssh passphrase=[REDACTED] sesame"),
+    ('{"passphrase": "open sesame"}', '{"passphrase"=[REDACTED]}'),
+    # Authorization schemes: the credential goes with the scheme
+    ("Authorization: Basic dXNlcjpwYXNz", "Authorization=[REDACTED]"),
+    ("authorization=basic dXNlcjpwYXNz rest", "authorization=[REDACTED] rest"),
+    ("Authorization: Digest username=bob", "Authorization=[REDACTED]"),
+    ("Authorization: Token abc123", "Authorization=[REDACTED]"),
+    ("Authorization: Bearer x", "Authorization=[REDACTED] [REDACTED]"),
+    # PEM private keys, whole, or to the end when the end line was cut off
+    (
+        "key=-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIB\nAAKCAQEA\n-----END RSA PRIVATE KEY----- ok",
+        "key=[REDACTED] ok",
+    ),
+    (
+        "bad key '-----BEGIN PRIVATE KEY-----\\nMIIB\\n-----END PRIVATE KEY-----\\n' given",
+        "bad key '[REDACTED]\\n' given",
+    ),
+    ("-----BEGIN OPENSSH PRIVATE KEY----- b3BlbnNzaC1r", "[REDACTED]"),
+    ("-----BEGIN ENCRYPTED PRIVATE KEY-----x-----END ENCRYPTED PRIVATE KEY-----", "[REDACTED]"),
+    ("-----BEGIN PGP PRIVATE KEY BLOCK----- x -----END PGP PRIVATE KEY BLOCK-----", "[REDACTED]"),
+    # must NOT be redacted
+    (
+        "fetch https://example.com:8080/a@b?x=1 failed",
+        "fetch https://example.com:8080/a@b?x=1 failed",
+    ),
+    ("see https://docs.example.com/path", "see https://docs.example.com/path"),
+    ("postgresql://postgres@127.0.0.1:5432/test", "postgresql://postgres@127.0.0.1:5432/test"),
+    ("mail bob@example.com: done", "mail bob@example.com: done"),
+    ("the password was wrong, try again", "the password was wrong, try again"),
+    ("reset your password", "reset your password"),
+    ("password reset failed: user not found", "password reset failed: user not found"),
+    ("basic usage: run it", "basic usage: run it"),
+    ("keyring has a public key", "keyring has a public key"),
+    (
+        "-----BEGIN CERTIFICATE----- MIIB -----END CERTIFICATE-----",
+        "-----BEGIN CERTIFICATE----- MIIB -----END CERTIFICATE-----",
+    ),
+    ("-----BEGIN PUBLIC KEY----- MIIB", "-----BEGIN PUBLIC KEY----- MIIB"),
+    ("key_count=3 secretary=bob tokens_used=7", "key_count=3 secretary=bob tokens_used=7"),
+]
+
+
+@pytest.mark.parametrize(("raw", "expected"), _BEYOND_GO_CASES)
+def test_redact_beyond_go_cases(raw: str, expected: str) -> None:
+    assert redact(raw) == expected
+    assert redact(expected) == expected
+
+
+def test_pem_block_spanning_traceback_lines_is_removed_whole() -> None:
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "/app/sign.py", line 3, in sign\n'
+        '    load(key="""-----BEGIN EC PRIVATE KEY-----\n'
+        "MHcCAQEEIBkg\n"
+        '-----END EC PRIVATE KEY-----""")\n'
+        "ValueError: postgresql://app:pw@db/x refused"
+    )
+    assert redact_traceback(text) == (
+        "Traceback (most recent call last):\n"
+        '  File "/app/sign.py", line 3, in sign\n'
+        '    load(key="""[REDACTED]""")\n'
+        "ValueError: postgresql://app:[REDACTED]@db/x refused"
+    )
+
+
+@pytest.mark.parametrize(
+    ("dsn", "shown"),
+    [
+        (
+            "postgresql://postgres:S3cretPw@127.0.0.1:5432/test",
+            "postgresql://postgres:***@127.0.0.1:5432/test",
+        ),
+        ("postgres://:pw@h/db", "postgres://:***@h/db"),
+        ("postgresql://postgres@127.0.0.1/test", "postgresql://postgres@127.0.0.1/test"),
+        (
+            "postgresql://h/db?password=pw&sslmode=require",
+            "postgresql://h/db?password=***&sslmode=require",
+        ),
+        ("host=db user=app password=pw dbname=x", "host=db user=app password=*** dbname=x"),
+        ("host=db password='a \\' b' dbname=x", "host=db password=*** dbname=x"),
+        ("host=db password = pw", "host=db password = ***"),
+        ("chongming.db", "chongming.db"),
+        ("/var/lib/app/tasks.db", "/var/lib/app/tasks.db"),
+    ],
+)
+def test_mask_dsn(dsn: str, shown: str) -> None:
+    assert mask_dsn(dsn) == shown
+    assert mask_dsn(shown) == shown
+
+
+_secret_values = st.text(alphabet="abcdefghXYZ0123456789", min_size=6, max_size=16).map(
+    lambda v: "Q" + v
+)
+_FORMS = [
+    "password={s}",
+    "PASSWORD: {s}",
+    "db_password='{s}'",
+    '"password": "{s}"',
+    "token={s}",
+    "api_key={s}",
+    "Bearer {s}",
+    "Authorization: Bearer {s}",
+    "Authorization: Basic {s}",
+    "AWS_SECRET_ACCESS_KEY={s}",
+    "aws_secret_access_key: {s}",
+    "private_key={s}",
+    "passphrase={s}",
+    "postgresql://app:{s}@db/x",
+    "redis://:{s}@h:6379",
+    "https://user:{s}@example.com/path",
+    "-----BEGIN RSA PRIVATE KEY-----\n{s}\n-----END RSA PRIVATE KEY-----",
+    "-----BEGIN PRIVATE KEY-----{s}",
+]
+
+
+@given(
+    st.sampled_from(_FORMS),
+    _secret_values,
+    st.text(max_size=80),
+    st.text(max_size=80),
+    st.sampled_from([" ", "\n", "\t", ", ", "; ", " (", "'", '"', "\x00 "]),
+)
+def test_planted_secret_never_survives(
+    form: str, secret: str, before: str, after: str, sep: str
+) -> None:
+    """A secret in any supported form, anywhere in arbitrary text, is always removed.
+
+    The planted secret is set off from the text around it by a separator (a space,
+    punctuation, a quote): a key glued to a word (``xpassword=``) is another key.
+    """
+    text = before + sep + form.format(s=secret) + sep.rstrip("\x00") + " " + after
+    for result in (redact(text), redact_traceback(text, max_length=10**6), redact_secrets(text)):
+        assert result is not None
+        assert secret not in result, (text, result)
+
+
+def test_scrub_dsn_removes_the_password_drivers_quote_back() -> None:
+    dsn = "postgresql//app:S3cretPw@db/x"  # a typo no URL pattern recognises
+    quoted = f'missing "=" after "{dsn}" in connection info string'
+    assert (
+        scrub_dsn(quoted, dsn)
+        == 'missing "=" after "postgresql//app:***@db/x" in connection info string'
+    )
+    keywords = "host=db password=S3cretPw sslmode"
+    assert "S3cretPw" not in scrub_dsn(f'missing "=" after "sslmode": {keywords}', keywords)
+    assert scrub_dsn("no password here", "postgresql://app@db/x") == "no password here"
+    # a short password is not searched for as bare text (it would mangle the message)
+    assert scrub_dsn("a b c", "postgresql://u:a@h") == "a b c"
+
+
+@pytest.mark.parametrize(
+    ("reason", "recorded"),
+    [
+        (None, None),
+        ("", None),
+        ("  \x00 ", None),
+        ("ops says so", "ops says so"),
+        ("rotate\npassword=x", "rotate password=[REDACTED]"),
+        ("x" * 600, "x" * 512 + "..."),
+    ],
+)
+def test_redact_reason_is_redact_with_blank_as_none(
+    reason: str | None, recorded: str | None
+) -> None:
+    assert redact_reason(reason) == recorded
+
+
+def test_redact_text_fields_touches_only_reason_and_error() -> None:
+    payload = {"reason": "token=abc", "error": "password=x", "args": ["password=kept"], "n": 1}
+    assert redact_text_fields(payload) == {
+        "reason": "token=[REDACTED]",
+        "error": "password=[REDACTED]",
+        "args": ["password=kept"],
+        "n": 1,
+    }
+    assert payload["reason"] == "token=abc"  # a copy
+    same = {"applied": True}
+    assert redact_text_fields(same) is same
+    assert redact_text_fields("token=abc") == "token=abc"
+    assert redact_text_fields(None) is None
+
+
+def test_every_transition_reason_is_redacted_where_it_is_made() -> None:
+    from datetime import UTC, datetime
+
+    from chongming_task.core.state_machine import StateMachine
+    from chongming_task.model import Transition, machine_transitions
+    from chongming_task.states import TaskStatus
+
+    at = datetime(2026, 3, 1, tzinfo=UTC)
+    made = Transition(
+        task_id="t",
+        from_status=None,
+        to_status=TaskStatus.PENDING,
+        trigger="t:x",
+        version=0,
+        at=at,
+        reason="redis://:pw@h",
+    )
+    assert made.reason == "redis://:[REDACTED]@h"
+    assert Transition.from_dict({**made.to_dict(), "reason": "token=x"}).reason == (
+        "token=[REDACTED]"
+    )
+    make = machine_transitions(to_status=TaskStatus.LOST, trigger="t:lost", at=at, actor="r")
+    assert make("t", TaskStatus.RUNNING, 3, "passphrase=x", 1).reason == "passphrase=[REDACTED]"
+
+    machine = StateMachine.create("t", "job")
+    machine.request_stop(actor="ops", reason="\x00 \n")  # blank once cleaned: the default
+    assert machine.transitions[-1].reason is None
+    assert machine.snapshot.failure is not None
+    assert machine.snapshot.failure.message == "stopped"
+    skipped = StateMachine.create("s", "job")
+    skipped.mark_skipped(reason="Authorization: Basic dXNlcjpwdw==")
+    assert skipped.transitions[-1].reason == "Authorization=[REDACTED]"
+    assert skipped.snapshot.failure is not None
+    assert skipped.snapshot.failure.message == "Authorization=[REDACTED]"

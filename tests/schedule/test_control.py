@@ -180,3 +180,45 @@ def test_corrupt_records_are_store_errors(mutate: Any, message: str) -> None:
     mutate(data)
     with pytest.raises(StoreError, match=message):
         ScheduleControl.from_dict("nightly", data)
+
+
+def test_pause_reasons_and_errors_are_recorded_redacted() -> None:
+    """However a reason reaches the record (with_paused, replace, an old stored record)."""
+    from chongming_task.schedule.admin import ScheduleAdmin
+    from chongming_task.schedule.firing import firing_metadata
+
+    secret = "maintenance: postgresql://app:S3cretPw@db/x, token=abc123"
+    clean = "maintenance: postgresql://app:[REDACTED]@db/x, token=[REDACTED]"
+    control = ScheduleControl.register(schedule(), now=NOW)
+    assert control.with_paused(actor="ops", now=NOW, reason=secret).status_reason == clean
+    assert control.with_resumed(actor="ops", now=NOW, reason=secret).status_reason == clean
+    assert replace(control, status_reason=secret).status_reason == clean
+    assert replace(control, status_reason=" \x00").status_reason is None
+    assert replace(control, last_error="password=x").last_error == "password=[REDACTED]"
+    old = {**control.to_dict(), "status_reason": secret, "last_error": secret}
+    read = ScheduleControl.from_dict("nightly", old)
+    assert (read.status_reason, read.last_error) == (clean, clean)
+
+    store = InMemoryTaskStore()
+    admin = ScheduleAdmin(store, clock=None, actor="ops")
+    store.put_schedule("nightly", control.to_dict(), expect_revision=None)
+    paused = admin.pause("nightly", reason=secret)
+    assert paused.status_reason == clean
+    record = store.get_schedule("nightly")
+    assert record is not None
+    assert "S3cretPw" not in repr(record.data)
+    command = admin.request_run("nightly", operator="ops", reason=secret)
+    assert command.payload["reason"] == clean
+
+    metadata = firing_metadata(
+        paused,
+        trigger_type="manual",
+        scheduled_at=NOW,
+        fired_at=NOW,
+        owner="w1",
+        reason=secret,
+        skip_reason=f"skipped, {secret}",
+    )
+    assert metadata["trigger"]["reason"] == clean
+    assert metadata["skip"] == {"reason": f"skipped, {clean}"}
+    assert "S3cretPw" not in repr(metadata)

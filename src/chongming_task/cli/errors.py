@@ -18,8 +18,17 @@ from chongming_task.errors import (
     StoreError,
     TaskError,
 )
+from chongming_task.redact import mask_dsn, redact_secrets
 
-__all__ = ["CliError", "CommandFailed", "ExitCode", "UsageError", "describe", "one_line"]
+__all__ = [
+    "CliError",
+    "CommandFailed",
+    "ExitCode",
+    "UsageError",
+    "describe",
+    "one_line",
+    "scrub",
+]
 
 
 class ExitCode(IntEnum):
@@ -63,6 +72,15 @@ class CommandFailed(CliError):
 def one_line(text: str) -> str:
     """Collapse ``text`` to one line so stderr carries exactly one line per error."""
     return " ".join(part.strip() for part in text.strip().splitlines() if part.strip())
+
+
+def scrub(text: str) -> str:
+    """``text`` as the CLI may show it: DSN passwords as ``***``, other secrets redacted.
+
+    Every error, notice and library log line passes through here: a driver error can
+    quote the connection string, a task's failure text can carry a token.
+    """
+    return redact_secrets(mask_dsn(text))
 
 
 def describe(exc: BaseException) -> tuple[str, ExitCode]:

@@ -11,6 +11,7 @@ import contextlib
 import logging
 from collections.abc import Iterator
 
+from chongming_task.cli.errors import scrub
 from chongming_task.cli.render import Output
 
 __all__ = ["library_logging"]
@@ -25,7 +26,7 @@ class _LineHandler(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            text = record.getMessage()
+            text = scrub(record.getMessage())
             if record.levelno >= logging.WARNING:
                 self.output.notice(f"{record.levelname.lower()}: {text}")
             else:

@@ -17,7 +17,7 @@ import unicodedata
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from chongming_task.cli.errors import one_line
+from chongming_task.cli.errors import one_line, scrub
 
 __all__ = ["STATUS_STYLES", "Output", "display_width", "plain_table"]
 
@@ -129,12 +129,12 @@ class Output:
 
     def notice(self, text: str) -> None:
         """A one-line notice on stderr (progress of a command, not its result)."""
-        self.stderr.write(one_line(text) + "\n")
+        self.stderr.write(one_line(scrub(text)) + "\n")
         self.stderr.flush()
 
     def error(self, text: str) -> None:
         """The one line every failed command prints on stderr."""
-        self.stderr.write(f"chongming-task: error: {one_line(text)}\n")
+        self.stderr.write(f"chongming-task: error: {one_line(scrub(text))}\n")
         self.stderr.flush()
 
     def json(self, document: Any, *, compact: bool = False) -> None:

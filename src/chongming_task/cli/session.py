@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from chongming_task.cli.errors import CommandFailed, UsageError
 from chongming_task.cli.parsing import env, parse_bucket_ranges
 from chongming_task.cli.render import Output
+from chongming_task.redact import mask_dsn
 
 if TYPE_CHECKING:
     from chongming_task.controller import Controller
@@ -64,6 +65,11 @@ class GlobalOptions:
     """``None``: the controller's default (``hostname:pid``)."""
 
     @property
+    def shown_db(self) -> str:
+        """``db`` as it may be shown: a URL's password as ``***`` (``mask_dsn``)."""
+        return mask_dsn(self.db)
+
+    @property
     def is_postgres(self) -> bool:
         return is_postgres_url(self.db)
 
@@ -80,7 +86,7 @@ class GlobalOptions:
         if db_flag and dsn_flag:
             raise UsageError("give either --db or --dsn, not both")
         if dsn_flag and not is_postgres_url(dsn_flag):
-            raise UsageError(f"--dsn must be a postgresql:// URL, got {dsn_flag!r}")
+            raise UsageError(f"--dsn must be a postgresql:// URL, got {mask_dsn(dsn_flag)!r}")
         db = dsn_flag or db_flag or env("DSN") or env("DB") or DEFAULT_DB
         num_raw = getattr(args, "num_buckets", None) or env("NUM_BUCKETS")
         num_buckets = (
@@ -137,14 +143,17 @@ class Session:
         else:
             path = Path(db).expanduser()
             if path.is_dir():
-                raise CommandFailed(f"--db {db!r} is a directory; give a database file path")
+                raise CommandFailed(
+                    f"--db {mask_dsn(db)!r} is a directory; give a database file path"
+                )
             if not create and not path.exists():
                 raise CommandFailed(
-                    f"no database at {db!r} (--db / CHONGMING_DB): nothing has been run "
+                    f"no database at {mask_dsn(db)!r} (--db / CHONGMING_DB): nothing has been run "
                     "there yet, or the path is mistyped"
                 )
             if create and not path.parent.exists():
-                raise CommandFailed(f"--db {db!r}: directory {str(path.parent)!r} does not exist")
+                parent = mask_dsn(str(path.parent))
+                raise CommandFailed(f"--db {mask_dsn(db)!r}: directory {parent!r} does not exist")
             from chongming_task.stores.sqlite import SqliteTaskStore
 
             store = SqliteTaskStore(str(path))

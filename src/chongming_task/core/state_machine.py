@@ -29,6 +29,7 @@ from chongming_task.model import (
     machine_transition,
     new_machine_snapshot,
 )
+from chongming_task.redact import redact_reason
 from chongming_task.states import TERMINAL, TRANSITIONS, TaskStatus
 
 __all__ = ["SharedFields", "StateMachine", "Triggers"]
@@ -489,6 +490,7 @@ class StateMachine:
         Raises:
             InvalidTransition: The current state has no edge to ``stopped``.
         """
+        reason = redact_reason(reason)  # the failure's message too (transitions redact theirs)
         failure = failure or Failure(
             kind=FailureKind.CANCELLED, message=reason or "stopped", retryable=False
         )
@@ -586,8 +588,9 @@ class StateMachine:
         Raises:
             InvalidTransition: The current state has no edge to ``cancelled``.
         """
-        failure = failure or Failure(kind=FailureKind.CANCELLED, message=reason, retryable=False)
-        self._finish(S.CANCELLED, trigger, actor=actor, reason=reason, failure=failure)
+        text = redact_reason(reason) or "cancelled"
+        failure = failure or Failure(kind=FailureKind.CANCELLED, message=text, retryable=False)
+        self._finish(S.CANCELLED, trigger, actor=actor, reason=text, failure=failure)
 
     def mark_skipped(
         self,
@@ -602,10 +605,11 @@ class StateMachine:
         Raises:
             InvalidTransition: The current state has no edge to ``skipped``.
         """
+        text = redact_reason(reason) or "skipped"
         failure = failure or Failure(
-            kind=FailureKind.CONDITION_FALSE, message=reason, retryable=False
+            kind=FailureKind.CONDITION_FALSE, message=text, retryable=False
         )
-        self._finish(S.SKIPPED, trigger, actor=actor, reason=reason, failure=failure)
+        self._finish(S.SKIPPED, trigger, actor=actor, reason=text, failure=failure)
 
     def mark_lost(
         self,
@@ -627,6 +631,7 @@ class StateMachine:
         Raises:
             InvalidTransition: The current state has no edge to ``lost``.
         """
+        reason = redact_reason(reason)
         failure = failure or Failure(
             kind=FailureKind.LOST, message=reason or "result unknown", retryable=True
         )

@@ -44,9 +44,9 @@ _ERROR_STATUSES: Final = frozenset({TaskStatus.FAILED, TaskStatus.LOST})
 
 def redact_error(text: str | None) -> str | None:
     """Failure text as it may be stored or logged (secrets removed, length capped)."""
-    from chongming_task.redact import redact
+    from chongming_task.redact import redact_reason
 
-    return redact(text)
+    return None if text is None else redact_reason(text) or ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -102,6 +102,14 @@ class ScheduleControl:
     """The most recently counted task ids (see ``COUNTED_MEMORY``)."""
     revision: int = 0
     """The store's record revision this was read at (for compare-and-set; not stored)."""
+
+    def __post_init__(self) -> None:
+        # The one place a pause/resume reason or an error is recorded, however it got
+        # here (with_paused, replace, a record written by an older version): redacted.
+        if self.status_reason is not None:
+            object.__setattr__(self, "status_reason", redact_error(self.status_reason) or None)
+        if self.last_error is not None:
+            object.__setattr__(self, "last_error", redact_error(self.last_error))
 
     # -- derived ------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final, Literal
 
-from chongming_task.schedule.control import ScheduleControl
+from chongming_task.schedule.control import ScheduleControl, redact_error
 from chongming_task.schedule.definition import Misfire
 from chongming_task.schedule.triggers import Trigger
 
@@ -158,7 +158,7 @@ def firing_metadata(
     }
     for key, value in (
         ("operator", operator),
-        ("reason", reason),
+        ("reason", redact_error(reason)),
         ("correlation_id", correlation_id),
         ("command_id", command_id),
     ):
@@ -176,7 +176,7 @@ def firing_metadata(
     if armed:
         metadata["runtime"]["armed"] = True
     if skip_reason is not None:
-        metadata["skip"] = {"reason": skip_reason}
+        metadata["skip"] = {"reason": redact_error(skip_reason)}
     return metadata
 
 

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from chongming_task.core.clock import Clock
 from chongming_task.errors import ConfigurationError, StoreError
 from chongming_task.model import JSONValue, loads
+from chongming_task.redact import redact_text_fields
 from chongming_task.stores.base import (
     ClaimLost,
     Command,
@@ -171,7 +172,9 @@ class MemoryControl(TaskStore):
         return command
 
     def complete_command(self, command_id: str, claim_token: str, result: JSONValue = None) -> None:
-        stored_result = loads(encode_json(result, "command result"), "command result")
+        stored_result = loads(
+            encode_json(redact_text_fields(result), "command result"), "command result"
+        )
         with self._locked():
             command = self._current_claim(command_id, claim_token)
             self._commands[command_id] = replace(

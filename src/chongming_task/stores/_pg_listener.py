@@ -16,6 +16,7 @@ import logging
 import threading
 from typing import TYPE_CHECKING, Any, Final
 
+from chongming_task.redact import scrub_dsn
 from chongming_task.stores.signal import CommandSignal
 
 if TYPE_CHECKING:
@@ -73,7 +74,11 @@ class CommandListener:
             except psycopg.Error as exc:
                 if self._stop.is_set():
                     break
-                _log.warning("command listener on %r failed, reconnecting: %s", self._channel, exc)
+                _log.warning(
+                    "command listener on %r failed, reconnecting: %s",
+                    self._channel,
+                    scrub_dsn(str(exc), self._conninfo),
+                )
                 self._stop.wait(_RECONNECT_SECONDS)
             finally:
                 conn, self._conn = self._conn, None

@@ -14,6 +14,7 @@ from typing import Any
 
 from chongming_task.errors import ConfigurationError, StoreError
 from chongming_task.model import JSONValue, loads
+from chongming_task.redact import redact_text_fields
 from chongming_task.stores import _sqlrows as rows
 from chongming_task.stores._sqlbase import Cursor, SqlBase, validate_lease
 from chongming_task.stores.base import (
@@ -119,7 +120,7 @@ class SqlControl(SqlBase):
             "command_id": command_id,
             "claim_token": claim_token,
             "now": self._instant(self.clock.now()),
-            "result": encode_json(result, "command result"),
+            "result": encode_json(redact_text_fields(result), "command result"),
         }
         self._settle_claim_or_missing("complete_command", params)
 

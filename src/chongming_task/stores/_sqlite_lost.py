@@ -37,6 +37,7 @@ from chongming_task.model import (
     machine_transitions,
     parse_datetime,
 )
+from chongming_task.redact import redact_reason
 from chongming_task.states import TaskStatus
 from chongming_task.stores import _sqlrows as rows
 from chongming_task.stores._fastjson import TransitionsJson, failure_json
@@ -130,7 +131,7 @@ class SqliteLost(SqlTaskStore):
         leases: dict[str | None, datetime | None] = {None: None}  # a crashed node's tasks
         # share few leases. A caller that describes many tasks alike returns the same
         # Failure for them; kept alive here, so the id cannot be reused within the call.
-        failures: dict[int, tuple[Failure, str]] = {}
+        failures: dict[int, tuple[Failure, str, str | None]] = {}
         marks: list[LostMark] = []
         updates: list[dict[str, Any]] = []
         history: list[dict[str, Any]] = []
@@ -148,8 +149,14 @@ class SqliteLost(SqlTaskStore):
             )
             known = failures.get(id(cause))
             if known is None:
-                known = failures[id(cause)] = (check_lost_failure(cause), failure_json(cause))
-            reason, after = cause.message, version + 1
+                checked = check_lost_failure(cause)
+                # The record's reason, redacted as machine_transitions redacts it.
+                known = failures[id(cause)] = (
+                    checked,
+                    failure_json(cause),
+                    redact_reason(checked.message),
+                )
+            reason, after = known[2], version + 1
             updates.append(
                 {
                     "seq": seq,
@@ -169,7 +176,7 @@ class SqliteLost(SqlTaskStore):
                 }
             )
             marks.append(
-                LostMark(task_id, make_record(task_id, status, after, reason, attempt), None)
+                LostMark(task_id, make_record(task_id, status, after, cause.message, attempt), None)
             )
         if updates:
             cur.executemany(self._sql["mark_lost"], updates)

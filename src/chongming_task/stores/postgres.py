@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 from chongming_task.core.clock import Clock
 from chongming_task.errors import ConcurrencyConflict, ConfigurationError, StoreError
 from chongming_task.model import Failure
+from chongming_task.redact import scrub_dsn
 from chongming_task.stores._lost import check_lost_query
 from chongming_task.stores._pg_listener import CommandListener
 from chongming_task.stores._sql import SCHEMA_VERSION, Cursor, History, SqlTaskStore
@@ -178,15 +179,19 @@ class PostgresTaskStore(SqlTaskStore):
             raise StoreError(
                 "this PostgreSQL role cannot create or migrate the chongming-task tables "
                 f"(schema version {SCHEMA_VERSION}); run once with a role that has CREATE on "
-                f"the schema, then this role can use them as they are: {exc}"
+                f"the schema, then this role can use them as they are: {self._scrub(exc)}"
             ) from exc
         except psycopg.Error as exc:
-            raise StoreError(f"cannot prepare the PostgreSQL store: {exc}") from exc
+            raise StoreError(f"cannot prepare the PostgreSQL store: {self._scrub(exc)}") from None
         channel = f"chongming_task_commands.{schema}"
         if len(channel.encode("utf-8")) > _MAX_IDENTIFIER:
             digest = hashlib.blake2b(channel.encode("utf-8"), digest_size=8).hexdigest()
             channel = f"chongming_task_commands.{digest}"
         return channel
+
+    def _scrub(self, error: object) -> str:
+        """An error's text without this store's password (drivers quote the DSN)."""
+        return scrub_dsn(str(error), self._dsn)
 
     def _schema_version(self, conn: psycopg.Connection[Any]) -> int:
         if not _scalar(conn.execute(self._sql["schema_exists"]).fetchone()):
@@ -240,7 +245,7 @@ class PostgresTaskStore(SqlTaskStore):
                 if lost and not write and not retried:
                     retried = True  # a read is safe to repeat on a fresh connection
                     continue
-                raise StoreError(f"PostgreSQL store failed: {exc}") from exc
+                raise StoreError(f"PostgreSQL store failed: {self._scrub(exc)}") from exc
         raise StoreError("PostgreSQL store failed: no live connection in the pool")
 
     def _write_task(

@@ -14,6 +14,7 @@ from typing import Any, Final, Literal, NamedTuple
 
 from chongming_task.errors import ConcurrencyConflict, ConfigurationError, StoreError
 from chongming_task.model import JSONValue, TaskSnapshot, Transition, parse_datetime
+from chongming_task.redact import redact_text_fields
 from chongming_task.states import TaskStatus
 
 __all__ = [
@@ -251,7 +252,12 @@ class LostMark(NamedTuple):
 
 @dataclass(frozen=True, kw_only=True)
 class Command:
-    """A control request written to the store for the task's holder (guide §8.9)."""
+    """A control request written to the store for the task's holder (guide §8.9).
+
+    The ``reason`` and ``error`` texts of ``payload`` and ``result`` are redacted
+    (``chongming_task.redact``) when a command is made, so no process writes a secret
+    of an operator's reason into a store that every other process reads.
+    """
 
     command_id: str
     kind: CommandKind
@@ -303,7 +309,9 @@ class Command:
             value = getattr(self, name)
             if value is not None and value.tzinfo is None:
                 raise ConfigurationError(f"Command.{name} must be timezone-aware, got {value!r}")
-        object.__setattr__(self, "payload", dict(self.payload))
+        object.__setattr__(self, "payload", redact_text_fields(dict(self.payload)))
+        if self.result is not None:
+            object.__setattr__(self, "result", redact_text_fields(self.result))
 
     @classmethod
     def new(

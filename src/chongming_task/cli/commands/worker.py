@@ -187,7 +187,7 @@ def cmd_worker(args: argparse.Namespace, session: Session) -> int:
         )
         owned = session.options.owned_buckets
         output.print(
-            f"worker {controller.owner} on {session.options.db}: tasks {', '.join(names)}; "
+            f"worker {controller.owner} on {session.options.shown_db}: tasks {', '.join(names)}; "
             f"max_parallel {max_parallel}; buckets "
             f"{'all' if owned is None else format_buckets(owned)} of "
             f"{session.options.num_buckets}"
