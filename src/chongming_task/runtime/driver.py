@@ -214,7 +214,7 @@ class Driver:
         if isinstance(end, Raised):
             error = end.error
             if isinstance(error, TaskSkipped):
-                state.apply(machine.mark_skipped, reason=error.reason, trigger="runtime:skipped")
+                state.apply(machine.body_skipped, reason=error.reason)
                 return False
             if isinstance(error, TaskCancelled):  # raised by the body itself, not by a request
                 state.apply(machine.mark_cancelled, reason=str(error), trigger="runtime:cancelled")
