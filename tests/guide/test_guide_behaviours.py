@@ -1,0 +1,275 @@
+"""Guide behaviours users reported as wrong, each pinned by the section it comes from.
+
+§4.3 (resume after a pause in ``retry_wait``), §9.2 (``can()`` is the table), §9.3
+(``mark_running()``'s guard, ``force_transition()``'s guard), §10 (guard failures are
+``InvalidTransition``), §8.10 (CLI exit codes), §8.12 (task parameters named like
+submit options), §7.2 (no InlineExecutor under a Controller), §8.13
+(``hasattr(ctx, "artifact_dir")``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chongming_task import Controller
+from chongming_task.core.state_machine import StateMachine
+from chongming_task.errors import InvalidTransition
+from chongming_task.model import Failure, FailureKind, Transition
+from chongming_task.policies import FixedBackoff, RetryPolicy
+from chongming_task.run import TaskRun
+from chongming_task.states import TaskStatus
+from chongming_task.stores.base import TaskStore
+from chongming_task.stores.memory import InMemoryTaskStore
+from chongming_task.stores.sqlite import SqliteTaskStore
+from chongming_task.testing import FakeClock
+
+from .conftest import PATIENCE, S, path
+
+FAILURE = Failure(kind=FailureKind.EXCEPTION, message="boom", retryable=True)
+
+# ---------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(
+    params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.external_service)]
+)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TaskStore]:
+    """Each store-backed behaviour once per backend: memory, SQLite, PostgreSQL."""
+    made: TaskStore
+    if request.param == "memory":
+        made = InMemoryTaskStore()
+    elif request.param == "sqlite":
+        made = SqliteTaskStore(tmp_path / "tasks.db")
+    else:
+        from chongming_task.stores.postgres import PostgresTaskStore
+
+        made = PostgresTaskStore(request.getfixturevalue("postgres_dsn"))
+    with made:
+        yield made
+
+
+# ---------------------------------------------------------------- §4.3
+
+#: A run whose first attempt fails, paused in retry_wait, resumed, second attempt ok.
+PAUSED_IN_RETRY_WAIT = [
+    S.PENDING, S.QUEUED, S.STARTING, S.RUNNING, S.RETRY_WAIT,
+    S.PAUSED, S.QUEUED, S.STARTING, S.RUNNING, S.SUCCEEDED,
+]  # fmt: skip
+
+
+class Flaky:
+    """Fails its first attempt, returns the attempt number afterwards."""
+
+    def __init__(self) -> None:
+        self.attempts: list[int] = []
+
+    def __call__(self, ctx: Any) -> int:
+        self.attempts.append(ctx.attempt)
+        if ctx.attempt == 1:
+            raise OSError("transient")
+        return int(ctx.attempt)
+
+
+class PauseResumeInRetryWait:
+    """A listener that pauses and resumes the run as soon as it enters ``retry_wait``.
+
+    It runs in the delivering thread, normally the carrier that just recorded
+    ``retry_wait``, before that carrier goes back to wait for the backoff: the window
+    in which the controller used to find the run "already running" and leave it
+    queued forever. ``done`` tells the test both calls returned.
+    """
+
+    def __init__(self, pause: Any, resume: Any) -> None:
+        self._pause = pause
+        self._resume = resume
+        self.results: list[bool] = []
+        self.done = threading.Event()
+
+    def __call__(self, transition: Transition, _snapshot: Any) -> None:
+        if transition.to_status is S.RETRY_WAIT and not self.done.is_set():
+            try:
+                self.results.append(bool(self._pause()))
+                self.results.append(bool(self._resume()))
+            finally:
+                self.done.set()
+
+
+def test_s4_3_bare_task_run_paused_in_retry_wait_runs_its_next_attempt() -> None:
+    clock = FakeClock()
+    body = Flaky()
+    run = TaskRun(body, clock=clock, retry=RetryPolicy(max_attempts=2, backoff=FixedBackoff(10)))
+    hook = PauseResumeInRetryWait(run.pause, run.resume)
+    run.add_listener(hook)
+    run.start()
+    assert hook.done.wait(PATIENCE)
+    assert hook.results == [True, True]
+    outcome = run.wait(PATIENCE)  # the backoff is not waited again: it was resumed
+    assert outcome.ok
+    assert outcome.value == 2
+    assert body.attempts == [1, 2]
+    assert path(run) == PAUSED_IN_RETRY_WAIT
+    resumed = run.transitions[6]
+    assert (resumed.from_status, resumed.to_status) == (S.PAUSED, S.QUEUED)
+
+
+def test_s4_3_controller_paused_in_retry_wait_runs_its_next_attempt(store: TaskStore) -> None:
+    clock = FakeClock()
+    controller = Controller(store, clock=clock)
+    try:
+        body = Flaky()
+        controller.register(
+            "flaky", body, retry=RetryPolicy(max_attempts=2, backoff=FixedBackoff(10))
+        )
+        run = controller.submit("flaky", task_id="flaky-1", blocked=True)
+        hook = PauseResumeInRetryWait(
+            lambda: controller.pause("flaky-1"), lambda: controller.resume("flaky-1")
+        )
+        run.add_listener(hook)
+        controller.release("flaky-1")
+        assert hook.done.wait(PATIENCE)
+        assert hook.results == [True, True]
+        outcome = run.wait(PATIENCE)  # used to time out: "could not be started"
+        assert outcome.ok
+        assert outcome.value == 2
+        assert body.attempts == [1, 2]
+        assert path(run) == [S.PENDING, S.BLOCKED, *PAUSED_IN_RETRY_WAIT[1:]]
+    finally:
+        controller.close(timeout=PATIENCE)  # every deferred write is out after this
+    stored = store.get("flaky-1")
+    assert stored is not None
+    assert stored.status is S.SUCCEEDED
+    assert stored.attempt == 2
+    assert [record.to_status for record in store.history("flaky-1")] == path(run)
+
+
+# ---------------------------------------------------------------- §9.2
+
+GUIDE_9_2 = {
+    S.PENDING: {S.BLOCKED, S.QUEUED, S.SKIPPED, S.CANCELLED, S.STOPPED},
+    S.BLOCKED: {S.QUEUED, S.SKIPPED, S.CANCELLED, S.STOPPED},
+    S.QUEUED: {S.STARTING, S.PAUSED, S.SKIPPED, S.STOPPED, S.CANCELLED},
+    S.STARTING: {S.RUNNING, S.RETRY_WAIT, S.PAUSING, S.STOPPING, S.FAILED, S.CANCELLED, S.LOST},
+    S.RUNNING: {S.SUCCEEDED, S.FAILED, S.RETRY_WAIT, S.PAUSING, S.STOPPING, S.CANCELLED, S.LOST},
+    S.PAUSING: {S.PAUSED, S.RUNNING, S.STOPPING, S.FAILED, S.CANCELLED, S.LOST},
+    S.PAUSED: {S.QUEUED, S.RUNNING, S.STOPPED, S.CANCELLED},
+    S.RETRY_WAIT: {S.STARTING, S.QUEUED, S.PAUSED, S.STOPPED, S.FAILED, S.CANCELLED},
+    S.STOPPING: {S.STOPPED, S.SUCCEEDED, S.FAILED, S.LOST},
+    S.SUCCEEDED: set(),
+    S.FAILED: set(),
+    S.STOPPED: set(),
+    S.CANCELLED: set(),
+    S.SKIPPED: set(),
+    S.LOST: set(),
+}
+
+
+def _machine_in(status: TaskStatus) -> StateMachine:
+    machine = StateMachine.create("t", "task", max_attempts=3)
+    if status is not S.PENDING:
+        machine.force_transition(status, actor="test", reason=f"put in {status.value}")
+    return machine
+
+
+@pytest.mark.parametrize(
+    ("source", "target"),
+    list(itertools.product(TaskStatus, TaskStatus)),
+    ids=lambda status: status.value,
+)
+def test_s9_2_can_is_exactly_the_guide_table(source: TaskStatus, target: TaskStatus) -> None:
+    machine = _machine_in(source)
+    assert machine.can(target) is (target in GUIDE_9_2[source])
+
+
+def test_s9_2_running_has_no_skipped_edge_and_a_skipping_body_still_ends_skipped() -> None:
+    from chongming_task.runtime import TaskSkipped
+
+    machine = _machine_in(S.RUNNING)
+    assert machine.can(S.SKIPPED) is False
+    with pytest.raises(InvalidTransition, match="running -> skipped"):
+        machine.mark_skipped(reason="nothing to do")
+    assert machine.status is S.RUNNING
+
+    def nothing_new(ctx: Any) -> None:
+        raise TaskSkipped("nothing new")
+
+    run = TaskRun(nothing_new)
+    run.start()
+    outcome = run.wait(PATIENCE)
+    assert outcome.status is S.SKIPPED  # the body's own verdict, outside the table
+    assert path(run) == [S.PENDING, S.QUEUED, S.STARTING, S.RUNNING, S.SKIPPED]
+    assert run.transitions[-1].trigger == "runtime:skipped"
+    assert run.transitions[-1].reason == "nothing new"
+
+
+# ---------------------------------------------------------------- §9.3 and §10
+
+
+def test_s9_3_mark_running_from_an_in_place_pause_follows_the_started_at_guard() -> None:
+    clock = FakeClock()
+    machine = StateMachine.create("t", "task", clock=clock)
+    machine.mark_queued()
+    machine.mark_starting()
+    machine.mark_running()
+    started_at = machine.snapshot.started_at
+    machine.request_pause()
+    machine.mark_paused()
+    assert machine.snapshot.started_at == started_at  # paused in place
+    clock.advance(5)
+    machine.mark_running()
+    assert machine.status is S.RUNNING
+    assert machine.snapshot.started_at == started_at
+    assert [(r.from_status, r.to_status) for r in machine.transitions[-3:]] == [
+        (S.RUNNING, S.PAUSING),
+        (S.PAUSING, S.PAUSED),
+        (S.PAUSED, S.RUNNING),
+    ]
+
+
+def test_s9_3_mark_running_from_a_pause_that_never_started_is_refused() -> None:
+    for setup in ("queued", "retry_wait"):
+        machine = StateMachine.create("t", "task", max_attempts=2)
+        machine.mark_queued()
+        if setup == "retry_wait":
+            machine.mark_starting()
+            machine.mark_running()
+            machine.mark_retry_wait(FAILURE, delay=1)
+        machine.request_pause()
+        assert machine.status is S.PAUSED
+        assert machine.snapshot.started_at is None
+        version = machine.snapshot.status_version
+        with pytest.raises(InvalidTransition, match="no started attempt") as info:
+            machine.mark_running()
+        assert info.value.current is S.PAUSED
+        assert info.value.target is S.RUNNING
+        assert machine.snapshot.status_version == version
+
+
+@pytest.mark.parametrize(("actor", "reason", "missing"), [
+    ("", "checked by hand", "actor"),
+    ("  ", "checked by hand", "actor"),
+    ("ops", "", "reason"),
+    ("ops", " ", "reason"),
+])  # fmt: skip
+def test_s9_3_force_transition_without_audit_is_invalid_transition(
+    actor: str, reason: str, missing: str
+) -> None:
+    machine = _machine_in(S.LOST)
+    version = machine.snapshot.status_version
+    with pytest.raises(InvalidTransition) as info:
+        machine.force_transition(S.FAILED, actor=actor, reason=reason)
+    error = info.value
+    assert (error.current, error.target, error.action) == (S.LOST, S.FAILED, "machine:forced")
+    message = str(error)
+    assert "lost -> failed" in message
+    assert f"non-empty {missing}" in message
+    assert "force_transition()" in message
+    assert machine.status is S.LOST
+    assert machine.snapshot.status_version == version
+    machine.force_transition(S.FAILED, actor="ops", reason="checked by hand")
+    assert machine.transitions[-1].actor == "ops"
