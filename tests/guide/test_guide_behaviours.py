@@ -273,3 +273,54 @@ def test_s9_3_force_transition_without_audit_is_invalid_transition(
     assert machine.snapshot.status_version == version
     machine.force_transition(S.FAILED, actor="ops", reason="checked by hand")
     assert machine.transitions[-1].actor == "ops"
+
+
+# ---------------------------------------------------------------- §8.10
+
+GUIDE_TASKS = str(Path(__file__).with_name("guide_tasks.py"))
+
+
+def _cli(*argv: str) -> tuple[int, str, str]:
+    import io
+
+    from chongming_task.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("case", "line", "code", "fragment"),
+    [
+        ("unregistered-task", ["run", "nosuch", "--tasks", GUIDE_TASKS], 1, "unknown task"),
+        ("unregistered-submit", ["submit", "nosuch", "--tasks", GUIDE_TASKS], 1, "unknown task"),
+        (
+            "args-do-not-fit",
+            ["run", "worker", "--tasks", GUIDE_TASKS, "--arg", "nope=1"],
+            1,
+            "arguments do not fit",
+        ),
+        (
+            "owned-buckets-without-bucket-key",
+            ["--owned-buckets", "0-15", "run", "worker", "--tasks", GUIDE_TASKS, "--arg", "s=x"],
+            1,
+            "--bucket-key is required",
+        ),
+        ("unknown-flag", ["ps", "--no-such-flag"], 2, "unrecognized arguments"),
+        ("missing-argument", ["status"], 2, "arguments are required: TASK_ID"),
+        ("bad-type", ["ps", "--limit", "many"], 2, "invalid int value"),
+    ],
+    ids=lambda value: value if isinstance(value, str) else None,
+)
+def test_s8_10_exit_code_1_is_command_failed_2_is_what_the_parser_rejects(
+    backend: Any, case: str, line: list[str], code: int, fragment: str
+) -> None:
+    result, out, err = _cli("--db", backend.url, *line)
+    assert result == code, (case, err)
+    assert fragment in err, err
+    assert len(err.strip().splitlines()) == 1
+    assert "Traceback" not in err
+    assert out == ""
+    if Path(backend.url).exists() or backend.dsn is not None:
+        assert backend.open().query() == []  # refused before anything was written
