@@ -324,3 +324,62 @@ def test_s8_10_exit_code_1_is_command_failed_2_is_what_the_parser_rejects(
     assert out == ""
     if Path(backend.url).exists() or backend.dsn is not None:
         assert backend.open().query() == []  # refused before anything was written
+
+
+# ---------------------------------------------------------------- §8.12
+
+
+def mark(ctx: Any, label: str) -> str:
+    """A task whose parameter is named like a submit option (``label=``)."""
+    return f"marked {label}"
+
+
+def test_s8_12_a_parameter_named_like_a_submit_option_is_set_positionally(
+    store: TaskStore,
+) -> None:
+    from chongming_task import Pipeline
+
+    controller = Controller(store)
+    try:
+        controller.register("mark", mark)  # used to be refused
+        pipeline = Pipeline("marks")
+        before = pipeline.node("mark", "before", node_id="before")
+        pipeline.node("mark", "after", node_id="after", depends_on=[before])
+        run = controller.submit_pipeline(pipeline)
+        outcome = run.wait(timeout=PATIENCE)
+        assert outcome.ok
+        assert outcome.values() == {"before": "marked before", "after": "marked after"}
+        direct = controller.submit("mark", "direct", task_id="direct", label="a label")
+        assert direct.wait(PATIENCE).value == "marked direct"
+        assert path(direct) == [S.PENDING, S.QUEUED, S.STARTING, S.RUNNING, S.SUCCEEDED]
+        task_ids = dict(run.task_ids)
+    finally:
+        controller.close(timeout=PATIENCE)
+    stored = store.get("direct")
+    assert stored is not None
+    assert stored.status is S.SUCCEEDED
+    assert stored.label == "a label"  # the option, not the task's parameter
+    assert stored.outcome == "marked direct"
+    for node_id, task_id in task_ids.items():
+        snapshot = store.get(task_id)
+        assert snapshot is not None
+        assert snapshot.status is S.SUCCEEDED
+        assert snapshot.outcome == f"marked {node_id}"
+        assert [t.to_status for t in store.history(task_id)][-3:] == [
+            S.STARTING, S.RUNNING, S.SUCCEEDED,
+        ]  # fmt: skip
+
+
+def test_s8_12_only_a_keyword_only_parameter_named_like_an_option_is_refused() -> None:
+    from chongming_task.errors import ConfigurationError
+
+    def tagged(ctx: Any, *, label: str = "x") -> str:
+        return label
+
+    controller = Controller()
+    try:
+        with pytest.raises(ConfigurationError, match=r"keyword-only.*\['label'\]"):
+            controller.register("tagged", tagged)
+        assert "tagged" not in controller.task_names()
+    finally:
+        controller.close(timeout=PATIENCE)
