@@ -383,3 +383,32 @@ def test_s8_12_only_a_keyword_only_parameter_named_like_an_option_is_refused() -
         assert "tagged" not in controller.task_names()
     finally:
         controller.close(timeout=PATIENCE)
+
+
+# ---------------------------------------------------------------- §7.2
+
+
+def test_s7_2_a_controller_refuses_the_inline_executor_and_says_what_to_use() -> None:
+    from chongming_task.errors import ConfigurationError
+    from chongming_task.runtime.executors.inline import InlineExecutor
+    from chongming_task.runtime.executors.thread import ThreadExecutor
+
+    with pytest.raises(ConfigurationError) as info:
+        Controller(executor=InlineExecutor())
+    message = str(info.value)
+    assert "InlineExecutor" in message
+    assert "ThreadExecutor" in message  # what to use instead
+    assert "run_task" in message  # and where the inline executor does belong
+    with Controller(executor=ThreadExecutor()) as controller:  # the default's explicit form
+        controller.register("mark", mark)
+        run = controller.submit("mark", "x")
+        assert run.wait(PATIENCE).value == "marked x"
+        assert path(run) == [S.PENDING, S.QUEUED, S.STARTING, S.RUNNING, S.SUCCEEDED]
+    outcome = run_task_inline(InlineExecutor())
+    assert outcome == "inline ok"  # still fine on its own (§7.2 sample)
+
+
+def run_task_inline(executor: Any) -> Any:
+    from chongming_task.run import run_task
+
+    return run_task(lambda ctx: "inline ok", executor=executor).value
