@@ -412,3 +412,45 @@ def run_task_inline(executor: Any) -> Any:
     from chongming_task.run import run_task
 
     return run_task(lambda ctx: "inline ok", executor=executor).value
+
+
+# ---------------------------------------------------------------- §8.13 / §2.4
+
+
+def test_s8_13_hasattr_artifact_dir_answers_instead_of_raising(tmp_path: Path) -> None:
+    from chongming_task.errors import ConfigurationError
+
+    seen: dict[str, Any] = {}
+
+    def probe(ctx: Any) -> str:
+        seen["hasattr"] = hasattr(ctx, "artifact_dir")  # used to raise inside the task
+        seen["getattr"] = getattr(ctx, "artifact_dir", None)
+        try:
+            ctx.artifact_dir  # noqa: B018
+        except ConfigurationError as exc:  # still the documented configuration error
+            seen["message"] = str(exc)
+            seen["attribute_error"] = isinstance(exc, AttributeError)
+        return "probed"
+
+    run = TaskRun(probe)
+    run.start()
+    outcome = run.wait(PATIENCE)
+    assert outcome.ok
+    assert path(run) == [S.PENDING, S.QUEUED, S.STARTING, S.RUNNING, S.SUCCEEDED]
+    assert seen["hasattr"] is False
+    assert seen["getattr"] is None
+    assert "artifact_dir=" in seen["message"]  # the helpful message is kept
+    assert seen["attribute_error"] is True
+
+    def write(ctx: Any) -> str:
+        assert hasattr(ctx, "artifact_dir")
+        target = ctx.artifact_dir / "part-0.txt"
+        target.write_text("x")
+        return str(target.relative_to(tmp_path))
+
+    enabled = TaskRun(write, task_id="job-1", artifact_dir=tmp_path)
+    enabled.start()
+    written = enabled.wait(PATIENCE)
+    assert written.ok
+    assert written.value == "job-1/attempt-1/part-0.txt"
+    assert path(enabled) == [S.PENDING, S.QUEUED, S.STARTING, S.RUNNING, S.SUCCEEDED]
