@@ -232,13 +232,13 @@ def generate() -> str:
             walk.run(*args, expect=code)[0]
             for args, code in (
                 ((*db, "status", "nosuch"), 1),
-                ((*db, "run", "nosuch", *t), 2),
-                ((*db, "run", "crawl", *t), 2),
+                ((*db, "run", "nosuch", *t), 1),
+                ((*db, "run", "crawl", *t), 1),
                 ((*db, "run", "count", *t, "--arg", "n"), 2),
                 ((*db, "run", "count", *t, "--args-json", "{n: 5}"), 2),
                 ((*db, "run", "count", "--tasks", "myapp.missing"), 1),
                 ((*db, "--owned-buckets", "0-15,70", "ps"), 2),
-                ((*db, "--owned-buckets", "0-15", "run", "count", *t), 2),
+                ((*db, "--owned-buckets", "0-15", "run", "count", *t), 1),
                 ((*db, "stop", "count-1"), 1),
                 ((*db, "resume", "crawl-a"), 1),
                 (("--db", "typo.db", "ps"), 1),

@@ -435,7 +435,16 @@ class TaskRun(RunControls, QueueOwnerEdges):
         state = self._state
         with state.transaction(self._supervisor.check_locked) as machine:
             status = machine.status
-            if state.driving or status not in (S.PENDING, S.QUEUED):
+            # A managed run re-queued between attempts (paused in retry_wait, then
+            # resumed: guide §4.3) may still have its carrier parked in the attempt
+            # loop: the next attempt is handed to that carrier instead of a second one.
+            parked = (
+                state.driving
+                and state.managed
+                and status is S.QUEUED
+                and (state.attempt is None or not state.attempt.live)
+            )
+            if (state.driving and not parked) or status not in (S.PENDING, S.QUEUED):
                 raise ConfigurationError(
                     f"task {self.task_id!r} cannot start: it is {status.value}"
                     + (" and already running" if state.driving else "")
@@ -446,7 +455,14 @@ class TaskRun(RunControls, QueueOwnerEdges):
             state.started = True
             state.driving = True
             self._driver.begin_attempt_locked()
-        return self._launch_when_delivered
+        return self._wake_parked_when_delivered if parked else self._launch_when_delivered
+
+    def _wake_parked_when_delivered(self) -> None:
+        self._state.outbox.after_delivery(self._wake_parked)
+
+    def _wake_parked(self) -> None:
+        with self._state.lock:
+            self._state.wake_locked()
 
     def _launch_when_delivered(self) -> None:
         # The body launches once -> starting reached the listeners (the controller

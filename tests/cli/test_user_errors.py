@@ -26,8 +26,8 @@ _UNOWNED_KEY = next(
 
 # (id, argv after "--db DB", exit code, fragment of the message)
 CASES: list[tuple[str, list[str], int, str]] = [
-    ("unknown-task", ["run", "nosuch", "--tasks", TASKS], 2, "unknown task 'nosuch'"),
-    ("unknown-task-submit", ["submit", "nosuch", "--tasks", TASKS], 2, "unknown task 'nosuch'"),
+    ("unknown-task", ["run", "nosuch", "--tasks", TASKS], 1, "unknown task 'nosuch'"),
+    ("unknown-task-submit", ["submit", "nosuch", "--tasks", TASKS], 1, "unknown task 'nosuch'"),
     ("unknown-task-id-status", ["status", "nosuch"], 1, "unknown task id 'nosuch'"),
     ("unknown-task-id-history", ["history", "nosuch"], 1, "unknown task id 'nosuch'"),
     ("unknown-task-id-stop", ["stop", "nosuch"], 1, "unknown task id 'nosuch'"),
@@ -84,13 +84,13 @@ CASES: list[tuple[str, list[str], int, str]] = [
     (
         "args-do-not-fit-missing",
         ["run", "add", "--tasks", TASKS],
-        2,
+        1,
         "missing a required argument: 'a'",
     ),
     (
         "args-do-not-fit-unexpected",
         ["submit", "add", "--tasks", TASKS, "--arg", "a=1", "--arg", "c=3"],
-        2,
+        1,
         "unexpected keyword argument 'c'",
     ),
     ("owned-bucket-out-of-range", ["--owned-buckets", "0-70", "ps"], 2, "outside 0..63"),
@@ -101,7 +101,7 @@ CASES: list[tuple[str, list[str], int, str]] = [
     (
         "missing-bucket-key",
         ["--owned-buckets", "0-15", "run", "add", "--tasks", TASKS, "--arg", "a=1"],
-        2,
+        1,
         "--bucket-key is required",
     ),
     (
@@ -120,7 +120,7 @@ CASES: list[tuple[str, list[str], int, str]] = [
             "--bucket-key",
             _UNOWNED_KEY,
         ],
-        2,
+        1,
         "is not owned by this node",
     ),
     (

@@ -105,15 +105,18 @@ def test_register_all_uses_function_names_without_a_spec() -> None:
     assert [d.name for d in registry.definitions()] == ["extract", "transform"]
 
 
-def test_parameters_colliding_with_submit_options_are_refused() -> None:
-    def sync(ctx: Any, tenant: str, priority: int = 0) -> None: ...
+def test_keyword_only_parameters_colliding_with_submit_options_are_refused() -> None:
+    def sync(ctx: Any, tenant: str, *, priority: int = 0) -> None: ...
 
     def positional_only(ctx: Any, task_id: str, /) -> None: ...
 
+    def positional_or_keyword(ctx: Any, tenant: str, priority: int = 0) -> None: ...
+
     registry = TaskRegistry()
-    with pytest.raises(ConfigurationError, match=r"\['priority'\].*Rename it"):
+    with pytest.raises(ConfigurationError, match=r"keyword-only.*\['priority'\].*Rename it"):
         registry.register("sync", sync)
     registry.register("ok", positional_only)  # positional-only cannot collide
+    registry.register("ok2", positional_or_keyword)  # set positionally: submit("ok2", "t", 5)
 
 
 @pytest.mark.parametrize(

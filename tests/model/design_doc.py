@@ -76,7 +76,7 @@ def generated_block() -> str:
     return "\n\n".join(
         [
             BEGIN,
-            "Transition table (guide §9.2 plus `RUNNING -> SKIPPED`):",
+            "Transition table (guide §9.2, verbatim):",
             transition_table(),
             "State diagram; each edge is labelled with the public methods that perform it:",
             mermaid(),

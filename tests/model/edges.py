@@ -108,7 +108,6 @@ SETUPS: dict[str, tuple[TaskStatus, list[str]]] = {
     "stopped_after_stopping": (S.STOPPED, [*_RUN, "request_stop", "mark_stopped"]),
     "cancelled": (S.CANCELLED, ["mark_cancelled"]),
     "skipped": (S.SKIPPED, ["mark_skipped"]),
-    "skipped_while_running": (S.SKIPPED, [*_RUN, "mark_skipped"]),
     "lost": (S.LOST, [*_RUN, "mark_lost"]),
 }
 

@@ -89,9 +89,9 @@ def test_pair(source: TaskStatus, target: TaskStatus) -> None:
 def test_force_path_reaches_any_pair_with_audit(source: TaskStatus, target: TaskStatus) -> None:
     machine = build(_setups_at(source)[0])
     version = machine.snapshot.status_version
-    with pytest.raises(ConfigurationError, match="actor"):
+    with pytest.raises(InvalidTransition, match="actor"):
         machine.force_transition(target, actor=" ", reason="checked by hand")
-    with pytest.raises(ConfigurationError, match="reason"):
+    with pytest.raises(InvalidTransition, match="reason"):
         machine.force_transition(target, actor="ops", reason="")
     assert machine.snapshot.status_version == version
     machine.force_transition(target, actor="ops", reason="checked by hand")

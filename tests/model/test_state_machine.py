@@ -204,17 +204,18 @@ def test_mark_running_needs_a_started_attempt() -> None:
         machine.mark_running()
 
 
-def test_mark_running_refuses_resume_and_abort_edges() -> None:
+def test_mark_running_follows_the_guide_guard_started_at() -> None:
+    """Guide §9.3: the guard of mark_running() is ``started_at``, nothing else."""
     machine = machine_at(FakeClock())
     machine.mark_queued()
     machine.mark_starting()
     machine.mark_running()
     machine.request_pause()
-    with pytest.raises(InvalidTransition, match="abort_pause"):
-        machine.mark_running()
     machine.mark_paused()
-    with pytest.raises(InvalidTransition, match="resume"):
-        machine.mark_running()
+    assert machine.paused_in_place
+    machine.mark_running()  # an in-place pause: started_at is set
+    assert machine.status is S.RUNNING
+    assert machine.snapshot.started_at is not None
 
 
 def test_abort_pause_only_from_pausing() -> None:
@@ -324,15 +325,24 @@ def test_lost_and_skipped_and_cancelled_default_failures() -> None:
     assert (cancelled.kind, cancelled.retryable) == (FailureKind.CANCELLED, False)
 
 
-def test_running_may_end_skipped() -> None:
-    """Our one addition to §9.2: a body can conclude there is nothing to do."""
+def test_running_body_may_end_skipped_outside_the_table() -> None:
+    """§9.2 has no running -> skipped: mark_skipped() refuses it, body_skipped() is
+    the explicit operation a body raising TaskSkipped goes through."""
     machine = machine_at(FakeClock())
     machine.mark_queued()
     machine.mark_starting()
     machine.mark_running()
-    machine.mark_skipped(reason="nothing to sync")
+    assert not machine.can(S.SKIPPED)
+    with pytest.raises(InvalidTransition):
+        machine.mark_skipped(reason="nothing to sync")
+    machine.body_skipped(reason="nothing to sync")
     assert machine.status is S.SKIPPED
     assert machine.snapshot.finished_at is not None
+    assert machine.snapshot.failure is not None
+    assert machine.snapshot.failure.kind is FailureKind.CONDITION_FALSE
+    assert machine.transitions[-1].trigger == "runtime:skipped"
+    with pytest.raises(InvalidTransition, match="only legal from running"):
+        machine.body_skipped(reason="again")
 
 
 def test_retry_keeps_history_and_grants_attempts() -> None:

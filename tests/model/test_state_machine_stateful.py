@@ -70,8 +70,9 @@ class StateMachineRules(RuleBasedStateMachine):
         if before.status.is_terminal:
             assert isinstance(error, InvalidTransition)
         if action == "mark_running":
+            # Guide §9.3: the table's edge plus the one guard, ``started_at``.
             assert (error is None) == (
-                before.status is S.STARTING and before.started_at is not None
+                S.RUNNING in TRANSITIONS[before.status] and before.started_at is not None
             )
         if action == "abort_pause":
             assert (error is None) == (before.status is S.PAUSING)
@@ -125,6 +126,8 @@ class StateMachineRules(RuleBasedStateMachine):
         )
         audited = bool(actor.strip()) and bool(reason.strip())
         assert (error is None) == audited
+        if not audited:
+            assert isinstance(error, InvalidTransition)  # a guard (§9.3, §10)
         if audited:
             assert self.machine.status is status
 

@@ -94,20 +94,16 @@ def test_a_200_node_fan_out_fan_in_completes() -> None:
         assert elapsed < 30, f"202 trivial nodes took {elapsed:.1f}s"
 
 
-def test_inline_executor_runs_the_whole_pipeline_inside_submit() -> None:
-    """With the InlineExecutor every node runs in the submitting thread, without recursion."""
+def test_inline_executor_is_refused_by_the_controller() -> None:
+    """Guide §7.2: an inline executor blocks in ``launch``; a controller must not use it.
+
+    (It used to run a whole pipeline inside ``submit_pipeline``; chains of trivial
+    nodes on the default executor are measured above.)
+    """
+    import pytest
+
+    from chongming_task.errors import ConfigurationError
     from chongming_task.runtime.executors.inline import InlineExecutor
 
-    with make_controller(max_parallel=1, executor=InlineExecutor()) as controller:
-        p = Pipeline("inline-chain")
-        previous = p.node("value", 0, node_id="n0")
-        for index in range(1, 200):
-            previous = p.node(
-                "increment", previous.node_id, node_id=f"n{index}", depends_on=[previous]
-            )
-        run = controller.submit_pipeline(p)
-        assert run.done  # everything happened inside submit_pipeline
-        outcome = run.wait(timeout=0)
-        assert outcome.status is S.SUCCEEDED
-        assert outcome.nodes["n199"].value == 199
-        assert path(controller, run.task_ids["n199"]) == NODE_PATH
+    with pytest.raises(ConfigurationError, match="InlineExecutor"):
+        make_controller(max_parallel=1, executor=InlineExecutor())

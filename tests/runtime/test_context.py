@@ -17,6 +17,7 @@ from chongming_task.model import FailureKind
 from chongming_task.policies import FixedBackoff, RetryPolicy
 from chongming_task.run import TaskRun, run_task
 from chongming_task.runtime import RuntimeContext, TaskContext, TaskSkipped
+from chongming_task.runtime.context import ArtifactDirUnavailable
 from chongming_task.runtime.executors.inline import InlineExecutor
 from chongming_task.testing import FakeClock, wait_until
 
@@ -261,8 +262,9 @@ def test_artifact_dir_without_configuration_says_how_to_enable_it() -> None:
     assert outcome.failure is not None
     assert "artifact_dir=" in outcome.failure.message
     assert outcome.failure.exception_type == (
-        f"{ConfigurationError.__module__}.{ConfigurationError.__qualname__}"
+        f"{ArtifactDirUnavailable.__module__}.{ArtifactDirUnavailable.__qualname__}"
     )
+    assert issubclass(ArtifactDirUnavailable, ConfigurationError)
 
 
 def test_task_skipped_ends_running_as_skipped_and_is_never_retried() -> None:

@@ -37,11 +37,13 @@ class ExitCode(IntEnum):
     OK = 0
     """The command did what it was asked."""
     FAILED = 1
-    """The command was well formed but could not be carried out (unknown task id,
-    unreachable database, a task module that cannot be imported...)."""
+    """The command was well formed but could not be carried out (unknown task id or
+    task name, arguments that do not fit the task, unreachable database, a task module
+    that cannot be imported, a missing ``--bucket-key``...): guide §8.10."""
     USAGE = 2
-    """The command line cannot be right as written (syntax, malformed or out-of-range
-    values, an unknown task name, a missing ``--bucket-key``)."""
+    """The command line cannot be right as written, whatever the module or the store
+    hold: what the parser rejects (unknown command or option, missing argument, a
+    value of the wrong type) and malformed or out-of-range values."""
     TASK_NOT_SUCCEEDED = 3
     """The command succeeded but the task it ran did not (failed, stopped, lost...)."""
 

@@ -32,6 +32,7 @@ from chongming_task.controller.dispatch import Dispatcher
 from chongming_task.controller.events import EventBus, Subscriber
 from chongming_task.controller.leases import LeaseKeeper
 from chongming_task.controller.options import (
+    check_executor,
     concurrency_policy,
     default_owner,
     parse_statuses,
@@ -113,6 +114,7 @@ class Controller(Submission):
         artifact_dir: str | Path | None = None,
         keep_finished: int | None = None,
     ) -> None:
+        check_executor(executor)  # guide §7.2: no InlineExecutor (options.check_executor)
         self.clock: Clock = clock or SystemClock()
         self.concurrency = concurrency_policy(max_parallel, concurrency)
         self.bucket_policy: BucketPolicy = bucket_rules.policy(num_buckets, bucket_policy)

@@ -14,7 +14,7 @@ from chongming_task.errors import ConfigurationError
 from chongming_task.policies import ConcurrencyPolicy
 from chongming_task.states import TaskStatus
 
-__all__ = ["check_tags", "concurrency_policy", "default_owner", "parse_statuses"]
+__all__ = ["check_executor", "check_tags", "concurrency_policy", "default_owner", "parse_statuses"]
 
 
 def default_owner() -> str:
@@ -40,6 +40,32 @@ def concurrency_policy(
             f"{policy.max_parallel}; give it in one place"
         )
     return policy
+
+
+def check_executor(executor: object) -> None:
+    """Refuse an executor a controller cannot dispatch on: the ``InlineExecutor`` (§7.2).
+
+    The InlineExecutor breaks the "``launch`` never blocks" rule on purpose: the body
+    runs inside ``start()``, so a controller's pump, submission, ``release`` or command
+    thread would be the task's carrier and block for the task's whole life (and a
+    stop or pause could only ever reach it once it is over). Guide §7.2: an
+    asynchronous scheduler must not use it.
+
+    Raises:
+        ConfigurationError: ``executor`` is an ``InlineExecutor`` (or a subclass).
+    """
+    from chongming_task.runtime.executors.inline import InlineExecutor
+
+    if isinstance(executor, InlineExecutor):
+        raise ConfigurationError(
+            "Controller(executor=InlineExecutor()) is refused: the InlineExecutor runs the "
+            "body inside launch() and blocks until it ends, and a Controller dispatches "
+            "asynchronously (guide §7.2: an asynchronous scheduler must not use it). Leave "
+            "executor= out for the ThreadExecutor (the default), or pass ProcessExecutor() "
+            "for hard stops; to run one task synchronously (micro-steps, deterministic "
+            "tests), use run_task(fn, executor=InlineExecutor()) or TaskRun without a "
+            "Controller"
+        )
 
 
 def check_tags(tags: Iterable[str] | None) -> frozenset[str]:

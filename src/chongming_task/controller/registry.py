@@ -28,7 +28,9 @@ SPEC_ATTRIBUTE = "__chongming_task__"
 
 #: Keyword options of ``Controller.submit``. ``submit`` mixes the task's own keyword
 #: arguments with these (as the guide's samples do), so a task parameter with one of
-#: these names could never be passed: it is refused at registration instead.
+#: these names can never be passed *by keyword*. One that can be passed positionally
+#: (``submit("mark", "after")``, ``pipeline.node("mark", "after")``) is fine; only a
+#: keyword-only one could never be set, and that is refused at registration.
 SUBMIT_OPTIONS: frozenset[str] = frozenset(
     {
         "task_id",
@@ -85,17 +87,22 @@ def _check_parameters(name: str, fn: Callable[..., Any]) -> None:
         signature = inspect.signature(fn)
     except (TypeError, ValueError):  # builtins without a signature: nothing to check
         return
-    keywordable = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    # submit(name, *args, ...) and pipeline.node(name, *args, ...) hand positional
+    # arguments to the task as they are, so a positional(-or-keyword) parameter named
+    # ``label`` is set positionally (guide §8.12: ``p.node("mark", "after")``). Only a
+    # keyword-only one can never be set: its one way in is taken by the option.
     clashes = sorted(
         parameter.name
         for parameter in signature.parameters.values()
-        if parameter.kind in keywordable and parameter.name in SUBMIT_OPTIONS
+        if parameter.kind is inspect.Parameter.KEYWORD_ONLY and parameter.name in SUBMIT_OPTIONS
     )
     if clashes:
         raise ConfigurationError(
-            f"task {name!r} has parameter(s) {clashes} with the name of a Controller.submit() "
-            f"option ({sorted(SUBMIT_OPTIONS)}); submit() passes the task's keyword arguments "
-            "beside its own options, so such a parameter could never be set. Rename it."
+            f"task {name!r} has keyword-only parameter(s) {clashes} with the name of a "
+            f"Controller.submit() option ({sorted(SUBMIT_OPTIONS)}); submit() takes those "
+            "names as its own options, so such a parameter could never be set. Rename it, "
+            "or make it positional (submit() and pipeline.node() pass positional arguments "
+            "to the task unchanged)."
         )
 
 

@@ -386,17 +386,19 @@ class StateMachine:
         )
 
     def mark_running(self, *, trigger: str = Triggers.LAUNCHED) -> None:
-        """The body is executing (from starting).
+        """The body is executing (from starting, or from an in-place pause).
+
+        The guard is the one of guide §9.3: the attempt must have a ``started_at``.
+        So ``paused -> running`` is legal for a pause in place and refused for a task
+        paused while queued or in ``retry_wait`` (it never started: :meth:`resume`
+        sends it back to ``queued``). :meth:`resume` and :meth:`abort_pause` remain the
+        usual ways back from a pause; they also say *why* (their triggers).
 
         Raises:
-            InvalidTransition: Not in ``starting`` (``paused -> running`` is
-                :meth:`resume`, ``pausing -> running`` is :meth:`abort_pause`), or the
+            InvalidTransition: The current state has no edge to ``running``, or the
                 attempt has no ``started_at`` (guard of §9.3).
         """
         self._check_edge(S.RUNNING, trigger)
-        if self.status is not S.STARTING:
-            # paused/pausing -> running are resume and abort; they have their own methods.
-            raise self._invalid(S.RUNNING, trigger, "use resume() or abort_pause() for this edge")
         self._require_started(S.RUNNING, trigger)
         self._apply(S.RUNNING, trigger, check=False)  # checked above
 
@@ -647,6 +649,28 @@ class StateMachine:
 
     # ------------------------------------------------------------ explicit escapes
 
+    def body_skipped(self, *, reason: str, trigger: str = "runtime:skipped") -> None:
+        """End a running attempt as ``skipped`` because its body raised ``TaskSkipped``.
+
+        Not an edge of the transition table: guide §9.2 has no ``running -> skipped``,
+        so ``can(SKIPPED)`` is False from ``running`` and :meth:`mark_skipped` refuses
+        it. Like :meth:`retry` and :meth:`reset`, this is an explicit operation outside
+        the table, for the one case where a body that ran concludes "nothing to do"
+        (a scheduled sync with no changes): not an error, never retried. The failure
+        is ``condition_false`` carrying ``reason``.
+
+        Raises:
+            InvalidTransition: Not ``running``.
+        """
+        if self.status is not S.RUNNING:
+            raise self._invalid(
+                S.SKIPPED, trigger, "body_skipped() is only legal from running (TaskSkipped)"
+            )
+        failure = Failure(kind=FailureKind.CONDITION_FALSE, message=reason, retryable=False)
+        self._apply(
+            S.SKIPPED, trigger, reason=reason, check=False, finished_at=_NOW, failure=failure
+        )
+
     def retry(
         self, *, extra_attempts: int = 1, actor: str | None = None, reason: str | None = None
     ) -> None:
@@ -741,19 +765,25 @@ class StateMachine:
         ``failure``, when given, replaces the snapshot's failure.
 
         Raises:
-            ConfigurationError: ``actor`` or ``reason`` is empty, or ``target`` is not
-                a status (§9.3: no audit information, no forced move).
+            InvalidTransition: ``actor`` or ``reason`` is empty: the guard of §9.3 (no
+                audit information, no forced move), and guard failures are
+                ``InvalidTransition`` (§10).
+            ConfigurationError: ``target`` is not a status.
         """
-        if not isinstance(actor, str) or not actor.strip():
-            raise ConfigurationError("force_transition() needs a non-empty actor (who did this)")
-        if not isinstance(reason, str) or not reason.strip():
-            raise ConfigurationError("force_transition() needs a non-empty reason (why)")
         try:
             target = TaskStatus(target)
         except ValueError:
             raise ConfigurationError(
                 f"force_transition() target must be a TaskStatus, got {target!r}"
             ) from None
+        for field, value, meaning in (("actor", actor, "who did this"), ("reason", reason, "why")):
+            if not isinstance(value, str) or not value.strip():
+                raise self._invalid(
+                    target,
+                    Triggers.FORCED,
+                    f"force_transition() needs a non-empty {field} ({meaning}), got "
+                    f"{value!r}; with an actor and a reason it may move to any state",
+                )
         extra: dict[str, Any] = {}
         if target in TERMINAL:
             extra["finished_at"] = _NOW

@@ -6,7 +6,7 @@ task: a fail_fast cancellation therefore reaches a queued sibling before the sib
 can start, and a released node joins the ready queue before the slot is reassigned.
 
 Acting on a node causes more transitions, which arrive back here while we are still
-acting (and a task run by the ``InlineExecutor`` settles inside ``release`` itself).
+acting (a trivial node can settle while ``release`` is still returning).
 A trampoline keeps that sane: every event goes into one queue, and only one thread
 at a time drains it; a thread that finds the queue being drained leaves its event
 there and returns. Decisions are therefore never made concurrently or re-entrantly,

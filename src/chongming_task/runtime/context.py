@@ -35,6 +35,7 @@ from chongming_task.model import JSONValue, Progress
 from chongming_task.runtime.control import Control
 
 __all__ = [
+    "ArtifactDirUnavailable",
     "ContextHost",
     "Heartbeat",
     "LogEntry",
@@ -48,6 +49,16 @@ __all__ = [
 LOG_KEEP = 200
 
 _TASK_LOGGER = logging.getLogger("chongming_task.task")
+
+
+class ArtifactDirUnavailable(ConfigurationError, AttributeError):
+    """``ctx.artifact_dir`` of a run created without ``artifact_dir=`` (guide §2.4).
+
+    A ``ConfigurationError`` (what is wrong and how to enable it) that is also an
+    ``AttributeError``: the context has no such directory, so ``hasattr(ctx,
+    "artifact_dir")`` and ``getattr(ctx, "artifact_dir", None)`` answer instead of
+    raising, as for any attribute that is not there.
+    """
 
 
 class TaskSkipped(Exception):
@@ -287,11 +298,13 @@ class RuntimeContext:
         """This attempt's own directory, ``<artifact_dir>/<task_id>/attempt-<n>`` (created).
 
         Raises:
-            ConfigurationError: the run was created without ``artifact_dir=``.
+            ArtifactDirUnavailable: the run was created without ``artifact_dir=``; a
+                ``ConfigurationError`` and an ``AttributeError``, so ``hasattr()``
+                answers ``False`` instead of raising.
         """
         if self._artifact_dir is None:
             if self._artifact_root is None:
-                raise ConfigurationError(
+                raise ArtifactDirUnavailable(
                     f"task {self._task_id!r} has no artifact directory: pass "
                     "artifact_dir=... to TaskRun or run_task to enable ctx.artifact_dir"
                 )

@@ -103,7 +103,7 @@ class Driver:
                 if not again:
                     self._stop_driving()
                     return
-                attempt = self._next_attempt()
+                attempt = self._next_attempt(attempt)
         except Exception as exc:  # a bug of ours or an executor failure: never hang the run
             self.fail_internally(exc)
 
@@ -141,10 +141,15 @@ class Driver:
         state.attempt = None
         state.call = SPENT_CALL
 
-    def _next_attempt(self) -> Attempt | None:
+    def _next_attempt(self, previous: Attempt) -> Attempt | None:
         state = self._state
         while True:
             with state.transaction(self._supervisor.check_locked) as machine:
+                handed = state.attempt
+                if handed is not None and handed is not previous and handed.live:
+                    # The owner re-admitted the run while we waited (TaskRun.prepare_start
+                    # begins the attempt and hands it to this parked carrier).
+                    return handed
                 status = machine.status
                 now = state.clock.monotonic()
                 if status.is_terminal:
@@ -212,7 +217,7 @@ class Driver:
         if isinstance(end, Raised):
             error = end.error
             if isinstance(error, TaskSkipped):
-                state.apply(machine.mark_skipped, reason=error.reason, trigger="runtime:skipped")
+                state.apply(machine.body_skipped, reason=error.reason)
                 return False
             if isinstance(error, TaskCancelled):  # raised by the body itself, not by a request
                 state.apply(machine.mark_cancelled, reason=str(error), trigger="runtime:cancelled")

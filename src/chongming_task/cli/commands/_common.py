@@ -114,9 +114,11 @@ class SubmissionRequest:
         """Parse the options and check the bucket rules of §4.5 / §8.14.
 
         Raises:
-            UsageError: Bad ``--arg``/``--args-json``, an empty tag, a missing
-                ``--bucket-key`` while ``--owned-buckets`` partitions, or a key whose
-                bucket this node does not own.
+            UsageError: Bad ``--arg``/``--args-json`` or an empty tag: the command
+                line cannot be right as written (exit 2).
+            CommandFailed: A missing ``--bucket-key`` while ``--owned-buckets``
+                partitions, or a key whose bucket this node does not own: a
+                well-formed command this node cannot carry out (exit 1, guide §8.10).
         """
         kwargs = parse_task_kwargs(args.arg, args.args_json)
         tags = tuple(args.tag or ())
@@ -130,7 +132,7 @@ class SubmissionRequest:
         if options.partitions:
             owned = options.owned_buckets or frozenset()
             if args.bucket_key is None:
-                raise UsageError(
+                raise CommandFailed(
                     "--bucket-key is required when --owned-buckets covers only some buckets: "
                     "a task without a bucket would never be claimed by any node"
                 )
@@ -138,7 +140,7 @@ class SubmissionRequest:
             if bucket not in owned:
                 from chongming_task.cli.parsing import format_buckets
 
-                raise UsageError(
+                raise CommandFailed(
                     f"bucket {bucket} (from --bucket-key {args.bucket_key!r}) is not owned by "
                     f"this node (--owned-buckets {format_buckets(owned)}); a task written into "
                     "another node's bucket would never be run by this node"
@@ -212,16 +214,18 @@ def require_task(controller: Controller, store: TaskStore, task_id: str) -> Task
 def check_arguments(controller: Controller, name: str, kwargs: dict[str, Any]) -> None:
     """Refuse a submission whose arguments cannot bind to the task's parameters.
 
-    Checked before anything is written, so a typo in ``--arg`` is a usage error
-    instead of a task that fails with ``TypeError`` after it was queued.
+    Checked before anything is written, so a typo in ``--arg`` is refused at once
+    instead of a task that fails with ``TypeError`` after it was queued. Both are
+    well-formed commands that fail against the loaded module: exit 1 (guide §8.10:
+    ``1`` is "command failed"; ``2`` is kept for what the parser rejects).
 
     Raises:
-        UsageError: ``name`` is not registered, or the arguments do not fit.
+        CommandFailed: ``name`` is not registered, or the arguments do not fit.
     """
     definition = controller.registry.get(name)
     if definition is None:
         known = ", ".join(controller.registry.names())
-        raise UsageError(f"unknown task {name!r}; this module registers: {known}")
+        raise CommandFailed(f"unknown task {name!r}; this module registers: {known}")
     try:
         signature = inspect.signature(definition.fn)
     except (TypeError, ValueError):
@@ -233,7 +237,7 @@ def check_arguments(controller: Controller, name: str, kwargs: dict[str, Any]) -
         signature.bind(**kwargs)
     except TypeError as exc:
         shown = ", ".join(format_parameter(p) for p in signature.parameters.values())
-        raise UsageError(f"arguments do not fit task {name!r} ({shown}): {exc}") from None
+        raise CommandFailed(f"arguments do not fit task {name!r} ({shown}): {exc}") from None
 
 
 def _is_context(parameter: Any) -> bool:

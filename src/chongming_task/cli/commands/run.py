@@ -27,6 +27,7 @@ from chongming_task.cli.logs import library_logging
 from chongming_task.cli.parsing import env
 from chongming_task.cli.schema import document, task_doc, transition_doc
 from chongming_task.cli.signals import Terminated, terminate_as_interrupt
+from chongming_task.errors import ConfigurationError
 from chongming_task.states import TaskStatus
 from chongming_task.worker.logtail import LogTail
 
@@ -101,7 +102,10 @@ def cmd_run(args: argparse.Namespace, session: Session) -> int:
     tail = LogTail(controller)
     try:
         with terminate_as_interrupt(), library_logging(output):
-            run = _submit(controller, request)
+            try:
+                run = _submit(controller, request)
+            except ConfigurationError as exc:  # well formed, refused: exit 1 (§8.10)
+                raise CommandFailed(str(exc)) from exc
             interrupted = _follow(run, controller, tail, session)
     finally:
         controller.close(reason="chongming-task run ended", timeout=STOP_TIMEOUT)
