@@ -44,13 +44,11 @@ from typing import Any, Final, Literal, TypeVar
 
 from chongming_task.core.clock import Clock
 from chongming_task.errors import ConfigurationError, StoreError
-from chongming_task.model import parse_datetime
-from chongming_task.stores._fastjson import array_json
-from chongming_task.stores._sql import SCHEMA_VERSION, Cursor
+from chongming_task.model import dumps, parse_datetime
+from chongming_task.stores._sql import SCHEMA_VERSION, Cursor, SqlTaskStore
 from chongming_task.stores._sqlfile import split_statements
 from chongming_task.stores._sqlite_checkpoint import Checkpointer
 from chongming_task.stores._sqlite_group import GroupCommitter
-from chongming_task.stores._sqlite_lost import SqliteLost
 from chongming_task.stores.codec import from_micros, to_micros
 
 __all__ = ["SqliteTaskStore"]
@@ -82,7 +80,7 @@ def _lease_expired(lease_until: object, cutoff_micros: object) -> int:
     return int(parsed is None or to_micros(parsed) <= int(cutoff_micros))  # type: ignore[call-overload]
 
 
-class SqliteTaskStore(SqliteLost):
+class SqliteTaskStore(SqlTaskStore):
     """A :class:`~chongming_task.stores.base.TaskStore` in a SQLite file (or ``":memory:"``).
 
     Args:
@@ -249,7 +247,7 @@ class SqliteTaskStore(SqliteLost):
         return from_micros(int(raw))
 
     def _array(self, values: Sequence[Any]) -> str:
-        return array_json(values)
+        return dumps(list(values))
 
     def _is_unique_violation(self, exc: BaseException) -> bool:
         return isinstance(exc, sqlite3.IntegrityError) and "UNIQUE" in str(exc)
