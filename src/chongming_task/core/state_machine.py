@@ -24,10 +24,7 @@ from chongming_task.model import (
     JSONValue,
     TaskSnapshot,
     Transition,
-    advance_snapshot,
     ensure_json,
-    machine_transition,
-    new_machine_snapshot,
 )
 from chongming_task.states import TERMINAL, TRANSITIONS, TaskStatus
 
@@ -110,8 +107,7 @@ _PAUSE_TARGET = {
 class SharedFields(NamedTuple):
     """The snapshot fields every task of one submission shares, checked once.
 
-    ``metadata`` is copied into each task's snapshot, never shared between tasks. A
-    named tuple: immutable, and cheaper to make than a frozen dataclass.
+    ``metadata`` is copied into each task's snapshot, never shared between tasks.
     """
 
     name: str
@@ -185,7 +181,6 @@ class StateMachine:
         self._snapshot = snapshot
         self._transitions: list[Transition] = list(transitions)
         self._clock: Clock = clock or SystemClock()
-        self._carried: dict[str, Any] | None = None
 
     # ------------------------------------------------------------ construction
 
@@ -250,31 +245,31 @@ class StateMachine:
         ):
             raise ConfigurationError(f"bucket must be an integer >= 0 or None, got {bucket!r}")
         clock = clock or SystemClock()
-        now = clock.now()
-        owner = shared.owner
-        snapshot = new_machine_snapshot(
+        now = _checked_now(clock)
+        snapshot = TaskSnapshot(
             task_id=task_id,
             name=shared.name,
-            at=now,
+            status=S.PENDING,
+            status_version=0,
+            created_at=now,
+            updated_at=now,
             label=label,
             max_attempts=shared.max_attempts,
             tags=shared.tags,
             priority=shared.priority,
             bucket=bucket,
             bucket_key=bucket_key,
-            owner=owner,
+            owner=shared.owner,
             metadata=dict(shared.metadata),
         )
-        record = machine_transition(
+        record = Transition(
             task_id=task_id,
             from_status=None,
             to_status=S.PENDING,
             trigger=Triggers.CREATED,
             version=0,
-            at=now,  # checked by new_machine_snapshot
-            actor=owner,
-            reason=None,
-            attempt=0,
+            at=now,
+            actor=shared.owner,
         )
         return cls(snapshot, [record], clock=clock)
 
@@ -354,7 +349,6 @@ class StateMachine:
             trigger,
             actor=actor,
             reason=reason,
-            trusted=True,
             queued_at=_NOW,
             started_at=None,
         )
@@ -377,7 +371,6 @@ class StateMachine:
             trigger,
             reason=f"executor={executor}" if executor else None,
             check=False,  # checked above
-            trusted=True,
             attempt=snap.attempt + 1,
             started_at=_NOW,
             first_started_at=snap.first_started_at or _NOW,
@@ -621,8 +614,7 @@ class StateMachine:
         Pass a ``failure`` saying why (§9.3): ``lost`` means "we do not know", and the
         reason is what lets an operator decide between re-running and checking by hand.
         ``release_lease`` also clears ``lease_until`` in the same change: ``reconcile()``
-        declares the lease's holder gone, and a copy of the snapshot for that alone would
-        cost as much as the transition (it marks tens of thousands after a crash).
+        declares the lease's holder gone.
 
         Raises:
             InvalidTransition: The current state has no edge to ``lost``.
@@ -793,34 +785,23 @@ class StateMachine:
         actor: str | None = None,
         reason: str | None = None,
         check: bool = True,
-        trusted: bool = False,
         **changes: Any,
     ) -> Transition:
-        """Take the edge to ``target``; ``check=False`` when the caller checked it,
-        ``trusted`` when the caller made every value of ``changes`` itself."""
+        """Take the edge to ``target``; ``check=False`` when the caller checked it."""
         if check:
             self._check_edge(target, trigger)
             if target is S.RUNNING and self.status is S.PAUSED:
                 self._require_started(target, trigger)
         snap = self._snapshot
-        now = self._clock.now()
-        if not isinstance(now, datetime) or now.tzinfo is None:
-            raise ConfigurationError(
-                f"the clock's now() must return a timezone-aware datetime, got {now!r}"
-            )
+        now = _checked_now(self._clock)
         version = snap.status_version + 1
-        carried = self._carried
-        if carried is not None:
-            self._carried = None
-            changes = {**carried, **changes}
-            trusted = False  # carried changes come from outside the state machine
         for name, value in changes.items():
             if value is _NOW:
-                changes[name] = now  # one instant per transition (and one datetime)
-        self._snapshot = after = advance_snapshot(
-            snap, target, version, now, changes, trusted=trusted
+                changes[name] = now  # one instant per transition
+        self._snapshot = after = snap.replace(
+            status=target, status_version=version, updated_at=now, **changes
         )
-        record = machine_transition(
+        record = Transition(
             task_id=snap.task_id,
             from_status=snap.status,
             to_status=after.status,
@@ -844,24 +825,6 @@ class StateMachine:
         self._snapshot = self._snapshot.replace(**changes)
         return self._snapshot
 
-    def carry(self, **changes: Any) -> None:
-        """Fold non-status ``changes`` into the next transition instead of a copy of their own.
-
-        For the runtime, which refreshes the heartbeat and the pid right before a
-        transition: one snapshot copy instead of two. Call :meth:`settle` when the
-        operation that was to transition is over, so changes no transition took are
-        applied as :meth:`update` would have.
-        """
-        self._check_update(changes)
-        self._carried = changes if self._carried is None else {**self._carried, **changes}
-
-    def settle(self) -> None:
-        """Apply carried changes that no transition took (see :meth:`carry`)."""
-        carried = self._carried
-        if carried is not None:
-            self._carried = None
-            self._snapshot = self._snapshot.replace(**carried)
-
     @staticmethod
     def _check_update(changes: Mapping[str, Any]) -> None:
         if not _UPDATABLE.issuperset(changes):
@@ -881,3 +844,13 @@ class StateMachine:
             f"StateMachine(task_id={snap.task_id!r}, status={snap.status.value}, "
             f"version={snap.status_version}, attempt={snap.attempt}/{snap.max_attempts})"
         )
+
+
+def _checked_now(clock: Clock) -> datetime:
+    """The clock's reading, refused unless it is a timezone-aware datetime."""
+    now = clock.now()
+    if not isinstance(now, datetime) or now.tzinfo is None:
+        raise ConfigurationError(
+            f"the clock's now() must return a timezone-aware datetime, got {now!r}"
+        )
+    return now
