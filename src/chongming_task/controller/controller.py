@@ -164,7 +164,6 @@ class Controller(Submission):
         )
         self._dispatch.start_group = self._start_group
         self._listener = self._on_transition  # one bound method: compared by identity
-        self._templates = {}  # see Submission._common_options
         self._starting_together = threading.local()
         self.max_parallel_per_bucket = max_parallel_per_bucket
         self._events = EventBus(name=f"chongming-events[{self.owner}]")

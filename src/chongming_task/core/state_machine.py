@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 from chongming_task.core.clock import Clock, SystemClock
 from chongming_task.errors import AttemptsExhausted, ConfigurationError, InvalidTransition
@@ -28,7 +28,7 @@ from chongming_task.model import (
 )
 from chongming_task.states import TERMINAL, TRANSITIONS, TaskStatus
 
-__all__ = ["SharedFields", "StateMachine", "Triggers"]
+__all__ = ["StateMachine", "Triggers"]
 
 S = TaskStatus
 
@@ -104,63 +104,6 @@ _PAUSE_TARGET = {
 }
 
 
-class SharedFields(NamedTuple):
-    """The snapshot fields every task of one submission shares, checked once.
-
-    ``metadata`` is copied into each task's snapshot, never shared between tasks.
-    """
-
-    name: str
-    max_attempts: int
-    tags: frozenset[str]
-    priority: int
-    owner: str | None
-    metadata: Mapping[str, JSONValue]
-
-    @classmethod
-    def check(
-        cls,
-        name: str,
-        *,
-        max_attempts: int = 1,
-        tags: Iterable[str] = (),
-        priority: int = 0,
-        owner: str | None = None,
-        metadata: Mapping[str, JSONValue] | None = None,
-    ) -> SharedFields:
-        """Check the shared fields as :meth:`StateMachine.create` takes them.
-
-        Raises:
-            ConfigurationError: A field is malformed (the message names it).
-        """
-        if not isinstance(name, str) or not name:
-            raise ConfigurationError(f"task name must be a non-empty string, got {name!r}")
-        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
-            raise ConfigurationError(
-                f"max_attempts must be an integer >= 1 (1 means no retry), got {max_attempts!r}"
-            )
-        if isinstance(tags, str):
-            raise ConfigurationError(
-                f"tags must be a collection of strings, not the string {tags!r}; "
-                f"write tags=[{tags!r}]"
-            )
-        tag_set = frozenset(tags)
-        for tag in tag_set:
-            if not isinstance(tag, str):
-                raise ConfigurationError(f"tags must be strings, got {tag!r}")
-        if owner is not None and not isinstance(owner, str):
-            raise ConfigurationError(f"owner must be a string or None, got {owner!r}")
-        if isinstance(priority, bool) or not isinstance(priority, int):
-            raise ConfigurationError(f"priority must be an integer, got {priority!r}")
-        meta: dict[str, JSONValue] = {}
-        if metadata is not None:
-            if not isinstance(metadata, Mapping):
-                raise ConfigurationError(f"metadata must be a mapping, got {metadata!r}")
-            meta = dict(metadata)
-            ensure_json(meta, "metadata")
-        return cls(name, max_attempts, tag_set, priority, owner, meta)
-
-
 class StateMachine:
     """Owns one task's snapshot and its transition history.
 
@@ -205,34 +148,31 @@ class StateMachine:
         Raises:
             ConfigurationError: An argument is malformed (the message names it).
         """
-        shared = SharedFields.check(
-            name,
-            max_attempts=max_attempts,
-            tags=tags,
-            priority=priority,
-            owner=owner,
-            metadata=metadata,
-        )
-        return cls.create_shared(
-            task_id, shared, label=label, bucket=bucket, bucket_key=bucket_key, clock=clock
-        )
-
-    @classmethod
-    def create_shared(
-        cls,
-        task_id: str,
-        shared: SharedFields,
-        *,
-        label: str | None = None,
-        bucket: int | None = None,
-        bucket_key: str | None = None,
-        clock: Clock | None = None,
-    ) -> StateMachine:
-        """As :meth:`create`, with the fields many tasks share already checked.
-
-        Raises:
-            ConfigurationError: The id, label, bucket or bucket key is malformed.
-        """
+        if not isinstance(name, str) or not name:
+            raise ConfigurationError(f"task name must be a non-empty string, got {name!r}")
+        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+            raise ConfigurationError(
+                f"max_attempts must be an integer >= 1 (1 means no retry), got {max_attempts!r}"
+            )
+        if isinstance(tags, str):
+            raise ConfigurationError(
+                f"tags must be a collection of strings, not the string {tags!r}; "
+                f"write tags=[{tags!r}]"
+            )
+        tag_set = frozenset(tags)
+        for tag in tag_set:
+            if not isinstance(tag, str):
+                raise ConfigurationError(f"tags must be strings, got {tag!r}")
+        if owner is not None and not isinstance(owner, str):
+            raise ConfigurationError(f"owner must be a string or None, got {owner!r}")
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise ConfigurationError(f"priority must be an integer, got {priority!r}")
+        meta: dict[str, JSONValue] = {}
+        if metadata is not None:
+            if not isinstance(metadata, Mapping):
+                raise ConfigurationError(f"metadata must be a mapping, got {metadata!r}")
+            meta = dict(metadata)
+            ensure_json(meta, "metadata")
         if not isinstance(task_id, str) or not task_id:
             raise ConfigurationError(f"task_id must be a non-empty string, got {task_id!r}")
         if "\x00" in task_id:
@@ -248,19 +188,19 @@ class StateMachine:
         now = _checked_now(clock)
         snapshot = TaskSnapshot(
             task_id=task_id,
-            name=shared.name,
+            name=name,
             status=S.PENDING,
             status_version=0,
             created_at=now,
             updated_at=now,
             label=label,
-            max_attempts=shared.max_attempts,
-            tags=shared.tags,
-            priority=shared.priority,
+            max_attempts=max_attempts,
+            tags=tag_set,
+            priority=priority,
             bucket=bucket,
             bucket_key=bucket_key,
-            owner=shared.owner,
-            metadata=dict(shared.metadata),
+            owner=owner,
+            metadata=meta,
         )
         record = Transition(
             task_id=task_id,
@@ -269,7 +209,7 @@ class StateMachine:
             trigger=Triggers.CREATED,
             version=0,
             at=now,
-            actor=shared.owner,
+            actor=owner,
         )
         return cls(snapshot, [record], clock=clock)
 
