@@ -11,7 +11,7 @@ import dataclasses
 import json
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from enum import StrEnum
@@ -137,7 +137,7 @@ def _check_keys(value: object, what: str) -> None:
 
 
 def dumps(value: object) -> str:
-    """Compact, deterministic JSON used by every store."""
+    """Compact, deterministic JSON used by every store (strict: no NaN or infinity)."""
     return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
@@ -459,11 +459,42 @@ class TaskSnapshot:
     """JSON trigger information (schedule, pipeline node, trace context...)."""
 
     def __post_init__(self) -> None:
-        for name, check in _SNAPSHOT_CHECKS.items():
+        _require_text(self.task_id, "TaskSnapshot.task_id")
+        _require_text(self.name, "TaskSnapshot.name")
+        status: object = self.status
+        if not isinstance(status, TaskStatus):
+            object.__setattr__(self, "status", _coerce_status(status, "TaskSnapshot.status"))
+        _require_int(self.status_version, "TaskSnapshot.status_version", minimum=0)
+        _require_int(self.attempt, "TaskSnapshot.attempt", minimum=0)
+        _require_int(self.max_attempts, "TaskSnapshot.max_attempts", minimum=1)
+        _require_int(self.priority, "TaskSnapshot.priority")
+        if self.bucket is not None:
+            _require_int(self.bucket, "TaskSnapshot.bucket", minimum=0)
+        if self.pid is not None:
+            _require_int(self.pid, "TaskSnapshot.pid")
+        for name in _INSTANTS:
             value = getattr(self, name)
-            checked = check(value)
-            if checked is not value:
-                object.__setattr__(self, name, checked)
+            if value is None:
+                continue
+            if not isinstance(value, datetime):
+                raise ConfigurationError(f"TaskSnapshot.{name} must be a datetime, got {value!r}")
+            if value.tzinfo is None:
+                _require_aware(value, f"TaskSnapshot.{name}")
+        if self.progress is not None and not isinstance(self.progress, Progress):
+            raise ConfigurationError(
+                f"TaskSnapshot.progress must be a Progress or None, got {self.progress!r}"
+            )
+        if self.failure is not None and not isinstance(self.failure, Failure):
+            raise ConfigurationError(
+                f"TaskSnapshot.failure must be a Failure or None, got {self.failure!r}"
+            )
+        tags = _check_tags(self.tags)
+        if tags is not self.tags:
+            object.__setattr__(self, "tags", tags)
+        if not isinstance(self.metadata, Mapping):
+            raise ConfigurationError(
+                f"TaskSnapshot.metadata must be a mapping of JSON values, got {self.metadata!r}"
+            )
 
     @property
     def is_terminal(self) -> bool:
@@ -575,56 +606,20 @@ class TaskSnapshot:
 
 # ---------------------------------------------------------------- snapshot field checks
 
-
-def _text_field(name: str) -> Callable[[object], object]:
-    def check(value: object) -> object:
-        _require_text(value, f"TaskSnapshot.{name}")
-        return value
-
-    return check
-
-
-def _int_check(name: str, minimum: int | None, optional: bool) -> Callable[[object], object]:
-    def check(value: object) -> object:
-        if not (optional and value is None):
-            _require_int(value, f"TaskSnapshot.{name}", minimum=minimum)
-        return value
-
-    return check
+#: The datetime fields of a snapshot: each a timezone-aware datetime or ``None``.
+_INSTANTS: Final = (
+    "created_at",
+    "updated_at",
+    "queued_at",
+    "started_at",
+    "first_started_at",
+    "finished_at",
+    "last_heartbeat_at",
+    "lease_until",
+)
 
 
-def _datetime_check(name: str) -> Callable[[object], object]:
-    def check(value: object) -> object:
-        if value is not None and not isinstance(value, datetime):
-            raise ConfigurationError(f"TaskSnapshot.{name} must be a datetime, got {value!r}")
-        _require_aware(value, f"TaskSnapshot.{name}")
-        return value
-
-    return check
-
-
-def _instance_check(name: str, kind: type, what: str) -> Callable[[object], object]:
-    def check(value: object) -> object:
-        if value is not None and not isinstance(value, kind):
-            raise ConfigurationError(f"TaskSnapshot.{name} must be {what}, got {value!r}")
-        return value
-
-    return check
-
-
-def _check_status(value: object) -> object:
-    return _coerce_status(value, "TaskSnapshot.status")
-
-
-def _check_metadata(value: object) -> object:
-    if not isinstance(value, Mapping):
-        raise ConfigurationError(
-            f"TaskSnapshot.metadata must be a mapping of JSON values, got {value!r}"
-        )
-    return value
-
-
-def _check_tags(value: object) -> object:
+def _check_tags(value: object) -> frozenset[str]:
     if isinstance(value, str):
         raise ConfigurationError(
             f"TaskSnapshot.tags must be a collection of strings, not the string {value!r} "
@@ -636,40 +631,3 @@ def _check_tags(value: object) -> object:
         if not isinstance(tag, str):
             raise ConfigurationError(f"TaskSnapshot.tags must hold strings, got {tag!r}")
     return tags
-
-
-def _unchecked(value: object) -> object:
-    return value
-
-
-#: One check per field, returning the value to store (coerced where the model coerces);
-#: ``__post_init__`` runs them all.
-_SNAPSHOT_CHECKS: Final[dict[str, Callable[[object], object]]] = {
-    "task_id": _text_field("task_id"),
-    "name": _text_field("name"),
-    "status": _check_status,
-    "status_version": _int_check("status_version", 0, False),
-    "created_at": _datetime_check("created_at"),
-    "updated_at": _datetime_check("updated_at"),
-    "label": _unchecked,
-    "attempt": _int_check("attempt", 0, False),
-    "max_attempts": _int_check("max_attempts", 1, False),
-    "queued_at": _datetime_check("queued_at"),
-    "started_at": _datetime_check("started_at"),
-    "first_started_at": _datetime_check("first_started_at"),
-    "finished_at": _datetime_check("finished_at"),
-    "progress": _instance_check("progress", Progress, "a Progress or None"),
-    "last_heartbeat_at": _datetime_check("last_heartbeat_at"),
-    "lease_owner": _unchecked,
-    "lease_until": _datetime_check("lease_until"),
-    "failure": _instance_check("failure", Failure, "a Failure or None"),
-    "outcome": _unchecked,
-    "tags": _check_tags,
-    "bucket": _int_check("bucket", 0, True),
-    "bucket_key": _unchecked,
-    "priority": _int_check("priority", None, False),
-    "owner": _unchecked,
-    "pid": _int_check("pid", None, True),
-    "metadata": _check_metadata,
-}
-assert set(_SNAPSHOT_CHECKS) == set(TaskSnapshot.__dataclass_fields__), "every field needs a check"
