@@ -90,7 +90,7 @@ class TaskRun(RunControls, QueueOwnerEdges):
     :class:`~chongming_task.runtime.orchestration.QueueOwnerEdges`.
     """
 
-    # Slots: a busy controller holds 100,000 queued runs (W5 of bench/).
+    # Slots: a busy controller holds many queued runs at once.
     __slots__ = ("__weakref__", "_driver", "_pause_timeout", "_state", "_supervisor")
 
     def __init__(
