@@ -7,7 +7,7 @@ performance notes kept re-deriving with scratch scripts (docs/performance.md):
 * **w1** -- W1's shape (N no-op tasks, 2 slots, a ``submit`` loop) on the memory and
   the SQLite store, per task: process CPU split into user and kernel time
   (``getrusage``), and the voluntary / involuntary context switches of each kind of
-  thread (submitter, carriers, the write flusher, the WAL checkpointer; read from
+  thread (submitter, carriers, the write flusher; read from
   ``/proc/self/task``, Linux only). A voluntary switch is a thread blocking (a lock,
   a condition, a commit's follower); with one GIL each one is a hand-off.
 * **store** -- the store alone: the store calls of one W1 run on the memory store are
@@ -66,8 +66,6 @@ def _role(name: str) -> str:
         return "carriers"
     if name.startswith("chongming-writes"):
         return "write flusher"
-    if name.startswith("chongming-checkpoint"):
-        return "checkpointer"
     return "other"
 
 
@@ -114,8 +112,6 @@ def w1_round(kind: str, n: int, directory: str, tag: str) -> dict[str, Any]:
         elapsed = time.perf_counter() - began
         after, used = _switches(), resource.getrusage(resource.RUSAGE_SELF)
     finally:
-        # The store too: a SQLite store left open keeps its checkpointer thread, which
-        # would then be counted (and run) in the next rounds.
         ctl.close(close_store=True)
     row: dict[str, Any] = {
         "tasks_per_s": n / elapsed,

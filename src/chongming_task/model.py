@@ -7,14 +7,15 @@ format version so a future field change can be migrated instead of guessed at.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import MISSING, dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from enum import StrEnum
-from typing import Any, Final, SupportsIndex, TypeAlias
+from typing import Any, Final, TypeAlias
 
 from chongming_task.errors import ConfigurationError, StoreError
 from chongming_task.redact import redact_reason
@@ -104,24 +105,6 @@ def parse_datetime(value: object, name: str = "datetime") -> datetime | None:
     return parsed
 
 
-def _shared_datetime(value: object, name: str, seen: dict[str, datetime]) -> datetime | None:
-    """``parse_datetime``, one object per distinct text of one document.
-
-    A transition stamps several fields with one clock reading (``created_at`` and
-    ``queued_at`` of a submission, ``updated_at`` and ``finished_at`` of an end), so
-    a document often repeats a text: it is parsed once, and the encoder, which formats
-    each datetime object once, then prints it once too.
-    """
-    if type(value) is not str:
-        return parse_datetime(value, name)
-    parsed = seen.get(value)
-    if parsed is None:
-        parsed = parse_datetime(value, name)
-        assert parsed is not None  # only None parses to None
-        seen[value] = parsed
-    return parsed
-
-
 _SUBSECOND_OFFSET: Final = re.compile(
     r"(?P<sign>[+-])(?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)\.(?P<us>\d{6})$"
 )
@@ -133,18 +116,11 @@ def ensure_json(value: object, what: str = "value") -> None:
     Strict: NaN/Infinity and non-string keys are refused, because other languages and
     PostgreSQL's jsonb would not read them back.
     """
-    if value is None or type(value) in _PLAIN_JSON or (type(value) in _CONTAINERS and not value):
-        return  # nothing to check: the common case of a task returning None or no metadata
     try:
         json.dumps(value, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError) as exc:
         raise ConfigurationError(f"{what} is not JSON-serialisable: {exc}") from exc
     _check_keys(value, what)
-
-
-#: Exact types that are always JSON (``float`` is not: NaN and infinity are refused).
-_PLAIN_JSON: Final = frozenset({str, int, bool})
-_CONTAINERS: Final = frozenset({dict, list, tuple})
 
 
 def _check_keys(value: object, what: str) -> None:
@@ -162,7 +138,7 @@ def _check_keys(value: object, what: str) -> None:
 
 
 def dumps(value: object) -> str:
-    """Compact, deterministic JSON used by every store."""
+    """Compact, deterministic JSON used by every store (strict: no NaN or infinity)."""
     return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
@@ -227,17 +203,9 @@ def _int_field(data: Mapping[str, Any], key: str, default: int | None, what: str
     return value
 
 
-#: Status by its text: one dict lookup instead of ``TaskStatus(value)`` (a Python-level
-#: enum call) for every decoded snapshot and transition.
-_STATUS_BY_VALUE: Final = {status.value: status for status in TaskStatus}
-
-
 def _status(value: object, what: str) -> TaskStatus:
     if not isinstance(value, str):
         raise StoreError(f"corrupt {what}: unknown status {value!r}")
-    found = _STATUS_BY_VALUE.get(value)
-    if found is not None:
-        return found
     try:
         return TaskStatus(value)
     except ValueError as exc:
@@ -495,11 +463,42 @@ class TaskSnapshot:
     """JSON trigger information (schedule, pipeline node, trace context...)."""
 
     def __post_init__(self) -> None:
-        for name, check in _SNAPSHOT_CHECKS.items():
+        _require_text(self.task_id, "TaskSnapshot.task_id")
+        _require_text(self.name, "TaskSnapshot.name")
+        status: object = self.status
+        if not isinstance(status, TaskStatus):
+            object.__setattr__(self, "status", _coerce_status(status, "TaskSnapshot.status"))
+        _require_int(self.status_version, "TaskSnapshot.status_version", minimum=0)
+        _require_int(self.attempt, "TaskSnapshot.attempt", minimum=0)
+        _require_int(self.max_attempts, "TaskSnapshot.max_attempts", minimum=1)
+        _require_int(self.priority, "TaskSnapshot.priority")
+        if self.bucket is not None:
+            _require_int(self.bucket, "TaskSnapshot.bucket", minimum=0)
+        if self.pid is not None:
+            _require_int(self.pid, "TaskSnapshot.pid")
+        for name in _INSTANTS:
             value = getattr(self, name)
-            checked = check(value)
-            if checked is not value:
-                object.__setattr__(self, name, checked)
+            if value is None:
+                continue
+            if not isinstance(value, datetime):
+                raise ConfigurationError(f"TaskSnapshot.{name} must be a datetime, got {value!r}")
+            if value.tzinfo is None:
+                _require_aware(value, f"TaskSnapshot.{name}")
+        if self.progress is not None and not isinstance(self.progress, Progress):
+            raise ConfigurationError(
+                f"TaskSnapshot.progress must be a Progress or None, got {self.progress!r}"
+            )
+        if self.failure is not None and not isinstance(self.failure, Failure):
+            raise ConfigurationError(
+                f"TaskSnapshot.failure must be a Failure or None, got {self.failure!r}"
+            )
+        tags = _check_tags(self.tags)
+        if tags is not self.tags:
+            object.__setattr__(self, "tags", tags)
+        if not isinstance(self.metadata, Mapping):
+            raise ConfigurationError(
+                f"TaskSnapshot.metadata must be a mapping of JSON values, got {self.metadata!r}"
+            )
 
     @property
     def is_terminal(self) -> bool:
@@ -516,17 +515,13 @@ class TaskSnapshot:
         return max(0.0, (end - start).total_seconds())
 
     def replace(self, **changes: Any) -> TaskSnapshot:
-        """A copy with ``changes`` applied, like ``dataclasses.replace``.
-
-        Only the changed fields are validated: the others were validated when this
-        snapshot was built and are immutable, so checking them again would only cost
-        time (a run replaces its snapshot on every transition).
+        """A copy with ``changes`` applied (``dataclasses.replace``: every field is validated).
 
         Raises:
             TypeError: A name in ``changes`` is not a snapshot field.
-            ConfigurationError: A changed value is malformed (the message names it).
+            ConfigurationError: A value is malformed (the message names it).
         """
-        return _with_checked(_copy_snapshot(self), changes)
+        return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict with a format version; :meth:`from_dict` reverses it exactly."""
@@ -566,11 +561,10 @@ class TaskSnapshot:
         data = _mapping(data, "task snapshot")
         _check_version(data, "task snapshot")
         what = "task snapshot"
-        seen: dict[str, datetime] = {}
-        when = _shared_datetime
+        when = parse_datetime
         try:
-            created = when(data["created_at"], "created_at", seen)
-            updated = when(data["updated_at"], "updated_at", seen)
+            created = when(data["created_at"], "created_at")
+            updated = when(data["updated_at"], "updated_at")
             if created is None or updated is None:
                 raise TypeError("created_at and updated_at must not be null")
             progress = data.get("progress")
@@ -581,8 +575,7 @@ class TaskSnapshot:
             metadata = data.get("metadata") or {}
             if not isinstance(metadata, dict):
                 raise TypeError(f"metadata must be an object, got {metadata!r}")
-            return _decoded(
-                cls,
+            return cls(
                 task_id=data["task_id"],
                 name=data["name"],
                 label=data.get("label"),
@@ -592,14 +585,14 @@ class TaskSnapshot:
                 max_attempts=_int_field(data, "max_attempts", 1, what),
                 created_at=created,
                 updated_at=updated,
-                queued_at=when(data.get("queued_at"), "queued_at", seen),
-                started_at=when(data.get("started_at"), "started_at", seen),
-                first_started_at=when(data.get("first_started_at"), "first_started_at", seen),
-                finished_at=when(data.get("finished_at"), "finished_at", seen),
+                queued_at=when(data.get("queued_at"), "queued_at"),
+                started_at=when(data.get("started_at"), "started_at"),
+                first_started_at=when(data.get("first_started_at"), "first_started_at"),
+                finished_at=when(data.get("finished_at"), "finished_at"),
                 progress=None if progress is None else Progress.from_dict(progress),
-                last_heartbeat_at=when(data.get("last_heartbeat_at"), "heartbeat", seen),
+                last_heartbeat_at=when(data.get("last_heartbeat_at"), "heartbeat"),
                 lease_owner=data.get("lease_owner"),
-                lease_until=when(data.get("lease_until"), "lease_until", seen),
+                lease_until=when(data.get("lease_until"), "lease_until"),
                 failure=None if failure is None else Failure.from_dict(failure),
                 outcome=data.get("outcome"),
                 tags=frozenset(tags),
@@ -617,56 +610,20 @@ class TaskSnapshot:
 
 # ---------------------------------------------------------------- snapshot field checks
 
-
-def _text_field(name: str) -> Callable[[object], object]:
-    def check(value: object) -> object:
-        _require_text(value, f"TaskSnapshot.{name}")
-        return value
-
-    return check
-
-
-def _int_check(name: str, minimum: int | None, optional: bool) -> Callable[[object], object]:
-    def check(value: object) -> object:
-        if not (optional and value is None):
-            _require_int(value, f"TaskSnapshot.{name}", minimum=minimum)
-        return value
-
-    return check
+#: The datetime fields of a snapshot: each a timezone-aware datetime or ``None``.
+_INSTANTS: Final = (
+    "created_at",
+    "updated_at",
+    "queued_at",
+    "started_at",
+    "first_started_at",
+    "finished_at",
+    "last_heartbeat_at",
+    "lease_until",
+)
 
 
-def _datetime_check(name: str) -> Callable[[object], object]:
-    def check(value: object) -> object:
-        if value is not None and not isinstance(value, datetime):
-            raise ConfigurationError(f"TaskSnapshot.{name} must be a datetime, got {value!r}")
-        _require_aware(value, f"TaskSnapshot.{name}")
-        return value
-
-    return check
-
-
-def _instance_check(name: str, kind: type, what: str) -> Callable[[object], object]:
-    def check(value: object) -> object:
-        if value is not None and not isinstance(value, kind):
-            raise ConfigurationError(f"TaskSnapshot.{name} must be {what}, got {value!r}")
-        return value
-
-    return check
-
-
-def _check_status(value: object) -> object:
-    return _coerce_status(value, "TaskSnapshot.status")
-
-
-def _check_metadata(value: object) -> object:
-    if not isinstance(value, Mapping):
-        raise ConfigurationError(
-            f"TaskSnapshot.metadata must be a mapping of JSON values, got {value!r}"
-        )
-    return value
-
-
-def _check_tags(value: object) -> object:
+def _check_tags(value: object) -> frozenset[str]:
     if isinstance(value, str):
         raise ConfigurationError(
             f"TaskSnapshot.tags must be a collection of strings, not the string {value!r} "
@@ -678,355 +635,3 @@ def _check_tags(value: object) -> object:
         if not isinstance(tag, str):
             raise ConfigurationError(f"TaskSnapshot.tags must hold strings, got {tag!r}")
     return tags
-
-
-def _unchecked(value: object) -> object:
-    return value
-
-
-_SNAPSHOT_FIELDS: Final = tuple(TaskSnapshot.__dataclass_fields__)
-#: The default of every defaulted field (factories called once: both are immutable in use).
-_SNAPSHOT_DEFAULTS: Final[dict[str, Any]] = {
-    name: (spec.default_factory() if spec.default_factory is not MISSING else spec.default)
-    for name, spec in TaskSnapshot.__dataclass_fields__.items()
-    if spec.default is not MISSING or spec.default_factory is not MISSING
-}
-
-
-#: Each field's slot setter, bound once: ``_SETTERS["status"](snapshot, value)`` skips
-#: the name lookup of ``object.__setattr__`` (a copy of all 26 fields: 2.2 -> 1.3 µs).
-_SETTERS: Final[dict[str, Callable[[Any, Any], None]]] = {
-    field: TaskSnapshot.__dict__[field].__set__ for field in _SNAPSHOT_FIELDS
-}
-
-
-def _compile(name: str, source: str) -> Callable[[Any], TaskSnapshot]:
-    """A field-by-field builder in straight-line code (as ``dataclasses`` builds ``__init__``).
-
-    ``source`` reads one field (``{name}`` is replaced by each field name in turn). A
-    loop over the field names with ``getattr`` costs half as much again, and a run
-    copies its snapshot on every transition; each field is set through its own slot
-    setter (see :data:`_SETTERS`).
-    """
-    lines = [f"def {name}(source):", "    new = _new(TaskSnapshot)"]
-    lines += [f"    _set_{field}(new, {source.format(name=field)})" for field in _SNAPSHOT_FIELDS]
-    lines.append("    return new")
-    namespace: dict[str, Any] = {"_new": object.__new__, "TaskSnapshot": TaskSnapshot}
-    namespace.update({f"_set_{field}": setter for field, setter in _SETTERS.items()})
-    exec("\n".join(lines), namespace)  # noqa: S102 - fixed text built from our own field names
-    built: Callable[[Any], TaskSnapshot] = namespace[name]
-    return built
-
-
-_SET_STATUS: Final = _SETTERS["status"]
-_SET_STATUS_VERSION: Final = _SETTERS["status_version"]
-_SET_UPDATED_AT: Final = _SETTERS["updated_at"]
-_SET_LEASE_OWNER: Final = _SETTERS["lease_owner"]
-_SET_LEASE_UNTIL: Final = _SETTERS["lease_until"]
-
-
-def _compile_transition() -> Callable[..., Transition]:
-    """A :class:`Transition` from its fields in order, unchecked, through slot setters."""
-    fields = tuple(Transition.__dataclass_fields__)
-    lines = [f"def build_transition({', '.join(fields)}):", "    new = _new(Transition)"]
-    lines += [f"    _set_{field}(new, {field})" for field in fields]
-    lines.append("    return new")
-    namespace: dict[str, Any] = {"_new": object.__new__, "Transition": Transition}
-    namespace.update({f"_set_{f}": Transition.__dict__[f].__set__ for f in fields})
-    exec("\n".join(lines), namespace)  # noqa: S102 - fixed text built from our own field names
-    built: Callable[..., Transition] = namespace["build_transition"]
-    return built
-
-
-_build_transition: Final = _compile_transition()
-
-#: A copy of a snapshot, unchecked (its fields were checked when it was built).
-_copy_snapshot: Final = _compile("copy", "source.{name}")
-#: A snapshot from a dict of every field, unchecked: the caller checks what it must.
-_build_snapshot: Final = _compile("build", "source[{name!r}]")
-
-#: One check per field, returning the value to store (coerced where the model coerces).
-#: ``__post_init__`` runs them all, ``replace`` only those of the changed fields.
-_SNAPSHOT_CHECKS: Final[dict[str, Callable[[object], object]]] = {
-    "task_id": _text_field("task_id"),
-    "name": _text_field("name"),
-    "status": _check_status,
-    "status_version": _int_check("status_version", 0, False),
-    "created_at": _datetime_check("created_at"),
-    "updated_at": _datetime_check("updated_at"),
-    "label": _unchecked,
-    "attempt": _int_check("attempt", 0, False),
-    "max_attempts": _int_check("max_attempts", 1, False),
-    "queued_at": _datetime_check("queued_at"),
-    "started_at": _datetime_check("started_at"),
-    "first_started_at": _datetime_check("first_started_at"),
-    "finished_at": _datetime_check("finished_at"),
-    "progress": _instance_check("progress", Progress, "a Progress or None"),
-    "last_heartbeat_at": _datetime_check("last_heartbeat_at"),
-    "lease_owner": _unchecked,
-    "lease_until": _datetime_check("lease_until"),
-    "failure": _instance_check("failure", Failure, "a Failure or None"),
-    "outcome": _unchecked,
-    "tags": _check_tags,
-    "bucket": _int_check("bucket", 0, True),
-    "bucket_key": _unchecked,
-    "priority": _int_check("priority", None, False),
-    "owner": _unchecked,
-    "pid": _int_check("pid", None, True),
-    "metadata": _check_metadata,
-}
-assert set(_SNAPSHOT_CHECKS) == set(_SNAPSHOT_FIELDS), "every snapshot field needs a check"
-
-#: What ``from_dict`` does not already guarantee while decoding (types of dates, ints,
-#: status, progress, failure and metadata are checked as they are read).
-_DECODE_CHECKS: Final = (
-    "task_id",
-    "name",
-    "status_version",
-    "attempt",
-    "max_attempts",
-    "bucket",
-    "pid",
-    "tags",
-)
-
-
-def _decoded(cls: type[TaskSnapshot], **values: Any) -> TaskSnapshot:
-    """``cls(**values)`` for decoded data, checking only what decoding left unchecked."""
-    if cls is not TaskSnapshot:
-        return cls(**values)
-    snapshot = _build_snapshot(values)
-    for name in _DECODE_CHECKS:
-        value = values[name]
-        checked = _SNAPSHOT_CHECKS[name](value)
-        if checked is not value:
-            _SETTERS[name](snapshot, checked)
-    return snapshot
-
-
-def new_machine_snapshot(
-    *,
-    task_id: str,
-    name: str,
-    at: datetime,
-    label: str | None,
-    max_attempts: int,
-    tags: frozenset[str],
-    priority: int,
-    bucket: int | None,
-    bucket_key: str | None,
-    owner: str | None,
-    metadata: dict[str, JSONValue],
-) -> TaskSnapshot:
-    """The ``pending`` snapshot of a new task, from arguments the state machine checked.
-
-    ``StateMachine.create`` validates every argument with a message in its own words;
-    running the field checks of ``__post_init__`` again on the same values (and on the
-    twenty defaults) cost a tenth of a no-op task's submission.
-    """
-    if not isinstance(at, datetime):
-        raise ConfigurationError(f"the clock's now() must return a datetime, got {at!r}")
-    _require_aware(at, "the clock's now()")
-    values = dict(_SNAPSHOT_DEFAULTS)
-    values.update(
-        task_id=task_id,
-        name=name,
-        status=TaskStatus.PENDING,
-        status_version=0,
-        created_at=at,
-        updated_at=at,
-        label=label,
-        max_attempts=max_attempts,
-        tags=tags,
-        priority=priority,
-        bucket=bucket,
-        bucket_key=bucket_key,
-        owner=owner,
-        metadata=metadata,
-    )
-    return _build_snapshot(values)
-
-
-def advance_snapshot(
-    snapshot: TaskSnapshot,
-    status: TaskStatus,
-    version: int,
-    at: datetime,
-    changes: Mapping[str, Any],
-    *,
-    trusted: bool = False,
-) -> TaskSnapshot:
-    """``snapshot.replace(status=..., status_version=..., updated_at=..., **changes)``.
-
-    For the state machine only: ``status`` comes from the transition table,
-    ``version`` is the previous one plus one and ``at`` was checked by the caller, so
-    only ``changes`` go through the field checks (a run advances four times per task).
-    ``trusted``: the state machine made every value of ``changes`` itself (an attempt
-    number it counted, its clock's instant, ``None``), so they are set unchecked.
-    """
-    copy = _copy_snapshot(snapshot)
-    _SET_STATUS(copy, status)
-    _SET_STATUS_VERSION(copy, version)
-    _SET_UPDATED_AT(copy, at)
-    if not changes:
-        return copy
-    if trusted:
-        for name, value in changes.items():
-            _SETTERS[name](copy, value)
-        return copy
-    return _with_checked(copy, changes)
-
-
-def _with_checked(copy: TaskSnapshot, changes: Mapping[str, Any]) -> TaskSnapshot:
-    """Set each of ``changes`` on ``copy`` (a fresh, unshared copy) after its check."""
-    for name, value in changes.items():
-        check = _SNAPSHOT_CHECKS.get(name)
-        if check is None:
-            raise TypeError(f"TaskSnapshot.replace() got an unexpected field {name!r}")
-        _SETTERS[name](copy, check(value))
-    return copy
-
-
-class _DeferredSnapshot(TaskSnapshot):
-    """A ``TaskSnapshot`` whose fields are decoded on first use: see ``deferred_snapshot``.
-
-    Unset slots raise ``AttributeError``, which sends the first read of an undecoded
-    field to ``__getattr__``; it decodes the whole snapshot once and sets every field,
-    so later reads are plain slot reads. Equality, hashing, ``repr``, ``replace`` and
-    pickling behave as for the decoded ``TaskSnapshot`` (they read the fields).
-    """
-
-    __slots__ = ("_decode",)
-
-    def __getattr__(self, name: str) -> Any:
-        if name not in _SETTERS:
-            raise AttributeError(f"'TaskSnapshot' object has no attribute {name!r}")
-        decoded = _DEFERRED_DECODE.__get__(self)()
-        for field_name in _SNAPSHOT_FIELDS:
-            _SETTERS[field_name](self, getattr(decoded, field_name))
-        return object.__getattribute__(self, name)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, TaskSnapshot):
-            return NotImplemented
-        return all(getattr(self, f) == getattr(other, f) for f in _SNAPSHOT_FIELDS)
-
-    __hash__ = TaskSnapshot.__hash__
-
-    def __repr__(self) -> str:
-        return repr(self.replace())
-
-    def __reduce_ex__(self, protocol: SupportsIndex) -> str | tuple[Any, ...]:
-        # Pickled and copied as the plain TaskSnapshot it stands for.
-        return (TaskSnapshot.replace, (self.replace(),))
-
-
-_DEFERRED_DECODE: Final = _DeferredSnapshot.__dict__["_decode"]
-
-
-def deferred_snapshot(
-    decode: Callable[[], TaskSnapshot],
-    *,
-    task_id: str,
-    name: str,
-    status: TaskStatus,
-    status_version: int,
-) -> TaskSnapshot:
-    """A snapshot that is ``decode()`` on first use of any other field than the given four.
-
-    For snapshots a store hands to observers that rarely look inside: restart recovery
-    marks tens of thousands of tasks ``lost`` and the controller publishes each with its
-    snapshot; decoding them all costs more than marking them, and the usual subscribers
-    (the worker's log line, the log tail) read the transition and the task's name only.
-    ``decode`` must return the snapshot these four fields come from (the caller passes
-    what it already has in hand). It runs in the thread of the first such read, once
-    (two threads racing to that read may both run it; both set the same values), and
-    its errors (a corrupt row: ``StoreError``) surface at that read, again at the next.
-    """
-    snapshot = object.__new__(_DeferredSnapshot)
-    _DEFERRED_DECODE.__set__(snapshot, decode)
-    _SETTERS["task_id"](snapshot, task_id)
-    _SETTERS["name"](snapshot, name)
-    _SET_STATUS(snapshot, status)
-    _SET_STATUS_VERSION(snapshot, status_version)
-    return snapshot
-
-
-def with_lease(snapshot: TaskSnapshot, owner: str, until: datetime | None) -> TaskSnapshot:
-    """``snapshot.replace(lease_owner=owner, lease_until=until)`` for the controller.
-
-    The controller stamps its lease on every snapshot it writes; ``owner`` was checked
-    when the controller was made and ``until`` is computed from its clock, so the field
-    checks are skipped.
-    """
-    copy = _copy_snapshot(snapshot)
-    _SET_LEASE_OWNER(copy, owner)
-    _SET_LEASE_UNTIL(copy, until)
-    return copy
-
-
-def machine_transitions(
-    *,
-    to_status: TaskStatus,
-    trigger: str,
-    at: datetime,
-    actor: str | None,
-) -> Callable[[str, TaskStatus, int, str, int], Transition]:
-    """``machine_transition`` for many records sharing target, trigger, instant and actor.
-
-    A bulk write (``mark_lost_many``: tens of thousands of ``-> lost`` records in one
-    call) checks the shared fields once here instead of once per record. The returned
-    ``make(task_id, from_status, version, reason, attempt)`` trusts its arguments like
-    ``machine_transition`` trusts the snapshot's: ``reason`` is a ``Failure.message``
-    (checked to be a string when the failure was built), redacted here all the same.
-
-    Raises:
-        ConfigurationError: ``trigger`` or ``actor`` is malformed.
-    """
-    _require_text(trigger, "Transition.trigger")
-    _require_optional_str(actor, "Transition.actor")
-    build = _build_transition
-    redact = redact_reason
-
-    def make(
-        task_id: str, from_status: TaskStatus, version: int, reason: str, attempt: int
-    ) -> Transition:
-        return build(
-            task_id, from_status, to_status, trigger, version, at, actor, redact(reason), attempt
-        )
-
-    return make
-
-
-def machine_transition(
-    *,
-    task_id: str,
-    from_status: TaskStatus | None,
-    to_status: TaskStatus,
-    trigger: str,
-    version: int,
-    at: datetime,
-    actor: str | None,
-    reason: str | None,
-    attempt: int,
-) -> Transition:
-    """A :class:`Transition` made by the state machine, from a snapshot it just checked.
-
-    ``task_id``, the statuses, ``version``, ``at`` (the snapshot's ``updated_at``) and
-    ``attempt`` come from a validated snapshot, so only what a caller passed through
-    (``trigger``, ``actor``, ``reason``) is checked: a run makes one per transition.
-    ``reason`` is redacted: this is where every reason the state machine records passes.
-    """
-    # The checks inline for the usual values (5 transitions a task: 15 calls fewer);
-    # anything else goes to the checking function, which decides.
-    if type(trigger) is not str or not trigger:
-        _require_text(trigger, "Transition.trigger")
-    if actor is not None and type(actor) is not str:
-        _require_optional_str(actor, "Transition.actor")
-    if reason is not None:
-        if type(reason) is not str:
-            _require_optional_str(reason, "Transition.reason")
-        reason = redact_reason(reason)
-    return _build_transition(
-        task_id, from_status, to_status, trigger, version, at, actor, reason, attempt
-    )

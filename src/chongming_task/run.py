@@ -18,10 +18,10 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from chongming_task.core.clock import Clock, SystemClock
-from chongming_task.core.state_machine import SharedFields, StateMachine
+from chongming_task.core.state_machine import StateMachine
 from chongming_task.decorator import RESERVED_OPTIONS, reserved_collisions, spec_of
 from chongming_task.errors import ConfigurationError
 from chongming_task.model import Failure, JSONValue, TaskSnapshot, Transition
@@ -46,7 +46,7 @@ from chongming_task.runtime.state import RunState
 from chongming_task.runtime.supervisor import Supervisor
 from chongming_task.states import TaskStatus
 
-__all__ = ["RunTemplate", "TaskOutcome", "TaskRun", "run_task"]
+__all__ = ["TaskOutcome", "TaskRun", "run_task"]
 
 S = TaskStatus
 
@@ -81,88 +81,6 @@ class TaskOutcome:
     """The final snapshot: attempts, timestamps, progress, failure."""
 
 
-class RunTemplate(NamedTuple):
-    """What many runs of one task share, checked once: validation at the boundary.
-
-    ``TaskRun(...)`` makes one per run. A controller makes one per submission call
-    and creates each run with :meth:`TaskRun.from_template`, so a ``submit_many`` of
-    a thousand calls checks the options once, and each ``submit`` skips the checks of
-    the controller's own settings (about a third of building a run). A named tuple:
-    immutable, and cheaper to make than a frozen dataclass (``TaskRun(...)`` makes one
-    per run).
-    """
-
-    fn: Callable[..., Any]
-    name: str
-    retry: RetryPolicy
-    timeout: Timeout | None
-    """``None`` for no limit (an unlimited ``Timeout`` is normalised away)."""
-    executor: Executor
-    graceful_stop: float
-    pause_timeout: float
-    artifact_root: Path | None
-    clock: Clock
-    shared: SharedFields
-    """What the state machine records for every run of the template."""
-
-    @classmethod
-    def check(
-        cls,
-        fn: Callable[..., Any],
-        *,
-        name: str | None = None,
-        retry: RetryPolicy | None = None,
-        timeout: Timeout | None = None,
-        executor: Executor | None = None,
-        graceful_stop: float = 5.0,
-        artifact_dir: str | os.PathLike[str] | None = None,
-        clock: Clock | None = None,
-        tags: Iterable[str] | None = None,
-        priority: int = 0,
-        owner: str | None = None,
-        metadata: Mapping[str, JSONValue] | None = None,
-        pause_timeout: float = 5.0,
-    ) -> RunTemplate:
-        """Check the options as :class:`TaskRun` takes them; the template of its runs.
-
-        Raises:
-            ConfigurationError: ``fn`` is not callable, or an option has the wrong
-                type (the message names it).
-        """
-        if not callable(fn):
-            raise ConfigurationError(f"a task must be callable, got {fn!r}")
-        spec = spec_of(fn)
-        run_name = name or (spec.name if spec else None) or callable_name(fn)
-        retry = retry if retry is not None else (spec.retry if spec else None) or _NO_RETRY
-        timeout = timeout if timeout is not None else (spec.timeout if spec else None)
-        check_options(retry, timeout, graceful_stop, pause_timeout)
-        if tags is None:
-            tags = spec.tags if spec else ()
-        elif isinstance(tags, str):
-            raise ConfigurationError(f"tags must be a collection of strings, not {tags!r}")
-        executor = executor or default_executor()
-        check_executor(executor)
-        return cls(
-            fn=fn,
-            name=run_name,
-            retry=retry,
-            timeout=None if timeout is None or timeout.is_unlimited else timeout,
-            executor=executor,
-            graceful_stop=float(graceful_stop),
-            pause_timeout=float(pause_timeout),
-            artifact_root=None if artifact_dir is None else Path(artifact_dir),
-            clock=clock or _SYSTEM_CLOCK,
-            shared=SharedFields.check(
-                run_name,
-                max_attempts=retry.max_attempts,
-                tags=tags,
-                priority=priority,
-                owner=owner,
-                metadata=metadata,
-            ),
-        )
-
-
 class TaskRun(RunControls, QueueOwnerEdges):
     """A handle on one task run: start it, control it, watch it, wait for it.
 
@@ -172,7 +90,7 @@ class TaskRun(RunControls, QueueOwnerEdges):
     :class:`~chongming_task.runtime.orchestration.QueueOwnerEdges`.
     """
 
-    # Slots: a busy controller holds 100,000 queued runs (W5 of bench/).
+    # Slots: a busy controller holds many queued runs at once.
     __slots__ = ("__weakref__", "_driver", "_pause_timeout", "_state", "_supervisor")
 
     def __init__(
@@ -206,107 +124,47 @@ class TaskRun(RunControls, QueueOwnerEdges):
                 signature, an option has the wrong type, or the executor cannot run
                 this call (the ProcessExecutor names what to change).
         """
-        template = RunTemplate.check(
-            fn,
-            name=name,
-            retry=retry,
-            timeout=timeout,
-            executor=executor,
-            graceful_stop=graceful_stop,
-            artifact_dir=artifact_dir,
-            clock=clock,
+        if not callable(fn):
+            raise ConfigurationError(f"a task must be callable, got {fn!r}")
+        spec = spec_of(fn)
+        run_name = name or (spec.name if spec else None) or callable_name(fn)
+        retry = retry if retry is not None else (spec.retry if spec else None) or _NO_RETRY
+        timeout = timeout if timeout is not None else (spec.timeout if spec else None)
+        check_options(retry, timeout, graceful_stop, pause_timeout)
+        if tags is None:
+            tags = spec.tags if spec else ()
+        elif isinstance(tags, str):
+            raise ConfigurationError(f"tags must be a collection of strings, not {tags!r}")
+        executor = executor or default_executor()
+        check_executor(executor)
+        call = TaskCall(fn, as_args(args), as_kwargs(kwargs), as_upstream(upstream))
+        check_signature(fn, call, run_name)
+        executor.check(call)
+        clock = clock or _SYSTEM_CLOCK
+        machine = StateMachine.create(
+            task_id if task_id is not None else uuid.uuid4().hex,
+            run_name,
+            max_attempts=retry.max_attempts,
+            label=label,
             tags=tags,
             priority=priority,
+            bucket=bucket,
+            bucket_key=bucket_key,
             owner=owner,
             metadata=metadata,
-            pause_timeout=pause_timeout,
+            clock=clock,
         )
-        self._setup(
-            template,
-            args,
-            kwargs,
-            upstream,
-            task_id=task_id,
-            label=label,
-            bucket=bucket,
-            bucket_key=bucket_key,
-        )
-
-    @classmethod
-    def from_template(
-        cls,
-        template: RunTemplate,
-        args: Iterable[Any],
-        kwargs: Mapping[str, Any] | None,
-        *,
-        task_id: str,
-        label: str | None,
-        bucket: int | None,
-        bucket_key: str | None,
-    ) -> TaskRun:
-        """A run of ``template`` (checked once for many runs) with its own call.
-
-        What a queue owner uses for the runs of one submission: the options every run
-        shares were checked when the template was made, so only what differs per run
-        (arguments against the signature and the executor, the id, label and bucket)
-        is checked here.
-
-        Raises:
-            ConfigurationError: ``template`` is not a ``RunTemplate``, or as the
-                constructor for what differs per run.
-        """
-        if not isinstance(template, RunTemplate):
-            raise ConfigurationError(
-                f"template must be a RunTemplate (RunTemplate.check(fn, ...)), got {template!r}"
-            )
-        run = cls.__new__(cls)
-        run._setup(
-            template,
-            args,
-            kwargs,
-            None,
-            task_id=task_id,
-            label=label,
-            bucket=bucket,
-            bucket_key=bucket_key,
-        )
-        return run
-
-    def _setup(
-        self,
-        template: RunTemplate,
-        args: Iterable[Any],
-        kwargs: Mapping[str, Any] | None,
-        upstream: Mapping[str, JSONValue] | None,
-        *,
-        task_id: str | None,
-        label: str | None,
-        bucket: int | None,
-        bucket_key: str | None,
-    ) -> None:
-        fn = template.fn
-        call = TaskCall(fn, as_args(args), as_kwargs(kwargs), as_upstream(upstream))
-        check_signature(fn, call, template.name)
-        template.executor.check(call)
-        machine = StateMachine.create_shared(
-            task_id if task_id is not None else uuid.uuid4().hex,
-            template.shared,
-            label=label,
-            bucket=bucket,
-            bucket_key=bucket_key,
-            clock=template.clock,
-        )
-        self._pause_timeout = template.pause_timeout
+        self._pause_timeout = float(pause_timeout)
         lock = threading.Lock()  # the run's lock, shared with its outbox
         self._state = RunState(
             machine=machine,
             call=call,
-            executor=template.executor,
-            clock=template.clock,
-            retry=template.retry,
-            timeout=template.timeout,
-            graceful_stop=template.graceful_stop,
-            artifact_root=template.artifact_root,
+            executor=executor,
+            clock=clock,
+            retry=retry,
+            timeout=None if timeout is None or timeout.is_unlimited else timeout,
+            graceful_stop=float(graceful_stop),
+            artifact_root=None if artifact_dir is None else Path(artifact_dir),
             outbox=Outbox(self, lock=lock),
             lock=lock,
         )

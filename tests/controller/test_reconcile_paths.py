@@ -2,15 +2,14 @@
 
 reconcile sorts tasks by their heads (``query_heads``, filtered by the store on
 ``lease_expired_by``), then marks the occupying ones a page at a time with one
-``mark_lost_many`` (by default a ``query`` and a ``save_many``; SQLite patches the rows
-in one transaction). These cases pin what that must not change: every
+``mark_lost_many`` (a ``query``, the state machine, and a version-guarded ``save_many``).
+These cases pin what that must not change: every
 ``-> lost`` record in the history, the lease judged to the microsecond, a task that
 moves between the two reads left alone, and a dry run that writes nothing.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Iterator
 from datetime import timedelta, timezone
 from pathlib import Path
@@ -241,33 +240,11 @@ def _holder_ends(store: TaskStore, clock: FakeClock, task_id: str) -> None:
     )
 
 
-def test_a_holder_that_writes_after_the_page_read_wins(
-    store: TaskStore, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # SQLite reads and writes a page in one transaction (no other writer fits in
-    # between); its generic path, the one third-party stores inherit, has the window.
-    monkeypatch.setattr(store, "mark_lost_many", functools.partial(TaskStore.mark_lost_many, store))
-    put(store, clock, "racy", running=True, lease=timedelta(seconds=-1))
-    put(store, clock, "calm", running=True, lease=timedelta(seconds=-1))
-
-    _after(store, "query", lambda: _holder_ends(store, clock, "racy"))
-    report = reconcile(store, clock=clock, actor="x")
-    assert report.lost == ("calm",)
-    assert report.skipped == ("racy",)
-    racy = store.get("racy")
-    assert racy is not None
-    assert racy.status is S.SUCCEEDED  # expect_version kept the holder's write
-    assert [t.to_status for t in store.history("racy")][-1] is S.SUCCEEDED
-
-
 def test_a_holder_that_writes_between_the_stores_own_read_and_write_wins(
     store: TaskStore, clock: FakeClock
 ) -> None:
-    # The store's own mark_lost_many (PostgreSQL sends a page's writes in one pipeline):
-    # a holder writing between its read and its writes keeps its write, and the other
-    # tasks of the page are marked.
-    if isinstance(store, SqliteTaskStore):
-        pytest.skip("SQLite reads and writes a page in one transaction: no window")
+    # A holder writing between mark_lost_many's read and its version-guarded writes
+    # keeps its write, and the other tasks of the page are marked.
     for task_id in ("a", "racy", "z"):
         put(store, clock, task_id, running=True, lease=timedelta(seconds=-1))
 

@@ -22,6 +22,7 @@ from chongming_task.model import (
     parse_datetime,
 )
 from chongming_task.states import TaskStatus
+from chongming_task.stores.codec import encode_snapshot
 
 from .strategies import aware_datetimes, failures, json_values, progresses, snapshots, transitions
 
@@ -216,6 +217,18 @@ def test_ensure_json_refuses_what_other_readers_could_not_read() -> None:
     for bad in (float("nan"), float("inf"), {1: "int key"}, {"nested": [{2: "x"}]}, object()):
         with pytest.raises(ConfigurationError, match="not JSON-serialisable"):
             ensure_json(bad, "outcome")
+
+
+@pytest.mark.parametrize("outcome", [float("nan"), float("inf"), object()])
+def test_a_snapshot_whose_outcome_is_not_strict_json_is_refused_by_the_codec(
+    outcome: object,
+) -> None:
+    snapshot = TaskSnapshot(
+        task_id="t1", name="x", status=TaskStatus.SUCCEEDED, status_version=1,
+        created_at=T0, updated_at=T0, outcome=outcome,
+    )  # fmt: skip
+    with pytest.raises(ConfigurationError, match="not JSON-serialisable"):
+        encode_snapshot(snapshot)
 
 
 def test_naive_datetimes_are_refused() -> None:

@@ -13,8 +13,8 @@ import pytest
 from store_builders import snap, step
 
 from chongming_task.errors import ConfigurationError, StoreError
+from chongming_task.model import dumps
 from chongming_task.states import TaskStatus
-from chongming_task.stores._fastjson import array_json
 from chongming_task.stores._sql import SCHEMA_VERSION
 from chongming_task.stores._sqlbase import Cursor
 from chongming_task.stores._sqlfile import load_sections, split_statements
@@ -129,7 +129,9 @@ def test_a_version_3_file_gets_claim_priorities_and_keeps_its_data(
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         sections = load_sections("sqlite")
-        conn.execute(sections["insert_task"], task_params(snap("kept"), to_micros, array_json))
+        conn.execute(
+            sections["insert_task"], task_params(snap("kept"), to_micros, lambda v: dumps(list(v)))
+        )
         step_0 = step("kept", 0, TaskStatus.PENDING)
         conn.execute(
             sections["insert_transition"],

@@ -161,7 +161,6 @@ class Controller(Submission):
             keep_finished=keep_finished,
         )
         self._listener = self._on_transition  # one bound method: compared by identity
-        self._templates = {}  # see Submission._common_options
         self.max_parallel_per_bucket = max_parallel_per_bucket
         self._events = EventBus(name=f"chongming-events[{self.owner}]")
         self._writes = WriteThrough(

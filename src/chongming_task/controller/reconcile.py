@@ -38,14 +38,8 @@ RECONCILE_TRIGGER = "reconcile:lease_expired"
 
 _UNFINISHED = frozenset(set(TaskStatus) - TERMINAL)
 
-#: Occupying tasks marked per page: one ``mark_lost_many`` (one transaction) each. A
-#: restart after a crash of a busy node has tens of thousands of them; a commit each
-#: would take most of the time. Small pages keep a page's snapshots short-lived where
-#: the store decodes them (the default path; SQLite reads them back undecoded): with
-#: 1,000 per page they outlived enough young collections for the garbage collector to
-#: walk them again in full collections (W5, 100,000 tasks: 0.25 s of collection at
-#: 1,000, 0.12 s at 200; the in-memory store's reconcile 15 % slower at 1,000). SQLite's
-#: in-place path decodes nothing and is no faster with pages of 500 or 1,000.
+#: Occupying tasks marked per ``mark_lost_many`` call: each page is read, moved to
+#: ``lost`` by the state machine and stored with one version-guarded ``save_many``.
 WRITE_BATCH = 200
 
 
@@ -94,13 +88,13 @@ def reconcile(
 ) -> ReconcileReport:
     """Apply the table above to every unfinished task in ``buckets`` (all when ``None``).
 
-    Two steps, so that a restart after the crash of a busy node costs little more than
-    its writes: one ``query_heads`` sorts every task whose lease expired into adoptable
-    or occupying without decoding a document (tasks with a live lease are filtered out
-    by the store), then the occupying ones are marked a page at a time by the store's
-    ``mark_lost_many``, which repeats the judgement (status and lease) in the write: a
-    task that changed between the two steps is reported ``skipped``, and each write is
-    guarded by the task's version against a holder that comes back meanwhile.
+    Two steps: one ``query_heads`` sorts every task whose lease expired into adoptable
+    or occupying (tasks with a live lease are filtered out by the store), then the
+    occupying ones are marked a page at a time by the store's ``mark_lost_many``, which
+    reads each page again with the same judgement (status and lease), moves each task
+    to ``lost`` through the state machine and saves it guarded by its version: a task
+    that changed between the two steps, or whose holder writes first, is reported
+    ``skipped``.
 
     Args:
         store: Where the tasks are.
@@ -111,8 +105,7 @@ def reconcile(
         dry_run: Report only, write nothing (and read no snapshot).
         on_lost: Told of every ``-> lost`` transition once it is stored, with the
             snapshot after it (the controller publishes it to its subscribers, so
-            observers hear it too; SQLite's snapshots decode on first use). ``None``
-            lets the store skip reading snapshots.
+            observers hear it too).
 
     Raises:
         StoreError: The store failed while reading or writing.
@@ -127,32 +120,13 @@ def reconcile(
         if task_id in held_ids:
             continue
         (occupying if status in OCCUPYING else adoptable).append(task_id)
-    # 100,000 heads kept alive through the writes would make every full collection of
-    # the garbage collector walk them (it runs several times while the pages go by).
-    del heads
     if dry_run:
         return ReconcileReport(lost=tuple(occupying), adoptable=tuple(adoptable), dry_run=True)
     lost: list[str] = []
     skipped: list[str] = []
 
-    # After a crash most lost tasks share holder, lease and status, hence the failure:
-    # one per kind (the message does not name the task), not one per task. The lease's
-    # offset is part of the key: equal instants in two offsets print apart.
-    failures: dict[tuple[object, ...], Failure] = {}
-
     def failure(task: LostCandidate) -> Failure:
-        until = task.lease_until
-        key = (
-            task.status,
-            task.lease_owner,
-            task.owner,
-            until,
-            None if until is None else until.utcoffset(),
-        )
-        found = failures.get(key)
-        if found is None:
-            found = failures[key] = _lost_failure(task, actor)
-        return found
+        return _lost_failure(task, actor)
 
     for start in range(0, len(occupying), WRITE_BATCH):
         page = occupying[start : start + WRITE_BATCH]

@@ -25,7 +25,7 @@ from chongming_task.core.clock import Clock
 from chongming_task.errors import ConfigurationError
 from chongming_task.model import JSONValue, TaskSnapshot, Transition, ensure_json
 from chongming_task.policies import BucketPolicy, ConcurrencyPolicy, RetryPolicy, Timeout
-from chongming_task.run import RunTemplate, TaskRun
+from chongming_task.run import TaskRun
 from chongming_task.runtime.executors.base import Executor
 from chongming_task.states import TaskStatus
 
@@ -35,10 +35,6 @@ if TYPE_CHECKING:
     from chongming_task.controller.writethrough import WriteThrough
 
 __all__ = ["Submission"]
-
-#: Run templates a controller keeps (distinct task name and option combinations);
-#: beyond that the cache starts over rather than grow with odd submissions.
-_MAX_TEMPLATES = 256
 
 
 class Submission:
@@ -60,7 +56,6 @@ class Submission:
     _pause_timeout: float
     _artifact_dir: str | Path | None
     _listener: Callable[[Transition, TaskSnapshot], None]
-    _templates: dict[tuple[object, ...], tuple[TaskDefinition, RunTemplate]]
 
     if TYPE_CHECKING:  # defined by Controller
 
@@ -289,40 +284,15 @@ class Submission:
         if metadata:
             meta = dict(metadata)
             ensure_json(meta, "metadata")
-        # Most submissions of a task have the same options: their template is checked
-        # once and kept (keyed by the options; the definition must be the same object,
-        # so a re-registered name gets a new one). With metadata it is made afresh.
-        key = None if meta else (name, retry, timeout, all_tags, priority)
-        template = None
-        if key is not None:
-            try:
-                cached = self._templates.get(key)
-            except TypeError:  # an unhashable policy: no caching
-                key = None
-            else:
-                if cached is not None and cached[0] is definition:
-                    template = cached[1]
-        if template is None:
-            template = RunTemplate.check(
-                definition.fn,
-                name=name,
-                retry=definition.retry if retry is None else retry,
-                timeout=definition.timeout if timeout is None else timeout,
-                executor=self._executor,
-                graceful_stop=self._graceful_stop,
-                artifact_dir=self._artifact_dir,
-                clock=self.clock,
-                tags=all_tags,
-                priority=priority,
-                owner=self.owner,
-                metadata=meta,
-                pause_timeout=self._pause_timeout,
-            )
-            if key is not None:
-                if len(self._templates) >= _MAX_TEMPLATES:
-                    self._templates.clear()
-                self._templates[key] = (definition, template)
-        return _Common(name=name, tags=all_tags, priority=priority, template=template)
+        return _Common(
+            definition=definition,
+            name=name,
+            tags=all_tags,
+            priority=priority,
+            metadata=meta,
+            retry=definition.retry if retry is None else retry,
+            timeout=definition.timeout if timeout is None else timeout,
+        )
 
     def _new_run(
         self,
@@ -335,14 +305,26 @@ class Submission:
         bucket: int | None,
         bucket_key: str | None,
     ) -> TaskRun:
-        return TaskRun.from_template(
-            common.template,
+        return TaskRun(
+            common.definition.fn,
             args,
             kwargs,
             task_id=task_id,
+            name=common.name,
             label=label,
+            retry=common.retry,
+            timeout=common.timeout,
+            executor=self._executor,
+            graceful_stop=self._graceful_stop,
+            artifact_dir=self._artifact_dir,
+            clock=self.clock,
+            tags=common.tags,
+            priority=common.priority,
             bucket=bucket,
             bucket_key=bucket_key,
+            owner=self.owner,
+            metadata=common.metadata,
+            pause_timeout=self._pause_timeout,
         )
 
     def _batch_ids(self, name: str, count: int, task_ids: Sequence[str] | None) -> list[str]:
@@ -399,11 +381,13 @@ class Submission:
 class _Common:
     """The checked options one submission gives every run it creates."""
 
+    definition: TaskDefinition
     name: str
     tags: frozenset[str]
     priority: int
-    template: RunTemplate
-    """Every run of the submission is made from it (its options checked once)."""
+    metadata: dict[str, JSONValue]
+    retry: RetryPolicy | None
+    timeout: Timeout | None
 
 
 def _call_arguments(item: object) -> tuple[tuple[Any, ...], Mapping[str, Any]]:

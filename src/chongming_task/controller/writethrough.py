@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 
 from chongming_task.core.clock import Clock
 from chongming_task.errors import ConfigurationError
-from chongming_task.model import TaskSnapshot, Transition, with_lease
+from chongming_task.model import TaskSnapshot, Transition
 from chongming_task.stores.base import TaskStore
 
 __all__ = ["MAX_PERSIST_FAILURES", "PersistFailure", "WriteThrough"]
@@ -134,7 +134,7 @@ class WriteThrough:
     def stored_form(self, snapshot: TaskSnapshot) -> TaskSnapshot:
         """The snapshot as stored: with this controller's lease while it is not terminal."""
         until = None if snapshot.status.is_terminal else self.lease_until()
-        return with_lease(snapshot, self.owner, until)
+        return snapshot.replace(lease_owner=self.owner, lease_until=until)
 
     def create(self, snapshot: TaskSnapshot, transitions: Sequence[Transition]) -> None:
         """Store a new task with its creation record(s).

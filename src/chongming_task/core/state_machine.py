@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 from chongming_task.core.clock import Clock, SystemClock
 from chongming_task.errors import AttemptsExhausted, ConfigurationError, InvalidTransition
@@ -24,15 +24,12 @@ from chongming_task.model import (
     JSONValue,
     TaskSnapshot,
     Transition,
-    advance_snapshot,
     ensure_json,
-    machine_transition,
-    new_machine_snapshot,
 )
 from chongming_task.redact import redact_reason
 from chongming_task.states import TERMINAL, TRANSITIONS, TaskStatus
 
-__all__ = ["SharedFields", "StateMachine", "Triggers"]
+__all__ = ["StateMachine", "Triggers"]
 
 S = TaskStatus
 
@@ -108,35 +105,49 @@ _PAUSE_TARGET = {
 }
 
 
-class SharedFields(NamedTuple):
-    """The snapshot fields every task of one submission shares, checked once.
+class StateMachine:
+    """Owns one task's snapshot and its transition history.
 
-    ``metadata`` is copied into each task's snapshot, never shared between tasks. A
-    named tuple: immutable, and cheaper to make than a frozen dataclass.
+    Build a new task with :meth:`create`, or rehydrate a stored one with
+    ``StateMachine(snapshot, transitions, clock=clock)``. Each ``mark_*`` method is one
+    kind of edge; it raises :class:`InvalidTransition` when the table or a guard of
+    guide §9.3 forbids it, and then changes nothing. ``retry()``, ``reset()`` and
+    ``force_transition()`` are the explicit escapes from terminal states.
     """
 
-    name: str
-    max_attempts: int
-    tags: frozenset[str]
-    priority: int
-    owner: str | None
-    metadata: Mapping[str, JSONValue]
+    def __init__(
+        self,
+        snapshot: TaskSnapshot,
+        transitions: Iterable[Transition] = (),
+        *,
+        clock: Clock | None = None,
+    ) -> None:
+        self._snapshot = snapshot
+        self._transitions: list[Transition] = list(transitions)
+        self._clock: Clock = clock or SystemClock()
+
+    # ------------------------------------------------------------ construction
 
     @classmethod
-    def check(
+    def create(
         cls,
+        task_id: str,
         name: str,
         *,
         max_attempts: int = 1,
+        label: str | None = None,
         tags: Iterable[str] = (),
         priority: int = 0,
+        bucket: int | None = None,
+        bucket_key: str | None = None,
         owner: str | None = None,
         metadata: Mapping[str, JSONValue] | None = None,
-    ) -> SharedFields:
-        """Check the shared fields as :meth:`StateMachine.create` takes them.
+        clock: Clock | None = None,
+    ) -> StateMachine:
+        """A new task in ``pending`` at version 0, with its creation record.
 
         Raises:
-            ConfigurationError: A field is malformed (the message names it).
+            ConfigurationError: An argument is malformed (the message names it).
         """
         if not isinstance(name, str) or not name:
             raise ConfigurationError(f"task name must be a non-empty string, got {name!r}")
@@ -163,82 +174,6 @@ class SharedFields(NamedTuple):
                 raise ConfigurationError(f"metadata must be a mapping, got {metadata!r}")
             meta = dict(metadata)
             ensure_json(meta, "metadata")
-        return cls(name, max_attempts, tag_set, priority, owner, meta)
-
-
-class StateMachine:
-    """Owns one task's snapshot and its transition history.
-
-    Build a new task with :meth:`create`, or rehydrate a stored one with
-    ``StateMachine(snapshot, transitions, clock=clock)``. Each ``mark_*`` method is one
-    kind of edge; it raises :class:`InvalidTransition` when the table or a guard of
-    guide §9.3 forbids it, and then changes nothing. ``retry()``, ``reset()`` and
-    ``force_transition()`` are the explicit escapes from terminal states.
-    """
-
-    def __init__(
-        self,
-        snapshot: TaskSnapshot,
-        transitions: Iterable[Transition] = (),
-        *,
-        clock: Clock | None = None,
-    ) -> None:
-        self._snapshot = snapshot
-        self._transitions: list[Transition] = list(transitions)
-        self._clock: Clock = clock or SystemClock()
-        self._carried: dict[str, Any] | None = None
-
-    # ------------------------------------------------------------ construction
-
-    @classmethod
-    def create(
-        cls,
-        task_id: str,
-        name: str,
-        *,
-        max_attempts: int = 1,
-        label: str | None = None,
-        tags: Iterable[str] = (),
-        priority: int = 0,
-        bucket: int | None = None,
-        bucket_key: str | None = None,
-        owner: str | None = None,
-        metadata: Mapping[str, JSONValue] | None = None,
-        clock: Clock | None = None,
-    ) -> StateMachine:
-        """A new task in ``pending`` at version 0, with its creation record.
-
-        Raises:
-            ConfigurationError: An argument is malformed (the message names it).
-        """
-        shared = SharedFields.check(
-            name,
-            max_attempts=max_attempts,
-            tags=tags,
-            priority=priority,
-            owner=owner,
-            metadata=metadata,
-        )
-        return cls.create_shared(
-            task_id, shared, label=label, bucket=bucket, bucket_key=bucket_key, clock=clock
-        )
-
-    @classmethod
-    def create_shared(
-        cls,
-        task_id: str,
-        shared: SharedFields,
-        *,
-        label: str | None = None,
-        bucket: int | None = None,
-        bucket_key: str | None = None,
-        clock: Clock | None = None,
-    ) -> StateMachine:
-        """As :meth:`create`, with the fields many tasks share already checked.
-
-        Raises:
-            ConfigurationError: The id, label, bucket or bucket key is malformed.
-        """
         if not isinstance(task_id, str) or not task_id:
             raise ConfigurationError(f"task_id must be a non-empty string, got {task_id!r}")
         if "\x00" in task_id:
@@ -251,31 +186,31 @@ class StateMachine:
         ):
             raise ConfigurationError(f"bucket must be an integer >= 0 or None, got {bucket!r}")
         clock = clock or SystemClock()
-        now = clock.now()
-        owner = shared.owner
-        snapshot = new_machine_snapshot(
+        now = _checked_now(clock)
+        snapshot = TaskSnapshot(
             task_id=task_id,
-            name=shared.name,
-            at=now,
+            name=name,
+            status=S.PENDING,
+            status_version=0,
+            created_at=now,
+            updated_at=now,
             label=label,
-            max_attempts=shared.max_attempts,
-            tags=shared.tags,
-            priority=shared.priority,
+            max_attempts=max_attempts,
+            tags=tag_set,
+            priority=priority,
             bucket=bucket,
             bucket_key=bucket_key,
             owner=owner,
-            metadata=dict(shared.metadata),
+            metadata=meta,
         )
-        record = machine_transition(
+        record = Transition(
             task_id=task_id,
             from_status=None,
             to_status=S.PENDING,
             trigger=Triggers.CREATED,
             version=0,
-            at=now,  # checked by new_machine_snapshot
+            at=now,
             actor=owner,
-            reason=None,
-            attempt=0,
         )
         return cls(snapshot, [record], clock=clock)
 
@@ -355,7 +290,6 @@ class StateMachine:
             trigger,
             actor=actor,
             reason=reason,
-            trusted=True,
             queued_at=_NOW,
             started_at=None,
         )
@@ -378,7 +312,6 @@ class StateMachine:
             trigger,
             reason=f"executor={executor}" if executor else None,
             check=False,  # checked above
-            trusted=True,
             attempt=snap.attempt + 1,
             started_at=_NOW,
             first_started_at=snap.first_started_at or _NOW,
@@ -627,8 +560,7 @@ class StateMachine:
         Pass a ``failure`` saying why (§9.3): ``lost`` means "we do not know", and the
         reason is what lets an operator decide between re-running and checking by hand.
         ``release_lease`` also clears ``lease_until`` in the same change: ``reconcile()``
-        declares the lease's holder gone, and a copy of the snapshot for that alone would
-        cost as much as the transition (it marks tens of thousands after a crash).
+        declares the lease's holder gone.
 
         Raises:
             InvalidTransition: The current state has no edge to ``lost``.
@@ -828,34 +760,23 @@ class StateMachine:
         actor: str | None = None,
         reason: str | None = None,
         check: bool = True,
-        trusted: bool = False,
         **changes: Any,
     ) -> Transition:
-        """Take the edge to ``target``; ``check=False`` when the caller checked it,
-        ``trusted`` when the caller made every value of ``changes`` itself."""
+        """Take the edge to ``target``; ``check=False`` when the caller checked it."""
         if check:
             self._check_edge(target, trigger)
             if target is S.RUNNING and self.status is S.PAUSED:
                 self._require_started(target, trigger)
         snap = self._snapshot
-        now = self._clock.now()
-        if not isinstance(now, datetime) or now.tzinfo is None:
-            raise ConfigurationError(
-                f"the clock's now() must return a timezone-aware datetime, got {now!r}"
-            )
+        now = _checked_now(self._clock)
         version = snap.status_version + 1
-        carried = self._carried
-        if carried is not None:
-            self._carried = None
-            changes = {**carried, **changes}
-            trusted = False  # carried changes come from outside the state machine
         for name, value in changes.items():
             if value is _NOW:
-                changes[name] = now  # one instant per transition (and one datetime)
-        self._snapshot = after = advance_snapshot(
-            snap, target, version, now, changes, trusted=trusted
+                changes[name] = now  # one instant per transition
+        self._snapshot = after = snap.replace(
+            status=target, status_version=version, updated_at=now, **changes
         )
-        record = machine_transition(
+        record = Transition(
             task_id=snap.task_id,
             from_status=snap.status,
             to_status=after.status,
@@ -879,24 +800,6 @@ class StateMachine:
         self._snapshot = self._snapshot.replace(**changes)
         return self._snapshot
 
-    def carry(self, **changes: Any) -> None:
-        """Fold non-status ``changes`` into the next transition instead of a copy of their own.
-
-        For the runtime, which refreshes the heartbeat and the pid right before a
-        transition: one snapshot copy instead of two. Call :meth:`settle` when the
-        operation that was to transition is over, so changes no transition took are
-        applied as :meth:`update` would have.
-        """
-        self._check_update(changes)
-        self._carried = changes if self._carried is None else {**self._carried, **changes}
-
-    def settle(self) -> None:
-        """Apply carried changes that no transition took (see :meth:`carry`)."""
-        carried = self._carried
-        if carried is not None:
-            self._carried = None
-            self._snapshot = self._snapshot.replace(**carried)
-
     @staticmethod
     def _check_update(changes: Mapping[str, Any]) -> None:
         if not _UPDATABLE.issuperset(changes):
@@ -916,3 +819,13 @@ class StateMachine:
             f"StateMachine(task_id={snap.task_id!r}, status={snap.status.value}, "
             f"version={snap.status_version}, attempt={snap.attempt}/{snap.max_attempts})"
         )
+
+
+def _checked_now(clock: Clock) -> datetime:
+    """The clock's reading, refused unless it is a timezone-aware datetime."""
+    now = clock.now()
+    if not isinstance(now, datetime) or now.tzinfo is None:
+        raise ConfigurationError(
+            f"the clock's now() must return a timezone-aware datetime, got {now!r}"
+        )
+    return now

@@ -321,12 +321,11 @@ class Driver:
             if attempt is not state.attempt or not attempt.live:
                 return
             if pid is not None and not machine.status.is_terminal and machine.snapshot.pid != pid:
-                machine.carry(pid=pid)  # on the `-> running` snapshot: one copy, not two
+                machine.update(pid=pid)
             # A stop (e.g. an expired start timeout) already pending: no `running`.
             if machine.status is S.STARTING and not attempt.control.stop_requested:
                 state.apply(machine.mark_running)
                 self._supervisor.body_began_locked(attempt)
-            machine.settle()
 
     def _attempt_pause_reached(self, attempt: Attempt, seq: int) -> bool:
         state = self._state

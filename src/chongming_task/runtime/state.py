@@ -140,11 +140,10 @@ class RunState:
 
     def apply(self, op: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
         """Run one state-machine operation and queue its transitions. Hold :attr:`lock`."""
-        self.sync_heartbeat_locked(carry=True)  # taken along by the transition
+        self.sync_heartbeat_locked()
         try:
             return op(*args, **kwargs)
         finally:
-            self.machine.settle()
             self._record_locked()
 
     def transaction(self, after: Callable[[], None] | None = None) -> _Transaction:
@@ -176,13 +175,11 @@ class RunState:
 
     # ------------------------------------------------------------ heartbeat
 
-    def sync_heartbeat_locked(self, *, carry: bool = False) -> None:
+    def sync_heartbeat_locked(self) -> None:
         """Copy the attempt's last beat into the snapshot (``last_heartbeat_at``).
 
         Checkpoints only store a monotonic reading, which is what keeps them nearly
-        free; the wall-clock timestamp is derived here, when someone looks. With
-        ``carry`` the change rides on the transition about to be made (the caller
-        settles it), instead of a snapshot copy of its own.
+        free; the wall-clock timestamp is derived here, when someone looks.
         """
         attempt = self.attempt
         if attempt is None or attempt.started_at is None or self.machine.status.is_terminal:
@@ -193,10 +190,7 @@ class RunState:
         self._synced_beat = beat
         age = max(0.0, self.clock.monotonic() - beat)
         at = self.clock.now() - timedelta(seconds=age)
-        if carry:
-            self.machine.carry(last_heartbeat_at=at)
-        else:
-            self.machine.update(last_heartbeat_at=at)
+        self.machine.update(last_heartbeat_at=at)
 
 
 class _Transaction:

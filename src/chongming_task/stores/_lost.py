@@ -1,10 +1,10 @@
 """What every ``mark_lost_many`` shares: which queries it accepts, and one task's write.
 
-The base class marks tasks through the state machine, one snapshot at a time (any
-store gets it for free); SQLite patches the stored rows in place instead
-(``_sqlite_lost``). Both start from ``check_lost_query`` so a query that could match
-a task with no edge to ``lost`` fails before anything is read, and both describe a task
-to the caller's ``failure`` function as a ``LostCandidate``.
+Every store marks tasks through the state machine, one snapshot at a time, and stores
+the result with its ordinary version-guarded write (``save_many``). ``check_lost_query``
+makes a query that could match a task with no edge to ``lost`` fail before anything is
+read, and the caller's ``failure`` function is told about each task as a
+``LostCandidate``.
 """
 
 from __future__ import annotations

@@ -15,7 +15,6 @@ from typing import Any, Final
 from chongming_task.errors import StoreError
 from chongming_task.model import TaskSnapshot, dumps, loads, parse_datetime
 from chongming_task.states import TaskStatus
-from chongming_task.stores._fastjson import iso_text
 from chongming_task.stores.codec import encode_snapshot
 from chongming_task.stores.records import Command, ScheduleRecord, TaskQuery
 
@@ -70,6 +69,10 @@ _INDEXED_METADATA: Final = {"schedule": "meta_schedule", "pipeline": "meta_pipel
 Bind = Callable[[Any], Any]
 
 
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
 def task_params(snapshot: TaskSnapshot, instant: Bind, array: Bind) -> dict[str, Any]:
     """Every column of a task row (the document encoded exactly once)."""
     metadata = snapshot.metadata
@@ -90,9 +93,9 @@ def task_params(snapshot: TaskSnapshot, instant: Bind, array: Bind) -> dict[str,
         "meta_pipeline": pipeline if isinstance(pipeline, str) else None,
         "tags": array(sorted(snapshot.tags)),
         "progress": None if progress is None else dumps(progress.to_dict()),
-        "heartbeat_at": iso_text(snapshot.last_heartbeat_at),
+        "heartbeat_at": _iso(snapshot.last_heartbeat_at),
         "lease_owner": snapshot.lease_owner,
-        "lease_until": iso_text(snapshot.lease_until),
+        "lease_until": _iso(snapshot.lease_until),
         "pid": snapshot.pid,
         "doc": encode_snapshot(snapshot),
     }

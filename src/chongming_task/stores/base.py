@@ -255,9 +255,7 @@ class TaskStore(ABC):
     ) -> list[LostMark]:
         """Move every task ``query`` matches to ``lost`` and release its lease.
 
-        Restart recovery (``reconcile()``) marks tens of thousands of tasks at once after
-        the crash of a busy node; a store can do that far cheaper than a read, a state
-        machine and a ``save`` per task (SQLite patches the rows in place). Each task
+        Restart recovery (``reconcile()``) marks a page of tasks per call. Each task
         gets what ``StateMachine.mark_lost(failure(candidate), reason=failure.message,
         release_lease=True)`` would give it: status ``lost``, version + 1, ``updated_at``
         and ``finished_at`` from ``clock``, the failure, ``lease_until`` cleared, and the
@@ -271,16 +269,13 @@ class TaskStore(ABC):
         Args:
             query: Which tasks; ``statuses`` must be limited to statuses with an edge
                 to ``lost`` (the occupying ones).
-            clock: The transitions' time (one reading per task, or per batch: SQLite
-                stamps a whole call with one instant).
+            clock: The transitions' time (read by each task's state machine).
             actor: Written on every transition.
             trigger: The transitions' trigger.
             failure: The failure of one task (kind ``lost``), from what the row says.
-                It may run inside the store's write transaction: it must not write to
-                the store, and should be quick (it runs once per task).
+                It must not write to the store (it runs once per task).
             snapshots: Also return the snapshot after each transition (for observers);
-                a store may skip decoding them otherwise, or return snapshots that
-                decode on first use (SQLite does: most observers read the name only).
+                a store may leave them out otherwise.
 
         Returns:
             One ``LostMark`` per task found, in ``query.order``.

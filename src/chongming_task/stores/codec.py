@@ -14,7 +14,6 @@ from typing import Any, Final
 
 from chongming_task.errors import ConfigurationError, StoreError
 from chongming_task.model import JSONValue, TaskSnapshot, Transition, dumps, loads
-from chongming_task.stores._fastjson import snapshot_json, transition_json
 from chongming_task.stores.records import OUTCOME_MAX_BYTES
 
 __all__ = [
@@ -77,13 +76,9 @@ def check_outcome(outcome: JSONValue, task_id: str) -> None:
 
 
 def encode_snapshot(snapshot: TaskSnapshot) -> str:
-    """The snapshot's JSON document, with the outcome cap enforced.
-
-    Exactly ``dumps(snapshot.to_dict())``, written without the intermediate dict
-    (``_fastjson``): every store write encodes one.
-    """
+    """The snapshot's JSON document (``dumps(snapshot.to_dict())``), outcome cap enforced."""
     try:
-        text = snapshot_json(snapshot)
+        text = dumps(snapshot.to_dict())
     except (TypeError, ValueError) as exc:
         raise ConfigurationError(
             f"snapshot of task {snapshot.task_id!r} is not JSON-serialisable: {exc}"
@@ -102,8 +97,8 @@ def decode_snapshot(raw: str | bytes | Mapping[str, Any]) -> TaskSnapshot:
 
 
 def encode_transition(transition: Transition) -> str:
-    """The transition's JSON document (exactly ``dumps(transition.to_dict())``)."""
-    return transition_json(transition)
+    """The transition's JSON document: ``dumps(transition.to_dict())``."""
+    return dumps(transition.to_dict())
 
 
 def decode_transition(raw: str | bytes | Mapping[str, Any]) -> Transition:

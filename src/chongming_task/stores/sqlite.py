@@ -19,10 +19,8 @@ Durability
     than write throughput.
 
 Checkpoints
-    WAL checkpoints (copying the WAL back into the database file) run on a thread of
-    the store's own, not inside the commit that fills the WAL (``_sqlite_checkpoint``):
-    a commit never waits for the sync of the whole WAL. SQLite's own automatic
-    checkpoint stays as a backstop.
+    SQLite's own automatic checkpoint (``wal_autocheckpoint``, 1,000 pages by default)
+    copies the WAL back into the database file, in the commit that fills it.
 
 Cross-process command wake-ups
     SQLite has no notifications, so ``wait_for_commands`` polls one counter row
@@ -44,13 +42,10 @@ from typing import Any, Final, Literal, TypeVar
 
 from chongming_task.core.clock import Clock
 from chongming_task.errors import ConfigurationError, StoreError
-from chongming_task.model import parse_datetime
-from chongming_task.stores._fastjson import array_json
-from chongming_task.stores._sql import SCHEMA_VERSION, Cursor
+from chongming_task.model import dumps, parse_datetime
+from chongming_task.stores._sql import SCHEMA_VERSION, Cursor, SqlTaskStore
 from chongming_task.stores._sqlfile import split_statements
-from chongming_task.stores._sqlite_checkpoint import Checkpointer
 from chongming_task.stores._sqlite_group import GroupCommitter
-from chongming_task.stores._sqlite_lost import SqliteLost
 from chongming_task.stores.codec import from_micros, to_micros
 
 __all__ = ["SqliteTaskStore"]
@@ -82,7 +77,7 @@ def _lease_expired(lease_until: object, cutoff_micros: object) -> int:
     return int(parsed is None or to_micros(parsed) <= int(cutoff_micros))  # type: ignore[call-overload]
 
 
-class SqliteTaskStore(SqliteLost):
+class SqliteTaskStore(SqlTaskStore):
     """A :class:`~chongming_task.stores.base.TaskStore` in a SQLite file (or ``":memory:"``).
 
     Args:
@@ -124,12 +119,10 @@ class SqliteTaskStore(SqliteLost):
         self._connections: list[sqlite3.Connection] = []
         self._idle: list[sqlite3.Connection] = []
         self._local = threading.local()
-        self._checkpointer: Checkpointer | None = None
         self._writer = self._connect(writer=True)
         self._group = GroupCommitter(self._writer, self._write_lock, self._describe)
         try:
             self._migrate()
-            self._checkpointer = self._start_checkpointer()
         except BaseException:
             self._closed = True
             self._close_resources()
@@ -166,20 +159,6 @@ class SqliteTaskStore(SqliteLost):
             self._connections.append(conn)
         return conn
 
-    def _start_checkpointer(self) -> Checkpointer | None:
-        """WAL checkpoints off the commit path (``_sqlite_checkpoint``); None in memory."""
-        if self._memory:
-            return None
-        try:
-            return Checkpointer.attach(
-                self._writer,
-                lambda: self._connect(writer=False),
-                self._write_lock,
-                name=f"chongming-checkpoint[{os.path.basename(self._path)}]",
-            )
-        except (StoreError, sqlite3.Error):
-            return None  # SQLite checkpoints in the writer, as it does by default
-
     def _discard(self, conn: sqlite3.Connection) -> None:
         with self._pool_lock:
             if conn in self._connections:
@@ -209,10 +188,7 @@ class SqliteTaskStore(SqliteLost):
 
     def _run(self, fn: Callable[[Cursor], T], *, write: bool, atomic: bool = False) -> T:
         if write or self._memory:
-            result = self._group.run(fn, atomic, self._check_open)
-            if self._checkpointer is not None:
-                self._checkpointer.after_write()
-            return result
+            return self._group.run(fn, atomic, self._check_open)
         self._check_open()
         conn = self._acquire_reader()
         try:
@@ -249,7 +225,7 @@ class SqliteTaskStore(SqliteLost):
         return from_micros(int(raw))
 
     def _array(self, values: Sequence[Any]) -> str:
-        return array_json(values)
+        return dumps(list(values))
 
     def _is_unique_violation(self, exc: BaseException) -> bool:
         return isinstance(exc, sqlite3.IntegrityError) and "UNIQUE" in str(exc)
@@ -284,13 +260,8 @@ class SqliteTaskStore(SqliteLost):
         return changed
 
     def _close_resources(self) -> None:
-        checkpointer = getattr(self, "_checkpointer", None)
-        if checkpointer is not None:
-            checkpointer.stop()  # before the write lock: its last phase takes that lock
         with self._write_lock, self._pool_lock:
             doomed = [*self._idle, self._writer] if hasattr(self, "_writer") else []
-            if checkpointer is not None and checkpointer.connection is not None:
-                doomed.append(checkpointer.connection)
             self._idle.clear()
             for conn in doomed:
                 if conn in self._connections:

@@ -212,43 +212,6 @@ WHERE task_id = :task_id AND status_version = :expect_version
   AND bucket IS :bucket AND owner IS :owner AND meta_schedule IS :meta_schedule
   AND meta_pipeline IS :meta_pipeline AND tags = :tags;
 
--- name: select_lost
--- mark_lost_many's candidates: what a "why is it lost" message and the transition
--- record need, without the document (its format version decides whether it can be
--- patched in place), and the row's seq, by which mark_lost finds it again.
-SELECT t.seq, t.task_id, t.status, t.status_version, t.owner, t.lease_owner, t.lease_until,
-       json_extract(t.doc, '$.v'), json_extract(t.doc, '$.attempt')
-FROM ct_tasks t
-
--- name: mark_lost
--- One task to lost, patched in place: the columns and the same members of the document
--- the codec would write (the side-channel columns are copied into the document, as
--- encoding a decoded snapshot does). Only status and updated_at are indexed among them.
--- The row is found by seq (the rowid, read by select_lost in the same transaction):
--- by task_id it would cost one more index search per task.
-UPDATE ct_tasks SET
-    status = :status, status_version = :status_version, updated_at = :updated_at,
-    lease_until = NULL,
-    doc = json_set(
-        doc,
-        '$.status', :status,
-        '$.status_version', :status_version,
-        '$.updated_at', :at,
-        '$.finished_at', :at,
-        '$.progress', json(progress),
-        '$.last_heartbeat_at', heartbeat_at,
-        '$.lease_owner', lease_owner,
-        '$.lease_until', NULL,
-        '$.failure', json(:failure),
-        '$.pid', pid
-    )
-WHERE seq = :seq AND status_version = :expect_version;
-
--- name: select_lost_after
--- The rows mark_lost just patched, by seq: the name, then the columns select_task reads.
-SELECT t.seq, t.name, t.doc, t.progress, t.heartbeat_at, t.lease_owner, t.lease_until, t.pid
-FROM ct_tasks t WHERE t.seq IN (SELECT value FROM json_each(:seqs));
-
 -- name: task_version
 SELECT status_version FROM ct_tasks WHERE task_id = :task_id;
 

@@ -1,10 +1,9 @@
 """Contract cases for ``mark_lost_many``: restart recovery's bulk ``-> lost``.
 
-Whatever a store does underneath (the default reads, runs the state machine and saves;
-SQLite patches rows in place), every marked task must read back exactly as the state
-machine would have left it, with its transition in the history, and nothing else may
-change: tasks the query does not match, tasks whose lease is live, fields the
-transition does not touch.
+Every store reads the tasks, runs the state machine and saves the result; every
+marked task must read back exactly as the state machine left it, with its transition
+in the history, and nothing else may change: tasks the query does not match, tasks
+whose lease is live, fields the transition does not touch.
 """
 
 from __future__ import annotations

@@ -1,11 +1,4 @@
-"""Runs are made from a checked template: options once, per-run values every time.
-
-A controller checks what every run of a submission shares (the task, its policies,
-the controller's own settings) once, keeps that ``RunTemplate`` for later submissions
-with the same options, and builds each run with ``TaskRun.from_template``, which
-checks only what differs per run. These tests pin that nothing a submission says is
-lost on the way, and that no check was skipped for what differs.
-"""
+"""What a submission says reaches every run it makes, and each run checks its own values."""
 
 from __future__ import annotations
 
@@ -13,7 +6,6 @@ import pytest
 
 from chongming_task import ConfigurationError, Controller, RetryPolicy, TaskRun
 from chongming_task.policies import FixedBackoff, Timeout
-from chongming_task.run import RunTemplate
 from chongming_task.runtime.context import TaskContext
 
 from ._helpers import path
@@ -68,11 +60,8 @@ def test_each_run_gets_its_own_copy_of_the_submission_metadata() -> None:
             assert run.wait(10).ok
 
 
-def test_from_template_still_checks_what_differs_per_run() -> None:
-    template = RunTemplate.check(_echo, name="echo")
-    run = TaskRun.from_template(
-        template, (3,), None, task_id="ok", label="l", bucket=2, bucket_key="k"
-    )
+def test_a_run_checks_what_differs_per_run() -> None:
+    run = TaskRun(_echo, (3,), name="echo", task_id="ok", label="l", bucket=2, bucket_key="k")
     assert run.snapshot.task_id == "ok"
     assert (run.snapshot.label, run.snapshot.bucket, run.snapshot.bucket_key) == ("l", 2, "k")
     cases: list[tuple[dict[str, object], str]] = [
@@ -82,46 +71,14 @@ def test_from_template_still_checks_what_differs_per_run() -> None:
         ({"label": 5}, "label must be a string or None"),
         ({"bucket": -1}, "bucket must be an integer >= 0"),
         ({"bucket_key": 9}, "bucket_key must be a string or None"),
+        ({"fn": "not callable"}, "a task must be callable"),
+        ({"retry": 3}, "retry must be a RetryPolicy"),
+        ({"tags": "one"}, "tags must be a collection of strings"),
+        ({"priority": "high"}, "priority must be an integer"),
+        ({"metadata": {"when": object()}}, "metadata"),
     ]
     for change, message in cases:
-        options: dict[str, object] = {
-            "args": (),
-            "task_id": "t",
-            "label": None,
-            "bucket": None,
-            "bucket_key": None,
-        }
+        options: dict[str, object] = {"fn": _echo, "args": (), "name": "echo", "task_id": "t"}
         options.update(change)
         with pytest.raises(ConfigurationError, match=message):
-            TaskRun.from_template(
-                template,
-                options["args"],  # type: ignore[arg-type]
-                None,
-                task_id=options["task_id"],  # type: ignore[arg-type]
-                label=options["label"],  # type: ignore[arg-type]
-                bucket=options["bucket"],  # type: ignore[arg-type]
-                bucket_key=options["bucket_key"],  # type: ignore[arg-type]
-            )
-
-
-def test_a_template_refuses_what_a_run_would_refuse() -> None:
-    with pytest.raises(ConfigurationError, match="a task must be callable"):
-        RunTemplate.check("not callable")  # type: ignore[arg-type]
-    with pytest.raises(ConfigurationError, match="retry must be a RetryPolicy"):
-        RunTemplate.check(_echo, retry=3)  # type: ignore[arg-type]
-    with pytest.raises(ConfigurationError, match="tags must be a collection of strings"):
-        RunTemplate.check(_echo, tags="one")
-    with pytest.raises(ConfigurationError, match="priority must be an integer"):
-        RunTemplate.check(_echo, priority="high")  # type: ignore[arg-type]
-    with pytest.raises(ConfigurationError, match="template must be a RunTemplate"):
-        TaskRun.from_template(
-            _echo,  # type: ignore[arg-type]
-            (),
-            None,
-            task_id="t",
-            label=None,
-            bucket=None,
-            bucket_key=None,
-        )
-    with pytest.raises(ConfigurationError, match="metadata"):
-        RunTemplate.check(_echo, metadata={"when": object()})  # type: ignore[dict-item]
+            TaskRun(**options)  # type: ignore[arg-type]
