@@ -483,7 +483,7 @@ def test_every_transition_reason_is_redacted_where_it_is_made() -> None:
     from datetime import UTC, datetime
 
     from chongming_task.core.state_machine import StateMachine
-    from chongming_task.model import Transition, machine_transitions
+    from chongming_task.model import Transition
     from chongming_task.states import TaskStatus
 
     at = datetime(2026, 3, 1, tzinfo=UTC)
@@ -500,8 +500,11 @@ def test_every_transition_reason_is_redacted_where_it_is_made() -> None:
     assert Transition.from_dict({**made.to_dict(), "reason": "token=x"}).reason == (
         "token=[REDACTED]"
     )
-    make = machine_transitions(to_status=TaskStatus.LOST, trigger="t:lost", at=at, actor="r")
-    assert make("t", TaskStatus.RUNNING, 3, "passphrase=x", 1).reason == "passphrase=[REDACTED]"
+    lost = StateMachine.create("l", "job")
+    lost.mark_queued()
+    lost.mark_starting()
+    lost.mark_lost(reason="passphrase=x")
+    assert lost.transitions[-1].reason == "passphrase=[REDACTED]"
 
     machine = StateMachine.create("t", "job")
     machine.request_stop(actor="ops", reason="\x00 \n")  # blank once cleaned: the default
