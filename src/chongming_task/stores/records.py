@@ -227,8 +227,7 @@ class TaskHead(NamedTuple):
 class LostCandidate(NamedTuple):
     """What ``mark_lost_many`` tells its ``failure`` function about one task.
 
-    The fields a "why is it lost" message is made of, read from the stored row in the
-    same write that marks the task: a store need not decode the whole snapshot for it.
+    The fields a "why is it lost" message is made of, from the snapshot the store read.
     """
 
     task_id: str
