@@ -7,9 +7,9 @@ format version so a future field change can be migrated instead of guessed at.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
+import operator
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -137,9 +137,13 @@ def _check_keys(value: object, what: str) -> None:
             _check_keys(item, what)
 
 
+#: One encoder for every store write (``json.dumps`` with options builds one per call).
+_ENCODER: Final = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
 def dumps(value: object) -> str:
     """Compact, deterministic JSON used by every store (strict: no NaN or infinity)."""
-    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return _ENCODER.encode(value)
 
 
 def loads(text: str | bytes, what: str = "row") -> Any:
@@ -463,42 +467,11 @@ class TaskSnapshot:
     """JSON trigger information (schedule, pipeline node, trace context...)."""
 
     def __post_init__(self) -> None:
-        _require_text(self.task_id, "TaskSnapshot.task_id")
-        _require_text(self.name, "TaskSnapshot.name")
-        status: object = self.status
-        if not isinstance(status, TaskStatus):
-            object.__setattr__(self, "status", _coerce_status(status, "TaskSnapshot.status"))
-        _require_int(self.status_version, "TaskSnapshot.status_version", minimum=0)
-        _require_int(self.attempt, "TaskSnapshot.attempt", minimum=0)
-        _require_int(self.max_attempts, "TaskSnapshot.max_attempts", minimum=1)
-        _require_int(self.priority, "TaskSnapshot.priority")
-        if self.bucket is not None:
-            _require_int(self.bucket, "TaskSnapshot.bucket", minimum=0)
-        if self.pid is not None:
-            _require_int(self.pid, "TaskSnapshot.pid")
-        for name in _INSTANTS:
+        for name, check in _SNAPSHOT_CHECKS.items():
             value = getattr(self, name)
-            if value is None:
-                continue
-            if not isinstance(value, datetime):
-                raise ConfigurationError(f"TaskSnapshot.{name} must be a datetime, got {value!r}")
-            if value.tzinfo is None:
-                _require_aware(value, f"TaskSnapshot.{name}")
-        if self.progress is not None and not isinstance(self.progress, Progress):
-            raise ConfigurationError(
-                f"TaskSnapshot.progress must be a Progress or None, got {self.progress!r}"
-            )
-        if self.failure is not None and not isinstance(self.failure, Failure):
-            raise ConfigurationError(
-                f"TaskSnapshot.failure must be a Failure or None, got {self.failure!r}"
-            )
-        tags = _check_tags(self.tags)
-        if tags is not self.tags:
-            object.__setattr__(self, "tags", tags)
-        if not isinstance(self.metadata, Mapping):
-            raise ConfigurationError(
-                f"TaskSnapshot.metadata must be a mapping of JSON values, got {self.metadata!r}"
-            )
+            checked = check(value)
+            if checked is not value:
+                object.__setattr__(self, name, checked)
 
     @property
     def is_terminal(self) -> bool:
@@ -515,13 +488,24 @@ class TaskSnapshot:
         return max(0.0, (end - start).total_seconds())
 
     def replace(self, **changes: Any) -> TaskSnapshot:
-        """A copy with ``changes`` applied (``dataclasses.replace``: every field is validated).
+        """A copy with ``changes`` applied, each changed value validated.
+
+        The same checks as construction run on every value that enters the snapshot;
+        the fields copied unchanged were checked when this snapshot was built.
 
         Raises:
             TypeError: A name in ``changes`` is not a snapshot field.
             ConfigurationError: A value is malformed (the message names it).
         """
-        return dataclasses.replace(self, **changes)
+        new = object.__new__(TaskSnapshot)
+        for set_slot, value in zip(_SLOT_SETTERS, _read_fields(self), strict=True):
+            set_slot(new, value)
+        for name, value in changes.items():
+            check = _SNAPSHOT_CHECKS.get(name)
+            if check is None:
+                raise TypeError(f"TaskSnapshot has no field {name!r}")
+            object.__setattr__(new, name, check(value))
+        return new
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict with a format version; :meth:`from_dict` reverses it exactly."""
@@ -635,3 +619,83 @@ def _check_tags(value: object) -> frozenset[str]:
         if not isinstance(tag, str):
             raise ConfigurationError(f"TaskSnapshot.tags must hold strings, got {tag!r}")
     return tags
+
+
+def _field_check(check: Any, name: str, **options: Any) -> Any:
+    """A one-argument check of field ``name`` that returns the value to store."""
+
+    def checked(value: object) -> object:
+        check(value, f"TaskSnapshot.{name}", **options)
+        return value
+
+    return checked
+
+
+def _optional(check: Any) -> Any:
+    def checked(value: object) -> object:
+        return value if value is None else check(value)
+
+    return checked
+
+
+def _instant_check(name: str) -> Any:
+    def checked(value: object) -> object:
+        if value is None:
+            return value
+        if not isinstance(value, datetime):
+            raise ConfigurationError(f"TaskSnapshot.{name} must be a datetime, got {value!r}")
+        _require_aware(value, f"TaskSnapshot.{name}")
+        return value
+
+    return checked
+
+
+def _instance_check(name: str, kind: type) -> Any:
+    def checked(value: object) -> object:
+        if value is not None and not isinstance(value, kind):
+            raise ConfigurationError(
+                f"TaskSnapshot.{name} must be a {kind.__name__} or None, got {value!r}"
+            )
+        return value
+
+    return checked
+
+
+def _check_metadata(value: object) -> object:
+    if not isinstance(value, Mapping):
+        raise ConfigurationError(
+            f"TaskSnapshot.metadata must be a mapping of JSON values, got {value!r}"
+        )
+    return value
+
+
+def _any(value: object) -> object:
+    return value
+
+
+#: One check per snapshot field, returning the value to store (coerced where the model
+#: coerces: a status string, a tag collection). Construction runs them all,
+#: ``replace`` only those of the changed fields.
+_SNAPSHOT_CHECKS: Final[dict[str, Any]] = {
+    "task_id": _field_check(_require_text, "task_id"),
+    "name": _field_check(_require_text, "name"),
+    "status": lambda value: _coerce_status(value, "TaskSnapshot.status"),
+    "status_version": _field_check(_require_int, "status_version", minimum=0),
+    "attempt": _field_check(_require_int, "attempt", minimum=0),
+    "max_attempts": _field_check(_require_int, "max_attempts", minimum=1),
+    "priority": _field_check(_require_int, "priority"),
+    "bucket": _optional(_field_check(_require_int, "bucket", minimum=0)),
+    "pid": _optional(_field_check(_require_int, "pid")),
+    **{name: _instant_check(name) for name in _INSTANTS},
+    "progress": _instance_check("progress", Progress),
+    "failure": _instance_check("failure", Failure),
+    "tags": _check_tags,
+    "metadata": _check_metadata,
+}
+_SNAPSHOT_FIELDS: Final = tuple(TaskSnapshot.__dataclass_fields__)
+#: Every field's value in one call, and each field's slot setter: ``replace`` copies
+#: the snapshot through them (a frozen dataclass refuses ``setattr``).
+_read_fields: Final = operator.attrgetter(*_SNAPSHOT_FIELDS)
+_SLOT_SETTERS: Final = tuple(TaskSnapshot.__dict__[name].__set__ for name in _SNAPSHOT_FIELDS)
+for _name in _SNAPSHOT_FIELDS:
+    _SNAPSHOT_CHECKS.setdefault(_name, _any)
