@@ -467,11 +467,35 @@ class TaskSnapshot:
     """JSON trigger information (schedule, pipeline node, trace context...)."""
 
     def __post_init__(self) -> None:
-        for name, check in _SNAPSHOT_CHECKS.items():
+        # Inline, not through ``_SNAPSHOT_CHECKS``: every snapshot read from a store is
+        # built here, and a call per field doubles the cost (reconcile reads 100,000).
+        _require_text(self.task_id, "TaskSnapshot.task_id")
+        _require_text(self.name, "TaskSnapshot.name")
+        status: object = self.status
+        if not isinstance(status, TaskStatus):
+            object.__setattr__(self, "status", _coerce_status(status, "TaskSnapshot.status"))
+        _require_int(self.status_version, "TaskSnapshot.status_version", minimum=0)
+        _require_int(self.attempt, "TaskSnapshot.attempt", minimum=0)
+        _require_int(self.max_attempts, "TaskSnapshot.max_attempts", minimum=1)
+        _require_int(self.priority, "TaskSnapshot.priority")
+        if self.bucket is not None:
+            _require_int(self.bucket, "TaskSnapshot.bucket", minimum=0)
+        if self.pid is not None:
+            _require_int(self.pid, "TaskSnapshot.pid")
+        for name in _INSTANTS:
             value = getattr(self, name)
-            checked = check(value)
-            if checked is not value:
-                object.__setattr__(self, name, checked)
+            if value is not None and (not isinstance(value, datetime) or value.tzinfo is None):
+                _INSTANT_CHECKS[name](value)  # raises, naming the field
+        progress: object = self.progress
+        if progress is not None and not isinstance(progress, Progress):
+            _SNAPSHOT_CHECKS["progress"](progress)
+        failure: object = self.failure
+        if failure is not None and not isinstance(failure, Failure):
+            _SNAPSHOT_CHECKS["failure"](failure)
+        tags = _check_tags(self.tags)
+        if tags is not self.tags:
+            object.__setattr__(self, "tags", tags)
+        _check_metadata(self.metadata)
 
     @property
     def is_terminal(self) -> bool:
@@ -686,7 +710,7 @@ _SNAPSHOT_CHECKS: Final[dict[str, Any]] = {
     "priority": _field_check(_require_int, "priority"),
     "bucket": _optional(_field_check(_require_int, "bucket", minimum=0)),
     "pid": _optional(_field_check(_require_int, "pid")),
-    **{name: _instant_check(name) for name in _INSTANTS},
+    **(_INSTANT_CHECKS := {name: _instant_check(name) for name in _INSTANTS}),
     "progress": _instance_check("progress", Progress),
     "failure": _instance_check("failure", Failure),
     "tags": _check_tags,
