@@ -278,7 +278,11 @@ class Submission:
         if recipe is None:
             raise ConfigurationError(f"task {stored.task_id!r} has no work-queue recipe")
         common = self._common_options(
-            stored.name, tags=None, priority=stored.priority, metadata=None, retry=None,
+            stored.name,
+            tags=None,
+            priority=stored.priority,
+            metadata=None,
+            retry=None,
             timeout=None,
         )
         run = TaskRun(

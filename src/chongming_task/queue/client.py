@@ -389,9 +389,7 @@ class Client:
         )
 
     def wait(self, task_id: str, timeout: float | None = None) -> TaskOutcome:
-        snapshot = wait_in_store(
-            self.store, task_id, timeout=timeout, interval=self.poll_interval
-        )
+        snapshot = wait_in_store(self.store, task_id, timeout=timeout, interval=self.poll_interval)
         return outcome_of(snapshot)
 
     # ------------------------------------------------------------ control
@@ -444,7 +442,7 @@ class AsyncTaskHandle:
         Raises:
             TimeoutError: ``timeout`` passed first.
         """
-        client = self._sync._client  # noqa: SLF001 - the twin of its own handle
+        client = self._sync._client
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
         while True:

@@ -27,8 +27,8 @@ from chongming_task.stores.base import (
     TaskQuery,
     refuse_repeated_ids,
 )
-from chongming_task.stores.queue_records import WorkerRecord, is_claimable
 from chongming_task.stores.codec import decode_transition, encode_transition, require_aware
+from chongming_task.stores.queue_records import WorkerRecord, is_claimable
 
 __all__ = ["SCHEMA_VERSION", "Cursor", "SqlTaskStore"]
 

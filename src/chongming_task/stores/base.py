@@ -32,8 +32,8 @@ from chongming_task.core.clock import Clock, SystemClock
 from chongming_task.errors import ConcurrencyConflict, ConfigurationError, StoreError
 from chongming_task.model import Failure, JSONValue, Progress, TaskSnapshot, Transition
 from chongming_task.states import TaskStatus
-from chongming_task.stores.queue_records import WorkerRecord
 from chongming_task.stores._lost import candidate_of, check_lost_query, lost_transition
+from chongming_task.stores.queue_records import WorkerRecord
 from chongming_task.stores.records import (
     OUTCOME_MAX_BYTES,
     ClaimLost,

@@ -20,6 +20,7 @@ import socket
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from chongming_task.controller.reconcile import reconcile
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.errors import ConcurrencyConflict, ConfigurationError, InvalidTransition
 from chongming_task.states import TaskStatus
@@ -145,8 +146,17 @@ class WorkQueueDuty:
 
     def recover(self) -> None:
         """Reconcile expired leases, release dead claims, revive idempotent lost tasks."""
+        controller = self.controller
         try:
-            report = self.controller.reconcile()
+            # Every bucket, not only ours: marking an expired lease lost is honest
+            # whoever does it, and the dead worker's buckets may have no live owner.
+            report = reconcile(
+                self.store,
+                clock=self.clock,
+                actor=controller.owner,
+                buckets=None,
+                held=[run.task_id for run in controller.runs() if not run.done],
+            )
         except Exception as exc:
             log.warning("periodic reconcile failed: %s: %s", type(exc).__name__, exc)
             return
