@@ -58,6 +58,7 @@ def _env() -> dict[str, str]:
 def _cli(db: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "chongming_task.cli", "--db", db, *args],
+        check=False,
         capture_output=True,
         text=True,
         env=_env(),

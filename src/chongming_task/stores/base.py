@@ -438,6 +438,7 @@ class TaskStore(ABC):
 
         A hint like every wake-up (workers poll anyway). The default does nothing.
         """
+        return
 
     def claim_queued(
         self,

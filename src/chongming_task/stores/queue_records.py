@@ -133,7 +133,8 @@ class WorkerRecord:
             buckets: Sequence[int] | None = data.get("buckets")
             started = parse_datetime(data["started_at"], "started_at")
             beat = parse_datetime(data["heartbeat_at"], "heartbeat_at")
-            assert started is not None and beat is not None
+            if started is None or beat is None:
+                raise ValueError("started_at and heartbeat_at are required")
             return cls(
                 worker_id=str(data["worker_id"]),
                 host=str(data.get("host", "")),
@@ -146,5 +147,5 @@ class WorkerRecord:
                 heartbeat_interval=float(data.get("heartbeat_interval", 1.0)),
                 stopped_at=parse_datetime(data.get("stopped_at"), "stopped_at"),
             )
-        except (KeyError, TypeError, ValueError, AssertionError) as exc:
+        except (KeyError, TypeError, ValueError) as exc:
             raise StoreError(f"corrupt worker record: {exc!r}") from exc

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -96,14 +97,12 @@ class WorkQueueDuty:
             Failure(kind=FailureKind.EXCEPTION, message=error, retryable=False),
             trigger="queue:refused",
         )
-        try:
+        with contextlib.suppress(ConcurrencyConflict):  # stopped meanwhile: nothing to do
             self.store.save(
                 machine.snapshot.replace(lease_until=None),
                 expect_version=snapshot.status_version,
                 transitions=machine.transitions,
             )
-        except ConcurrencyConflict:
-            pass
 
     # ------------------------------------------------------------ periodic
 
