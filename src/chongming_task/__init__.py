@@ -107,6 +107,10 @@ _LAZY: dict[str, str] = {
     "PipelineOutcome": "chongming_task.pipeline",
     "NodeOutcome": "chongming_task.pipeline",
     "Worker": "chongming_task.worker",
+    "Client": "chongming_task.queue",
+    "AsyncClient": "chongming_task.queue",
+    "TaskHandle": "chongming_task.queue",
+    "AsyncTaskHandle": "chongming_task.queue",
 }
 
 
@@ -115,10 +119,13 @@ __getattr__, __dir__ = lazy_exports("chongming_task", globals(), _LAZY)
 
 __all__ = [
     "AggregationPolicy",
+    "AsyncClient",
+    "AsyncTaskHandle",
     "AttemptsExhausted",
     "BucketPolicy",
     "CircularDependency",
     "ClaimLost",
+    "Client",
     "Clock",
     "Command",
     "ConcurrencyConflict",
@@ -161,6 +168,7 @@ __all__ = [
     "TaskDefinition",
     "TaskError",
     "TaskExecutionError",
+    "TaskHandle",
     "TaskOutcome",
     "TaskQuery",
     "TaskRun",

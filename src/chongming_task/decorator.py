@@ -67,6 +67,8 @@ class TaskSpec:
     tags: frozenset[str] = field(default_factory=frozenset)
     retry: RetryPolicy | None = None
     timeout: Timeout | None = None
+    idempotent: bool = False
+    """Safe to run again after ``lost``: a worker then revives it from its queued recipe."""
 
 
 class _Decorator(Protocol):
@@ -89,6 +91,7 @@ def task(
     description: str | None = None,
     retry: RetryPolicy | None = None,
     timeout: Timeout | None = None,
+    idempotent: bool = False,
 ) -> _Decorator: ...
 
 
@@ -101,11 +104,16 @@ def task(
     description: str | None = None,
     retry: RetryPolicy | None = None,
     timeout: Timeout | None = None,
+    idempotent: bool = False,
 ) -> Any:
     """Declare a task: bare ``@task`` or ``@task(name=, tags=, description=, retry=, timeout=)``.
 
     The first parameter of the function receives the ``TaskContext``; callers never
     pass it.
+
+    ``idempotent=True`` opts in to re-execution after ``lost`` for tasks enqueued through
+    the work queue (``chongming_task.Client``): the lost attempt stays in the history
+    and a worker revives the task with ``retry()`` from its stored recipe.
 
     Raises:
         ConfigurationError: A non-string tag or name, a policy of the wrong type, or a
@@ -132,6 +140,7 @@ def task(
             tags=tag_set,
             retry=retry,
             timeout=timeout,
+            idempotent=bool(idempotent),
         )
         try:
             setattr(target, SPEC_ATTRIBUTE, spec)

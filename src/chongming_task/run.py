@@ -116,8 +116,13 @@ class TaskRun(RunControls, QueueOwnerEdges):
         metadata: Mapping[str, JSONValue] | None = None,
         upstream: Mapping[str, JSONValue] | None = None,
         pause_timeout: float = 5.0,
+        stored: TaskSnapshot | None = None,
     ) -> None:
         """Create the run in ``pending``; nothing executes before :meth:`start`.
+
+        With ``stored`` (a worker running a task it claimed from the work queue) the
+        run continues that stored ``queued`` task instead: same id, history and
+        versions; the identity options (name, tags, bucket...) come from it.
 
         Raises:
             ConfigurationError: ``fn`` is not callable or the arguments do not fit its
@@ -141,19 +146,33 @@ class TaskRun(RunControls, QueueOwnerEdges):
         check_signature(fn, call, run_name)
         executor.check(call)
         clock = clock or _SYSTEM_CLOCK
-        machine = StateMachine.create(
-            task_id if task_id is not None else uuid.uuid4().hex,
-            run_name,
-            max_attempts=retry.max_attempts,
-            label=label,
-            tags=tags,
-            priority=priority,
-            bucket=bucket,
-            bucket_key=bucket_key,
-            owner=owner,
-            metadata=metadata,
-            clock=clock,
-        )
+        if stored is not None:
+            if stored.status is not S.QUEUED:
+                raise ConfigurationError(
+                    f"only a queued task can be continued, {stored.task_id!r} is "
+                    f"{stored.status.value}"
+                )
+            machine = StateMachine(
+                stored.replace(
+                    owner=owner, max_attempts=max(stored.max_attempts, retry.max_attempts)
+                ),
+                (),
+                clock=clock,
+            )
+        else:
+            machine = StateMachine.create(
+                task_id if task_id is not None else uuid.uuid4().hex,
+                run_name,
+                max_attempts=retry.max_attempts,
+                label=label,
+                tags=tags,
+                priority=priority,
+                bucket=bucket,
+                bucket_key=bucket_key,
+                owner=owner,
+                metadata=metadata,
+                clock=clock,
+            )
         self._pause_timeout = float(pause_timeout)
         lock = threading.Lock()  # the run's lock, shared with its outbox
         self._state = RunState(
@@ -168,6 +187,7 @@ class TaskRun(RunControls, QueueOwnerEdges):
             outbox=Outbox(self, lock=lock),
             lock=lock,
         )
+        self._state.managed = stored is not None
         self._supervisor = Supervisor(self._state)
         self._driver = Driver(self._state, self._supervisor)
 

@@ -572,6 +572,14 @@ class Controller(Submission):
         return run
 
     def _remote(self, task_id: str, action: str, *, reason: str | None = None) -> bool:
+        # A queued task nobody holds (the work queue) is controlled at once, by anyone.
+        from chongming_task.queue.control import control_unheld
+
+        done = control_unheld(
+            self.store, task_id, action, actor=self.owner, clock=self.clock, reason=reason
+        )
+        if done is not None:
+            return done
         return control_remote(
             self.store, task_id, action, issued_by=self.owner, clock=self.clock, reason=reason
         )

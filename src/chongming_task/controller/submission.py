@@ -28,6 +28,7 @@ from chongming_task.policies import BucketPolicy, ConcurrencyPolicy, RetryPolicy
 from chongming_task.run import TaskRun
 from chongming_task.runtime.executors.base import Executor
 from chongming_task.states import TaskStatus
+from chongming_task.stores.queue_records import recipe_of
 
 if TYPE_CHECKING:
     from chongming_task.controller.dispatch import Dispatcher
@@ -260,6 +261,68 @@ class Submission:
             for run, _ in runs:
                 run.stop("controller closed", actor=self.owner)
         return [run for run, _ in runs]
+
+    def run_claimed(self, stored: TaskSnapshot) -> TaskRun:
+        """Run a task this controller claimed from the work queue, as a local submit would.
+
+        ``stored`` is the ``queued`` snapshot ``TaskStore.claim_queued`` returned (held
+        by this controller); the run continues its history and versions and calls the
+        registered function with the recipe's JSON arguments (guide §8.5: only the
+        name and JSON came through the store). It waits for a slot like any submission.
+
+        Raises:
+            ConfigurationError: No recipe, an unregistered name, arguments that do not
+                fit the signature, or a closed controller (nothing is written then).
+        """
+        recipe = recipe_of(stored)
+        if recipe is None:
+            raise ConfigurationError(f"task {stored.task_id!r} has no work-queue recipe")
+        common = self._common_options(
+            stored.name,
+            tags=None,
+            priority=stored.priority,
+            metadata=None,
+            retry=None,
+            timeout=None,
+        )
+        run = TaskRun(
+            common.definition.fn,
+            recipe.args,
+            dict(recipe.kwargs or {}),
+            task_id=stored.task_id,
+            name=stored.name,
+            retry=common.retry,
+            timeout=common.timeout,
+            executor=self._executor,
+            graceful_stop=self._graceful_stop,
+            artifact_dir=self._artifact_dir,
+            clock=self.clock,
+            owner=self.owner,
+            pause_timeout=self._pause_timeout,
+            stored=stored,
+        )
+        self._dispatch.hold(run, priority=stored.priority, tags=stored.tags, bucket=stored.bucket)
+        try:
+            self._writes.adopt(stored)
+        except BaseException:
+            self._dispatch.drop(stored.task_id)
+            raise
+        run.add_listener(self._listener)
+        self._start_background()
+        entered = Transition(
+            task_id=stored.task_id,
+            from_status=None,
+            to_status=TaskStatus.QUEUED,
+            trigger="queue:claimed",
+            version=stored.status_version,
+            at=self.clock.now(),
+            actor=self.owner,
+        )  # for the ledger only: the stored history already has its ``-> queued``
+        if self._dispatch.on_transition(entered):
+            self._dispatch.pump()
+        if self.closed:
+            run.stop("controller closed", actor=self.owner)
+        return run
 
     def _common_options(
         self,

@@ -191,6 +191,21 @@ class WriteThrough:
             state.persisted = snapshot.status_version
             state.pending = ()
 
+    def adopt(self, snapshot: TaskSnapshot) -> None:
+        """Take over the writes of a task already stored at ``snapshot``'s version.
+
+        A worker that claimed a queued task (the work queue) continues its history.
+
+        Raises:
+            ConfigurationError: This writer already has the task.
+        """
+        with self._lock:
+            if snapshot.task_id in self._states:
+                raise ConfigurationError(
+                    f"task id {snapshot.task_id!r} already exists in this controller"
+                )
+            self._states[snapshot.task_id] = _TaskState(persisted=snapshot.status_version)
+
     def write(self, transition: Transition, snapshot: TaskSnapshot) -> None:
         """Store ``transition`` and the snapshot after it (plus anything still pending).
 

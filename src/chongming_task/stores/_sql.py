@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from chongming_task.errors import ConcurrencyConflict, ConfigurationError, StoreError
-from chongming_task.model import Progress, TaskSnapshot, Transition, dumps
+from chongming_task.model import Progress, TaskSnapshot, Transition, dumps, loads
 from chongming_task.states import TERMINAL, TaskStatus
 from chongming_task.stores import _sqlrows as rows
 from chongming_task.stores._sqlbase import SCHEMA_VERSION, Cursor
@@ -28,6 +28,7 @@ from chongming_task.stores.base import (
     refuse_repeated_ids,
 )
 from chongming_task.stores.codec import decode_transition, encode_transition, require_aware
+from chongming_task.stores.queue_records import WorkerRecord, is_claimable
 
 __all__ = ["SCHEMA_VERSION", "Cursor", "SqlTaskStore"]
 
@@ -379,3 +380,84 @@ class SqlTaskStore(SqlControl):
             return int(cur.rowcount)
 
         return self._run(renew, write=True)
+
+    # ------------------------------------------------------------ work queue
+
+    def notify_work(self) -> None:
+        self._run(
+            lambda cur: cur.execute(self._sql["notify_work"], {"channel": self._channel()}),
+            write=True,
+        )
+        self._signal.notify()
+
+    def claim_queued(
+        self,
+        owner: str,
+        *,
+        buckets: Collection[int] | None,
+        limit: int,
+        lease_until: datetime,
+    ) -> list[TaskSnapshot]:
+        require_aware(lease_until, "lease_until")
+        if limit < 1 or (buckets is not None and not buckets):
+            return []
+        now = self.clock.now()
+        # Look past a few rows that are not due yet (a delay) or carry no recipe.
+        params: dict[str, Any] = {"limit": limit * 4 + 16}
+        section = "claim_queued"
+        if buckets is not None:
+            section = "claim_queued_buckets"
+            params["buckets"] = self._array(sorted(buckets))
+
+        def claim(cur: Cursor) -> list[TaskSnapshot]:
+            taken: list[TaskSnapshot] = []
+            for row in cur.execute(self._sql[section], params).fetchall():
+                if len(taken) >= limit:
+                    break
+                found = rows.decode_task(row)
+                if not is_claimable(found, now):
+                    continue
+                held = found.replace(owner=owner, lease_owner=owner, lease_until=lease_until)
+                update = rows.task_params(held, self._instant, self._array)
+                update["expect_version"] = found.status_version
+                if self._write_task(cur, "update_task_unheld", update, []):
+                    taken.append(held)
+            return taken
+
+        return self._run(claim, write=True, atomic=True)
+
+    def save_unheld(
+        self,
+        snapshot: TaskSnapshot,
+        *,
+        expect_version: int,
+        transitions: Sequence[Transition] = (),
+    ) -> None:
+        params, history = self._update_params(snapshot, expect_version, transitions)
+
+        def update(cur: Cursor) -> None:
+            if not self._write_task(cur, "update_task_unheld", params, history):
+                raise self._conflict(cur, snapshot, expect_version)
+
+        self._run(update, write=True, atomic=True)
+
+    def put_worker(self, record: WorkerRecord) -> None:
+        params = {
+            "worker_id": record.worker_id,
+            "heartbeat_at": self._instant(record.heartbeat_at),
+            "doc": dumps(record.to_dict()),
+        }
+        self._run(lambda cur: cur.execute(self._sql["upsert_worker"], params), write=True)
+
+    def list_workers(self) -> list[WorkerRecord]:
+        found = self._run(
+            lambda cur: cur.execute(self._sql["select_workers"], {}).fetchall(), write=False
+        )
+        return [WorkerRecord.from_dict(loads(row[0], "worker record")) for row in found]
+
+    def delete_worker(self, worker_id: str) -> bool:
+        def delete(cur: Cursor) -> bool:
+            cur.execute(self._sql["delete_worker"], {"worker_id": worker_id})
+            return int(cur.rowcount) > 0
+
+        return bool(self._run(delete, write=True))

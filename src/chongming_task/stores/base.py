@@ -33,6 +33,7 @@ from chongming_task.errors import ConcurrencyConflict, ConfigurationError, Store
 from chongming_task.model import Failure, JSONValue, Progress, TaskSnapshot, Transition
 from chongming_task.states import TaskStatus
 from chongming_task.stores._lost import candidate_of, check_lost_query, lost_transition
+from chongming_task.stores.queue_records import WorkerRecord
 from chongming_task.stores.records import (
     OUTCOME_MAX_BYTES,
     ClaimLost,
@@ -429,6 +430,74 @@ class TaskStore(ABC):
         once if a command was submitted since this thread's last ``claim_commands``,
         and promptly when the store is closed.
         """
+
+    # ------------------------------------------------------------ work queue
+
+    def notify_work(self) -> None:
+        """Wake the workers waiting in :meth:`wait_for_commands`: queued work arrived.
+
+        A hint like every wake-up (workers poll anyway). The default does nothing.
+        """
+        return
+
+    def claim_queued(
+        self,
+        owner: str,
+        *,
+        buckets: Collection[int] | None,
+        limit: int,
+        lease_until: datetime,
+    ) -> list[TaskSnapshot]:
+        """Take up to ``limit`` queued unheld tasks for ``owner``, atomically.
+
+        Eligible: status ``queued``, ``owner`` ``None``, a recipe
+        (:func:`~chongming_task.stores.queue_records.recipe_of`) that is due (its
+        ``not_before`` has passed, by ``self.clock``), and a bucket among ``buckets``
+        (``None``: any task, with or without a bucket). Order: highest ``priority``
+        first, oldest first within a priority. Each taken task gets ``owner``,
+        ``lease_owner=owner`` and ``lease_until`` in the same write; its status and
+        ``status_version`` do not change (the claimer's state machine takes the next
+        edge). No task is ever returned to two callers: a row another claimer holds
+        is skipped, and a stop written first (:meth:`save_unheld`) wins.
+
+        Returns the snapshots as stored. The default raises ``ConfigurationError``:
+        a store without it cannot feed workers.
+        """
+        raise ConfigurationError(f"{type(self).__name__} does not support the work queue")
+
+    def save_unheld(
+        self,
+        snapshot: TaskSnapshot,
+        *,
+        expect_version: int,
+        transitions: Sequence[Transition] = (),
+    ) -> None:
+        """:meth:`save`, only if the stored task is still held by nobody (``owner`` None).
+
+        How a stop, pause or resume of a queued unheld task is written from any
+        process: it races :meth:`claim_queued` and exactly one of the two wins.
+
+        Raises:
+            ConcurrencyConflict: The version differs or a worker claimed the task.
+        """
+        stored = self.get(snapshot.task_id)
+        if stored is None:
+            raise TaskNotFound(snapshot.task_id)
+        if stored.owner is not None:
+            raise ConcurrencyConflict(snapshot.task_id, expect_version, stored.status_version)
+        self.save(snapshot, expect_version=expect_version, transitions=transitions)
+
+    def put_worker(self, record: WorkerRecord) -> None:
+        """Insert or replace a worker's registry record (its heartbeat)."""
+        raise ConfigurationError(f"{type(self).__name__} has no worker registry")
+
+    def list_workers(self) -> list[WorkerRecord]:
+        """Every registered worker, by id (empty for a store without a registry)."""
+        return []
+
+    def delete_worker(self, worker_id: str) -> bool:
+        """Forget a worker's record; ``False`` if there was none."""
+        return False
 
     # ------------------------------------------------------------ schedules
 

@@ -22,6 +22,7 @@ from chongming_task.states import TERMINAL, TaskStatus
 from chongming_task.stores._memory_control import MemoryControl
 from chongming_task.stores.base import TaskHead, TaskNotFound, TaskQuery, refuse_repeated_ids
 from chongming_task.stores.codec import check_outcome, require_aware
+from chongming_task.stores.queue_records import WorkerRecord, is_claimable
 
 __all__ = ["InMemoryTaskStore"]
 
@@ -50,6 +51,7 @@ class InMemoryTaskStore(MemoryControl):
         # Per task, oldest first and one per version: a list, because a small dict per
         # task costs three times as much and 100,000 queued tasks are a normal load.
         self._history: dict[str, list[Transition]] = {}
+        self._workers: dict[str, WorkerRecord] = {}
 
     # ------------------------------------------------------------ snapshots
 
@@ -253,6 +255,79 @@ class InMemoryTaskStore(MemoryControl):
                     row.snapshot = replace(row.snapshot, lease_until=lease_until)
                     renewed += 1
         return renewed
+
+    # ------------------------------------------------------------ work queue
+
+    def notify_work(self) -> None:
+        self._signal.notify()
+
+    def claim_queued(
+        self,
+        owner: str,
+        *,
+        buckets: Collection[int] | None,
+        limit: int,
+        lease_until: datetime,
+    ) -> list[TaskSnapshot]:
+        require_aware(lease_until, "lease_until")
+        if limit < 1 or (buckets is not None and not buckets):
+            return []
+        wanted = None if buckets is None else frozenset(buckets)
+        now = self.clock.now()
+        key, _ = _sort_key("priority")
+        with self._locked():
+            candidates = sorted(
+                (
+                    row
+                    for row in self._tasks.values()
+                    if row.snapshot.status is TaskStatus.QUEUED
+                    and row.snapshot.owner is None
+                    and (wanted is None or row.snapshot.bucket in wanted)
+                ),
+                key=key,
+            )
+            taken: list[TaskSnapshot] = []
+            for row in candidates:
+                if len(taken) >= limit:
+                    break
+                if not is_claimable(row.snapshot, now):
+                    continue
+                row.snapshot = replace(
+                    row.snapshot, owner=owner, lease_owner=owner, lease_until=lease_until
+                )
+                taken.append(row.snapshot)
+            return taken
+
+    def save_unheld(
+        self,
+        snapshot: TaskSnapshot,
+        *,
+        expect_version: int,
+        transitions: Sequence[Transition] = (),
+    ) -> None:
+        check_outcome(snapshot.outcome, snapshot.task_id)
+        with self._locked():
+            row = self._tasks.get(snapshot.task_id)
+            if row is None:
+                raise TaskNotFound(snapshot.task_id)
+            stored = row.snapshot
+            if stored.status_version != expect_version or stored.owner is not None:
+                raise ConcurrencyConflict(snapshot.task_id, expect_version, stored.status_version)
+            row.snapshot = snapshot
+            if transitions:
+                self._append_locked(transitions)
+
+    def put_worker(self, record: WorkerRecord) -> None:
+        with self._locked():
+            self._workers[record.worker_id] = record
+
+    def list_workers(self) -> list[WorkerRecord]:
+        with self._locked():
+            return [self._workers[key] for key in sorted(self._workers)]
+
+    def delete_worker(self, worker_id: str) -> bool:
+        with self._locked():
+            return self._workers.pop(worker_id, None) is not None
 
     def __repr__(self) -> str:
         return f"InMemoryTaskStore(tasks={len(self._tasks)}, closed={self._closed})"

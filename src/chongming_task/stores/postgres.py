@@ -252,7 +252,7 @@ class PostgresTaskStore(SqlTaskStore):
         self, cur: Cursor, statement: str, params: dict[str, Any], history: History
     ) -> int:
         cur.execute(self._sql[statement], _with_transitions(params, history))
-        if statement == "update_task":
+        if statement.startswith("update_task"):
             return int(cur.fetchone()[0])
         return 1
 

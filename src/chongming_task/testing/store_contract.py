@@ -39,6 +39,7 @@ from chongming_task.testing._store_contract._support import WatchedClock, assert
 from chongming_task.testing._store_contract.commands import CommandCases
 from chongming_task.testing._store_contract.lost import LostCases
 from chongming_task.testing._store_contract.queries import QueryCases
+from chongming_task.testing._store_contract.queue import QueueCases
 from chongming_task.testing._store_contract.races import RaceCases
 from chongming_task.testing._store_contract.schedules import ScheduleCases
 from chongming_task.testing._store_contract.snapshots import SnapshotCases
@@ -48,6 +49,13 @@ __all__ = ["StoreContract", "WatchedClock", "assert_same_json"]
 
 
 class StoreContract(
-    SnapshotCases, QueryCases, LostCases, TrailCases, CommandCases, ScheduleCases, RaceCases
+    SnapshotCases,
+    QueryCases,
+    LostCases,
+    TrailCases,
+    CommandCases,
+    ScheduleCases,
+    RaceCases,
+    QueueCases,
 ):
     """Every contract case; subclass it and implement ``make_store()``."""

@@ -33,6 +33,7 @@ from chongming_task.states import TaskStatus
 from chongming_task.stores._claiming import claim_actions
 from chongming_task.stores.base import ClaimLost, Command
 from chongming_task.worker.logtail import LogTail
+from chongming_task.worker.queue import WorkQueueDuty
 from chongming_task.worker.report import ShutdownReport, StoppedTask
 from chongming_task.worker.submission import SUBMIT_ACTION, Submission
 
@@ -87,6 +88,8 @@ class Worker:
         poll_interval: float = 0.5,
         scheduler: Any | None = None,
         log_tail: bool = True,
+        heartbeat_interval: float = 1.0,
+        reconcile_interval: float | None = None,
     ) -> None:
         if controller.store is None:
             raise ConfigurationError("a Worker needs a Controller with a store")
@@ -109,12 +112,22 @@ class Worker:
         self._want_log_tail = log_tail
         self._log_tail: LogTail | None = None
         self._foreign_ahead = 0  # other nodes' submissions the last poll handed back
+        self.heartbeat_interval = float(heartbeat_interval)
+        self.reconcile_interval = (
+            float(reconcile_interval)
+            if reconcile_interval is not None
+            else max(0.2, min(5.0, controller.lease_ttl / 2))
+        )
+        self.claimed = 0
+        """Queued tasks this worker claimed from the work queue."""
+        self._queue = WorkQueueDuty(self)
 
     # ------------------------------------------------------------ lifecycle
 
     def start(self) -> ReconcileReport:
         """Reconcile, then start the scheduler and the intake; returns the reconcile report."""
         report = self.controller.reconcile()
+        self._queue.heartbeat()
         if self._want_log_tail and self._log_tail is None:
             self._log_tail = LogTail(self.controller)
         if self.scheduler is not None:
@@ -152,6 +165,7 @@ class Worker:
         if self._log_tail is not None:
             self._log_tail.close()
             self._log_tail = None
+        self._queue.heartbeat(stopped=True)
         tasks = tuple(
             StoppedTask(
                 task_id=run.task_id,
@@ -184,6 +198,10 @@ class Worker:
         free = self.free_slots()
         if free == 0:
             return 0, 0
+        queued = self._queue.claim(free)
+        free -= queued
+        if free == 0:
+            return queued, 0
         commands = claim_actions(
             self.store,
             self.owner,
@@ -204,13 +222,14 @@ class Worker:
             handed_back += outcome == _HANDED_BACK
             foreign += outcome == _HANDED_BACK
         self._foreign_ahead = foreign  # still ahead of anything this poll left pending
-        return taken, handed_back
+        return taken + queued, handed_back
 
     def _intake_loop(self) -> None:
         while not self._stop.is_set():
             tail = self._log_tail
             if tail is not None:
                 tail.flush()
+            self._queue.periodic()
             if not self.free_slots():
                 # Full: wait for a task to end (or for shutdown), not for commands.
                 self._slot_freed.wait(self.poll_interval)

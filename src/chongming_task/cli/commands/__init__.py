@@ -19,11 +19,13 @@ def register_all(subparsers: argparse._SubParsersAction[Any]) -> None:
         submit,
         tasks,
         worker,
+        workers,
     )
 
     tasks.add_parsers(subparsers)
     run.add_parsers(subparsers)
     worker.add_parsers(subparsers)
+    workers.add_parsers(subparsers)
     submit.add_parsers(subparsers)
     ps.add_parsers(subparsers)
     inspect_.add_parsers(subparsers)

@@ -115,7 +115,11 @@ def cmd_list(args: argparse.Namespace, session: Session) -> int:
 
 
 def cmd_health(args: argparse.Namespace, session: Session) -> int:
+    from chongming_task.queue.health import queue_health
+
     health = admin_for(session).health()
+    queue = queue_health(session.open_store(create=False))
+    healthy = health.healthy and queue.healthy
     if session.json:
         session.output.json(
             document(
@@ -130,8 +134,17 @@ def cmd_health(args: argparse.Namespace, session: Session) -> int:
                 overdue=list(health.overdue),
                 next_due=when(health.next_due),
                 next_due_schedule=health.next_due_schedule,
-                problems=list(health.problems),
+                problems=list(health.problems) + queue.problems,
                 checked_at=when(health.checked_at),
+                queue={
+                    "healthy": queue.healthy,
+                    "workers_live": list(queue.live),
+                    "workers_dead": list(queue.dead),
+                    "depth": queue.depth,
+                    "oldest_queued_age": queue.oldest_age,
+                    "orphaned_buckets": list(queue.orphaned),
+                    "lease_expired": list(queue.expired),
+                },
             )
         )
     else:
@@ -142,6 +155,10 @@ def cmd_health(args: argparse.Namespace, session: Session) -> int:
         )
         if health.next_due is not None:
             output.print(f"next due: {health.next_due_schedule} at {short(health.next_due)}")
-        for problem in health.problems:
+        output.print(
+            f"queue: {len(queue.live)} live worker(s), {len(queue.dead)} dead, "
+            f"{sum(queue.depth.values())} queued task(s)"
+        )
+        for problem in list(health.problems) + queue.problems:
             output.print(f"problem: {problem}")
-    return ExitCode.OK if health.healthy else ExitCode.FAILED
+    return ExitCode.OK if healthy else ExitCode.FAILED

@@ -135,6 +135,20 @@ DROP INDEX IF EXISTS ct_commands_action;
 CREATE INDEX IF NOT EXISTS ct_commands_claim ON ct_commands (action, priority DESC, seq)
     WHERE status IN ('pending', 'claimed');
 
+-- name: migrate_5
+-- Version 5: the work queue (docs/queue.md). Queued unheld tasks (status 'queued', no
+-- owner) are claimed highest priority first, oldest first, through a partial index,
+-- and workers register themselves (id, host, pid, buckets, slots, heartbeat) in
+-- ct_workers. Every statement may run again on a migrated schema.
+CREATE INDEX IF NOT EXISTS ct_tasks_claimable ON ct_tasks (priority DESC, created_at, seq)
+    WHERE status = 'queued' AND owner IS NULL;
+
+CREATE TABLE IF NOT EXISTS ct_workers (
+    worker_id text PRIMARY KEY,
+    heartbeat_at timestamptz NOT NULL,
+    doc json NOT NULL
+);
+
 -- name: schema_exists
 SELECT count(*) FROM (SELECT to_regclass('ct_meta') AS t) r WHERE r.t IS NOT NULL;
 
@@ -423,3 +437,51 @@ ON CONFLICT (schedule, scheduled_at) DO NOTHING;
 
 -- name: prune_firings
 DELETE FROM ct_firings WHERE scheduled_at < %(before)s;
+
+-- name: update_task_unheld
+-- update_task, only while nobody holds the task (a queued task a worker has not
+-- claimed): a stop or pause from any process races a claim and exactly one wins.
+WITH task AS (
+    UPDATE ct_tasks SET
+        name = %(name)s, status = %(status)s, status_version = %(status_version)s,
+        created_at = %(created_at)s, updated_at = %(updated_at)s, priority = %(priority)s,
+        bucket = %(bucket)s, owner = %(owner)s, meta_schedule = %(meta_schedule)s,
+        meta_pipeline = %(meta_pipeline)s, tags = %(tags)s, progress = %(progress)s::json,
+        heartbeat_at = %(heartbeat_at)s, lease_owner = %(lease_owner)s,
+        lease_until = %(lease_until)s, pid = %(pid)s, doc = %(doc)s::json
+    WHERE task_id = %(task_id)s AND status_version = %(expect_version)s AND owner IS NULL
+    RETURNING task_id
+), history AS (
+    INSERT INTO ct_transitions (task_id, version, doc)
+    SELECT e ->> 'task_id', (e ->> 'version')::bigint, e
+    FROM task, json_array_elements(%(transitions)s::json) AS e
+    ON CONFLICT DO NOTHING
+)
+SELECT count(*) FROM task;
+
+-- name: claim_queued
+SELECT t.doc::text, t.progress::text, t.heartbeat_at, t.lease_owner, t.lease_until, t.pid
+FROM ct_tasks t WHERE t.status = 'queued' AND t.owner IS NULL
+ORDER BY t.priority DESC, t.created_at, t.seq LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: claim_queued_buckets
+SELECT t.doc::text, t.progress::text, t.heartbeat_at, t.lease_owner, t.lease_until, t.pid
+FROM ct_tasks t WHERE t.status = 'queued' AND t.owner IS NULL
+    AND t.bucket = ANY(%(buckets)s)
+ORDER BY t.priority DESC, t.created_at, t.seq LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: notify_work
+SELECT pg_notify(%(channel)s, 'queue');
+
+-- name: upsert_worker
+INSERT INTO ct_workers (worker_id, heartbeat_at, doc)
+VALUES (%(worker_id)s, %(heartbeat_at)s, %(doc)s::json)
+ON CONFLICT (worker_id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, doc = excluded.doc;
+
+-- name: select_workers
+SELECT doc::text FROM ct_workers ORDER BY worker_id;
+
+-- name: delete_worker
+DELETE FROM ct_workers WHERE worker_id = %(worker_id)s;

@@ -167,6 +167,20 @@ DROP INDEX IF EXISTS ct_commands_action;
 CREATE INDEX IF NOT EXISTS ct_commands_claim ON ct_commands (action, priority DESC, seq)
     WHERE status IN ('pending', 'claimed');
 
+-- name: migrate_5
+-- Version 5: the work queue (docs/queue.md). Queued unheld tasks (status 'queued', no
+-- owner) are claimed highest priority first, oldest first, through a partial index,
+-- and workers register themselves (id, host, pid, buckets, slots, heartbeat) in
+-- ct_workers. Every statement may run again on a migrated file.
+CREATE INDEX IF NOT EXISTS ct_tasks_claimable ON ct_tasks (priority DESC, created_at, seq)
+    WHERE status = 'queued' AND owner IS NULL;
+
+CREATE TABLE IF NOT EXISTS ct_workers (
+    worker_id TEXT PRIMARY KEY,
+    heartbeat_at INTEGER NOT NULL,
+    doc TEXT NOT NULL
+) WITHOUT ROWID;
+
 -- name: schema_exists
 SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'ct_meta';
 
@@ -426,3 +440,39 @@ ON CONFLICT (schedule, scheduled_at) DO NOTHING;
 
 -- name: prune_firings
 DELETE FROM ct_firings WHERE scheduled_at < :before;
+
+-- name: update_task_unheld
+-- update_task, only while nobody holds the task (a queued task a worker has not
+-- claimed): a stop or pause from any process races a claim and exactly one wins.
+UPDATE ct_tasks SET
+    name = :name, status = :status, status_version = :status_version,
+    created_at = :created_at, updated_at = :updated_at, priority = :priority,
+    bucket = :bucket, owner = :owner, meta_schedule = :meta_schedule,
+    meta_pipeline = :meta_pipeline, tags = :tags, progress = :progress,
+    heartbeat_at = :heartbeat_at, lease_owner = :lease_owner, lease_until = :lease_until,
+    pid = :pid, doc = :doc
+WHERE task_id = :task_id AND status_version = :expect_version AND owner IS NULL;
+
+-- name: claim_queued
+SELECT t.doc, t.progress, t.heartbeat_at, t.lease_owner, t.lease_until, t.pid
+FROM ct_tasks t WHERE t.status = 'queued' AND t.owner IS NULL
+ORDER BY t.priority DESC, t.created_at, t.seq LIMIT :limit;
+
+-- name: claim_queued_buckets
+SELECT t.doc, t.progress, t.heartbeat_at, t.lease_owner, t.lease_until, t.pid
+FROM ct_tasks t WHERE t.status = 'queued' AND t.owner IS NULL
+    AND t.bucket IN (SELECT value FROM json_each(:buckets))
+ORDER BY t.priority DESC, t.created_at, t.seq LIMIT :limit;
+
+-- name: notify_work
+UPDATE ct_meta SET value = value + 1 WHERE key = 'commands_rev';
+
+-- name: upsert_worker
+INSERT INTO ct_workers (worker_id, heartbeat_at, doc) VALUES (:worker_id, :heartbeat_at, :doc)
+ON CONFLICT (worker_id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, doc = excluded.doc;
+
+-- name: select_workers
+SELECT doc FROM ct_workers ORDER BY worker_id;
+
+-- name: delete_worker
+DELETE FROM ct_workers WHERE worker_id = :worker_id;

@@ -1,0 +1,25 @@
+"""The work queue: enqueue from any process, claimed by any worker owning the bucket.
+
+See ``docs/queue.md`` and ARCHITECTURE §6. :class:`Client` (and its asyncio twin
+:class:`AsyncClient`) store a task ``queued`` with its recipe (registered name + JSON
+arguments); a worker (``chongming-task worker``) claims it and runs it.
+"""
+
+from __future__ import annotations
+
+from chongming_task.queue.client import AsyncClient, AsyncTaskHandle, Client, TaskHandle
+from chongming_task.queue.control import control_task, control_unheld
+from chongming_task.stores.queue_records import RECIPE_KEY, Recipe, WorkerRecord, recipe_of
+
+__all__ = [
+    "RECIPE_KEY",
+    "AsyncClient",
+    "AsyncTaskHandle",
+    "Client",
+    "Recipe",
+    "TaskHandle",
+    "WorkerRecord",
+    "control_task",
+    "control_unheld",
+    "recipe_of",
+]

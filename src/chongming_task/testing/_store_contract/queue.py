@@ -1,0 +1,117 @@
+"""Contract cases for the work queue: claim_queued, save_unheld and the worker registry."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+
+from chongming_task.errors import ConcurrencyConflict, ConfigurationError
+from chongming_task.states import TaskStatus
+from chongming_task.stores.queue_records import RECIPE_KEY, Recipe, WorkerRecord
+from chongming_task.testing._store_contract._support import ContractHarness, raises
+
+__all__ = ["QueueCases"]
+
+S = TaskStatus
+
+
+class QueueCases(ContractHarness):
+    """Queued unheld tasks are claimed once, in priority then FIFO order; stops race claims."""
+
+    def require_queue(self) -> None:
+        """Skip on a store without the work queue (it is optional for a backend)."""
+        until = self.clock.now() + timedelta(seconds=1)
+        try:
+            self.store.claim_queued("probe", buckets=frozenset(), limit=1, lease_until=until)
+        except ConfigurationError:
+            self.skip(f"{type(self.store).__name__} has no work queue (claim_queued)")
+
+    def queued(self, task_id: str, **changes: object) -> None:
+        self.require_queue()
+        recipe = changes.pop("recipe", Recipe(args=(1,)))
+        meta = {} if recipe is None else {RECIPE_KEY: recipe.to_dict()}  # type: ignore[attr-defined]
+        self.created(task_id, status=S.QUEUED, status_version=1, metadata=meta, **changes)
+
+    def test_claim_takes_priority_then_fifo_and_sets_holder_and_lease(self) -> None:
+        self.queued("low-1", bucket=1)
+        self.queued("high", bucket=1, priority=5)
+        self.queued("low-2", bucket=1)
+        self.queued("other-bucket", bucket=2, priority=9)
+        self.queued("no-recipe", bucket=1, priority=9, recipe=None)
+        self.created("held", status=S.QUEUED, status_version=1, bucket=1, owner="w0")
+        until = self.clock.now() + timedelta(seconds=30)
+        got = self.store.claim_queued("w1", buckets={1}, limit=2, lease_until=until)
+        assert [s.task_id for s in got] == ["high", "low-1"]
+        for task_id in ("high", "low-1"):
+            stored = self.store.get(task_id)
+            assert stored is not None
+            assert stored.owner == "w1"
+            assert stored.lease_owner == "w1"
+            assert stored.lease_until == until
+            assert stored.status is S.QUEUED
+            assert stored.status_version == 1
+        again = self.store.claim_queued("w2", buckets={1}, limit=5, lease_until=until)
+        assert [s.task_id for s in again] == ["low-2"]
+        assert self.store.claim_queued("w2", buckets=set(), limit=5, lease_until=until) == []
+
+    def test_claim_skips_tasks_not_due(self) -> None:
+        later = self.clock.now() + timedelta(seconds=60)
+        self.queued("later", recipe=Recipe(not_before=later))
+        until = self.clock.now() + timedelta(seconds=30)
+        assert self.store.claim_queued("w", buckets=None, limit=5, lease_until=until) == []
+        self.clock.advance(61)
+        got = self.store.claim_queued("w", buckets=None, limit=5, lease_until=until)
+        assert [s.task_id for s in got] == ["later"]
+
+    def test_save_unheld_loses_to_a_claim(self) -> None:
+        self.queued("race")
+        before = self.store.get("race")
+        assert before is not None
+        until = self.clock.now() + timedelta(seconds=30)
+        assert len(self.store.claim_queued("w", buckets=None, limit=1, lease_until=until)) == 1
+        stopped = before.replace(status=S.STOPPED, status_version=2)
+        raises(
+            ConcurrencyConflict,
+            lambda: self.store.save_unheld(stopped, expect_version=1),
+            "a stop of a task a worker claimed must conflict",
+        )
+        got = self.store.get("race")
+        assert got is not None
+        assert got.status is S.QUEUED
+        assert got.owner == "w"
+
+    def test_a_stop_written_first_is_never_claimed(self) -> None:
+        self.queued("stopped-first")
+        before = self.store.get("stopped-first")
+        assert before is not None
+        stopped = before.replace(status=S.STOPPED, status_version=2)
+        self.store.save_unheld(
+            stopped,
+            expect_version=1,
+            transitions=[self.transition("stopped-first", 2, S.STOPPED, S.QUEUED)],
+        )
+        until = self.clock.now() + timedelta(seconds=30)
+        assert self.store.claim_queued("w", buckets=None, limit=1, lease_until=until) == []
+        assert [t.version for t in self.store.history("stopped-first")] == [2]
+
+    def test_worker_registry_upserts_and_lists(self) -> None:
+        self.require_queue()
+        now = self.clock.now()
+        record = WorkerRecord(
+            worker_id="w1",
+            host="h",
+            pid=7,
+            version="1",
+            buckets=(1, 2),
+            slots=4,
+            started_at=now,
+            heartbeat_at=now,
+        )
+        self.store.put_worker(record)
+        self.store.put_worker(dataclasses.replace(record, heartbeat_at=now + timedelta(seconds=1)))
+        found = self.store.list_workers()
+        assert [w.worker_id for w in found] == ["w1"]
+        assert found[0].heartbeat_at == now + timedelta(seconds=1)
+        assert found[0].buckets == (1, 2)
+        assert self.store.delete_worker("w1") is True
+        assert self.store.list_workers() == []
