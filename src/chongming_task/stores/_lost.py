@@ -13,7 +13,6 @@ that applies it to many rows without decoding each one (SQLite's ``_sqlite_lost`
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import datetime
 from typing import Any, Final, NamedTuple
 
@@ -130,7 +129,18 @@ class LostChange(NamedTuple):
 
     def transition(self, task_id: str, version: int, attempt: int) -> Transition:
         """The record of one task of the group, now at ``version``."""
-        return dataclasses.replace(self.record, task_id=task_id, version=version, attempt=attempt)
+        record = self.record
+        return Transition(
+            task_id=task_id,
+            from_status=record.from_status,
+            to_status=record.to_status,
+            trigger=record.trigger,
+            version=version,
+            at=record.at,
+            actor=record.actor,
+            reason=record.reason,
+            attempt=attempt,
+        )
 
 
 def lost_change(

@@ -35,7 +35,7 @@ from chongming_task.stores._lost import (
     check_lost_query,
     lost_change,
 )
-from chongming_task.stores._sql import Cursor, SqlTaskStore, history_rows
+from chongming_task.stores._sql import Cursor, SqlTaskStore
 from chongming_task.stores.records import LostCandidate, LostMark, TaskQuery
 
 __all__ = ["SqliteLost"]
@@ -108,12 +108,18 @@ class SqliteLost(SqlTaskStore):
             if change is None:
                 return None
             shared = self._shared_params(change)
+            # The group's record as encode_transition writes it; each task's differs
+            # only in its id, version and attempt (same members, same order).
+            record = change.record.to_dict()
             for seq, task_id, _, version, _, _, _, _, attempt in members:
                 transition = change.transition(task_id, version + 1, attempt)
                 updates.append(
                     {**shared, "seq": seq, "expect_version": version, "status_version": version + 1}
                 )
-                history.extend(history_rows((transition,)))
+                doc = dumps(
+                    {**record, "task_id": task_id, "version": version + 1, "attempt": attempt}
+                )
+                history.append({"task_id": task_id, "version": version + 1, "doc": doc})
                 marks[task_id] = LostMark(task_id, transition, None)
         if updates:
             cur.executemany(self._sql["mark_lost"], updates)
