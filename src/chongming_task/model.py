@@ -366,13 +366,14 @@ class Transition:
 
     def __post_init__(self) -> None:
         _require_text(self.task_id, "Transition.task_id")
-        if self.from_status is not None:
+        source: object = self.from_status
+        if source is not None and not isinstance(source, TaskStatus):
             object.__setattr__(
-                self, "from_status", _coerce_status(self.from_status, "Transition.from_status")
+                self, "from_status", _coerce_status(source, "Transition.from_status")
             )
-        object.__setattr__(
-            self, "to_status", _coerce_status(self.to_status, "Transition.to_status")
-        )
+        target: object = self.to_status
+        if not isinstance(target, TaskStatus):
+            object.__setattr__(self, "to_status", _coerce_status(target, "Transition.to_status"))
         _require_text(self.trigger, "Transition.trigger")
         _require_int(self.version, "Transition.version", minimum=0)
         _require_int(self.attempt, "Transition.attempt", minimum=0)

@@ -40,7 +40,7 @@ _UNFINISHED = frozenset(set(TaskStatus) - TERMINAL)
 
 #: Occupying tasks marked per ``mark_lost_many`` call: each page is read, moved to
 #: ``lost`` by the state machine and stored with one version-guarded ``save_many``.
-WRITE_BATCH = 200
+WRITE_BATCH = 1000
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -125,8 +125,16 @@ def reconcile(
     lost: list[str] = []
     skipped: list[str] = []
 
+    # A crashed node's tasks share a few (holder, lease, status) combinations: one
+    # Failure each, so the store's state machine runs once per group (``mark_lost_many``).
+    failures: dict[tuple[object, ...], Failure] = {}
+
     def failure(task: LostCandidate) -> Failure:
-        return _lost_failure(task, actor)
+        key = (task.lease_owner, task.owner, task.lease_until, task.status)
+        found = failures.get(key)
+        if found is None:
+            found = failures[key] = _lost_failure(task, actor)
+        return found
 
     for start in range(0, len(occupying), WRITE_BATCH):
         page = occupying[start : start + WRITE_BATCH]

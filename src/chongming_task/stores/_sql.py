@@ -277,18 +277,26 @@ class SqlTaskStore(SqlControl):
 
     def _select(self, section: str, query: TaskQuery) -> list[Any]:
         """The rows of ``section`` (a ``SELECT ... FROM ct_tasks t``) matching ``query``."""
+        selected = self._selection(section, query)
+        if selected is None:
+            return []
+        statement, params = selected
+        found: list[Any] = self._run(
+            lambda cur: cur.execute(statement, params).fetchall(), write=False
+        )
+        return found
+
+    def _selection(self, section: str, query: TaskQuery) -> tuple[str, dict[str, Any]] | None:
+        """``section`` filtered, ordered and limited by ``query``; ``None``: matches nothing."""
         parts = rows.build_filters(query, self._sql, self._array, self._instant)
         if parts.empty or query.limit == 0:
-            return []
+            return None
         order = rows.ORDER_SQL[query.order]
         statement = f"{self._sql[section]}{parts.where} ORDER BY {order}"
         if query.limit is not None:
             statement = f"{statement} {self._sql['limit']}"
             parts.params["limit"] = query.limit
-        found: list[Any] = self._run(
-            lambda cur: cur.execute(statement, parts.params).fetchall(), write=False
-        )
-        return found
+        return statement, parts.params
 
     def count_by_status(self, query: TaskQuery | None = None) -> dict[TaskStatus, int]:
         parts = rows.build_filters(query, self._sql, self._array, self._instant)

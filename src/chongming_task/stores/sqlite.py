@@ -43,9 +43,10 @@ from typing import Any, Final, Literal, TypeVar
 from chongming_task.core.clock import Clock
 from chongming_task.errors import ConfigurationError, StoreError
 from chongming_task.model import dumps, parse_datetime
-from chongming_task.stores._sql import SCHEMA_VERSION, Cursor, SqlTaskStore
+from chongming_task.stores._sql import SCHEMA_VERSION, Cursor
 from chongming_task.stores._sqlfile import split_statements
 from chongming_task.stores._sqlite_group import GroupCommitter
+from chongming_task.stores._sqlite_lost import SqliteLost
 from chongming_task.stores.codec import from_micros, to_micros
 
 __all__ = ["SqliteTaskStore"]
@@ -77,7 +78,7 @@ def _lease_expired(lease_until: object, cutoff_micros: object) -> int:
     return int(parsed is None or to_micros(parsed) <= int(cutoff_micros))  # type: ignore[call-overload]
 
 
-class SqliteTaskStore(SqlTaskStore):
+class SqliteTaskStore(SqliteLost):
     """A :class:`~chongming_task.stores.base.TaskStore` in a SQLite file (or ``":memory:"``).
 
     Args:

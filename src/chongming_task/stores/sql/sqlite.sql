@@ -226,6 +226,37 @@ WHERE task_id = :task_id AND status_version = :expect_version
   AND bucket IS :bucket AND owner IS :owner AND meta_schedule IS :meta_schedule
   AND meta_pipeline IS :meta_pipeline AND tags = :tags;
 
+-- name: select_lost
+-- mark_lost_many's candidates, without the document: what the caller's failure function
+-- and the transition record need, the document's format version (another one takes the
+-- generic path) and the row's seq, by which mark_lost finds it again.
+SELECT t.seq, t.task_id, t.status, t.status_version, t.owner, t.lease_owner, t.lease_until,
+       json_extract(t.doc, '$.v'), json_extract(t.doc, '$.attempt')
+FROM ct_tasks t
+
+-- name: mark_lost
+-- One task to lost with the change the state machine computed for its group: the
+-- columns, and the same members of the document the codec would write (the side-channel
+-- columns are copied into it, as encoding a decoded snapshot does). Found by seq (read
+-- by select_lost in the same transaction) and guarded by its version.
+UPDATE ct_tasks SET
+    status = :status, status_version = :status_version, updated_at = :updated_at,
+    lease_until = :lease_until,
+    doc = json_set(
+        doc,
+        '$.status', :status,
+        '$.status_version', :status_version,
+        '$.updated_at', :updated_at_text,
+        '$.finished_at', :finished_at,
+        '$.progress', json(progress),
+        '$.last_heartbeat_at', heartbeat_at,
+        '$.lease_owner', lease_owner,
+        '$.lease_until', :lease_until,
+        '$.failure', json(:failure),
+        '$.pid', pid
+    )
+WHERE seq = :seq AND status_version = :expect_version;
+
 -- name: task_version
 SELECT status_version FROM ct_tasks WHERE task_id = :task_id;
 
