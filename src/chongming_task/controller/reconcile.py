@@ -130,7 +130,14 @@ def reconcile(
     failures: dict[tuple[object, ...], Failure] = {}
 
     def failure(task: LostCandidate) -> Failure:
-        key = (task.lease_owner, task.owner, task.lease_until, task.status)
+        until = task.lease_until
+        # The instant's text, not the instant: equal instants in two offsets read apart.
+        key = (
+            task.lease_owner,
+            task.owner,
+            None if until is None else until.isoformat(),
+            task.status,
+        )
         found = failures.get(key)
         if found is None:
             found = failures[key] = _lost_failure(task, actor)
