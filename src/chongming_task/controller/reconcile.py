@@ -23,7 +23,7 @@ arguments were never stored), so re-running is the caller's decision.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
 from chongming_task.core.clock import Clock
@@ -91,6 +91,7 @@ def reconcile(
     held: Collection[str] = (),
     dry_run: bool = False,
     on_lost: Callable[[Transition, TaskSnapshot], None] | None = None,
+    metadata_eq: Mapping[str, str] | None = None,
 ) -> ReconcileReport:
     """Apply the table above to every unfinished task in ``buckets`` (all when ``None``).
 
@@ -113,6 +114,8 @@ def reconcile(
             snapshot after it (the controller publishes it to its subscribers, so
             observers hear it too; SQLite's snapshots decode on first use). ``None``
             lets the store skip reading snapshots.
+        metadata_eq: Only tasks whose metadata has these values (the scheduler
+            settles the runs of one schedule: ``{"schedule": name}``).
 
     Raises:
         StoreError: The store failed while reading or writing.
@@ -122,7 +125,14 @@ def reconcile(
     held_ids = frozenset(held)
     adoptable: list[str] = []
     occupying: list[str] = []
-    heads = store.query_heads(TaskQuery(statuses=_UNFINISHED, buckets=scope, lease_expired_by=now))
+    heads = store.query_heads(
+        TaskQuery(
+            statuses=_UNFINISHED,
+            buckets=scope,
+            lease_expired_by=now,
+            metadata_eq=dict(metadata_eq) if metadata_eq else None,
+        )
+    )
     for task_id, status, _ in heads:
         if task_id in held_ids:
             continue
@@ -157,7 +167,11 @@ def reconcile(
     for start in range(0, len(occupying), WRITE_BATCH):
         page = occupying[start : start + WRITE_BATCH]
         still = TaskQuery(
-            task_ids=frozenset(page), statuses=OCCUPYING, buckets=scope, lease_expired_by=now
+            task_ids=frozenset(page),
+            statuses=OCCUPYING,
+            buckets=scope,
+            lease_expired_by=now,
+            metadata_eq=dict(metadata_eq) if metadata_eq else None,
         )
         marks = store.mark_lost_many(
             still,

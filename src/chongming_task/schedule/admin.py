@@ -18,17 +18,18 @@ from typing import Final
 from chongming_task.core.clock import Clock, SystemClock
 from chongming_task.errors import ConfigurationError, StoreError
 from chongming_task.model import JSONValue, TaskSnapshot
-from chongming_task.schedule.control import ScheduleControl
+from chongming_task.schedule.control import ScheduleControl, redact_error
 from chongming_task.schedule.definition import Schedule
 from chongming_task.schedule.stats import (
     RunSummary,
     SchedulerHealth,
     ScheduleStatistics,
+    outage_health,
     run_summary,
     schedule_statistics,
     scheduler_health,
 )
-from chongming_task.states import TERMINAL, TaskStatus
+from chongming_task.states import OCCUPYING, TERMINAL, TaskStatus
 from chongming_task.stores.base import Command, ScheduleConflict, TaskQuery, TaskStore
 
 __all__ = ["UNFINISHED", "ScheduleAdmin"]
@@ -263,6 +264,15 @@ class ScheduleAdmin:
         counts = self.store.count_by_status(TaskQuery(metadata_eq={"schedule": name}))
         return sum(n for status, n in counts.items() if status in UNFINISHED)
 
+    def stale_runs(self, name: str) -> list[str]:
+        """Runs of ``name`` that occupy a slot although their holder's lease expired."""
+        query = TaskQuery(
+            metadata_eq={"schedule": name},
+            statuses=OCCUPYING,
+            lease_expired_by=self.clock.now(),
+        )
+        return [task_id for task_id, _, _ in self.store.query_heads(query)]
+
     def health(
         self,
         *,
@@ -270,10 +280,28 @@ class ScheduleAdmin:
         last_tick_at: datetime | None = None,
         store_errors: int = 0,
         last_store_error: str | None = None,
+        held: Callable[[str], bool] | None = None,
     ) -> SchedulerHealth:
-        """Health from the records and the runs in the store (no scheduler needed)."""
-        controls = self.schedules()
-        running = {c.name: self.unfinished(c.name) for c in controls}
+        """Health from the records and the runs in the store (no scheduler needed).
+
+        Never raises for a store failure: the verdict is then ``unhealthy`` with the
+        error (``SchedulerHealth.error``). ``held`` tells runs that the calling process
+        supervises itself (never stale) from the others.
+        """
+        try:
+            controls = self.schedules()
+            running = {c.name: self.unfinished(c.name) for c in controls}
+            stale = {
+                c.name: [t for t in self.stale_runs(c.name) if held is None or not held(t)]
+                for c in controls
+            }
+        except Exception as exc:
+            return outage_health(
+                redact_error(f"{type(exc).__name__}: {exc}") or type(exc).__name__,
+                now=self.clock.now(),
+                last_tick_at=last_tick_at,
+                store_errors=store_errors,
+            )
         return scheduler_health(
             controls,
             now=self.clock.now(),
@@ -282,6 +310,7 @@ class ScheduleAdmin:
             last_tick_at=last_tick_at,
             store_errors=store_errors,
             last_store_error=last_store_error,
+            stale=stale,
         )
 
 

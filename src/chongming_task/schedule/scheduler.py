@@ -132,6 +132,7 @@ class Scheduler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._unsubscribe = controller.subscribe(self._on_transition)
+        self._firing.on_lost = self._on_transition
 
     # -- registration ---------------------------------------------------------------
 
@@ -266,12 +267,16 @@ class Scheduler:
         return self.admin.statistics(name)
 
     def health(self) -> SchedulerHealth:
-        """Health from the store and this loop: late tick, store errors, failing, overdue."""
+        """Health from the store's facts and this loop (see ``SchedulerHealth``).
+
+        Never raises: a store outage is ``unhealthy`` with the error.
+        """
         return self.admin.health(
             late_after=max(self.misfire_tolerance, 5 * self.tick_interval),
             last_tick_at=self._firing.last_tick_at,
             store_errors=self._firing.store_errors,
             last_store_error=self._firing.last_store_error,
+            held=lambda task_id: self.controller.run(task_id) is not None,
         )
 
     # -- the loop -------------------------------------------------------------------------
