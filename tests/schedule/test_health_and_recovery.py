@@ -47,14 +47,16 @@ def test_a_run_whose_holder_died_is_settled_lost_and_forbid_goes_on_firing(
     dead_id = "beat@20260105T000000Z"
     dead_run(harness, dead_id)
 
-    (report,) = harness.step(60)  # 00:01:00; the dead node's lease expired at 00:00:30
+    (_report,) = harness.step(60)  # 00:01:00; the dead node's lease expired at 00:00:30
     fired = harness.settled("beat@20260105T000100Z")
     assert fired.status is TaskStatus.SUCCEEDED  # not skipped behind the dead run
     dead = harness.store.get(dead_id)
-    assert dead is not None and dead.status is TaskStatus.LOST
+    assert dead is not None
+    assert dead.status is TaskStatus.LOST
     last = harness.store.history(dead_id)[-1]
     assert last.trigger == RECONCILE_TRIGGER
-    assert dead.failure is not None and "dead-node" in dead.failure.message
+    assert dead.failure is not None
+    assert "dead-node" in dead.failure.message
     wait_until(lambda: scheduler.get("beat").errors == 1)  # the lost run is counted
 
 
@@ -113,7 +115,8 @@ def test_a_store_outage_is_unhealthy_with_the_error_never_an_exception() -> None
         store.broken = True
         health = scheduler.health()
         assert health.status == "unhealthy"
-        assert health.error is not None and "database is locked" in health.error
+        assert health.error is not None
+        assert "database is locked" in health.error
         assert any("database is locked" in p for p in health.problems)
     finally:
         store.broken = False
@@ -154,4 +157,5 @@ def test_every_missed_firing_is_recorded_with_the_reason(harness: Harness) -> No
     report = harness.step(600)[0]  # a ten-minute stall
     assert report.missed["beat"] == T0 + timedelta(minutes=2)
     reason = report.missed_reasons["beat"]
-    assert "misfire tolerance" in reason and "misfire=skip" in reason
+    assert "misfire tolerance" in reason
+    assert "misfire=skip" in reason

@@ -19,17 +19,19 @@ with that reason and released by the scheduler's loop at the instant; see
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import datetime
 from enum import Enum
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, Literal
 
 from chongming_task.controller.reconcile import reconcile
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.errors import ConcurrencyConflict
+from chongming_task.model import JSONValue
 from chongming_task.schedule.admin import UNFINISHED
 from chongming_task.schedule.control import ScheduleControl
 from chongming_task.schedule.firing import TriggerType, firing_metadata
+from chongming_task.schedule.registration import INPUT_PARAMETER, takes_input
 from chongming_task.states import OCCUPYING, TaskStatus
 from chongming_task.stores.base import TaskQuery
 
@@ -131,9 +133,10 @@ def skip_reason(
             if not found:
                 return None
             for snapshot in found:
-                if _is_stale(controller, snapshot):
-                    if snapshot.task_id in settle_lost(controller, control.name, on_lost=on_lost):
-                        break  # settled: look again
+                if _is_stale(controller, snapshot) and snapshot.task_id in settle_lost(
+                    controller, control.name, on_lost=on_lost
+                ):
+                    break  # settled: look again
                 if not retire_orphan(controller, snapshot):
                     return (
                         f"previous run {snapshot.task_id!r} of schedule {control.name!r} is "
@@ -209,6 +212,7 @@ def launch(
     skip: str | Literal[_Judge.JUDGE] | None = JUDGE,
     armed_until: datetime | None = None,
     on_lost: LostListener | None = None,
+    input: JSONValue | None = None,
 ) -> TaskRun:
     """Submit one firing of ``control`` (skipped at once when :func:`skip_reason` says so).
 
@@ -218,6 +222,9 @@ def launch(
             nothing applies.
         armed_until: Create the run ``blocked`` until this instant (the caller
             releases it then); only when no skip applies.
+        input: A manual dispatch's payload: ``metadata["input"]``, and the keyword
+            argument ``input`` when the task has a parameter of that name
+            (:func:`~chongming_task.schedule.registration.takes_input`).
     """
     if skip is JUDGE:
         skip = skip_reason(controller, control, on_lost=on_lost)
@@ -235,7 +242,11 @@ def launch(
         command_id=command_id,
         skip_reason=skip,
         armed=armed,
+        input=input,
     )
+    kwargs = dict(control.kwargs)
+    if input is not None and takes_input(controller, control.task):
+        kwargs[INPUT_PARAMETER] = input
     blocked: str | bool = False
     if armed and armed_until is not None:
         blocked = armed_reason(armed_until)
@@ -250,7 +261,7 @@ def launch(
         timeout=control.timeout,
         skip_reason=skip,
         blocked=blocked,
-        **dict(control.kwargs),
+        **kwargs,
     )
 
 

@@ -444,6 +444,8 @@ class FiringLoop:
             reason=_text(payload.get("reason")),
             correlation_id=_text(payload.get("correlation_id")),
             command_id=command.command_id,
+            input=payload.get("input"),
+            on_lost=self.on_lost,
         )
         return task_id
 
@@ -462,7 +464,7 @@ def missed_reason(
     action = (
         "the newest of them runs once as a catch-up (misfire=run_once)"
         if caught_up
-        else "they are not run (misfire=%s)" % misfire
+        else f"they are not run (misfire={misfire})"
     )
     return (
         f"firings from {oldest.isoformat()} on were noticed {late:.0f}s late, more than "

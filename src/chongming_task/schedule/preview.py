@@ -124,7 +124,7 @@ def parse_start(value: str | datetime, timezone: str = "UTC") -> datetime:
     else:
         text = value.strip() if isinstance(value, str) else value
         try:
-            when = datetime.fromisoformat(text.replace("Z", "+00:00"))  # type: ignore[union-attr]
+            when = datetime.fromisoformat(text.replace("Z", "+00:00"))
         except (TypeError, ValueError, AttributeError) as exc:
             raise ConfigurationError(
                 f"start time {value!r} is not ISO 8601; use e.g. 2026-03-08T00:00 or "

@@ -22,10 +22,10 @@ __all__ = [
     "RunSummary",
     "ScheduleStatistics",
     "SchedulerHealth",
-    "run_summary",
-    "schedule_statistics",
     "expected_firing",
     "outage_health",
+    "run_summary",
+    "schedule_statistics",
     "scheduler_health",
 ]
 
@@ -253,8 +253,8 @@ def scheduler_health(
     for name, task_ids in sorted(stale.items()):
         if not task_ids:
             continue
-        control = by_name.get(name)
-        forbid = control is not None and control.overlap == "forbid"
+        record = by_name.get(name)
+        forbid = record is not None and record.overlap == "forbid"
         if forbid:
             blocked.append(name)
         problems.append(
