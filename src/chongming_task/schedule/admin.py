@@ -408,7 +408,7 @@ def check_input(value: object) -> dict[str, JSONValue]:
     """
     if not isinstance(value, Mapping):
         raise ConfigurationError(
-            f"a manual run's input must be a JSON object such as {{\"month\": \"2026-01\"}}, "
+            f'a manual run\'s input must be a JSON object such as {{"month": "2026-01"}}, '
             f"got {value!r}"
         )
     data = dict(value)

@@ -105,9 +105,7 @@ def settle_lost(
         on_lost=on_lost,
     )
     for task_id in report.lost:
-        log.warning(
-            "schedule %r: run %s ended lost: its holder's lease expired", name, task_id
-        )
+        log.warning("schedule %r: run %s ended lost: its holder's lease expired", name, task_id)
     return report.lost
 
 

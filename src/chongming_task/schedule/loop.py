@@ -244,9 +244,7 @@ class FiringLoop:
         for entry in entries:
             name = entry.schedule.name
             try:
-                work.report.settled.extend(
-                    settle_lost(self.controller, name, on_lost=self.on_lost)
-                )
+                work.report.settled.extend(settle_lost(self.controller, name, on_lost=self.on_lost))
             except Exception as exc:
                 work.errors += self._failed(work.report, f"settling runs of {name!r}", exc)
 
@@ -293,8 +291,12 @@ class FiringLoop:
         if plan.missed_from is not None:
             report.missed[name] = plan.missed_from
             report.missed_reasons[name] = missed_reason(
-                plan.missed_from, since=since, now=now, tolerance=self.misfire_tolerance,
-                misfire=control.misfire, caught_up=any(d.catch_up for d in plan.due),
+                plan.missed_from,
+                since=since,
+                now=now,
+                tolerance=self.misfire_tolerance,
+                misfire=control.misfire,
+                caught_up=any(d.catch_up for d in plan.due),
             )
             log.warning("schedule %r: %s", name, report.missed_reasons[name])
         return control, plan

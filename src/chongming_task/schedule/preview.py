@@ -99,11 +99,7 @@ def parse_count(value: object) -> int:
             number = int(value.strip())
         except ValueError:
             number = None
-    if (
-        isinstance(number, bool)
-        or not isinstance(number, int)
-        or not 1 <= number <= MAX_PREVIEW
-    ):
+    if isinstance(number, bool) or not isinstance(number, int) or not 1 <= number <= MAX_PREVIEW:
         raise ConfigurationError(
             f"count must be a whole number from 1 to {MAX_PREVIEW}, got {value!r}"
         )
@@ -133,9 +129,7 @@ def parse_start(value: str | datetime, timezone: str = "UTC") -> datetime:
     if when.tzinfo is None or when.utcoffset() is None:
         zone = load_timezone(timezone)
         when = when.replace(tzinfo=zone)
-        if when.astimezone(UTC).astimezone(zone).replace(tzinfo=None) != when.replace(
-            tzinfo=None
-        ):
+        if when.astimezone(UTC).astimezone(zone).replace(tzinfo=None) != when.replace(tzinfo=None):
             raise ConfigurationError(
                 f"start time {value!r} does not exist in {timezone} (a DST gap); give an "
                 "offset or another time"
@@ -253,7 +247,11 @@ def preview(
                 continue
             jump = f"clocks go from {_hm(low if change.after > change.before else high)}"
             if change.after > change.before:  # a gap: these wall times never happen
-                what = f"{', '.join(_hm(w) for w in named)} do not exist ({jump} to {_hm(high)})"
+                verb = "does" if len(named) == 1 else "do"
+                what = (
+                    f"{', '.join(_hm(w) for w in named)} {verb} not exist "
+                    f"({jump} to {_hm(high)})"
+                )
                 if elapsed:
                     for wall in named:
                         extra.append(
@@ -284,8 +282,7 @@ def preview(
                     first = (wall - change.before).replace(tzinfo=UTC)
                     second = (wall - change.after).replace(tzinfo=UTC)
                     repeat = (
-                        f"{_hm(wall)} occurs twice (clocks go back from {_hm(high)} to "
-                        f"{_hm(low)})"
+                        f"{_hm(wall)} occurs twice (clocks go back from {_hm(high)} to {_hm(low)})"
                     )
                     if first in entries:
                         entries[first] = PreviewEntry(
@@ -331,4 +328,3 @@ def preview(
         start=begin,
         entries=tuple(entry for _, _, entry in ordered),
     )
-

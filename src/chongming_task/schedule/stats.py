@@ -260,8 +260,11 @@ def scheduler_health(
         problems.append(
             f"schedule {name!r}: {len(task_ids)} run(s) whose holder's lease expired "
             f"mid-run ({', '.join(sorted(task_ids)[:3])}) are not settled yet"
-            + ("; its firings are skipped (overlap=forbid) until a scheduler ends them lost"
-               if forbid else "")
+            + (
+                "; its firings are skipped (overlap=forbid) until a scheduler ends them lost"
+                if forbid
+                else ""
+            )
         )
     degraded = bool(failing or blocked)
     status: HealthStatus = "unhealthy" if unhealthy else "degraded" if degraded else "ok"

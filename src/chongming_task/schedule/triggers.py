@@ -74,6 +74,7 @@ def validate_dst(value: object) -> DstPolicy:
         "fires twice) or 'vixie' (cron(8)'s rule)"
     )
 
+
 #: Default anchor of interval grids. Every node derives the same firing times from it
 #: without coordination, which is what makes (schedule, scheduled time) a usable key.
 EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
