@@ -249,8 +249,7 @@ def preview(
             if change.after > change.before:  # a gap: these wall times never happen
                 verb = "does" if len(named) == 1 else "do"
                 what = (
-                    f"{', '.join(_hm(w) for w in named)} {verb} not exist "
-                    f"({jump} to {_hm(high)})"
+                    f"{', '.join(_hm(w) for w in named)} {verb} not exist ({jump} to {_hm(high)})"
                 )
                 if elapsed:
                     for wall in named:
