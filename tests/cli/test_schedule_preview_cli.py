@@ -57,7 +57,8 @@ def test_preview_of_a_stored_schedule_uses_its_policy(invoke: Invoke, dbfile: st
     assert result.code == 0, result.err
     assert "dst=vixie" in result.out
     shown = invoke("--db", dbfile, "schedule", "show", "nightly")
-    assert "dst:" in shown.out and "vixie" in shown.out
+    assert "dst:" in shown.out
+    assert "vixie" in shown.out
     assert "Nightly report" in shown.out
     doc = invoke("--db", dbfile, "schedule", "show", "nightly", "--json").json()
     assert (doc["schedule"]["dst"], doc["schedule"]["display_name"]) == ("vixie", "Nightly report")
