@@ -50,6 +50,8 @@ class PreviewEntry:
     """The DST change that affects this entry, if any."""
     note: str | None = None
     """What the policy did and why (only on entries a DST change affects)."""
+    stands_for: tuple[datetime, ...] = ()
+    """The nonexistent wall times a firing at the end of a gap stands for."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -59,6 +61,7 @@ class PreviewEntry:
             "wall": None if self.wall is None else self.wall.isoformat(),
             "dst": self.dst,
             "note": self.note,
+            "stands_for": [wall.isoformat() for wall in self.stands_for],
         }
 
 
@@ -275,6 +278,7 @@ def preview(
                         named[0],
                         "gap",
                         f"{what}: fired once at the first instant after the gap; {why}",
+                        tuple(named),
                     )
             else:  # an overlap: these wall times happen twice
                 for wall in named:
