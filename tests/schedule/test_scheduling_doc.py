@@ -12,7 +12,8 @@ def test_the_generated_blocks_of_the_scheduling_doc_are_up_to_date() -> None:
     spec = importlib.util.spec_from_file_location(
         "gen_scheduling_md", ROOT / "docs" / "gen_scheduling_md.py"
     )
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     generator = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(generator)
     current = (ROOT / "docs" / "scheduling.md").read_text(encoding="utf-8")
