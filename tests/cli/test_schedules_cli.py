@@ -123,5 +123,5 @@ def test_health_is_unhealthy_when_a_schedule_is_overdue(invoke: Invoke, tmp_path
     result = invoke("--db", db, "health")
     assert result.code == 1
     assert result.out.startswith("unhealthy: 1 schedule(s)")
-    assert "overdue schedule(s) hourly" in result.out
+    assert "schedule 'hourly' is overdue" in result.out
     assert invoke("--db", db, "schedules").out.splitlines()[2].split()[:2] == ["hourly", "tick"]

@@ -138,4 +138,4 @@ def test_health_is_unhealthy_on_late_tick_store_errors_and_overdue_firings() -> 
     assert health.overdue == ("a",)
     assert health.problems[0] == "scheduler tick is late: last tick 600s ago"
     assert health.problems[1] == "3 store error(s) since the last clean tick: database is locked"
-    assert "overdue schedule(s) a" in health.problems[2]
+    assert "schedule 'a' is overdue" in health.problems[2]

@@ -23,7 +23,7 @@ arguments were never stored), so re-running is the caller's decision.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
 from chongming_task.core.clock import Clock
@@ -85,6 +85,7 @@ def reconcile(
     held: Collection[str] = (),
     dry_run: bool = False,
     on_lost: Callable[[Transition, TaskSnapshot], None] | None = None,
+    metadata_eq: Mapping[str, str] | None = None,
 ) -> ReconcileReport:
     """Apply the table above to every unfinished task in ``buckets`` (all when ``None``).
 
@@ -105,7 +106,9 @@ def reconcile(
         dry_run: Report only, write nothing (and read no snapshot).
         on_lost: Told of every ``-> lost`` transition once it is stored, with the
             snapshot after it (the controller publishes it to its subscribers, so
-            observers hear it too).
+            observers hear it too). ``None`` lets the store skip reading snapshots.
+        metadata_eq: Only tasks whose metadata has these values (the scheduler
+            settles the runs of one schedule: ``{"schedule": name}``).
 
     Raises:
         StoreError: The store failed while reading or writing.
@@ -115,7 +118,14 @@ def reconcile(
     held_ids = frozenset(held)
     adoptable: list[str] = []
     occupying: list[str] = []
-    heads = store.query_heads(TaskQuery(statuses=_UNFINISHED, buckets=scope, lease_expired_by=now))
+    heads = store.query_heads(
+        TaskQuery(
+            statuses=_UNFINISHED,
+            buckets=scope,
+            lease_expired_by=now,
+            metadata_eq=dict(metadata_eq) if metadata_eq else None,
+        )
+    )
     for task_id, status, _ in heads:
         if task_id in held_ids:
             continue
@@ -146,7 +156,11 @@ def reconcile(
     for start in range(0, len(occupying), WRITE_BATCH):
         page = occupying[start : start + WRITE_BATCH]
         still = TaskQuery(
-            task_ids=frozenset(page), statuses=OCCUPYING, buckets=scope, lease_expired_by=now
+            task_ids=frozenset(page),
+            statuses=OCCUPYING,
+            buckets=scope,
+            lease_expired_by=now,
+            metadata_eq=dict(metadata_eq) if metadata_eq else None,
         )
         marks = store.mark_lost_many(
             still,

@@ -11,27 +11,32 @@ run's result.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Final
 
 from chongming_task.core.clock import Clock, SystemClock
 from chongming_task.errors import ConfigurationError, StoreError
-from chongming_task.model import JSONValue, TaskSnapshot
-from chongming_task.schedule.control import ScheduleControl
+from chongming_task.model import JSONValue, TaskSnapshot, ensure_json
+from chongming_task.schedule.control import ScheduleControl, redact_error
 from chongming_task.schedule.definition import Schedule
 from chongming_task.schedule.stats import (
     RunSummary,
     SchedulerHealth,
     ScheduleStatistics,
+    outage_health,
     run_summary,
     schedule_statistics,
     scheduler_health,
 )
-from chongming_task.states import TERMINAL, TaskStatus
+from chongming_task.schedule.ticks import firing_task_id
+from chongming_task.states import OCCUPYING, TERMINAL, TaskStatus
 from chongming_task.stores.base import Command, ScheduleConflict, TaskQuery, TaskStore
 
-__all__ = ["UNFINISHED", "ScheduleAdmin"]
+__all__ = ["UNFINISHED", "ScheduleAdmin", "check_input"]
+
+log = logging.getLogger("chongming_task.schedule")
 
 #: Statuses of a run that has not finished (it blocks ``overlap="forbid"``).
 UNFINISHED: Final = frozenset(set(TaskStatus) - TERMINAL)
@@ -39,6 +44,9 @@ UNFINISHED: Final = frozenset(set(TaskStatus) - TERMINAL)
 #: Compare-and-set attempts before giving up: only a write storm on one record
 #: (many schedulers counting runs of one schedule at once) needs more than a few.
 _CAS_ATTEMPTS: Final = 50
+
+#: Seconds a cancelling process holds the run requests it claims on the way.
+_CANCEL_LEASE: Final = 10.0
 
 #: Runs read for statistics: enough for stable rates, bounded for huge histories.
 _STATISTICS_WINDOW: Final = 1000
@@ -189,19 +197,26 @@ class ScheduleAdmin:
         operator: str | None = None,
         reason: str | None = None,
         correlation_id: str | None = None,
+        input: Mapping[str, JSONValue] | None = None,
     ) -> Command:
         """Ask a scheduler to run ``name`` now; returns the command to follow.
 
         A scheduler that has the schedule claims the command, runs it as an ordinary
         task and completes the command with ``{"task_id", "status", "error", ...}``.
+        ``input`` (a JSON object) reaches the run as ``metadata["input"]`` and, if the
+        task declares a parameter ``input``, as that argument
+        (:func:`~chongming_task.schedule.registration.takes_input`).
 
         Raises:
-            ConfigurationError: no such schedule, or its manual runs are disabled.
+            ConfigurationError: no such schedule, its manual runs are disabled, or
+                ``input`` is not a JSON object.
         """
         control = self.get(name)
         if not control.manual_run_enabled:
             raise ConfigurationError(manual_runs_disabled(name))
         payload: dict[str, JSONValue] = {}
+        if input is not None:
+            payload["input"] = check_input(input)
         for key, value in (
             ("operator", operator),
             ("reason", reason),
@@ -218,6 +233,78 @@ class ScheduleAdmin:
             payload=payload,
         )
         return self.store.submit_command(command)
+
+    def cancel_run(
+        self, command_id: str, *, operator: str | None = None, reason: str | None = None
+    ) -> Command:
+        """Cancel a manual-run request that no scheduler has claimed yet.
+
+        The request is claimed here (the store's claim is the one atomic step a
+        scheduler uses too, so exactly one of them gets it) and completed with
+        ``{"applied": False, "cancelled": True, ...}``: no scheduler will run it. Other
+        run requests claimed on the way are handed back at once, keeping their place.
+
+        Raises:
+            ConfigurationError: no such command, not a manual-run request, already
+                completed, or a scheduler has claimed it (its run may have started:
+                stop that task instead).
+        """
+        command = self.store.get_command(command_id)
+        if command is None or command.kind != "schedule" or command.action != "run":
+            raise ConfigurationError(f"no manual-run request {command_id!r} in the store")
+        if command.status == "completed":
+            raise ConfigurationError(
+                f"manual-run request {command_id!r} is already completed: {command.result!r}"
+            )
+        claimer = f"cancel:{operator or self.actor or 'operator'}"
+        held: list[Command] = []
+        found: Command | None = None
+        try:
+            while found is None:
+                batch = self.store.claim_commands(
+                    claimer, lease=_CANCEL_LEASE, limit=50, kinds=("schedule",), actions=("run",)
+                )
+                if not batch:
+                    break
+                for claimed in batch:
+                    if claimed.command_id == command_id:
+                        found = claimed
+                    else:
+                        held.append(claimed)
+        finally:
+            for other in held:
+                try:
+                    self.store.release_command(other.command_id, other.claim_token or "")
+                except Exception as exc:  # its short lease runs out instead
+                    log.warning("run request %s: not handed back: %s", other.command_id, exc)
+        if found is None:
+            current = self.store.get_command(command_id)
+            holder = current.claimed_by if current is not None else None
+            raise ConfigurationError(
+                f"manual-run request {command_id!r} was claimed by {holder or 'a scheduler'} "
+                "and cannot be cancelled; stop its run instead (`chongming-task stop "
+                "TASK_ID`)"
+            )
+        task_id = firing_task_id(command.target, None, manual=command_id[:16])
+        if self.store.get(task_id) is not None:  # a claimant died after starting it
+            self.store.release_command(command_id, found.claim_token or "")
+            raise ConfigurationError(
+                f"manual-run request {command_id!r} already started run {task_id!r}; stop "
+                "that run instead"
+            )
+        who = operator or self.actor or "operator"
+        result: dict[str, JSONValue] = {
+            "applied": False,
+            "cancelled": True,
+            "cancelled_by": who,
+            "cancelled_at": self.clock.now().isoformat(),
+            "error": f"cancelled by {who} before any scheduler claimed it"
+            + (f": {reason}" if reason else ""),
+        }
+        self.store.complete_command(command_id, found.claim_token or "", result)
+        done = self.store.get_command(command_id)
+        assert done is not None
+        return done
 
     def wait_for_command(
         self, command_id: str, *, timeout: float, interval: float = 0.1
@@ -263,6 +350,15 @@ class ScheduleAdmin:
         counts = self.store.count_by_status(TaskQuery(metadata_eq={"schedule": name}))
         return sum(n for status, n in counts.items() if status in UNFINISHED)
 
+    def stale_runs(self, name: str) -> list[str]:
+        """Runs of ``name`` that occupy a slot although their holder's lease expired."""
+        query = TaskQuery(
+            metadata_eq={"schedule": name},
+            statuses=OCCUPYING,
+            lease_expired_by=self.clock.now(),
+        )
+        return [task_id for task_id, _, _ in self.store.query_heads(query)]
+
     def health(
         self,
         *,
@@ -270,10 +366,28 @@ class ScheduleAdmin:
         last_tick_at: datetime | None = None,
         store_errors: int = 0,
         last_store_error: str | None = None,
+        held: Callable[[str], bool] | None = None,
     ) -> SchedulerHealth:
-        """Health from the records and the runs in the store (no scheduler needed)."""
-        controls = self.schedules()
-        running = {c.name: self.unfinished(c.name) for c in controls}
+        """Health from the records and the runs in the store (no scheduler needed).
+
+        Never raises for a store failure: the verdict is then ``unhealthy`` with the
+        error (``SchedulerHealth.error``). ``held`` tells runs that the calling process
+        supervises itself (never stale) from the others.
+        """
+        try:
+            controls = self.schedules()
+            running = {c.name: self.unfinished(c.name) for c in controls}
+            stale = {
+                c.name: [t for t in self.stale_runs(c.name) if held is None or not held(t)]
+                for c in controls
+            }
+        except Exception as exc:
+            return outage_health(
+                redact_error(f"{type(exc).__name__}: {exc}") or type(exc).__name__,
+                now=self.clock.now(),
+                last_tick_at=last_tick_at,
+                store_errors=store_errors,
+            )
         return scheduler_health(
             controls,
             now=self.clock.now(),
@@ -282,7 +396,24 @@ class ScheduleAdmin:
             last_tick_at=last_tick_at,
             store_errors=store_errors,
             last_store_error=last_store_error,
+            stale=stale,
         )
+
+
+def check_input(value: object) -> dict[str, JSONValue]:
+    """A manual dispatch's input payload: a JSON object.
+
+    Raises:
+        ConfigurationError: anything else.
+    """
+    if not isinstance(value, Mapping):
+        raise ConfigurationError(
+            f'a manual run\'s input must be a JSON object such as {{"month": "2026-01"}}, '
+            f"got {value!r}"
+        )
+    data = dict(value)
+    ensure_json(data, "manual run input")
+    return data
 
 
 def manual_runs_disabled(name: str) -> str:

@@ -26,7 +26,7 @@ from chongming_task.errors import ConfigurationError
 from chongming_task.policies import FixedBackoff, RetryPolicy, Timeout
 from chongming_task.schedule.control_codec import control_from_dict, control_to_dict
 from chongming_task.schedule.definition import Misfire, Overlap, Schedule
-from chongming_task.schedule.triggers import Trigger, make_trigger
+from chongming_task.schedule.triggers import DstPolicy, Trigger, make_trigger
 from chongming_task.states import TaskStatus
 
 __all__ = ["COUNTED_MEMORY", "ControlStatus", "ScheduleControl", "redact_error"]
@@ -84,6 +84,10 @@ class ScheduleControl:
     misfire_grace: float = 3600
     bucket_key: str | None = None
     tags: tuple[str, ...] = ()
+    display_name: str = ""
+    """What people read; empty (a record from before display names): the name."""
+    dst: DstPolicy = "default"
+    """DST policy of the cron pattern (an operator's override keeps it)."""
     # -- counters
     runs: int = 0
     """Finished runs of every kind, skipped ones included (as the Go scheduler counts)."""
@@ -116,7 +120,12 @@ class ScheduleControl:
     @property
     def trigger(self) -> Trigger:
         """The effective trigger (``pattern`` in ``timezone``)."""
-        return make_trigger(self.pattern, self.timezone, self.anchor)
+        return make_trigger(self.pattern, self.timezone, self.anchor, self.dst)
+
+    @property
+    def shown_name(self) -> str:
+        """The display name, or the name when none was recorded."""
+        return self.display_name or self.name
 
     @property
     def kind(self) -> Literal["cron", "interval"]:
@@ -171,6 +180,8 @@ class ScheduleControl:
             "misfire_grace": schedule.misfire_grace,
             "bucket_key": schedule.bucket_key,
             "tags": tuple(sorted(schedule.tags)),
+            "display_name": schedule.display_name or schedule.name,
+            "dst": schedule.dst or "default",
         }
         if existing is None:
             return cls(
@@ -235,7 +246,7 @@ class ScheduleControl:
             ConfigurationError: the pattern or timezone is invalid (nothing changes).
         """
         zone = self.timezone if timezone is None else timezone
-        trigger = make_trigger(pattern, zone, self.anchor)
+        trigger = make_trigger(pattern, zone, self.anchor, self.dst)
         # next_run_at is shown to operators at once; schedulers recompute it on their tick.
         return self._changed(
             actor,
@@ -248,7 +259,7 @@ class ScheduleControl:
 
     def with_default_pattern(self, *, actor: str | None, now: datetime) -> ScheduleControl:
         """Drop the override: back to the code's pattern and timezone."""
-        trigger = make_trigger(self.default_pattern, self.default_timezone, self.anchor)
+        trigger = make_trigger(self.default_pattern, self.default_timezone, self.anchor, self.dst)
         return self._changed(
             actor,
             now,

@@ -58,6 +58,8 @@ _PLAIN: Final = (
     "consecutive_failures",
     "last_status",
     "last_error",
+    "display_name",
+    "dst",
 )
 _REQUIRED: Final = ("task", "default_pattern", "pattern", "registered_at", "updated_at")
 
@@ -105,6 +107,8 @@ def control_from_dict(name: str, data: Mapping[str, Any], revision: int) -> dict
         kwargs["kwargs"] = dict(data.get("kwargs") or {})
     except (TypeError, ValueError, ConfigurationError) as exc:
         raise StoreError(f"corrupt schedule record {name!r}: {exc}") from exc
+    if kwargs.get("dst", "default") not in ("default", "skip", "vixie"):
+        raise StoreError(f"corrupt schedule record {name!r}: dst policy {kwargs['dst']!r}")
     if kwargs.get("status", "active") not in ("active", "paused"):
         raise StoreError(f"corrupt schedule record {name!r}: status {kwargs['status']!r}")
     return kwargs

@@ -20,7 +20,13 @@ from typing import Any, Final, Literal
 from chongming_task.errors import ConfigurationError
 from chongming_task.model import JSONValue, ensure_json
 from chongming_task.policies import FixedBackoff, RetryPolicy, Timeout
-from chongming_task.schedule.triggers import CronTrigger, IntervalTrigger, Trigger
+from chongming_task.schedule.triggers import (
+    CronTrigger,
+    DstPolicy,
+    IntervalTrigger,
+    Trigger,
+    validate_dst,
+)
 
 __all__ = [
     "DESCRIPTION_MAX",
@@ -113,11 +119,41 @@ class Schedule:
     bucket_key: str | None = None
     """Business key of the runs; with ``owned_buckets`` the owning node fires them."""
     tags: frozenset[str] = field(default_factory=frozenset)
+    display_name: str | None = None
+    """What people read (1-191 characters, trimmed); ``None``: the name."""
+    dst: DstPolicy | None = None
+    """DST policy of a cron trigger: ``default``, ``skip`` or ``vixie`` (see
+    :mod:`chongming_task.schedule.triggers`); ``None`` keeps the trigger's own."""
 
     def __post_init__(self) -> None:
         name = validate_schedule_name(self.name)
         self._check_identity(name)
         self._check_policy(name)
+        self._check_presentation(name)
+
+    def _check_presentation(self, name: str) -> None:
+        shown: object = name if self.display_name is None else self.display_name
+        if not isinstance(shown, str) or not shown.strip() or len(shown.strip()) > NAME_MAX:
+            raise ConfigurationError(
+                f"schedule {name!r} display name must contain 1-{NAME_MAX} characters "
+                f"(not only spaces), got {self.display_name!r}"
+            )
+        object.__setattr__(self, "display_name", shown.strip())
+        trigger = self.trigger
+        if self.dst is None:
+            object.__setattr__(self, "dst", trigger.dst)
+            return
+        try:
+            policy = validate_dst(self.dst)
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"schedule {name!r}: {exc}") from exc
+        if isinstance(trigger, CronTrigger) and trigger.dst != policy:
+            try:
+                rebuilt = CronTrigger(trigger.expression, trigger.timezone, dst=policy)
+            except ConfigurationError as exc:
+                raise ConfigurationError(f"schedule {name!r}: {exc}") from exc
+            object.__setattr__(self, "trigger", rebuilt)
+        object.__setattr__(self, "dst", policy)
 
     def _check_identity(self, name: str) -> None:
         if not isinstance(self.task, str) or not self.task.strip():
@@ -214,4 +250,6 @@ class Schedule:
             "misfire_grace": self.misfire_grace,
             "bucket_key": self.bucket_key,
             "tags": sorted(self.tags),
+            "display_name": self.display_name,
+            "dst": self.dst,
         }

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final, Literal
 
+from chongming_task.model import JSONValue
 from chongming_task.schedule.control import ScheduleControl, redact_error
 from chongming_task.schedule.definition import Misfire
 from chongming_task.schedule.triggers import Trigger
@@ -142,6 +143,7 @@ def firing_metadata(
     command_id: str | None = None,
     skip_reason: str | None = None,
     armed: bool = False,
+    input: JSONValue | None = None,
 ) -> dict[str, Any]:
     """The task metadata of one firing (``scheduler.run.v1``, extended).
 
@@ -149,7 +151,8 @@ def firing_metadata(
     strings so stores can filter on them (``TaskQuery(metadata_eq={"schedule": n})``);
     the nested ``trigger``, ``runtime`` and ``control`` snapshots follow the Go layout.
     ``armed`` marks a firing created ahead of its scheduled time and held ``blocked``
-    until then (``runtime.armed``; ``fired_at`` is when it was created).
+    until then (``runtime.armed``; ``fired_at`` is when it was created). ``input`` is
+    a manual dispatch's payload, recorded as ``metadata["input"]`` (the Go layout).
     """
     trigger: dict[str, Any] = {
         "type": trigger_type,
@@ -175,6 +178,8 @@ def firing_metadata(
     }
     if armed:
         metadata["runtime"]["armed"] = True
+    if input is not None:
+        metadata["input"] = input
     if skip_reason is not None:
         metadata["skip"] = {"reason": redact_error(skip_reason)}
     return metadata
@@ -188,6 +193,7 @@ def control_snapshot(control: ScheduleControl) -> dict[str, Any]:
 
     return {
         "configured": True,
+        "display_name": control.shown_name,
         "status": control.status,
         "task": control.task,
         "pattern": control.pattern,
@@ -199,6 +205,7 @@ def control_snapshot(control: ScheduleControl) -> dict[str, Any]:
         "retry_attempts": control.retry_attempts,
         "retry_backoff": control.retry_backoff,
         "misfire": control.misfire,
+        "dst": control.dst,
         "definition_revision": control.definition_revision,
         "runs_before": control.runs,
         "errors_before": control.errors,

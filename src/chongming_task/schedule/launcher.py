@@ -19,24 +19,41 @@ with that reason and released by the scheduler's loop at the instant; see
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import datetime
 from enum import Enum
 from typing import TYPE_CHECKING, Final, Literal
 
+from chongming_task.controller.reconcile import reconcile
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.errors import ConcurrencyConflict
+from chongming_task.model import JSONValue
 from chongming_task.schedule.admin import UNFINISHED
 from chongming_task.schedule.control import ScheduleControl
 from chongming_task.schedule.firing import TriggerType, firing_metadata
-from chongming_task.states import TaskStatus
+from chongming_task.schedule.registration import INPUT_PARAMETER, takes_input
+from chongming_task.states import OCCUPYING, TaskStatus
 from chongming_task.stores.base import TaskQuery
 
 if TYPE_CHECKING:
     from chongming_task.controller import Controller
-    from chongming_task.model import TaskSnapshot
+    from chongming_task.model import TaskSnapshot, Transition
     from chongming_task.run import TaskRun
 
-__all__ = ["JUDGE", "ORPHAN_TRIGGER", "armed_reason", "launch", "retire_orphan", "skip_reason"]
+__all__ = [
+    "JUDGE",
+    "ORPHAN_TRIGGER",
+    "LostListener",
+    "armed_reason",
+    "launch",
+    "retire_orphan",
+    "settle_lost",
+    "skip_reason",
+    "stale_runs",
+]
+
+#: Told of each ``-> lost`` that :func:`settle_lost` writes (the scheduler counts it).
+LostListener = Callable[["Transition", "TaskSnapshot"], None]
 
 log = logging.getLogger("chongming_task.schedule")
 
@@ -49,13 +66,60 @@ class _Judge(Enum):
 JUDGE: Final = _Judge.JUDGE
 
 
-def skip_reason(controller: Controller, control: ScheduleControl) -> str | None:
+def stale_runs(controller: Controller, name: str) -> list[str]:
+    """Runs of schedule ``name`` that occupy a slot but whose holder's lease expired.
+
+    Their process died mid-run: nobody will ever finish them. Runs this controller
+    holds are never stale (it is alive and renews them).
+    """
+    query = TaskQuery(
+        metadata_eq={"schedule": name},
+        statuses=OCCUPYING,
+        lease_expired_by=controller.clock.now(),
+    )
+    return [
+        task_id
+        for task_id, _, _ in controller.store.query_heads(query)
+        if controller.run(task_id) is None
+    ]
+
+
+def settle_lost(
+    controller: Controller, name: str, *, on_lost: LostListener | None = None
+) -> tuple[str, ...]:
+    """End every stale run of schedule ``name`` ``lost``, with the reason; their ids.
+
+    The controller's ``reconcile()`` machinery restricted to the schedule's runs: an
+    occupying run whose lease expired becomes ``lost`` through the store's guarded
+    ``mark_lost_many`` (trigger ``reconcile:lease_expired``, the failure names the
+    holder and when its lease expired); a run whose holder wrote first is left alone.
+    Any live scheduler node does it, whatever bucket the run is in: the holder is
+    gone, and a forbid schedule would otherwise skip every later firing forever.
+    """
+    report = reconcile(
+        controller.store,
+        clock=controller.clock,
+        actor=controller.owner,
+        held=[run.task_id for run in controller.runs()],
+        metadata_eq={"schedule": name},
+        on_lost=on_lost,
+    )
+    for task_id in report.lost:
+        log.warning("schedule %r: run %s ended lost: its holder's lease expired", name, task_id)
+    return report.lost
+
+
+def skip_reason(
+    controller: Controller, control: ScheduleControl, *, on_lost: LostListener | None = None
+) -> str | None:
     """Why this firing must be recorded as skipped instead of run, or ``None``.
 
     Under ``overlap="forbid"`` an unfinished run that never started and whose lease
     expired (its process died before it could start it: a firing armed ahead of its
     time, or one still queued) is not a run in progress: it is ended ``skipped``
-    with that reason (:func:`retire_orphan`), and does not block this firing.
+    with that reason (:func:`retire_orphan`), and does not block this firing. A run
+    that did start and whose holder's lease expired (its process died mid-run) is
+    ended ``lost`` (:func:`settle_lost`) and does not block it either.
     """
     if control.paused:
         detail = f": {control.status_reason}" if control.status_reason else ""
@@ -67,12 +131,25 @@ def skip_reason(controller: Controller, control: ScheduleControl) -> str | None:
             if not found:
                 return None
             for snapshot in found:
+                if _is_stale(controller, snapshot) and snapshot.task_id in settle_lost(
+                    controller, control.name, on_lost=on_lost
+                ):
+                    break  # settled: look again
                 if not retire_orphan(controller, snapshot):
                     return (
                         f"previous run {snapshot.task_id!r} of schedule {control.name!r} is "
                         f"still {snapshot.status.value} (overlap=forbid)"
                     )
     return None
+
+
+def _is_stale(controller: Controller, snapshot: TaskSnapshot) -> bool:
+    return (
+        snapshot.status in OCCUPYING
+        and snapshot.lease_until is not None
+        and snapshot.lease_until <= controller.clock.now()
+        and controller.run(snapshot.task_id) is None
+    )
 
 
 #: The trigger of ``-> skipped`` for a firing whose process died before starting it.
@@ -132,6 +209,8 @@ def launch(
     command_id: str | None = None,
     skip: str | Literal[_Judge.JUDGE] | None = JUDGE,
     armed_until: datetime | None = None,
+    on_lost: LostListener | None = None,
+    input: JSONValue | None = None,
 ) -> TaskRun:
     """Submit one firing of ``control`` (skipped at once when :func:`skip_reason` says so).
 
@@ -141,9 +220,12 @@ def launch(
             nothing applies.
         armed_until: Create the run ``blocked`` until this instant (the caller
             releases it then); only when no skip applies.
+        input: A manual dispatch's payload: ``metadata["input"]``, and the keyword
+            argument ``input`` when the task has a parameter of that name
+            (:func:`~chongming_task.schedule.registration.takes_input`).
     """
     if skip is JUDGE:
-        skip = skip_reason(controller, control)
+        skip = skip_reason(controller, control, on_lost=on_lost)
     armed = armed_until is not None and skip is None
     metadata = firing_metadata(
         control,
@@ -158,7 +240,11 @@ def launch(
         command_id=command_id,
         skip_reason=skip,
         armed=armed,
+        input=input,
     )
+    kwargs = dict(control.kwargs)
+    if input is not None and takes_input(controller, control.task):
+        kwargs[INPUT_PARAMETER] = input
     blocked: str | bool = False
     if armed and armed_until is not None:
         blocked = armed_reason(armed_until)
@@ -173,7 +259,7 @@ def launch(
         timeout=control.timeout,
         skip_reason=skip,
         blocked=blocked,
-        **dict(control.kwargs),
+        **kwargs,
     )
 
 

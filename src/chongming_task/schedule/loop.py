@@ -42,7 +42,7 @@ from chongming_task.schedule.admin import ScheduleAdmin
 from chongming_task.schedule.commands import ScheduleCommands
 from chongming_task.schedule.control import ScheduleControl, redact_error
 from chongming_task.schedule.firing import DueFiring, FiringPlan, plan_firings
-from chongming_task.schedule.launcher import JUDGE, launch, skip_reason
+from chongming_task.schedule.launcher import JUDGE, LostListener, launch, settle_lost, skip_reason
 from chongming_task.schedule.registration import Registered
 from chongming_task.schedule.ticks import TickReport, firing_task_id
 from chongming_task.stores.base import Command, ScheduleRecord
@@ -60,6 +60,9 @@ log = logging.getLogger("chongming_task.schedule")
 FIRING_RETENTION: Final = timedelta(days=2)
 #: How often a scheduler prunes older claims (every scheduler does; it is idempotent).
 PRUNE_EVERY: Final = timedelta(hours=1)
+#: How often a scheduler settles the stale runs of its schedules (runs whose holder's
+#: lease expired mid-run) even when no firing needs it: health counts them until then.
+SETTLE_EVERY: Final = timedelta(seconds=5)
 #: The trigger of ``blocked -> queued`` when an armed firing's instant has come.
 RELEASE_TRIGGER: Final = "schedule:due"
 
@@ -124,6 +127,9 @@ class FiringLoop:
         self.claims_won = 0
         self.claims_lost = 0
         self._pruned_at: datetime | None = None
+        self._settled_at: datetime | None = None
+        self.on_lost: LostListener | None = None
+        """Told of every ``-> lost`` this loop writes for a stale run (the counters)."""
         self.arming_seconds = 0.0
         """Clock seconds the last tick ahead took from waking to its firings armed."""
 
@@ -218,6 +224,9 @@ class FiringLoop:
                 report.commands = self.commands.poll()
             except Exception as exc:
                 work.errors += self._failed(report, "schedule commands", exc)
+            if self._settled_at is None or now - self._settled_at >= SETTLE_EVERY:
+                self._settle_stale(self.registered(), work)
+                self._settled_at = now
             if self._pruned_at is None or now - self._pruned_at >= PRUNE_EVERY:
                 try:
                     self.store.prune_firings(now - FIRING_RETENTION)
@@ -229,6 +238,15 @@ class FiringLoop:
                 self.last_store_error = None
             self.last_tick_at = now
             return report
+
+    def _settle_stale(self, entries: list[Registered], work: _Pass) -> None:
+        """End ``lost`` the runs of these schedules whose holder died mid-run."""
+        for entry in entries:
+            name = entry.schedule.name
+            try:
+                work.report.settled.extend(settle_lost(self.controller, name, on_lost=self.on_lost))
+            except Exception as exc:
+                work.errors += self._failed(work.report, f"settling runs of {name!r}", exc)
 
     def _failed(self, report: TickReport, what: str, exc: BaseException) -> int:
         self.store_errors += 1
@@ -246,21 +264,22 @@ class FiringLoop:
             control = self.admin.register(entry.schedule, actor=self.owner)
         else:
             control = ScheduleControl.from_dict(record.name, record.data, record.revision)
-        if control.definition_revision != entry.revision:
-            if entry.revision:
-                # A change (pattern, pause...) counts from when it was made: the new
-                # pattern's earlier times are not "missed".
-                entry.checked_until = max(
-                    entry.checked_until or control.updated_at, control.updated_at
-                )
-            entry.revision = control.definition_revision
+        # A change (pattern, pause...) takes effect from the first firing this
+        # scheduler has not decided yet: everything up to ``checked_until`` (this
+        # scheduler's own clock) was decided under the old definition, the firing due
+        # now is decided under the new one. The change's ``updated_at`` is written by
+        # whichever process made it, on its clock, and is never compared with ours: a
+        # clock ahead of ours once pushed the decision point past a due firing, which
+        # then vanished without being recorded as missed.
+        entry.revision = control.definition_revision
         if not entry.owned:
             entry.next_at = None
             return None
         # Decided up to: the newest claimed firing (by any node) or where this
-        # scheduler last looked; a schedule nobody ever fired counts from registration.
+        # scheduler last looked; a schedule nobody ever fired counts from registration
+        # (never from later than now: the registering process's clock may be ahead).
         seen = [t for t in (control.last_fired_at, entry.checked_until) if t is not None]
-        since = max(seen) if seen else control.registered_at
+        since = max(seen) if seen else min(control.registered_at, now)
         plan = plan_firings(
             control.trigger,
             since=since,
@@ -271,12 +290,15 @@ class FiringLoop:
         )
         if plan.missed_from is not None:
             report.missed[name] = plan.missed_from
-            log.warning(
-                "schedule %r missed firings since %s (misfire=%s)",
-                name,
+            report.missed_reasons[name] = missed_reason(
                 plan.missed_from,
-                control.misfire,
+                since=since,
+                now=now,
+                tolerance=self.misfire_tolerance,
+                misfire=control.misfire,
+                caught_up=any(d.catch_up for d in plan.due),
             )
+            log.warning("schedule %r: %s", name, report.missed_reasons[name])
         return control, plan
 
     def _settle(
@@ -306,7 +328,7 @@ class FiringLoop:
             # Ahead of its time: create it blocked now, start it at the instant. A
             # skip is not recorded ahead: the instant judges it (a run may end first).
             run: TaskRun | None = None
-            if skip_reason(self.controller, control) is None:
+            if skip_reason(self.controller, control, on_lost=self.on_lost) is None:
                 run = launch(
                     self.controller,
                     control,
@@ -316,6 +338,7 @@ class FiringLoop:
                     owner=self.owner,
                     skip=None,
                     armed_until=due.scheduled_at,
+                    on_lost=self.on_lost,
                 )
             work.armed.append(_Armed(due.scheduled_at, control, due, task_id, run))
             report.fired.append(task_id)
@@ -328,6 +351,7 @@ class FiringLoop:
             task_id=task_id,
             owner=self.owner,
             catch_up=due.catch_up,
+            on_lost=self.on_lost,
         )
         report.fired.append(task_id)
         return True
@@ -369,6 +393,7 @@ class FiringLoop:
             task_id=armed.task_id,
             owner=self.owner,
             skip=JUDGE if skip is None else skip,
+            on_lost=self.on_lost,
         )
 
     def _retire(self, armed: _Armed, work: _Pass) -> None:
@@ -421,8 +446,34 @@ class FiringLoop:
             reason=_text(payload.get("reason")),
             correlation_id=_text(payload.get("correlation_id")),
             command_id=command.command_id,
+            input=payload.get("input"),
+            on_lost=self.on_lost,
         )
         return task_id
+
+
+def missed_reason(
+    oldest: datetime,
+    *,
+    since: datetime,
+    now: datetime,
+    tolerance: float,
+    misfire: str,
+    caught_up: bool,
+) -> str:
+    """Why firings from ``oldest`` on were not run on time, and what the policy did."""
+    late = (now - oldest).total_seconds()
+    action = (
+        "the newest of them runs once as a catch-up (misfire=run_once)"
+        if caught_up
+        else f"they are not run (misfire={misfire})"
+    )
+    return (
+        f"firings from {oldest.isoformat()} on were noticed {late:.0f}s late, more than "
+        f"the misfire tolerance of {tolerance:g}s (nothing was decided between "
+        f"{since.isoformat()} and {now.isoformat()}: the scheduler was down or stalled); "
+        f"{action}"
+    )
 
 
 def _text(value: object) -> str | None:

@@ -19,7 +19,30 @@ from chongming_task.schedule.definition import Schedule
 if TYPE_CHECKING:
     from chongming_task.controller import Controller
 
-__all__ = ["Registered", "check_schedule"]
+__all__ = ["INPUT_PARAMETER", "Registered", "check_schedule", "takes_input"]
+
+#: The parameter that receives a manual dispatch's input payload, when a task has it.
+INPUT_PARAMETER = "input"
+
+
+def takes_input(controller: Controller, task: str) -> bool:
+    """Whether task ``task`` has a parameter ``input`` that a keyword can fill.
+
+    The rule for a manual dispatch's payload: it always reaches the run as
+    ``metadata["input"]``; it is also passed as ``input=<payload>`` exactly when the
+    task function declares a parameter named ``input`` (positional-or-keyword or
+    keyword-only; ``**kwargs`` does not count), replacing a schedule kwarg of that
+    name for this one run. A task that does not declare it is called as usual.
+    """
+    try:
+        fn = controller.registry.require(task).fn
+        parameter = inspect.signature(fn).parameters.get(INPUT_PARAMETER)
+    except (TypeError, ValueError, ConfigurationError):
+        return False
+    return parameter is not None and parameter.kind in (
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        inspect.Parameter.KEYWORD_ONLY,
+    )
 
 
 @dataclass(slots=True)

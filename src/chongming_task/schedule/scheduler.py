@@ -27,14 +27,15 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
+from collections.abc import Mapping
 from datetime import datetime
 from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any, Final
 
 from chongming_task.core.clock import Clock
 from chongming_task.errors import ConfigurationError
-from chongming_task.model import TaskSnapshot, Transition
-from chongming_task.schedule.admin import ScheduleAdmin, manual_runs_disabled
+from chongming_task.model import JSONValue, TaskSnapshot, Transition
+from chongming_task.schedule.admin import ScheduleAdmin, check_input, manual_runs_disabled
 from chongming_task.schedule.control import ScheduleControl
 from chongming_task.schedule.definition import Schedule
 from chongming_task.schedule.launcher import launch
@@ -42,6 +43,7 @@ from chongming_task.schedule.loop import FiringLoop
 from chongming_task.schedule.registration import check_schedule
 from chongming_task.schedule.stats import RunSummary, SchedulerHealth, ScheduleStatistics
 from chongming_task.schedule.ticks import TickReport, firing_task_id
+from chongming_task.stores.base import Command
 
 if TYPE_CHECKING:
     from chongming_task.controller import Controller
@@ -132,6 +134,7 @@ class Scheduler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._unsubscribe = controller.subscribe(self._on_transition)
+        self._firing.on_lost = self._on_transition
 
     # -- registration ---------------------------------------------------------------
 
@@ -230,12 +233,17 @@ class Scheduler:
         operator: str | None = None,
         reason: str | None = None,
         correlation_id: str | None = None,
+        input: Mapping[str, JSONValue] | None = None,
     ) -> TaskRun:
         """Run ``name`` now in this process, as a ``manual`` firing.
 
+        ``input`` follows the rule of :meth:`ScheduleAdmin.request_run`.
+
         Raises:
-            ConfigurationError: not registered here, or its manual runs are disabled.
+            ConfigurationError: not registered here, its manual runs are disabled, or
+                ``input`` is not a JSON object.
         """
+        payload = None if input is None else check_input(input)
         if name not in self.names:
             raise ConfigurationError(f"schedule {name!r} is not registered with this scheduler")
         control = self.admin.get(name)
@@ -251,7 +259,15 @@ class Scheduler:
             operator=operator or self.owner,
             reason=reason,
             correlation_id=correlation_id,
+            input=payload,
+            on_lost=self._on_transition,
         )
+
+    def cancel_run(
+        self, command_id: str, *, operator: str | None = None, reason: str | None = None
+    ) -> Command:
+        """:meth:`ScheduleAdmin.cancel_run`: cancel an unclaimed manual-run request."""
+        return self.admin.cancel_run(command_id, operator=operator, reason=reason)
 
     def _woken(self, control: ScheduleControl) -> ScheduleControl:
         self._wake.set()
@@ -266,12 +282,16 @@ class Scheduler:
         return self.admin.statistics(name)
 
     def health(self) -> SchedulerHealth:
-        """Health from the store and this loop: late tick, store errors, failing, overdue."""
+        """Health from the store's facts and this loop (see ``SchedulerHealth``).
+
+        Never raises: a store outage is ``unhealthy`` with the error.
+        """
         return self.admin.health(
             late_after=max(self.misfire_tolerance, 5 * self.tick_interval),
             last_tick_at=self._firing.last_tick_at,
             store_errors=self._firing.store_errors,
             last_store_error=self._firing.last_store_error,
+            held=lambda task_id: self.controller.run(task_id) is not None,
         )
 
     # -- the loop -------------------------------------------------------------------------

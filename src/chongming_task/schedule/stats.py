@@ -22,6 +22,8 @@ __all__ = [
     "RunSummary",
     "ScheduleStatistics",
     "SchedulerHealth",
+    "expected_firing",
+    "outage_health",
     "run_summary",
     "schedule_statistics",
     "scheduler_health",
@@ -131,11 +133,13 @@ HealthStatus = Literal["ok", "degraded", "unhealthy"]
 
 @dataclass(frozen=True, slots=True)
 class SchedulerHealth:
-    """Is scheduling working? ``problems`` says why not, one sentence each."""
+    """Is scheduling working? ``problems`` says why not, one sentence each, naming
+    the schedule (or the store) each one is about."""
 
     status: HealthStatus
-    """``unhealthy``: firings are not happening (late tick, store errors, overdue
-    schedules). ``degraded``: firings happen but some schedules keep failing."""
+    """``unhealthy``: firings are not happening (late tick, store errors or outage,
+    overdue schedules). ``degraded``: firings happen but some schedules keep failing
+    or are blocked by a run whose holder died."""
     schedules: int
     active: int
     paused: int
@@ -144,7 +148,7 @@ class SchedulerHealth:
     failing: tuple[str, ...]
     """Schedules whose last run(s) failed (``consecutive_failures > 0``)."""
     overdue: tuple[str, ...]
-    """Active schedules whose next run is past due by more than the allowance."""
+    """Active schedules whose due firing is late by more than the allowance."""
     next_due: datetime | None
     next_due_schedule: str | None
     last_tick_at: datetime | None
@@ -154,11 +158,38 @@ class SchedulerHealth:
     """Store failures of the scheduler loop since its last clean tick."""
     problems: tuple[str, ...]
     checked_at: datetime
+    stale_runs: int = 0
+    """Runs of schedules whose holder's lease expired mid-run, not settled yet."""
+    blocked: tuple[str, ...] = ()
+    """``overlap="forbid"`` schedules that such a run blocks until it is settled."""
+    error: str | None = None
+    """The store failure that kept health from being computed (then ``unhealthy``)."""
 
     @property
     def healthy(self) -> bool:
         """Firings are happening (a ``degraded`` scheduler is still healthy)."""
         return self.status != "unhealthy"
+
+
+def expected_firing(control: ScheduleControl) -> datetime | None:
+    """The firing the store says is due next for an active schedule (from its facts).
+
+    The record's ``next_run_at`` when a scheduler wrote one after the newest claimed
+    firing; otherwise the trigger's first firing after the newest claimed firing, or
+    after registration when none was ever claimed. It does not depend on any tick
+    having run: a schedule nobody ever fired is due one period after it was
+    registered.
+    """
+    if control.paused:
+        return None
+    last = control.last_fired_at
+    if control.next_run_at is not None and (last is None or control.next_run_at > last):
+        return control.next_run_at
+    return control.trigger.next_after(last or control.registered_at)
+
+
+def _seconds(delta: timedelta) -> str:
+    return f"{delta.total_seconds():.0f}s"
 
 
 def scheduler_health(
@@ -170,6 +201,7 @@ def scheduler_health(
     last_tick_at: datetime | None = None,
     store_errors: int = 0,
     last_store_error: str | None = None,
+    stale: Mapping[str, Sequence[str]] | None = None,
 ) -> SchedulerHealth:
     """Health from the control records, unfinished-run counts and the loop's state.
 
@@ -178,38 +210,64 @@ def scheduler_health(
         now: the current time.
         running: unfinished runs per schedule name.
         late_after: seconds after which a tick, or an active schedule's due firing,
-            counts as late.
+            counts as late (the misfire tolerance).
         last_tick_at: the scheduler loop's last completed tick, if one is observed.
         store_errors: store failures since the loop's last clean tick.
         last_store_error: the latest of those, already redacted.
+        stale: per schedule, its runs whose holder's lease expired mid-run.
     """
     allowance = timedelta(seconds=late_after)
+    stale = stale or {}
     active = [c for c in controls if not c.paused]
     failing = tuple(sorted(c.name for c in controls if c.consecutive_failures > 0))
-    overdue = tuple(
-        sorted(
-            c.name for c in active if c.next_run_at is not None and now - c.next_run_at > allowance
-        )
-    )
-    upcoming = [c for c in active if c.next_run_at is not None]
-    soonest = min(upcoming, key=lambda c: c.next_run_at or now, default=None)
-    tick_late = last_tick_at is not None and now - last_tick_at > allowance
     problems: list[str] = []
+    expected: dict[str, datetime] = {}
+    for control in active:
+        try:
+            due = expected_firing(control)
+        except Exception as exc:  # a record no trigger can be built from
+            problems.append(f"schedule {control.name!r}: its pattern cannot be evaluated: {exc}")
+            continue
+        if due is not None:
+            expected[control.name] = due
+    overdue = tuple(sorted(n for n, due in expected.items() if now - due > allowance))
+    soonest_name = min(expected, key=lambda n: (expected[n], n), default=None)
+    tick_late = last_tick_at is not None and now - last_tick_at > allowance
     if tick_late and last_tick_at is not None:
-        seconds = (now - last_tick_at).total_seconds()
-        problems.append(f"scheduler tick is late: last tick {seconds:.0f}s ago")
+        problems.append(f"scheduler tick is late: last tick {_seconds(now - last_tick_at)} ago")
     if store_errors:
         detail = f": {last_store_error}" if last_store_error else ""
         problems.append(f"{store_errors} store error(s) since the last clean tick{detail}")
-    if overdue:
+    for name in overdue:
+        due = expected[name]
         problems.append(
-            f"overdue schedule(s) {', '.join(overdue)}: due firings were not claimed; "
-            "is a scheduler running and does it own their buckets?"
+            f"schedule {name!r} is overdue: its firing due {due.isoformat()} is "
+            f"{_seconds(now - due)} late (tolerance {late_after:g}s) and nobody claimed it; "
+            "is a scheduler running with it registered, and does it own its bucket?"
         )
     unhealthy = bool(problems)
     if failing:
         problems.append(f"failing schedule(s): {', '.join(failing)}")
-    status: HealthStatus = "unhealthy" if unhealthy else "degraded" if failing else "ok"
+    by_name = {c.name: c for c in controls}
+    blocked: list[str] = []
+    for name, task_ids in sorted(stale.items()):
+        if not task_ids:
+            continue
+        record = by_name.get(name)
+        forbid = record is not None and record.overlap == "forbid"
+        if forbid:
+            blocked.append(name)
+        problems.append(
+            f"schedule {name!r}: {len(task_ids)} run(s) whose holder's lease expired "
+            f"mid-run ({', '.join(sorted(task_ids)[:3])}) are not settled yet"
+            + (
+                "; its firings are skipped (overlap=forbid) until a scheduler ends them lost"
+                if forbid
+                else ""
+            )
+        )
+    degraded = bool(failing or blocked)
+    status: HealthStatus = "unhealthy" if unhealthy else "degraded" if degraded else "ok"
     return SchedulerHealth(
         status=status,
         schedules=len(controls),
@@ -218,11 +276,40 @@ def scheduler_health(
         running=sum(running.values()),
         failing=failing,
         overdue=overdue,
-        next_due=soonest.next_run_at if soonest else None,
-        next_due_schedule=soonest.name if soonest else None,
+        next_due=expected[soonest_name] if soonest_name else None,
+        next_due_schedule=soonest_name,
         last_tick_at=last_tick_at,
         tick_late=tick_late,
         store_errors=store_errors,
         problems=tuple(problems),
         checked_at=now,
+        stale_runs=sum(len(ids) for ids in stale.values()),
+        blocked=tuple(blocked),
+    )
+
+
+def outage_health(
+    error: str,
+    *,
+    now: datetime,
+    last_tick_at: datetime | None = None,
+    store_errors: int = 0,
+) -> SchedulerHealth:
+    """``unhealthy`` because the store could not be read; the error says why."""
+    return SchedulerHealth(
+        status="unhealthy",
+        schedules=0,
+        active=0,
+        paused=0,
+        running=0,
+        failing=(),
+        overdue=(),
+        next_due=None,
+        next_due_schedule=None,
+        last_tick_at=last_tick_at,
+        tick_late=False,
+        store_errors=store_errors,
+        problems=(f"the store cannot be read, so nothing can be fired: {error}",),
+        checked_at=now,
+        error=error,
     )

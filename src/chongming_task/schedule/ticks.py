@@ -40,6 +40,10 @@ class TickReport:
     """Due firings another scheduler had already claimed."""
     missed: dict[str, datetime] = field(default_factory=dict)
     """Schedule -> oldest firing that was missed (misfire policy applied)."""
+    missed_reasons: dict[str, str] = field(default_factory=dict)
+    """Schedule -> why its firings were missed and what the misfire policy did."""
+    settled: list[str] = field(default_factory=list)
+    """Runs ended ``lost`` because their holder's lease expired mid-run."""
     commands: int = 0
     """Schedule commands claimed."""
     error: str | None = None

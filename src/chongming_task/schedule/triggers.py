@@ -5,19 +5,28 @@ instant (always in UTC, so it can key a firing claim) with no clock reads. Parsi
 and iteration are croniter's job, imported on first use so ``import chongming_task``
 does not load it. This module adds what croniter leaves open: six fields with
 seconds *first* (Go ``cron.WithSeconds()``), Go's ``@every <duration>``, strict
-validation, and one stated rule for daylight saving time:
+validation, and a DST policy chosen per trigger (``dst=``):
+
+``dst="default"`` -- this library's own rule (the default):
 
 1. Intervals (``@every``, :class:`IntervalTrigger`) count elapsed seconds; DST does
-   not exist for them.
-2. A cron expression whose hour field is ``*`` (``@hourly``, ``*/5 * * * *``) follows
-   elapsed time: wall-clock times skipped by a spring-forward do not fire, and the
-   repeated hour of a fall-back fires in both passes (it is another real hour).
+   not exist for them (under every policy).
+2. A cron expression whose hour field is exactly ``*`` (``@hourly``, ``*/5 * * * *``)
+   follows elapsed time: wall-clock times skipped by a spring-forward do not fire,
+   and the repeated hour of a fall-back fires in both passes (it is another real
+   hour).
 3. Every other cron expression names wall-clock hours: a time that does not exist
    (spring-forward) fires once, at the first instant after the gap (02:30
    Europe/Berlin fires at 03:00 CEST), several such times collapsing into that one
    firing; a time that occurs twice (fall-back) fires once, at its first occurrence.
 
-This is Vixie cron's behaviour, decided per expression rather than per job run.
+``dst="skip"`` -- robfig/cron and Temporal: a wall time that does not exist does
+not fire; one that occurs twice fires twice, whatever the fields.
+
+``dst="vixie"`` -- cron(8) (Vixie/ISC cron): a "wildcard job" -- one whose minute
+*or* hour field starts with ``*`` (``*/15 2 * * *``, ``0 */2 * * *``, ``@hourly``)
+-- follows rule 2; every other job ("fixed-time") follows rule 3. Five fields only:
+cron(8) has no seconds.
 """
 
 from __future__ import annotations
@@ -33,7 +42,38 @@ from chongming_task.schedule.durations import format_duration, parse_duration
 from chongming_task.schedule.expressions import ALLOWED_FORMS, split_cron_tz, validate_fields
 from chongming_task.schedule.walltime import next_firing
 
-__all__ = ["EPOCH", "CronTrigger", "IntervalTrigger", "Trigger", "load_timezone", "make_trigger"]
+__all__ = [
+    "DST_POLICIES",
+    "EPOCH",
+    "CronTrigger",
+    "DstPolicy",
+    "IntervalTrigger",
+    "Trigger",
+    "load_timezone",
+    "make_trigger",
+    "validate_dst",
+]
+
+DstPolicy = Literal["default", "skip", "vixie"]
+#: The DST policies a cron trigger accepts (the module docstring states each rule).
+DST_POLICIES: Final[tuple[DstPolicy, ...]] = ("default", "skip", "vixie")
+
+
+def validate_dst(value: object) -> DstPolicy:
+    """``value`` if it names a DST policy.
+
+    Raises:
+        ConfigurationError: anything else, with the allowed values.
+    """
+    for policy in DST_POLICIES:
+        if value == policy and isinstance(value, str):
+            return policy
+    raise ConfigurationError(
+        f"dst policy {value!r} is invalid; use 'default' (this library's rule), 'skip' "
+        "(robfig/cron and Temporal: a nonexistent time does not fire, a repeated one "
+        "fires twice) or 'vixie' (cron(8)'s rule)"
+    )
+
 
 #: Default anchor of interval grids. Every node derives the same firing times from it
 #: without coordination, which is what makes (schedule, scheduled time) a usable key.
@@ -106,6 +146,11 @@ class IntervalTrigger:
     def timezone(self) -> str:
         return "UTC"
 
+    @property
+    def dst(self) -> DstPolicy:
+        """Intervals count elapsed seconds: no DST policy applies to them."""
+        return "default"
+
     def next_after(self, dt: datetime) -> datetime:
         """The first grid instant strictly after ``dt``, in UTC (the anchor if later)."""
         step = timedelta(seconds=self.seconds)
@@ -132,16 +177,20 @@ class CronTrigger:
 
     expression: str
     timezone: str
+    dst: DstPolicy
     _tz: tzinfo = field(repr=False, compare=False)
     _fields: tuple[str, ...] = field(repr=False, compare=False)
     _interval: IntervalTrigger | None = field(repr=False, compare=False)
 
-    def __init__(self, expression: str, timezone: str = "UTC") -> None:
+    def __init__(
+        self, expression: str, timezone: str = "UTC", *, dst: DstPolicy = "default"
+    ) -> None:
         if not isinstance(expression, str) or not expression.strip():
             raise ConfigurationError(f"cron expression is empty; use {ALLOWED_FORMS}")
         text, timezone = split_cron_tz(" ".join(expression.split()), timezone)
         object.__setattr__(self, "expression", text)
         object.__setattr__(self, "timezone", timezone)
+        object.__setattr__(self, "dst", validate_dst(dst))
         object.__setattr__(self, "_tz", load_timezone(timezone))
         interval: IntervalTrigger | None = None
         fields: tuple[str, ...] = ()
@@ -152,6 +201,12 @@ class CronTrigger:
                 raise ConfigurationError(f"cron expression {text!r}: {exc}") from exc
         else:
             fields = validate_fields(text)
+            if dst == "vixie" and len(fields) == 6:
+                raise ConfigurationError(
+                    f"cron expression {text!r} has a seconds field, but dst='vixie' is "
+                    "cron(8)'s rule and cron(8) has no seconds; use 5 fields or another "
+                    "dst policy"
+                )
         object.__setattr__(self, "_fields", fields)
         object.__setattr__(self, "_interval", interval)
 
@@ -169,12 +224,30 @@ class CronTrigger:
         return self._interval
 
     @property
-    def follows_elapsed_time(self) -> bool:
-        """DST rule 1 or 2 applies: an interval, or the hour field is ``*``."""
+    def fields(self) -> tuple[str, ...]:
+        """The cron fields (descriptors expanded); empty for ``@every``."""
+        return self._fields
+
+    @property
+    def wildcard(self) -> bool:
+        """cron(8)'s "wildcard job": the minute or the hour field starts with ``*``."""
         if self._interval is not None:
             return True
-        hour = self._fields[2] if len(self._fields) == 6 else self._fields[1]
-        return hour == "*"
+        minute, hour = self._fields[-5], self._fields[-4]
+        return minute.startswith("*") or hour.startswith("*")
+
+    @property
+    def follows_elapsed_time(self) -> bool:
+        """DST rule 1 or 2 applies (elapsed time) rather than rule 3 (wall clock).
+
+        An interval always; otherwise per policy: ``default`` when the hour field is
+        exactly ``*``, ``skip`` always, ``vixie`` for a wildcard job.
+        """
+        if self._interval is not None or self.dst == "skip":
+            return True
+        if self.dst == "vixie":
+            return self.wildcard
+        return self._fields[-4] == "*"
 
     def next_after(self, dt: datetime) -> datetime:
         """The first firing instant strictly after ``dt``, in UTC."""
@@ -186,7 +259,8 @@ class CronTrigger:
     def describe(self) -> str:
         if self._interval is not None:
             return self._interval.describe()
-        return f"cron {self.expression!r} in {self.timezone}"
+        policy = "" if self.dst == "default" else f", dst={self.dst}"
+        return f"cron {self.expression!r} in {self.timezone}{policy}"
 
 
 Trigger = CronTrigger | IntervalTrigger
@@ -194,8 +268,13 @@ Trigger = CronTrigger | IntervalTrigger
 
 
 @functools.lru_cache(maxsize=1024)
-def make_trigger(pattern: str, timezone: str = "UTC", anchor: datetime | None = None) -> Trigger:
-    """The trigger that a persisted (pattern, timezone) pair describes.
+def make_trigger(
+    pattern: str,
+    timezone: str = "UTC",
+    anchor: datetime | None = None,
+    dst: DstPolicy = "default",
+) -> Trigger:
+    """The trigger that a persisted (pattern, timezone, DST policy) describes.
 
     ``@every`` patterns become an :class:`IntervalTrigger` on ``anchor``'s grid.
     Triggers are immutable, so one is built per distinct triple and then shared: a
@@ -205,7 +284,7 @@ def make_trigger(pattern: str, timezone: str = "UTC", anchor: datetime | None = 
     Raises:
         ConfigurationError: the pattern or the timezone is invalid.
     """
-    trigger = CronTrigger(pattern, timezone)
+    trigger = CronTrigger(pattern, timezone, dst=dst)
     if trigger.interval is not None:
         return IntervalTrigger(trigger.interval.seconds, anchor)
     return trigger

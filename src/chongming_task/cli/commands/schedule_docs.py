@@ -22,6 +22,7 @@ def schedule_doc(control: ScheduleControl) -> dict[str, Any]:
     """One schedule's control record as ``--json`` prints it."""
     return {
         "name": control.name,
+        "display_name": control.shown_name,
         "task": control.task,
         "status": control.status,
         "status_reason": control.status_reason,
@@ -29,6 +30,7 @@ def schedule_doc(control: ScheduleControl) -> dict[str, Any]:
         "timezone": control.timezone,
         "default_pattern": control.default_pattern,
         "default_timezone": control.default_timezone,
+        "dst": control.dst,
         "overridden": control.overridden,
         "definition_revision": control.definition_revision,
         "description": control.description,

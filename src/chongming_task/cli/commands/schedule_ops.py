@@ -9,6 +9,7 @@ the run's result; ``--wait`` follows it and maps the result to the exit code.
 from __future__ import annotations
 
 import argparse
+import json
 from typing import TYPE_CHECKING
 
 from chongming_task.cli.commands.schedule_docs import admin_for, run_doc, schedule_doc, short
@@ -83,10 +84,12 @@ def _show(
     doc = schedule_doc(control)
     keys = (
         "name",
+        "display_name",
         "task",
         "status",
         "pattern",
         "timezone",
+        "dst",
         "default_pattern",
         "overlap",
         "max_runtime",
@@ -123,11 +126,21 @@ def _show(
 
 
 def _run(args: argparse.Namespace, session: Session, admin: ScheduleAdmin) -> int:
-    if args.wait is not None and args.wait <= 0:
+    if args.wait is not None and not args.wait > 0:  # NaN too
         raise UsageError(f"--wait must be > 0 seconds, got {args.wait}")
+    payload = None
+    if args.input is not None:
+        try:
+            payload = json.loads(args.input)
+        except ValueError as exc:
+            raise UsageError(f"--input must be a JSON object, got {args.input!r}: {exc}") from exc
+        if not isinstance(payload, dict):
+            raise UsageError(
+                f"--input must be a JSON object such as '{{\"k\": 1}}', got {args.input!r}"
+            )
     try:
         command = admin.request_run(
-            args.name, reason=args.reason, correlation_id=args.correlation_id
+            args.name, reason=args.reason, correlation_id=args.correlation_id, input=payload
         )
     except ConfigurationError as exc:
         raise CommandFailed(str(exc)) from exc

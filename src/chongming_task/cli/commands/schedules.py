@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from chongming_task.cli.commands._common import new_parser
 from chongming_task.cli.commands.schedule_docs import admin_for, schedule_doc, short, when
 from chongming_task.cli.commands.schedule_ops import cmd_schedule
+from chongming_task.cli.commands.schedule_preview import add_cancel_parser, add_preview_parser
 from chongming_task.cli.errors import ExitCode, UsageError
 from chongming_task.cli.schema import document
 
@@ -50,6 +51,8 @@ _ACTIONS = (
     ("set", "override the pattern (survives redeploys)"),
     ("reset", "drop the override: back to the pattern from code"),
     ("run", "ask a scheduler to run it now (a manual firing)"),
+    ("cancel-run", "cancel a manual-run request no scheduler has claimed yet"),
+    ("preview", "the next firings with UTC and local times, DST changes explained"),
 )
 
 
@@ -60,6 +63,12 @@ def _schedule_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
     actions = parser.add_subparsers(dest="action", metavar="ACTION")
     actions.required = True
     for action, text in _ACTIONS:
+        if action == "preview":
+            add_preview_parser(actions)
+            continue
+        if action == "cancel-run":
+            add_cancel_parser(actions)
+            continue
         sub = new_parser(actions, action, help=text, handler=cmd_schedule)
         sub.add_argument("name", metavar="NAME")
         if action == "set":
@@ -69,6 +78,12 @@ def _schedule_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
             sub.add_argument("--reason", help="why (recorded)")
         if action == "run":
             sub.add_argument("--correlation-id", help="your id for this request")
+            sub.add_argument(
+                "--input",
+                metavar="JSON",
+                help="a JSON object for the run: metadata.input, and the task's `input` "
+                "argument if it declares one",
+            )
             sub.add_argument(
                 "--wait",
                 type=float,
@@ -80,7 +95,9 @@ def _schedule_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
 
 
 def _no_action(args: argparse.Namespace, session: Session) -> int:
-    raise UsageError("schedule needs an action: show, pause, resume, set, reset or run")
+    raise UsageError(
+        "schedule needs an action: show, pause, resume, set, reset, run, cancel-run or preview"
+    )
 
 
 def cmd_list(args: argparse.Namespace, session: Session) -> int:
@@ -134,6 +151,9 @@ def cmd_health(args: argparse.Namespace, session: Session) -> int:
                 overdue=list(health.overdue),
                 next_due=when(health.next_due),
                 next_due_schedule=health.next_due_schedule,
+                stale_runs=health.stale_runs,
+                blocked=list(health.blocked),
+                error=health.error,
                 problems=list(health.problems) + queue.problems,
                 checked_at=when(health.checked_at),
                 queue={
