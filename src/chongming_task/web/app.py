@@ -280,7 +280,7 @@ def create_app(
 
 # ---------------------------------------------------------------- handlers
 
-Endpoint = Callable[[Request], Awaitable[Response]]
+Method = Callable[["_Handlers", Request], Awaitable[Response]]
 
 
 def _wants_json(request: Request) -> bool:
@@ -296,13 +296,19 @@ def _error(request: Request, status: int, message: str, env: jinja2.Environment)
         return JSONResponse({"error": message}, status_code=status)
     base = request.scope.get("root_path", "")
     html = env.get_template("error.html").render(
-        base=base, status=status, message=message, identity=None, read_only=True, csrf="",
-        page="", events=False,
+        base=base,
+        status=status,
+        message=message,
+        identity=None,
+        read_only=True,
+        csrf="",
+        page="",
+        events=False,
     )
     return HTMLResponse(html, status_code=status)
 
 
-def authenticated(fn: Callable[..., Awaitable[Response]]) -> Endpoint:
+def authenticated(fn: Method) -> Method:
     """Refuse (401) a request that carries no valid bearer token or session cookie."""
 
     @functools.wraps(fn)
@@ -314,10 +320,10 @@ def authenticated(fn: Callable[..., Awaitable[Response]]) -> Endpoint:
         response: Response = await fn(self, request)
         return response
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper
 
 
-def state_changing(fn: Callable[..., Awaitable[Response]]) -> Endpoint:
+def state_changing(fn: Method) -> Method:
     """Authenticated, plus: refused in read-only mode and without the CSRF token (403)."""
 
     @functools.wraps(fn)
@@ -339,7 +345,7 @@ def state_changing(fn: Callable[..., Awaitable[Response]]) -> Endpoint:
         response: Response = await fn(self, request)
         return response
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper
 
 
 def _is_form(request: Request) -> bool:
@@ -411,14 +417,21 @@ class _Handlers:
         base = request.scope.get("root_path", "")
         target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
         return self.render(
-            request, "login.html", status=401, headers=headers, next=target, failed=False,
+            request,
+            "login.html",
+            status=401,
+            headers=headers,
+            next=target,
+            failed=False,
             base=base,
         )
 
     async def login_form(self, request: Request) -> Response:
         base = request.scope.get("root_path", "")
         return self.render(
-            request, "login.html", next=request.query_params.get("next") or base + "/",
+            request,
+            "login.html",
+            next=request.query_params.get("next") or base + "/",
             failed=False,
         )
 
@@ -568,9 +581,7 @@ class _Handlers:
             if page.limit != DEFAULT_PAGE_SIZE:
                 query["limit"] = str(page.limit)
             next_url = (
-                "?" + urlencode({**query, "cursor": page.next_cursor})
-                if page.next_cursor
-                else None
+                "?" + urlencode({**query, "cursor": page.next_cursor}) if page.next_cursor else None
             )
             here = urlencode(
                 {**query, **({"cursor": c} if (c := request.query_params.get("cursor")) else {})}
@@ -655,8 +666,13 @@ class _Handlers:
         store = self.config.store
         snapshot = store.get(task_id)
         if snapshot is None:
-            return {"task_id": task_id, "action": action, "result": "not_found",
-                    "accepted": False, "message": f"no task {task_id!r} in the store"}
+            return {
+                "task_id": task_id,
+                "action": action,
+                "result": "not_found",
+                "accepted": False,
+                "message": f"no task {task_id!r} in the store",
+            }
         if not controls_of(snapshot)[action]:
             return {
                 "task_id": task_id,
@@ -720,7 +736,9 @@ class _Handlers:
         action = fields.get("action")
         ids = fields.get("ids") or []
         if action not in TASK_ACTIONS:
-            return _error(request, 400, f"action must be one of {', '.join(TASK_ACTIONS)}", self.env)
+            return _error(
+                request, 400, f"action must be one of {', '.join(TASK_ACTIONS)}", self.env
+            )
         if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids) or not ids:
             return _error(request, 400, "select at least one task (ids)", self.env)
         if len(ids) > 500:
@@ -820,9 +838,7 @@ class _Handlers:
             return _error(request, 400, str(exc), self.env)
 
         def act() -> Response:
-            admin = ScheduleAdmin(
-                self.config.store, clock=self.config.clock, actor=identity.user
-            )
+            admin = ScheduleAdmin(self.config.store, clock=self.config.clock, actor=identity.user)
             if admin.find(name) is None:
                 return _error(request, 404, f"no schedule named {name!r}", self.env)
             result: dict[str, Any] = {"schedule": name, "action": action, "actor": identity.user}

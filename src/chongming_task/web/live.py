@@ -78,7 +78,9 @@ class Broadcaster:
             await asyncio.wait_for(event.wait(), timeout)
         return self.version != seen
 
-    async def stream(self, *, tick: float = 15.0, max_events: int | None = None) -> AsyncIterator[str]:
+    async def stream(
+        self, *, tick: float = 15.0, max_events: int | None = None
+    ) -> AsyncIterator[str]:
         """The text of one ``text/event-stream`` response.
 
         Args:

@@ -181,9 +181,7 @@ class TaskFilters:
                     chosen.add(TaskStatus(value))
                 except ValueError:
                     valid = ", ".join(s.value for s in TaskStatus)
-                    raise ConfigurationError(
-                        f"unknown status {value!r}; valid: {valid}"
-                    ) from None
+                    raise ConfigurationError(f"unknown status {value!r}; valid: {valid}") from None
         bucket_raw = (params.get("bucket") or "").strip()
         bucket: int | None = None
         if bucket_raw:
@@ -383,9 +381,7 @@ class Dashboard:
             next_cursor = encode_cursor(len(rows), rows[-1].task_id) if more and rows else None
             return TaskPage(rows, next_cursor, filters, limit, 0)
         position, last_id = decode_cursor(cursor)
-        heads = self.store.query_heads(
-            filters.query(limit=position + limit + 1 + _CURSOR_SLACK)
-        )
+        heads = self.store.query_heads(filters.query(limit=position + limit + 1 + _CURSOR_SLACK))
         ids = [head.task_id for head in heads]
         try:
             start = ids.index(last_id) + 1
