@@ -18,7 +18,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 import jinja2
 from starlette.applications import Starlette
@@ -252,22 +252,22 @@ def create_app(
         Route("/events", handlers.events, name="events"),
         Route("/tasks", handlers.tasks, name="tasks"),
         Route("/tasks/bulk", handlers.bulk, methods=["POST"], name="bulk"),
-        Route("/tasks/{task_id}", handlers.task, name="task"),
-        Route("/tasks/{task_id}/{action}", handlers.task_action, methods=["POST"]),
+        Route("/tasks/{task_id:path}", handlers.task, name="task"),
+        Route("/tasks/{task_id:path}/{action}", handlers.task_action, methods=["POST"]),
         Route("/schedules", handlers.schedules, name="schedules"),
-        Route("/schedules/{name}", handlers.schedule, name="schedule"),
-        Route("/schedules/{name}/{action}", handlers.schedule_action, methods=["POST"]),
+        Route("/schedules/{name:path}", handlers.schedule, name="schedule"),
+        Route("/schedules/{name:path}/{action}", handlers.schedule_action, methods=["POST"]),
         Route("/workers", handlers.workers, name="workers"),
         Route("/buckets", handlers.buckets, name="buckets"),
         Route("/api/overview", handlers.api_overview),
         Route("/api/events", handlers.events),
         Route("/api/tasks", handlers.api_tasks),
         Route("/api/tasks/bulk", handlers.bulk, methods=["POST"]),
-        Route("/api/tasks/{task_id}", handlers.api_task),
-        Route("/api/tasks/{task_id}/{action}", handlers.task_action, methods=["POST"]),
+        Route("/api/tasks/{task_id:path}", handlers.api_task),
+        Route("/api/tasks/{task_id:path}/{action}", handlers.task_action, methods=["POST"]),
         Route("/api/schedules", handlers.api_schedules),
-        Route("/api/schedules/{name}", handlers.api_schedule),
-        Route("/api/schedules/{name}/{action}", handlers.schedule_action, methods=["POST"]),
+        Route("/api/schedules/{name:path}", handlers.api_schedule),
+        Route("/api/schedules/{name:path}/{action}", handlers.schedule_action, methods=["POST"]),
         Route("/api/workers", handlers.api_workers),
         Route("/api/buckets", handlers.api_buckets),
         Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
@@ -721,7 +721,7 @@ class _Handlers:
                 return _error(request, 404, result["message"], self.env)
             base = request.scope.get("root_path", "")
             query = urlencode({"done": action, "result": result["result"]})
-            return RedirectResponse(f"{base}/tasks/{task_id}?{query}", status_code=303)
+            return RedirectResponse(f"{base}/tasks/{quote(task_id)}?{query}", status_code=303)
 
         return await self._call(request, act)
 
@@ -856,7 +856,7 @@ class _Handlers:
                 return JSONResponse(result, status_code=202)
             base = request.scope.get("root_path", "")
             return RedirectResponse(
-                f"{base}/schedules/{name}?{urlencode({'done': action})}", status_code=303
+                f"{base}/schedules/{quote(name)}?{urlencode({'done': action})}", status_code=303
             )
 
         return await self._call(request, act)
