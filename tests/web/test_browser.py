@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.web.conftest import TOKEN, USER, Holder, require_chromium
 
 from chongming_task.schedule import CronTrigger, Schedule
 from chongming_task.schedule.admin import ScheduleAdmin
 from chongming_task.states import TaskStatus
 from chongming_task.stores.base import TaskStore
 from chongming_task.web import create_app
-from tests.web.conftest import TOKEN, USER, Holder, require_chromium
 
 playwright_sync = pytest.importorskip("playwright.sync_api")
 uvicorn = pytest.importorskip("uvicorn")
@@ -85,9 +85,7 @@ def shots(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
     return tmp_path
 
 
-def test_operator_session(
-    store: TaskStore, holder: Holder, browser: Any, shots: Path
-) -> None:
+def test_operator_session(store: TaskStore, holder: Holder, browser: Any, shots: Path) -> None:
     expect = playwright_sync.expect
     ScheduleAdmin(store).register(
         Schedule(
@@ -173,9 +171,7 @@ def test_operator_session(
             )
             for i in range(len(history))
         ]
-        stored = [
-            (t.version, t.to_status.value, t.actor or "—", t.reason or "") for t in history
-        ]
+        stored = [(t.version, t.to_status.value, t.actor or "—", t.reason or "") for t in history]
         assert shown == stored
         stopping = [t for t in history if t.to_status is TaskStatus.STOPPING]
         assert (stopping[0].actor, stopping[0].reason) == (USER, "operator stop: <b>enough</b>")
