@@ -103,7 +103,7 @@ def open_store(args: argparse.Namespace, workdir: Path) -> TaskStore:
         return PostgresTaskStore(args.dsn)
     from chongming_task.stores.sqlite import SqliteTaskStore
 
-    return SqliteTaskStore(str(workdir / "dashboard-bench.db"))
+    return SqliteTaskStore(args.db_file or str(workdir / "dashboard-bench.db"))
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -113,6 +113,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--rounds", type=int, default=None, help="renders per page (30)")
     parser.add_argument("--db", choices=("sqlite", "postgres"), default="sqlite")
     parser.add_argument("--dsn", help="PostgreSQL URL (an empty schema) for --db postgres")
+    parser.add_argument(
+        "--db-file",
+        metavar="PATH",
+        help="SQLite file to keep between runs (seeded only while it holds no task)",
+    )
     parser.add_argument("--json", metavar="FILE", help="also write the results here")
     args = parser.parse_args(argv)
     count = args.tasks or (20_000 if args.quick else 1_000_000)
@@ -126,8 +131,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="dashboard-bench-") as tmp:
         store = open_store(args, Path(tmp))
         try:
-            seconds = seed(store, count)
-            print(f"seeded {count:,} tasks into {args.db} in {seconds:.1f}s", flush=True)
+            present = sum(store.count_by_status().values())
+            if present:
+                count = present
+                print(f"reusing {count:,} tasks in {args.db_file}", flush=True)
+            else:
+                seconds = seed(store, count)
+                print(f"seeded {count:,} tasks into {args.db} in {seconds:.1f}s", flush=True)
             app = create_app(store, token=TOKEN)
             pages = {
                 "overview": "/",
