@@ -117,7 +117,7 @@ def test_login_with_a_wrong_token_is_refused(client: TestClient) -> None:
 
 
 def test_login_never_redirects_off_site(client: TestClient) -> None:
-    for target in ("//evil.example/", "https://evil.example/", "\\\\evil"):
+    for target in ("//evil.example/", "https://evil.example/", "\\\\evil", "/\t/evil.example/"):
         response = client.post(
             "/login", data={"token": TOKEN, "next": target}, follow_redirects=False
         )

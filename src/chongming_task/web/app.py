@@ -386,7 +386,14 @@ def _reason(fields: Mapping[str, Any]) -> str:
 
 def _safe_next(value: str | None, base: str) -> str:
     """A local path to go back to after login (never another site)."""
-    if value and value.startswith("/") and not value.startswith("//") and "\\" not in value:
+    if (
+        value
+        and value.startswith("/")
+        and not value.startswith("//")
+        and "\\" not in value
+        and value.isprintable()
+        and not any(c.isspace() for c in value)
+    ):
         return value
     return base + "/"
 
