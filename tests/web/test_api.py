@@ -617,3 +617,15 @@ def test_mounted_under_a_prefix(store: TaskStore) -> None:
             follow_redirects=False,
         )
         assert "path=/ops/tasks-ui/" in response.headers["set-cookie"].lower()
+
+
+def test_fingerprint_counts_catch_what_the_heads_miss(store: TaskStore) -> None:
+    from chongming_task.web.views import FULL_EVERY, Dashboard
+
+    seed(store, 2, day=5)
+    data = Dashboard(store, clock=store.clock)
+    first = data.fingerprint()
+    seed(store, 1, prefix="old")  # older than every head: only the counts can tell
+    later = [data.fingerprint() for _ in range(FULL_EVERY)]
+    assert later[0] == first
+    assert later[-1] != first

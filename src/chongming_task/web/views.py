@@ -50,6 +50,8 @@ _CURSOR_SLACK: Final = 200
 _FAILED: Final = frozenset({TaskStatus.FAILED, TaskStatus.LOST})
 _STUCK_LIMIT: Final = 50
 _HELD_LIMIT: Final = 2000
+#: One live fingerprint in this many also counts tasks per status (see ``fingerprint``).
+FULL_EVERY: Final = 10
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -344,6 +346,8 @@ class Dashboard:
         self.idle_after = idle_after
         self.stopping_grace = stopping_grace
         self.worker_source = workers
+        self._fingerprints = 0
+        self._counts: list[tuple[str, int]] | None = None
 
     # -- tasks ----------------------------------------------------------------------
 
@@ -610,15 +614,20 @@ class Dashboard:
     # -- change detection (live updates) ---------------------------------------------
 
     def fingerprint(self) -> str:
-        """A value that changes whenever a task or schedule changes state."""
-        counts = self.store.count_by_status()
-        latest = self.store.query_heads(TaskQuery(order="-updated", limit=1))
+        """A value that changes whenever a task or schedule changes state.
+
+        Every call reads the newest-written and the newest-created task heads and the
+        schedule revisions: three indexed reads of a row or two, whatever the store's
+        size. Every ``FULL_EVERY``-th call also counts tasks per status, a safety net
+        for a change the heads cannot show (a writer whose clock lags behind, a prune):
+        that is the one read whose cost grows with the store.
+        """
+        self._fingerprints += 1
+        if self._counts is None or self._fingerprints % FULL_EVERY == 0:
+            self._counts = sorted((s.value, n) for s, n in self.store.count_by_status().items())
+        written = self.store.query_heads(TaskQuery(order="-updated", limit=1))
+        created = self.store.query_heads(TaskQuery(order="-created", limit=1))
         schedules = [(r.name, r.revision) for r in self.store.list_schedules()]
         return json.dumps(
-            [
-                sorted((s.value, n) for s, n in counts.items()),
-                [list(h) for h in latest],
-                schedules,
-            ],
-            default=str,
+            [self._counts, [list(h) for h in written + created], schedules], default=str
         )
