@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test lint typecheck check demo bench bench-ab clean
+.PHONY: venv test lint typecheck check demo dashboard-demo screenshots bench bench-ab clean
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -29,6 +29,14 @@ check: test lint typecheck
 
 demo: $(STAMP)
 	$(BIN)/python examples/demo.py
+
+## A worker and the web dashboard on one SQLite file; prints the URL and the token.
+dashboard-demo: $(STAMP)
+	$(BIN)/python examples/dashboard_demo.py --serve $(DEMO_ARGS)
+
+## Re-take the dashboard screenshots in docs/images (the browser tests take them).
+screenshots: $(STAMP)
+	CHONGMING_UPDATE_SCREENSHOTS=1 $(BIN)/python -m pytest tests/web/test_browser.py -k sqlite -q
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'

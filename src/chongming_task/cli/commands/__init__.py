@@ -12,6 +12,7 @@ def register_all(subparsers: argparse._SubParsersAction[Any]) -> None:
     """Add every subcommand to ``subparsers``, in the order ``--help`` lists them."""
     from chongming_task.cli.commands import (
         control,
+        dashboard,
         inspect_,
         ps,
         run,
@@ -31,3 +32,4 @@ def register_all(subparsers: argparse._SubParsersAction[Any]) -> None:
     inspect_.add_parsers(subparsers)
     control.add_parsers(subparsers)
     schedules.add_parsers(subparsers)
+    dashboard.add_parsers(subparsers)

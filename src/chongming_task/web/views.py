@@ -1,0 +1,633 @@
+"""What the pages show, read through the library's public API only.
+
+Every number here comes from the store's query API (``get``, ``query``,
+``query_heads``, ``count_by_status``, ``count_by_bucket``, ``history``) and from
+:class:`~chongming_task.schedule.admin.ScheduleAdmin`; the dashboard has no SQL of its
+own. Each view returns plain data (dataclasses and JSON-ready dicts) that the HTML
+templates and the JSON API both render, so the two can never disagree.
+
+Text that came from a task (failure messages, tracebacks, metadata, outcomes) is
+redacted again on the way out (``chongming_task.redact``): the store redacts what it
+writes, and a row written by an older or foreign writer is redacted here too.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Final, Protocol
+
+from chongming_task.core.clock import Clock
+from chongming_task.core.state_machine import StateMachine
+from chongming_task.errors import ConfigurationError
+from chongming_task.model import TaskSnapshot, Transition
+from chongming_task.redact import redact, redact_secrets, redact_traceback
+from chongming_task.schedule.admin import ScheduleAdmin
+from chongming_task.states import OCCUPYING, TERMINAL, TaskStatus
+from chongming_task.stores.base import TaskQuery, TaskStore
+
+__all__ = [
+    "DEFAULT_PAGE_SIZE",
+    "Dashboard",
+    "Overview",
+    "StuckTask",
+    "TaskFilters",
+    "TaskPage",
+    "WorkerSource",
+    "clean_json",
+    "task_doc",
+]
+
+DEFAULT_PAGE_SIZE: Final = 50
+MAX_PAGE_SIZE: Final = 500
+#: Rows read past a cursor's recorded position to find it again after new tasks arrived.
+_CURSOR_SLACK: Final = 200
+_FAILED: Final = frozenset({TaskStatus.FAILED, TaskStatus.LOST})
+_STUCK_LIMIT: Final = 50
+_HELD_LIMIT: Final = 2000
+#: One live fingerprint in this many also counts tasks per status (see ``fingerprint``).
+FULL_EVERY: Final = 10
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def _clean_str(key: str | None, value: str) -> str:
+    if key is not None and redact_secrets(f"{key}={value}") != f"{key}={value}":
+        return "[REDACTED]"
+    return redact_secrets(value)
+
+
+def clean_json(value: Any, key: str | None = None) -> Any:
+    """``value`` with secrets redacted: every string, and values under secret-like keys."""
+    if isinstance(value, str):
+        return _clean_str(key, value)
+    if isinstance(value, Mapping):
+        return {str(k): clean_json(v, str(k)) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [clean_json(item, key) for item in value]
+    return value
+
+
+def controls_of(snapshot: TaskSnapshot) -> dict[str, bool]:
+    """Which controls are legal now, from the state machine (``can_stop`` & co)."""
+    machine = StateMachine(snapshot)
+    return {
+        "stop": machine.can_stop(),
+        "pause": machine.can_pause(),
+        "resume": machine.can_resume(),
+    }
+
+
+def task_doc(snapshot: TaskSnapshot, *, full: bool = False) -> dict[str, Any]:
+    """The JSON form of a task (``full``: with metadata, outcome and traceback)."""
+    progress = snapshot.progress
+    failure = snapshot.failure
+    doc: dict[str, Any] = {
+        "task_id": snapshot.task_id,
+        "name": snapshot.name,
+        "label": snapshot.label,
+        "status": snapshot.status.value,
+        "status_version": snapshot.status_version,
+        "attempt": snapshot.attempt,
+        "max_attempts": snapshot.max_attempts,
+        "created_at": _iso(snapshot.created_at),
+        "updated_at": _iso(snapshot.updated_at),
+        "queued_at": _iso(snapshot.queued_at),
+        "started_at": _iso(snapshot.started_at),
+        "finished_at": _iso(snapshot.finished_at),
+        "elapsed": snapshot.elapsed,
+        "progress": None
+        if progress is None
+        else {
+            "done": progress.done,
+            "total": progress.total,
+            "unit": progress.unit,
+            "message": redact(progress.message),
+            "fraction": progress.fraction,
+            "text": redact(progress.render()),
+        },
+        "last_heartbeat_at": _iso(snapshot.last_heartbeat_at),
+        "lease_owner": snapshot.lease_owner,
+        "lease_until": _iso(snapshot.lease_until),
+        "owner": snapshot.owner,
+        "bucket": snapshot.bucket,
+        "bucket_key": snapshot.bucket_key,
+        "priority": snapshot.priority,
+        "tags": sorted(snapshot.tags),
+        "failure": None
+        if failure is None
+        else {
+            "kind": str(failure.kind),
+            "message": redact(failure.message),
+            "exception_type": failure.exception_type,
+            "retryable": failure.retryable,
+        },
+        "controls": controls_of(snapshot),
+    }
+    if full:
+        doc["metadata"] = clean_json(dict(snapshot.metadata))
+        doc["outcome"] = clean_json(snapshot.outcome)
+        if failure is not None:
+            doc["failure"]["traceback"] = redact_traceback(failure.traceback)
+    return doc
+
+
+def transition_doc(transition: Transition) -> dict[str, Any]:
+    return {
+        "version": transition.version,
+        "from": transition.from_status.value if transition.from_status else None,
+        "to": transition.to_status.value,
+        "trigger": transition.trigger,
+        "actor": transition.actor,
+        "reason": redact(transition.reason),
+        "at": _iso(transition.at),
+        "attempt": transition.attempt,
+    }
+
+
+# ---------------------------------------------------------------- task list
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskFilters:
+    """The filters of the tasks page (query parameters of ``/tasks``)."""
+
+    statuses: frozenset[TaskStatus] | None = None
+    name_prefix: str | None = None
+    tag: str | None = None
+    bucket: int | None = None
+    owner: str | None = None
+    task_id: str | None = None
+    """Free-text id search: the task of exactly this id."""
+
+    @classmethod
+    def parse(cls, params: Mapping[str, str], statuses: Sequence[str] = ()) -> TaskFilters:
+        """From query parameters; blank values are no filter.
+
+        Raises:
+            ConfigurationError: an unknown status or a bucket that is no integer.
+        """
+        chosen: set[TaskStatus] = set()
+        for raw in statuses:
+            for part in raw.split(","):
+                value = part.strip()
+                if not value:
+                    continue
+                try:
+                    chosen.add(TaskStatus(value))
+                except ValueError:
+                    valid = ", ".join(s.value for s in TaskStatus)
+                    raise ConfigurationError(f"unknown status {value!r}; valid: {valid}") from None
+        bucket_raw = (params.get("bucket") or "").strip()
+        bucket: int | None = None
+        if bucket_raw:
+            try:
+                bucket = int(bucket_raw)
+            except ValueError:
+                raise ConfigurationError(f"bucket must be an integer, got {bucket_raw!r}") from None
+
+        def text(key: str) -> str | None:
+            value = (params.get(key) or "").strip()
+            return value or None
+
+        return cls(
+            statuses=frozenset(chosen) or None,
+            name_prefix=text("name"),
+            tag=text("tag"),
+            bucket=bucket,
+            owner=text("owner"),
+            task_id=text("q"),
+        )
+
+    def query(self, *, limit: int | None, order: str = "-created") -> TaskQuery:
+        return TaskQuery(
+            statuses=self.statuses,
+            name_prefix=self.name_prefix,
+            tag=self.tag,
+            bucket=self.bucket,
+            owner=self.owner,
+            limit=limit,
+            order=order,  # type: ignore[arg-type]
+        )
+
+    def params(self) -> dict[str, str]:
+        """The query parameters that reproduce these filters (for links)."""
+        out: dict[str, str] = {}
+        if self.statuses:
+            out["status"] = ",".join(sorted(s.value for s in self.statuses))
+        for key, value in (
+            ("name", self.name_prefix),
+            ("tag", self.tag),
+            ("owner", self.owner),
+            ("q", self.task_id),
+        ):
+            if value:
+                out[key] = value
+        if self.bucket is not None:
+            out["bucket"] = str(self.bucket)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class TaskPage:
+    tasks: list[TaskSnapshot]
+    next_cursor: str | None
+    filters: TaskFilters
+    limit: int
+    position: int
+    """How many newer tasks precede this page."""
+
+
+def encode_cursor(position: int, last_id: str) -> str:
+    raw = json.dumps([position, last_id], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[int, str]:
+    """``(position, last task id)`` of a cursor.
+
+    Raises:
+        ConfigurationError: the cursor was not made by :func:`encode_cursor`.
+    """
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        position, last_id = json.loads(raw)
+    except (ValueError, TypeError, binascii.Error):
+        raise ConfigurationError("invalid page cursor; start again from the first page") from None
+    if not isinstance(position, int) or position < 0 or not isinstance(last_id, str):
+        raise ConfigurationError("invalid page cursor; start again from the first page")
+    return position, last_id
+
+
+# ---------------------------------------------------------------- overview
+
+
+@dataclass(frozen=True, slots=True)
+class StuckTask:
+    snapshot: TaskSnapshot
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class Overview:
+    counts: dict[TaskStatus, int]
+    total: int
+    unfinished: int
+    queue_depth: int
+    oldest_queued: TaskSnapshot | None
+    oldest_queued_age: float | None
+    running: list[TaskSnapshot]
+    stuck: list[StuckTask]
+    recent_failures: list[TaskSnapshot]
+    schedules: Any
+    """The ``SchedulerHealth`` of the schedule records, or ``None`` without schedules."""
+    workers: list[WorkerInfo]
+    checked_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerInfo:
+    """A process as far as the store shows it: an owner holding leases on tasks."""
+
+    name: str
+    tasks: int
+    """Unfinished tasks it holds (``lease_owner``) or is recorded on (``owner``)."""
+    live_leases: int
+    """Of those, leases not yet expired."""
+    latest_lease: datetime | None
+    buckets: list[int] = field(default_factory=list)
+    up: bool | None = None
+    """``True``: some lease is live; ``False``: all expired; ``None``: it holds none."""
+    source: str = "leases"
+    """Where this entry comes from (``leases``; a worker registry would say ``registry``)."""
+
+
+class WorkerSource(Protocol):
+    """The hook for a worker registry: ``create_app(store, workers=...)``.
+
+    Until the library has a registry, workers are inferred from the leases of
+    unfinished tasks (:meth:`Dashboard.workers_from_leases`). A registry passes an
+    object with this method and the workers page and overview show its answer.
+    """
+
+    def workers(self) -> list[WorkerInfo]: ...
+
+
+class Dashboard:
+    """The read and control operations behind every page.
+
+    Args:
+        store: The shared store (any process's tasks).
+        clock: Time of ages and "stuck" judgements (a ``FakeClock`` in tests).
+        idle_after: Seconds without a heartbeat after which a running task looks stuck.
+        stopping_grace: Seconds in ``stopping`` after which a task looks stuck.
+        workers: A worker registry (:class:`WorkerSource`); ``None`` infers workers
+            from leases.
+    """
+
+    def __init__(
+        self,
+        store: TaskStore,
+        *,
+        clock: Clock,
+        idle_after: float = 60.0,
+        stopping_grace: float = 30.0,
+        workers: WorkerSource | None = None,
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.idle_after = idle_after
+        self.stopping_grace = stopping_grace
+        self.worker_source = workers
+        self._fingerprints = 0
+        self._counts: list[tuple[str, int]] | None = None
+
+    # -- tasks ----------------------------------------------------------------------
+
+    def get(self, task_id: str) -> TaskSnapshot | None:
+        return self.store.get(task_id)
+
+    def history(self, task_id: str) -> list[Transition]:
+        return self.store.history(task_id)
+
+    def tasks(
+        self, filters: TaskFilters, *, limit: int = DEFAULT_PAGE_SIZE, cursor: str | None = None
+    ) -> TaskPage:
+        """One page of tasks, newest first.
+
+        The cursor records the last task of the previous page and how many tasks came
+        before it. The page starts right after that task even when newer tasks arrived
+        meanwhile (they shift it back; it is searched for a little past its position),
+        so no row is shown twice and none is skipped. The store's query API has no
+        "created before" filter, so a deep page reads ``position + limit`` three-column
+        heads (no documents) before it decodes its ``limit`` rows; page one is one
+        indexed query. A store that grows a keyset filter makes every page one query.
+
+        Raises:
+            ConfigurationError: an invalid cursor or limit.
+        """
+        if limit < 1 or limit > MAX_PAGE_SIZE:
+            raise ConfigurationError(f"limit must be 1..{MAX_PAGE_SIZE}, got {limit}")
+        if filters.task_id is not None:
+            found = self.store.get(filters.task_id)
+            rows = [found] if found is not None and filters.query(limit=None).matches(found) else []
+            return TaskPage(rows, None, filters, limit, 0)
+        if cursor is None:
+            rows = self.store.query(filters.query(limit=limit + 1))
+            more = len(rows) > limit
+            rows = rows[:limit]
+            next_cursor = encode_cursor(len(rows), rows[-1].task_id) if more and rows else None
+            return TaskPage(rows, next_cursor, filters, limit, 0)
+        position, last_id = decode_cursor(cursor)
+        heads = self.store.query_heads(filters.query(limit=position + limit + 1 + _CURSOR_SLACK))
+        ids = [head.task_id for head in heads]
+        try:
+            start = ids.index(last_id) + 1
+        except ValueError:
+            start = min(position, len(ids))  # the task went away: keep the position
+        page_ids = ids[start : start + limit]
+        more = len(ids) > start + limit
+        found_rows = (
+            self.store.query(TaskQuery(task_ids=frozenset(page_ids), order="-created"))
+            if page_ids
+            else []
+        )
+        by_id = {row.task_id: row for row in found_rows}
+        rows = [by_id[task_id] for task_id in page_ids if task_id in by_id]
+        next_cursor = encode_cursor(start + len(page_ids), page_ids[-1]) if more else None
+        return TaskPage(rows, next_cursor, filters, limit, start)
+
+    def time_in_states(
+        self, snapshot: TaskSnapshot, history: Sequence[Transition]
+    ) -> list[tuple[Transition, float | None]]:
+        """Each transition with the seconds spent in the state it entered.
+
+        The last state of an unfinished task runs until now; a terminal state has no
+        duration (``None``).
+        """
+        out: list[tuple[Transition, float | None]] = []
+        now = self.clock.now()
+        for index, transition in enumerate(history):
+            if index + 1 < len(history):
+                seconds: float | None = (history[index + 1].at - transition.at).total_seconds()
+            elif transition.to_status.is_terminal:
+                seconds = None
+            else:
+                seconds = (now - transition.at).total_seconds()
+            out.append((transition, None if seconds is None else max(0.0, seconds)))
+        return out
+
+    # -- overview -------------------------------------------------------------------
+
+    def stuck(self, now: datetime) -> list[StuckTask]:
+        """Unfinished tasks that look stuck, each with the reason in one sentence."""
+        found: dict[str, StuckTask] = {}
+        expired = self.store.query(
+            TaskQuery(
+                statuses=frozenset(OCCUPYING),
+                lease_expired_by=now,
+                order="updated",
+                limit=_STUCK_LIMIT,
+            )
+        )
+        for snapshot in expired:
+            if snapshot.lease_until is not None:
+                ago = (now - snapshot.lease_until).total_seconds()
+                why = f"lease of {snapshot.lease_owner or '?'} expired {ago:.0f}s ago"
+            else:
+                why = "occupies a slot but nobody holds a lease on it"
+            found[snapshot.task_id] = StuckTask(snapshot, why)
+        stopping = self.store.query(
+            TaskQuery(
+                statuses=frozenset({TaskStatus.STOPPING}), order="updated", limit=_STUCK_LIMIT
+            )
+        )
+        grace = timedelta(seconds=self.stopping_grace)
+        for snapshot in stopping:
+            if snapshot.task_id not in found and now - snapshot.updated_at > grace:
+                seconds = (now - snapshot.updated_at).total_seconds()
+                found[snapshot.task_id] = StuckTask(
+                    snapshot,
+                    f"stopping for {seconds:.0f}s, past the {self.stopping_grace:g}s grace window",
+                )
+        idle = timedelta(seconds=self.idle_after)
+        for snapshot in self.running():
+            beat = snapshot.last_heartbeat_at or snapshot.started_at
+            if snapshot.task_id in found or beat is None or now - beat <= idle:
+                continue
+            seconds = (now - beat).total_seconds()
+            found[snapshot.task_id] = StuckTask(
+                snapshot, f"no heartbeat for {seconds:.0f}s (idle after {self.idle_after:g}s)"
+            )
+        return list(found.values())
+
+    def running(self, limit: int = _STUCK_LIMIT) -> list[TaskSnapshot]:
+        return self.store.query(
+            TaskQuery(
+                statuses=frozenset({TaskStatus.RUNNING, TaskStatus.PAUSING, TaskStatus.PAUSED}),
+                order="-updated",
+                limit=limit,
+            )
+        )
+
+    def overview(self) -> Overview:
+        now = self.clock.now()
+        counts = self.store.count_by_status()
+        full = {status: int(counts.get(status, 0)) for status in TaskStatus}
+        queued = full[TaskStatus.QUEUED]
+        oldest = (
+            self.store.query(
+                TaskQuery(statuses=frozenset({TaskStatus.QUEUED}), order="created", limit=1)
+            )
+            if queued
+            else []
+        )
+        oldest_task = oldest[0] if oldest else None
+        age = None
+        if oldest_task is not None:
+            since = oldest_task.queued_at or oldest_task.created_at
+            age = max(0.0, (now - since).total_seconds())
+        failures = (
+            # Newest created first: "-created" is an indexed walk in every store, while
+            # "-updated" over 50,000 failed tasks of a million sorts them all.
+            self.store.query(TaskQuery(statuses=_FAILED, order="-created", limit=10))
+            if full[TaskStatus.FAILED] or full[TaskStatus.LOST]
+            else []
+        )
+        return Overview(
+            counts=full,
+            total=sum(full.values()),
+            unfinished=sum(n for s, n in full.items() if s not in TERMINAL),
+            queue_depth=queued,
+            oldest_queued=oldest_task,
+            oldest_queued_age=age,
+            running=self.running(limit=20),
+            stuck=self.stuck(now),
+            recent_failures=failures,
+            schedules=self.schedule_health(),
+            workers=self.workers(),
+            checked_at=now,
+        )
+
+    # -- schedules ------------------------------------------------------------------
+
+    def admin(self, actor: str | None = None) -> ScheduleAdmin:
+        return ScheduleAdmin(self.store, clock=self.clock, actor=actor)
+
+    def schedule_health(self) -> Any:
+        admin = self.admin()
+        if not self.store.list_schedules():
+            return None
+        return admin.health()
+
+    # -- workers and buckets --------------------------------------------------------
+
+    def workers(self) -> list[WorkerInfo]:
+        if self.worker_source is not None:
+            return self.worker_source.workers()
+        return self.workers_from_leases()
+
+    def _held_tasks(self) -> list[TaskSnapshot]:
+        """Tasks a process holds: the occupying statuses and ``paused`` (bounded read).
+
+        Queued tasks are left out on purpose: a worker's queue can hold a million of
+        them, and none of them says anything about who is alive.
+        """
+        held = frozenset(OCCUPYING | {TaskStatus.PAUSED})
+        return self.store.query(TaskQuery(statuses=held, order="-updated", limit=_HELD_LIMIT))
+
+    def workers_from_leases(self, tasks: Iterable[TaskSnapshot] | None = None) -> list[WorkerInfo]:
+        """Owners of unfinished tasks, as the leases in the store show them."""
+        now = self.clock.now()
+        seen: dict[str, list[TaskSnapshot]] = defaultdict(list)
+        for snapshot in self._held_tasks() if tasks is None else tasks:
+            holder = snapshot.lease_owner or snapshot.owner
+            if holder:
+                seen[holder].append(snapshot)
+        out = []
+        for name, held in sorted(seen.items()):
+            leases = [s.lease_until for s in held if s.lease_until is not None]
+            live = sum(1 for until in leases if until > now)
+            out.append(
+                WorkerInfo(
+                    name=name,
+                    tasks=len(held),
+                    live_leases=live,
+                    latest_lease=max(leases, default=None),
+                    buckets=sorted({s.bucket for s in held if s.bucket is not None}),
+                    up=(live > 0) if leases else None,
+                )
+            )
+        return out
+
+    def buckets(self) -> list[dict[str, Any]]:
+        """Per bucket: task count and the owners seen holding its active tasks.
+
+        *Active* tasks are those a process holds (occupying statuses and ``paused``).
+        ``state`` is ``owned`` (one holder), ``duplicate`` (several: two nodes claim the
+        bucket, or a hand-over is in progress), ``unowned`` (active tasks nobody holds
+        a live lease on) or ``idle`` (no active task).
+        """
+        now = self.clock.now()
+        counts = self.store.count_by_bucket()
+        holders: dict[int, set[str]] = defaultdict(set)
+        unheld: dict[int, int] = defaultdict(int)
+        unfinished: dict[int, int] = defaultdict(int)
+        for snapshot in self._held_tasks():
+            if snapshot.bucket is None:
+                continue
+            unfinished[snapshot.bucket] += 1
+            if snapshot.lease_owner and snapshot.lease_until and snapshot.lease_until > now:
+                holders[snapshot.bucket].add(snapshot.lease_owner)
+            else:
+                unheld[snapshot.bucket] += 1
+        rows = []
+        for bucket in sorted(set(counts) | set(unfinished)):
+            owners = sorted(holders.get(bucket, ()))
+            if len(owners) > 1:
+                state = "duplicate"
+            elif owners:
+                state = "owned"
+            elif unfinished.get(bucket):
+                state = "unowned"
+            else:
+                state = "idle"
+            rows.append(
+                {
+                    "bucket": bucket,
+                    "tasks": counts.get(bucket, 0),
+                    "active": unfinished.get(bucket, 0),
+                    "unheld": unheld.get(bucket, 0),
+                    "holders": owners,
+                    "state": state,
+                }
+            )
+        return rows
+
+    # -- change detection (live updates) ---------------------------------------------
+
+    def fingerprint(self) -> str:
+        """A value that changes whenever a task or schedule changes state.
+
+        Every call reads the newest-written and the newest-created task heads and the
+        schedule revisions: three indexed reads of a row or two, whatever the store's
+        size. Every ``FULL_EVERY``-th call also counts tasks per status, a safety net
+        for a change the heads cannot show (a writer whose clock lags behind, a prune):
+        that is the one read whose cost grows with the store.
+        """
+        self._fingerprints += 1
+        if self._counts is None or self._fingerprints % FULL_EVERY == 0:
+            self._counts = sorted((s.value, n) for s, n in self.store.count_by_status().items())
+        written = self.store.query_heads(TaskQuery(order="-updated", limit=1))
+        created = self.store.query_heads(TaskQuery(order="-created", limit=1))
+        schedules = [(r.name, r.revision) for r in self.store.list_schedules()]
+        return json.dumps(
+            [self._counts, [list(h) for h in written + created], schedules], default=str
+        )
