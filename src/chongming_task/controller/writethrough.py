@@ -63,7 +63,6 @@ class PersistFailure:
     """The ``status_version`` that was being written, for snapshot writes."""
 
 
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PendingWrite:
     """A task whose latest state this process holds but the store does not yet.
