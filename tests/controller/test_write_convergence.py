@@ -114,7 +114,8 @@ def test_a_pending_write_keeps_the_lease_and_is_never_called_lost(tmp_path: Path
     wait_until(lambda: renewed.count("t") >= count + 4, message="renewals of a pending task")
     with SqliteTaskStore(db) as other_store:
         lease = other_store.get("t").lease_until  # type: ignore[union-attr]
-        assert lease is not None and lease > datetime.now(UTC)
+        assert lease is not None
+        assert lease > datetime.now(UTC)
     store.save = original_save  # type: ignore[method-assign]
     wait_until(lambda: not controller.pending_writes, message="stored")
     assert store.get("t").status is S.SUCCEEDED  # type: ignore[union-attr]
