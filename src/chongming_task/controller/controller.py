@@ -26,6 +26,7 @@ from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
+from chongming_task._validation import check_seconds
 from chongming_task.controller import buckets as bucket_rules
 from chongming_task.controller.commands import CommandListener, CommandPoller, control_remote
 from chongming_task.controller.dispatch import Dispatcher
@@ -63,6 +64,8 @@ DEFAULT_LEASE_TTL = 30.0
 DEFAULT_COMMAND_POLL_INTERVAL = 0.2
 #: How long ``close()`` keeps retrying pending writes by default.
 DEFAULT_FLUSH_TIMEOUT = 10.0
+#: The longest lease (and command poll interval) a controller takes: one year.
+LEASE_TTL_MAX = 365 * 24 * 3600.0
 
 
 class Controller(Submission):
@@ -126,15 +129,11 @@ class Controller(Submission):
         if owner is not None and (not isinstance(owner, str) or not owner.strip()):
             raise ConfigurationError(f"owner must be a non-empty string, got {owner!r}")
         self.owner: str = owner or default_owner()
-        for name, value in (
-            ("lease_ttl", lease_ttl),
-            ("command_poll_interval", command_poll_interval),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-                raise ConfigurationError(
-                    f"{name} must be a positive number of seconds, got {value!r}"
-                )
-        self.lease_ttl = float(lease_ttl)
+        # Finite and bounded: a lease of nan or 1e12 seconds cannot be written (§8.13).
+        self.lease_ttl = check_seconds(lease_ttl, "lease_ttl", maximum=LEASE_TTL_MAX)
+        check_seconds(command_poll_interval, "command_poll_interval", maximum=LEASE_TTL_MAX)
+        check_seconds(graceful_stop, "graceful_stop", allow_zero=True)
+        check_seconds(pause_timeout, "pause_timeout", allow_zero=True)
         if keep_finished is not None and (
             isinstance(keep_finished, bool)
             or not isinstance(keep_finished, int)
@@ -361,6 +360,7 @@ class Controller(Submission):
                 and stays listed in :attr:`pending_writes`; ``close()`` does not raise
                 for it. Those tasks are left to ``reconcile()`` (they become ``lost``).
         """
+        check_seconds(flush_timeout, "flush_timeout", allow_zero=True)
         with self._lock:
             already = self._closed
             self._closed = True

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final, Literal, NamedTuple
 
+from chongming_task._validation import OUTCOME_MAX_BYTES as _OUTCOME_MAX_BYTES
 from chongming_task.errors import ConcurrencyConflict, ConfigurationError, StoreError
 from chongming_task.model import JSONValue, TaskSnapshot, Transition, parse_datetime
 from chongming_task.redact import redact_text_fields
@@ -36,7 +37,7 @@ _PUBLIC_MODULE: Final = "chongming_task.stores.base"
 #: Outcomes are results, not payloads: a bigger value belongs in the artifact directory
 #: with its path returned. The cap keeps one row readable in one page-in and keeps
 #: ``ps`` fast; every store enforces it with a ``ConfigurationError``.
-OUTCOME_MAX_BYTES: Final = 1024 * 1024
+OUTCOME_MAX_BYTES: Final = _OUTCOME_MAX_BYTES
 
 Order = Literal["created", "-created", "updated", "-updated", "priority"]
 CommandKind = Literal["task", "schedule"]
