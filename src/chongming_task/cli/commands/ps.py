@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from chongming_task.cli.commands._common import console_controller, new_parser
 from chongming_task.cli.errors import ExitCode, UsageError
+from chongming_task.cli.parsing import integer, seconds
 from chongming_task.cli.schema import document, tasks_docs
 from chongming_task.states import TaskStatus
 
@@ -38,8 +39,8 @@ def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
     )
     parser.add_argument("--name", metavar="PREFIX", help="only task names starting with PREFIX")
     parser.add_argument("--tag", help="only tasks carrying this tag")
-    parser.add_argument("--bucket", type=int, help="only tasks in this bucket")
-    parser.add_argument("--limit", type=int, help="at most N tasks (in --order)")
+    parser.add_argument("--bucket", type=integer, help="only tasks in this bucket")
+    parser.add_argument("--limit", type=integer, help="at most N tasks (in --order)")
     parser.add_argument(
         "--order",
         choices=["created", "-created", "updated", "-updated", "priority"],
@@ -48,10 +49,10 @@ def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
     )
     parser.add_argument("--watch", action="store_true", help="refresh until Ctrl-C")
     parser.add_argument(
-        "--interval", type=float, default=1.0, help="seconds between --watch refreshes"
+        "--interval", type=seconds, default=1.0, help="seconds between --watch refreshes"
     )
     parser.add_argument(
-        "--count", type=int, help="with --watch: stop after N refreshes (for scripts)"
+        "--count", type=integer, help="with --watch: stop after N refreshes (for scripts)"
     )
 
 
