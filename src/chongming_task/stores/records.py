@@ -7,7 +7,7 @@ documented home (``__module__`` says so, for pickling and for the docs).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final, Literal, NamedTuple
@@ -22,6 +22,7 @@ __all__ = [
     "OUTCOME_MAX_BYTES",
     "ClaimLost",
     "Command",
+    "CorruptRows",
     "LostCandidate",
     "LostMark",
     "ScheduleConflict",
@@ -53,6 +54,23 @@ CLAIM_PRIORITY_MAX: Final = 2**63 - 1
 
 
 # ---------------------------------------------------------------- errors
+
+
+class CorruptRows(StoreError):
+    """Stored task rows that cannot be decoded, named by their ``task_id``.
+
+    ``corrupt`` maps each such task id to what is wrong with its row; ``snapshots``
+    holds the rows of the same read that decode fine (in the read's order), so a
+    listing can skip the broken rows with a warning instead of failing as a whole.
+    """
+
+    def __init__(self, corrupt: Mapping[str, str], snapshots: Sequence[TaskSnapshot] = ()) -> None:
+        self.corrupt = dict(corrupt)
+        self.snapshots = list(snapshots)
+        ids = list(self.corrupt)
+        first = ids[0] if ids else "?"
+        more = f" (and {len(ids) - 1} more corrupt row(s): {ids[1:6]})" if len(ids) > 1 else ""
+        super().__init__(f"corrupt task row {first!r}: {self.corrupt.get(first, '?')}{more}")
 
 
 class TaskNotFound(StoreError, KeyError):
@@ -398,6 +416,7 @@ class ScheduleRecord:
 
 for _public in (
     TaskNotFound,
+    CorruptRows,
     ClaimLost,
     ScheduleConflict,
     TaskQuery,
