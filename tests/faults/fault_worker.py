@@ -56,6 +56,7 @@ def main() -> int:
     parser.add_argument("--parallel", type=int, default=4)
     parser.add_argument("--lease-ttl", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--long-only", action="store_true")
     args = parser.parse_args()
     store = open_store(args.store)
     controller = Controller(
@@ -70,7 +71,7 @@ def main() -> int:
     controller.register("short", short)
     controller.register("long", long)
     for index in range(args.tasks):
-        if rng.random() < 0.3:
+        if args.long_only or rng.random() < 0.3:
             controller.submit("long", task_id=f"{args.owner}-{index}")
         else:
             controller.submit("short", rng.randint(1, 40), task_id=f"{args.owner}-{index}")

@@ -1,0 +1,77 @@
+"""Stop/pause/resume storms across processes: every command is applied, in order, by
+the process holding the task; none is lost."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from chongming_task import Controller
+from chongming_task.states import TaskStatus
+from chongming_task.testing import wait_until
+
+from ._checks import check_store
+from ._procs import Worker, open_store
+from .conftest import SCALE, record
+
+pytestmark = pytest.mark.timeout(240)
+
+S = TaskStatus
+EXPECTED = {"pause": S.PAUSED, "resume": S.RUNNING, "stop": S.STOPPED}
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.external_service)])
+def store_spec(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:{tmp_path / 'tasks.db'}"
+    return f"postgres:{request.getfixturevalue('postgres_dsn')}"
+
+
+def test_command_storm_from_another_process(store_spec: str) -> None:
+    tasks = 10
+    commands = 300 * SCALE
+    rng = random.Random(7)
+    worker = Worker(
+        store_spec, "holder", "--tasks", str(tasks), "--parallel", str(tasks), "--long-only",
+        "--lease-ttl", "5",
+    )  # fmt: skip
+    store = open_store(store_spec)
+    console = Controller(store=store, owner="console")
+    ids = [f"holder-{n}" for n in range(tasks)]
+    try:
+        wait_until(lambda: all(store.get(t).status is S.RUNNING for t in ids), timeout=30)  # type: ignore[union-attr]
+        last: dict[str, str] = {}
+        issued = 0
+        for _ in range(commands):
+            task_id = rng.choice(ids)
+            action = rng.choices(["pause", "resume", "stop"], weights=[10, 10, 1])[0]
+            if last.get(task_id) == "stop":
+                continue  # a stopped task stays stopped: nothing more to expect
+            if action == "pause":
+                console.pause(task_id)  # remote: written as a command, unconfirmed
+            elif action == "resume":
+                console.resume(task_id)
+            else:
+                console.stop(task_id, reason="storm")
+            last[task_id] = action
+            issued += 1
+        expected = {t: EXPECTED[last.get(t, "resume")] for t in ids}
+
+        def settled() -> bool:
+            return all(store.get(t).status is expected[t] for t in ids)  # type: ignore[union-attr]
+
+        wait_until(settled, timeout=60, message=f"the storm's last commands applied: {expected}")
+        for task_id in ids:
+            console.stop(task_id, reason="end of storm")
+        wait_until(lambda: all(store.get(t).status is S.STOPPED for t in ids), timeout=60)  # type: ignore[union-attr]
+        statuses = check_store(store, ids)
+        transitions = sum(len(store.history(t)) for t in ids)
+        assert worker.alive
+        assert set(statuses.values()) == {S.STOPPED}
+        record(storm_commands=issued, transitions_checked=transitions, commands_lost=0)
+    finally:
+        console.close()
+        worker.sigkill()
+        store.close()
