@@ -77,7 +77,7 @@ def command_lines(draw: st.DrawFn) -> list[str]:
         argv.append(draw(st.sampled_from(TASK_NAMES)))
         argv += ["--tasks", draw(st.sampled_from([TASKS, TASKS, "no_such_module"]))]
     for _ in range(draw(st.integers(0, 3))):
-        argv.append(draw(st.sampled_from(NASTY + ["done", "nightly"])))
+        argv.append(draw(st.sampled_from([*NASTY, "done", "nightly"])))
     for _ in range(draw(st.integers(0, 4))):
         argv.append(draw(st.sampled_from(OPTIONS)))
         if draw(st.booleans()):
@@ -97,7 +97,7 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     assert main(argv, stdout=out, stderr=err) == 0, err.getvalue()
     with SqliteTaskStore(db) as store:
         ScheduleAdmin(store).register(Schedule(name="nightly", task="add", trigger="0 3 * * *"))
-    yield db
+    return db
 
 
 def test_the_cli_never_leaks_a_traceback(
