@@ -46,7 +46,7 @@ def test_command_storm_from_another_process(store_spec: str) -> None:
         issued = 0
         for _ in range(commands):
             task_id = rng.choice(ids)
-            action = rng.choices(["pause", "resume", "stop"], weights=[10, 10, 1])[0]
+            action = rng.choices(["pause", "resume", "stop"], weights=[40, 40, 1])[0]
             if last.get(task_id) == "stop":
                 continue  # a stopped task stays stopped: nothing more to expect
             if action == "pause":
