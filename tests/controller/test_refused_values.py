@@ -46,6 +46,11 @@ CALLS: dict[str, tuple[Callable[[Controller], Any], str]] = {
     "task_id control char": (lambda c: c.submit("job", task_id="a\x00b"), "control"),
     "task_id surrogate": (lambda c: c.submit("job", task_id="a\udcffb"), "UTF-8"),
     "submit_many ids": (lambda c: c.submit_many("job", [()], task_ids=["x" * 300]), "256"),
+    "register(tags=5)": (lambda c: c.register("other", lambda ctx: 1, tags=5), "tags"),
+    "register(long tag)": (
+        lambda c: c.register("other", lambda ctx: 1, tags=["x" * 300]),
+        "256",
+    ),
     "list_tasks(status=0)": (lambda c: c.list_tasks(status=0), "status"),
     "list_tasks(status=[0])": (lambda c: c.list_tasks(status=[0]), "status"),
 }

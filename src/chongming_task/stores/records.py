@@ -169,7 +169,8 @@ class TaskQuery:
                     )
             object.__setattr__(self, "statuses", statuses)
         if self.buckets is not None:
-            if isinstance(self.buckets, str) or not isinstance(self.buckets, Iterable):
+            given_buckets: object = self.buckets
+            if isinstance(given_buckets, str) or not isinstance(given_buckets, Iterable):
                 raise ConfigurationError(
                     f"TaskQuery.buckets must be a collection of ints, got {self.buckets!r}"
                 )
