@@ -62,7 +62,19 @@ def test_command_storm_from_another_process(store_spec: str) -> None:
         def settled() -> bool:
             return all(store.get(t).status is expected[t] for t in ids)  # type: ignore[union-attr]
 
-        wait_until(settled, timeout=60, message=f"the storm's last commands applied: {expected}")
+        try:
+            wait_until(settled, timeout=60, message="the storm's last commands applied")
+        except TimeoutError:
+            wrong = {
+                t: (expected[t].value, store.get(t).status.value, [  # type: ignore[union-attr]
+                    f"{r.to_status.value}:{r.trigger}" for r in store.history(t)[-6:]
+                ])
+                for t in ids
+                if store.get(t).status is not expected[t]  # type: ignore[union-attr]
+            }  # fmt: skip
+            raise AssertionError(
+                f"last commands not applied (expected, actual, tail): {wrong}"
+            ) from None
         for task_id in ids:
             console.stop(task_id, reason="end of storm")
         wait_until(lambda: all(store.get(t).status is S.STOPPED for t in ids), timeout=60)  # type: ignore[union-attr]

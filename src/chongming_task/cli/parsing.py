@@ -126,10 +126,7 @@ def check_argv(argv: Sequence[str]) -> None:
 
 def seconds(text: str) -> float:
     """argparse type: a finite number of seconds, >= 0, at most 100 years."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    value = float(text)  # a ValueError: argparse says "invalid float value: 'x'"
     if not math.isfinite(value) or value < 0 or value > _validation.MAX_SECONDS:
         raise argparse.ArgumentTypeError(
             f"expected a finite number of seconds between 0 and "
@@ -138,12 +135,12 @@ def seconds(text: str) -> float:
     return value
 
 
+seconds.__name__ = "float"  # argparse names the type in its "invalid ... value" message
+
+
 def integer(text: str) -> int:
     """argparse type: an integer that fits a signed 64-bit column."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    value = int(text)  # a ValueError: argparse says "invalid int value: 'x'"
     if not _validation.INT64_MIN <= value <= _validation.INT64_MAX:
         raise argparse.ArgumentTypeError(
             f"expected an integer between {_validation.INT64_MIN} and "
@@ -261,3 +258,6 @@ def format_buckets(buckets: Iterable[int]) -> str:
         else:
             runs.append([bucket, bucket])
     return ",".join(str(low) if low == high else f"{low}-{high}" for low, high in runs)
+
+
+integer.__name__ = "int"
