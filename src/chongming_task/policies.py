@@ -17,6 +17,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Final, Literal
 
+from chongming_task._validation import INT64_MAX, MAX_SECONDS, check_int
 from chongming_task.errors import ConfigurationError, TaskCancelled, TaskTimeout
 
 __all__ = [
@@ -48,6 +49,8 @@ def _number(
         raise ConfigurationError(f"{name} must be {unit}, got {value!r}")
     if value < minimum or math.isinf(value):
         raise ConfigurationError(f"{name} must be a finite number >= {minimum:g}, got {value!r}")
+    if unit == "a number of seconds" and value > MAX_SECONDS:
+        raise ConfigurationError(f"{name} must be at most {MAX_SECONDS:g} seconds, got {value!r}")
 
 
 def _jitter(value: object, name: str) -> Jitter:
@@ -66,6 +69,7 @@ def _jitter(value: object, name: str) -> Jitter:
 def _positive_int(value: object, name: str, *, minimum: int = 1) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ConfigurationError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    check_int(value, name, maximum=INT64_MAX)  # what the store can keep
 
 
 # ----------------------------------------------------------------- backoff

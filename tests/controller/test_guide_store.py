@@ -118,11 +118,22 @@ def test_8_9_store_failures_never_fail_a_task() -> None:
     assert failures[0].operation == "save"
     assert "database is locked" in failures[0].error
     assert len(controller.persist_failures) <= 20
-    store.save, store.save_many = original, original_many  # type: ignore[method-assign]
     # A free slot at submission: created already starting (one write with the
-    # creation, queued and starting records); every later write failed.
-    assert controller.get("t").status is S.STARTING  # type: ignore[union-attr]
-    assert [t.to_status for t in controller.history("t")] == [S.PENDING, S.QUEUED, S.STARTING]
+    # creation, queued and starting records); every later write failed and is pending.
+    assert store.get("t").status is S.STARTING  # type: ignore[union-attr]
+    assert [(p.task_id, p.status) for p in controller.pending_writes] == [("t", "succeeded")]
+    assert controller.get("t").status is S.SUCCEEDED  # type: ignore[union-attr]  # the truth
+    store.save, store.save_many = original, original_many  # type: ignore[method-assign]
+    # The write converges: retried until the store takes it, every record in order.
+    wait_until(lambda: store.get("t").status is S.SUCCEEDED, message="the retried write")  # type: ignore[union-attr]
+    assert [t.to_status for t in controller.history("t")] == [
+        S.PENDING,
+        S.QUEUED,
+        S.STARTING,
+        S.RUNNING,
+        S.SUCCEEDED,
+    ]
+    wait_until(lambda: not controller.pending_writes, message="nothing pending")
     controller.close(close_store=True)
 
 

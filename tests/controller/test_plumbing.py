@@ -11,7 +11,7 @@ import pytest
 
 from chongming_task.controller.commands import CommandPoller, control_remote, issue_command
 from chongming_task.controller.events import EventBus
-from chongming_task.controller.writethrough import MAX_PERSIST_FAILURES, WriteThrough
+from chongming_task.controller.writethrough import MAX_PERSIST_FAILURES, RETRY_MAX, WriteThrough
 from chongming_task.core.clock import SystemClock
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.errors import ConfigurationError, StoreError
@@ -91,8 +91,9 @@ def test_duplicate_ids_are_refused_by_the_store() -> None:
 
 
 def test_store_failures_are_kept_never_raised_and_writes_heal() -> None:
+    clock = FakeClock()  # the retries wait on it: none runs until the test moves time
     with FlakyStore() as store:
-        writer = WriteThrough(store, clock=SystemClock(), owner="a", lease_ttl=30)
+        writer = WriteThrough(store, clock=clock, owner="a", lease_ttl=30)
         machine = StateMachine.create("t1", "job")
         store.broken = True
         writer.create(machine.snapshot, machine.transitions)  # does not raise
@@ -112,9 +113,18 @@ def test_store_failures_are_kept_never_raised_and_writes_heal() -> None:
         ]
         store.broken = True
         walk(writer, machine, "mark_succeeded")
-        store.broken = False
         assert store.get("t1").status is S.RUNNING  # type: ignore[union-attr]
-        assert writer.failure_count == 4
+        assert [p.status for p in writer.pending()] == ["succeeded"]
+        store.broken = False
+        clock.advance(RETRY_MAX)
+        # The terminal write is not lost: it is retried until the store takes it.
+        wait_until(
+            lambda: store.get("t1").status is S.SUCCEEDED,  # type: ignore[union-attr]
+            message="the retried terminal write",
+        )
+        assert writer.pending() == []
+        assert writer.failure_count >= 4
+        writer.stop()
 
 
 def test_persist_failures_keep_the_last_twenty() -> None:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn, TextIO
 
 from chongming_task.cli.errors import ExitCode, UsageError, describe
+from chongming_task.cli.parsing import check_argv
 from chongming_task.cli.render import Output
 from chongming_task.cli.session import Session
 
@@ -96,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _run(argv: Sequence[str], output: Output) -> int:
+    check_argv(argv)
     parser = build_parser()
     try:
         with contextlib.redirect_stdout(output.stdout):

@@ -7,22 +7,32 @@ reading it is looking at a shell prompt, not at this code.
 
 from __future__ import annotations
 
+import argparse
 import json
+import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
+from chongming_task import _validation
 from chongming_task.cli.errors import UsageError
 
 __all__ = [
     "ENV_PREFIX",
+    "MAX_ARG_DEPTH",
     "RESERVED_ARG_NAMES",
+    "check_argv",
     "env",
     "format_buckets",
+    "integer",
     "parse_arg_value",
     "parse_bucket_ranges",
     "parse_task_kwargs",
+    "seconds",
 ]
+
+#: How deeply an ``--arg`` JSON value may nest (a task argument is data, not a stack test).
+MAX_ARG_DEPTH: Final = 100
 
 #: Every environment fallback of the CLI starts with this prefix.
 ENV_PREFIX: Final = "CHONGMING_"
@@ -66,10 +76,77 @@ def parse_arg_value(text: str) -> Any:
     ``'"5"'`` (quoted for the shell) the string ``"5"``; ``kafka://orders`` is not
     JSON and stays a string.
     """
+    if _nesting(text) > MAX_ARG_DEPTH:
+        raise UsageError(
+            f"--arg value nests deeper than {MAX_ARG_DEPTH} levels of JSON lists/objects "
+            f"(starts {text[:20]!r}); pass such data through a file or the task itself"
+        )
     try:
         return json.loads(text, parse_constant=_refuse_constant)
     except ValueError:
         return text
+
+
+def _nesting(text: str) -> int:
+    """An upper bound of the JSON nesting depth of ``text`` (brackets outside strings)."""
+    if "[" not in text and "{" not in text:
+        return 0
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+def check_argv(argv: Sequence[str]) -> None:
+    """Refuse an argument that is not valid UTF-8 text (undecodable bytes arrive as
+    lone surrogates) before anything parses it."""
+    for index, item in enumerate(argv):
+        try:
+            item.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise UsageError(
+                f"argument {index + 1} is not valid UTF-8 (undecodable byte at position "
+                f"{exc.start}): {item.encode('utf-8', 'surrogateescape')!r}"
+            ) from None
+
+
+def seconds(text: str) -> float:
+    """argparse type: a finite number of seconds, >= 0, at most 100 years."""
+    value = float(text)  # a ValueError: argparse says "invalid float value: 'x'"
+    if not math.isfinite(value) or value < 0 or value > _validation.MAX_SECONDS:
+        raise argparse.ArgumentTypeError(
+            f"expected a finite number of seconds between 0 and "
+            f"{_validation.MAX_SECONDS:g}, got {text!r}"
+        )
+    return value
+
+
+seconds.__name__ = "float"  # argparse names the type in its "invalid ... value" message
+
+
+def integer(text: str) -> int:
+    """argparse type: an integer that fits a signed 64-bit column."""
+    value = int(text)  # a ValueError: argparse says "invalid int value: 'x'"
+    if not _validation.INT64_MIN <= value <= _validation.INT64_MAX:
+        raise argparse.ArgumentTypeError(
+            f"expected an integer between {_validation.INT64_MIN} and "
+            f"{_validation.INT64_MAX}, got {text!r}"
+        )
+    return value
 
 
 def _parse_one(item: str) -> tuple[str, Any]:
@@ -181,3 +258,6 @@ def format_buckets(buckets: Iterable[int]) -> str:
         else:
             runs.append([bucket, bucket])
     return ",".join(str(low) if low == high else f"{low}-{high}" for low, high in runs)
+
+
+integer.__name__ = "int"

@@ -26,6 +26,7 @@ from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
+from chongming_task._validation import check_seconds
 from chongming_task.controller import buckets as bucket_rules
 from chongming_task.controller.commands import CommandListener, CommandPoller, control_remote
 from chongming_task.controller.dispatch import Dispatcher
@@ -42,7 +43,7 @@ from chongming_task.controller.registry import TaskDefinition, TaskRegistry
 from chongming_task.controller.stats import ControllerStats
 from chongming_task.controller.submission import Submission
 from chongming_task.controller.waiting import outcome_of, wait_for_runs, wait_in_store
-from chongming_task.controller.writethrough import PersistFailure, WriteThrough
+from chongming_task.controller.writethrough import PendingWrite, PersistFailure, WriteThrough
 from chongming_task.core.clock import Clock, SystemClock
 from chongming_task.errors import ConfigurationError
 from chongming_task.model import JSONValue, TaskSnapshot, Transition
@@ -61,6 +62,10 @@ log = logging.getLogger("chongming_task.controller")
 
 DEFAULT_LEASE_TTL = 30.0
 DEFAULT_COMMAND_POLL_INTERVAL = 0.2
+#: How long ``close()`` keeps retrying pending writes by default.
+DEFAULT_FLUSH_TIMEOUT = 10.0
+#: The longest lease (and command poll interval) a controller takes: one year.
+LEASE_TTL_MAX = 365 * 24 * 3600.0
 
 
 class Controller(Submission):
@@ -124,15 +129,11 @@ class Controller(Submission):
         if owner is not None and (not isinstance(owner, str) or not owner.strip()):
             raise ConfigurationError(f"owner must be a non-empty string, got {owner!r}")
         self.owner: str = owner or default_owner()
-        for name, value in (
-            ("lease_ttl", lease_ttl),
-            ("command_poll_interval", command_poll_interval),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-                raise ConfigurationError(
-                    f"{name} must be a positive number of seconds, got {value!r}"
-                )
-        self.lease_ttl = float(lease_ttl)
+        # Finite and bounded: a lease of nan or 1e12 seconds cannot be written (§8.13).
+        self.lease_ttl = check_seconds(lease_ttl, "lease_ttl", maximum=LEASE_TTL_MAX)
+        check_seconds(command_poll_interval, "command_poll_interval", maximum=LEASE_TTL_MAX)
+        check_seconds(graceful_stop, "graceful_stop", allow_zero=True)
+        check_seconds(pause_timeout, "pause_timeout", allow_zero=True)
         if keep_finished is not None and (
             isinstance(keep_finished, bool)
             or not isinstance(keep_finished, int)
@@ -174,7 +175,7 @@ class Controller(Submission):
             clock=self.clock,
             owner=self.owner,
             lease_ttl=self.lease_ttl,
-            held=self._dispatch.live_ids,
+            held=self._held_ids,
             active=self._dispatch.active_snapshots,
             lease_until=self._writes.lease_until,
             on_failure=self._record,
@@ -339,6 +340,7 @@ class Controller(Submission):
         reason: str | None = "controller closed",
         timeout: float | None = None,
         close_store: bool = False,
+        flush_timeout: float = DEFAULT_FLUSH_TIMEOUT,
     ) -> int:
         """Stop everything this controller holds, wait, and release its threads.
 
@@ -352,7 +354,13 @@ class Controller(Submission):
             timeout: Longest wait for the runs to settle (``None``: as long as their
                 grace windows take).
             close_store: Also close the store (always done for a private store).
+            flush_timeout: Longest time (of the controller's clock) to keep retrying
+                writes the store has not taken yet (see :attr:`pending_writes`). What
+                is still not written then is logged as an error (one line per task)
+                and stays listed in :attr:`pending_writes`; ``close()`` does not raise
+                for it. Those tasks are left to ``reconcile()`` (they become ``lost``).
         """
+        check_seconds(flush_timeout, "flush_timeout", allow_zero=True)
         with self._lock:
             already = self._closed
             self._closed = True
@@ -364,6 +372,7 @@ class Controller(Submission):
                 wait_for_runs(self._dispatch.runs(), timeout)
             except TimeoutError as exc:
                 log.warning("close(): %s", exc)
+            self._flush(flush_timeout)
             self._poller.request_stop()
             self._leases.stop()
             self._events.close()
@@ -387,7 +396,15 @@ class Controller(Submission):
     # ------------------------------------------------------------ queries (the store)
 
     def get(self, task_id: str) -> TaskSnapshot | None:
-        """The stored snapshot of ``task_id`` (any process's); ``None`` if unknown."""
+        """The stored snapshot of ``task_id`` (any process's); ``None`` if unknown.
+
+        For a task of this controller whose latest write is still pending (the store
+        failed, see :attr:`pending_writes`), the snapshot waiting to be written: the
+        truth, not the store's stale record.
+        """
+        pending = self._writes.pending_snapshot(task_id)
+        if pending is not None:
+            return pending
         return self.store.get(task_id)
 
     def list_tasks(
@@ -474,9 +491,22 @@ class Controller(Submission):
     def persist_failures(self) -> deque[PersistFailure]:
         """The last 20 failed store operations (a store failure never fails a task).
 
+        A failed write is not dropped: it is retried until stored; what is still
+        pending is :attr:`pending_writes`.
+
         A snapshot copy, oldest first; ``persist_failure_count`` counts them all.
         """
         return self._writes.failures()
+
+    @property
+    def pending_writes(self) -> list[PendingWrite]:
+        """Writes the store has not taken yet, retried in the background until it does.
+
+        Empty when the store holds everything this controller accepted. A task listed
+        here keeps its lease renewed (so no other process calls it lost) and is never
+        marked lost by this controller's own ``reconcile()``.
+        """
+        return self._writes.pending()
 
     @property
     def persist_failure_count(self) -> int:
@@ -539,7 +569,7 @@ class Controller(Submission):
             clock=self.clock,
             actor=self.owner,
             buckets=buckets,
-            held=[run.task_id for run in self._dispatch.live_runs()],
+            held=self._held_ids(),
             dry_run=dry_run,
             on_lost=self._events.publish if self._events.has_subscribers else None,
         )
@@ -552,6 +582,12 @@ class Controller(Submission):
         Stored before anyone hears of it (subscribers, ``wait()``, another process),
         announced before the ledger frees a slot (an inline subscriber hears a run's
         end before any thread can start another run in its place).
+
+        When the write fails, the task is not failed (guide §8.9) and the call that
+        caused the transition still returns: the failure is in ``persist_failures``,
+        the write is pending (``pending_writes``) and retried until the store takes
+        it. The announcement follows the write *attempt* either way, so subscribers
+        hear the truth even while the store is behind.
         """
         self._writes.write(transition, snapshot)
         self._events.publish(transition, snapshot)
@@ -560,6 +596,34 @@ class Controller(Submission):
         if transition.to_status.is_terminal:
             for task_id in self._dispatch.forget_finished():
                 self._writes.forget(task_id)
+
+    def _held_ids(self) -> list[str]:
+        """The tasks whose lease this controller keeps: the live runs, and those whose
+        write is pending (the store still shows them unfinished)."""
+        pending = self._writes.pending_ids()
+        live = self._dispatch.live_ids()
+        if not pending:
+            return live
+        return list(dict.fromkeys([*live, *pending]))
+
+    def _flush(self, timeout: float) -> None:
+        """Retry pending writes for at most ``timeout``; log what stays unwritten."""
+        try:
+            unwritten = self._writes.flush(timeout) if self._writes.pending_ids() else []
+        finally:
+            self._writes.stop()
+        for item in unwritten:
+            log.error(
+                "close(): task %s is %s (version %d) but the store still holds version %s "
+                "after %d failed attempt(s) (%s); it is left to reconcile (lost)",
+                item.task_id,
+                item.status,
+                item.version,
+                item.stored_version,
+                item.attempts,
+                item.last_error,
+                extra={"task_id": item.task_id},
+            )
 
     def _start_background(self) -> None:
         self._leases.start()

@@ -10,6 +10,7 @@ import os
 import socket
 from collections.abc import Iterable
 
+from chongming_task import _validation
 from chongming_task.errors import ConfigurationError
 from chongming_task.policies import ConcurrencyPolicy
 from chongming_task.states import TaskStatus
@@ -72,15 +73,7 @@ def check_tags(tags: Iterable[str] | None) -> frozenset[str]:
     """Submission tags as ``frozenset[str]`` (a bare string is refused: it iterates chars)."""
     if tags is None:
         return frozenset()
-    if isinstance(tags, str):
-        raise ConfigurationError(f"tags must be a collection of strings; write [{tags!r}]")
-    result = frozenset(tags)
-    for tag in result:
-        if not isinstance(tag, str) or not tag:
-            raise ConfigurationError(
-                f"tags must be non-empty strings (the contract is frozenset[str]), got {tag!r}"
-            )
-    return result
+    return _validation.check_tags(tags)
 
 
 def parse_statuses(
@@ -89,9 +82,13 @@ def parse_statuses(
     """``list_tasks(status=...)``: one status or several, as enum members or their names."""
     if status is None:
         return None
+    if not isinstance(status, str | Iterable):
+        raise ConfigurationError(
+            f"status must be a TaskStatus, its name, or a collection of them, got {status!r}"
+        )
     items = [status] if isinstance(status, str) else list(status)
     try:
         return frozenset(TaskStatus(item) for item in items)
-    except ValueError as exc:
+    except (ValueError, TypeError) as exc:
         known = ", ".join(s.value for s in TaskStatus)
         raise ConfigurationError(f"unknown status in {status!r}; known: {known}") from exc

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from chongming_task import _validation
 from chongming_task.errors import ConfigurationError
 from chongming_task.policies import RetryPolicy, Timeout
 
@@ -75,11 +76,7 @@ def _check_tags(tags: Iterable[str] | None, what: str) -> frozenset[str]:
         raise ConfigurationError(
             f"{what} must be a collection of strings, not one string {tags!r} (write [{tags!r}])"
         )
-    result = frozenset(tags)
-    for tag in result:
-        if not isinstance(tag, str) or not tag:
-            raise ConfigurationError(f"{what} must be non-empty strings, got {tag!r}")
-    return result
+    return _validation.check_tags(tags, what)
 
 
 def _check_parameters(name: str, fn: Callable[..., Any]) -> None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from chongming_task._validation import check_metadata, check_priority, check_task_id
 from chongming_task.controller import buckets as bucket_rules
 from chongming_task.controller.options import check_tags
 from chongming_task.controller.registry import TaskDefinition, TaskRegistry
@@ -104,6 +105,7 @@ class Submission:
         bucket = bucket_rules.bucket_for_submit(self.bucket_policy, self.owned_buckets, bucket_key)
         if task_id is None:
             task_id = f"{name}-{secrets.token_hex(6)}"  # 48 random bits, as before
+        check_task_id(task_id)
         if self._dispatch.get(task_id) is not None:
             raise ConfigurationError(
                 f"task id {task_id!r} already exists in this controller; submit under a new id"
@@ -341,11 +343,10 @@ class Submission:
         all_tags = definition.tags if tags is None else definition.tags | check_tags(tags)
         if priority is None:
             priority = self.concurrency.priority
-        if isinstance(priority, bool) or not isinstance(priority, int):
-            raise ConfigurationError(f"priority must be an integer, got {priority!r}")
+        check_priority(priority)
         meta: dict[str, JSONValue] = {}
-        if metadata:
-            meta = dict(metadata)
+        if metadata is not None:
+            meta = check_metadata(metadata)
             ensure_json(meta, "metadata")
         return _Common(
             definition=definition,
@@ -409,6 +410,7 @@ class Submission:
                 raise ConfigurationError(
                     f"every task id must be a non-empty string, got {task_id!r}"
                 )
+            check_task_id(task_id)
             if task_id in seen:
                 raise ConfigurationError(
                     f"task id {task_id!r} appears twice in task_ids; nothing was submitted"

@@ -10,9 +10,15 @@ The snapshot carries this controller's lease (``lease_owner``, ``lease_until``),
 because ``save`` overwrites the lease fields with the snapshot's.
 
 A store failure never fails a task: the task is fine, only its record is behind. The
-failure is logged and kept in ``persist_failures`` (the last 20), never swallowed.
-Transitions not yet stored stay pending and go out with the task's next successful
-write, and a task whose creation failed is created by its next write.
+failure is logged and kept in ``persist_failures`` (the last 20), never swallowed, and
+the write is kept (per task, in order: the latest snapshot plus every history record not
+yet stored) and retried with backoff on a background thread until the store takes it
+(``pending()``); a task whose creation failed is created then. The call that caused the
+write returns either way, and the transition is announced after the attempt. A conflict
+(the store holds a version we did not write: another process moved the task on, e.g.
+reconcile called it lost while we could not write) ends the retries, loudly: the
+store's record stands. The limit: pending writes live in this process's memory, so a
+process killed while writes are pending leaves those tasks to reconcile (``lost``).
 """
 
 from __future__ import annotations
@@ -25,11 +31,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from chongming_task.core.clock import Clock
-from chongming_task.errors import ConfigurationError
+from chongming_task.errors import ConcurrencyConflict, ConfigurationError
 from chongming_task.model import TaskSnapshot, Transition
 from chongming_task.stores.base import TaskStore
 
-__all__ = ["MAX_PERSIST_FAILURES", "PersistFailure", "WriteThrough"]
+__all__ = ["MAX_PERSIST_FAILURES", "PendingWrite", "PersistFailure", "WriteThrough"]
 
 log = logging.getLogger("chongming_task.controller")
 
@@ -37,6 +43,9 @@ log = logging.getLogger("chongming_task.controller")
 MAX_PERSIST_FAILURES = 20
 #: Locks shared by the writes of all tasks (one task always maps to one).
 _STRIPES = 64
+#: Backoff of the retries of a failed write: doubles from the first to the last.
+RETRY_BASE = 0.05
+RETRY_MAX = 1.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,6 +63,29 @@ class PersistFailure:
     """The ``status_version`` that was being written, for snapshot writes."""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PendingWrite:
+    """A task whose latest state this process holds but the store does not yet.
+
+    Kept (per task, in order: the latest snapshot plus every history record not yet
+    stored) and retried with backoff until the store takes it (guide §8.9).
+    """
+
+    task_id: str
+    status: str
+    """The status of the snapshot waiting to be written (the truth)."""
+    version: int
+    """Its ``status_version``."""
+    stored_version: int | None
+    """The version the store holds; ``None`` while the task's creation is pending."""
+    transitions: int
+    """History records not yet stored."""
+    attempts: int
+    """Failed attempts so far."""
+    last_error: str
+    """``ExceptionType: message`` of the last failed attempt."""
+
+
 @dataclass(slots=True)
 class _TaskState:
     """One task's write bookkeeping: set up by ``create``, then written under its stripe
@@ -63,10 +95,24 @@ class _TaskState:
     """The version the store holds; ``None`` until the task was created there."""
     pending: tuple[Transition, ...] = ()
     """Accepted, not yet stored (a tuple: usually empty, and shared while it is)."""
+    latest: TaskSnapshot | None = None
+    """The snapshot to write while a write is pending (``None`` when none is)."""
+    attempts: int = 0
+    """Failed attempts of the pending write."""
+    due: float = 0.0
+    """``clock.monotonic()`` of the next retry."""
+    last_error: str = ""
+    forget: bool = False
+    """Forget the task once its pending write is stored (it was pruned or let go)."""
 
 
 class WriteThrough:
-    """Persists the transitions of the tasks one controller holds."""
+    """Persists the transitions of the tasks one controller holds.
+
+    A write that fails is kept and retried on a background thread (started while
+    there is something to retry, gone when there is not), with exponential backoff
+    from ``RETRY_BASE`` to ``RETRY_MAX`` seconds of the injected clock.
+    """
 
     def __init__(
         self,
@@ -87,6 +133,10 @@ class WriteThrough:
         # The writes of one task are serialised by one of a few shared locks rather
         # than a lock per task: a busy controller holds 100,000 queued tasks.
         self._stripes = tuple(threading.Lock() for _ in range(_STRIPES))
+        self._backlog: dict[str, _TaskState] = {}  # pending writes, oldest failure first
+        self._wake = threading.Event()
+        self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
 
     # ------------------------------------------------------------ failures
 
@@ -161,7 +211,7 @@ class WriteThrough:
         """Register the tasks' bookkeeping, then ``store_them`` (their stored forms).
 
         A refusal (a taken id) undoes the registration and is raised; any other store
-        failure never fails the tasks: it is recorded and they are created later.
+        failure never fails the tasks: it is recorded and retried until they are created.
         """
         states = [(snapshot, _TaskState(pending=tuple(records))) for snapshot, records in entries]
         with self._lock:
@@ -183,13 +233,17 @@ class WriteThrough:
                 for snapshot, _ in states:
                     self._states.pop(snapshot.task_id, None)
             raise
-        except Exception as exc:  # a store failure never fails the tasks: stored later
-            for snapshot, _ in states:
-                self.record(snapshot.task_id, "create", exc, version=snapshot.status_version)
+        except Exception as exc:  # a store failure never fails the tasks: created later
+            for snapshot, state in states:
+                with self._stripes[hash(snapshot.task_id) % _STRIPES]:
+                    if state.latest is None and state.persisted is None:
+                        self._failed(state, snapshot, "create", exc)
             return
         for snapshot, state in states:
-            state.persisted = snapshot.status_version
-            state.pending = ()
+            with self._stripes[hash(snapshot.task_id) % _STRIPES]:
+                if state.persisted is None:
+                    state.persisted = snapshot.status_version
+                    state.pending = ()
 
     def adopt(self, snapshot: TaskSnapshot) -> None:
         """Take over the writes of a task already stored at ``snapshot``'s version.
@@ -209,41 +263,219 @@ class WriteThrough:
     def write(self, transition: Transition, snapshot: TaskSnapshot) -> None:
         """Store ``transition`` and the snapshot after it (plus anything still pending).
 
-        Returns once the store took the write, or once its failure was recorded.
+        Returns once the store took the write, or once its failure was recorded: the
+        write is then pending and retried in the background (see :meth:`pending`).
         """
         # One dict lookup is atomic: the lock orders compound changes of ``_states``.
         state = self._states.get(transition.task_id)
         if state is None:
             return
         with self._stripes[hash(transition.task_id) % _STRIPES]:
-            self._write_now(state, transition, snapshot)
+            if state.persisted is not None and transition.version <= state.persisted:
+                return  # already stored (delivered twice)
+            if state.pending and state.pending[-1].version >= transition.version:
+                return  # already pending (delivered twice)
+            state.pending = (*state.pending, transition)
+            self._store_pending(state, snapshot)
 
-    def _write_now(self, state: _TaskState, transition: Transition, snapshot: TaskSnapshot) -> None:
-        """One ``save`` (or the late ``create``) of the task's pending transitions."""
-        if state.persisted is not None and transition.version <= state.persisted:
-            return  # already stored (delivered twice)
-        state.pending = (*state.pending, transition)
+    def _store_pending(self, state: _TaskState, snapshot: TaskSnapshot) -> bool:
+        """One ``save`` (or the late ``create``) of the task's pending transitions, under
+        the task's stripe lock; whether the store took it."""
         stored = self.stored_form(snapshot)
-        if state.persisted is None:
-            self._create_late(state, stored)
-            return
+        operation = "create" if state.persisted is None else "save"
         try:
-            self.store.save(stored, expect_version=state.persisted, transitions=state.pending)
-        except Exception as exc:  # conflicts too: another process changed the task
-            self.record(snapshot.task_id, "save", exc, version=snapshot.status_version)
-            return
+            if state.persisted is None:
+                self.store.create(stored, state.pending)
+            else:
+                self.store.save(stored, expect_version=state.persisted, transitions=state.pending)
+        except (ConcurrencyConflict, ConfigurationError) as exc:
+            # The store holds another version (or the id, for a create): either an
+            # earlier attempt did commit before it failed, or another process changed
+            # the task (reconcile called it lost while we could not write).
+            if self._already_stored(snapshot):
+                self._stored(state, snapshot)
+                return True
+            self._give_up(state, snapshot, operation, exc)
+            return False
+        except Exception as exc:
+            self._failed(state, snapshot, operation, exc)
+            return False
+        self._stored(state, snapshot)
+        return True
+
+    def _already_stored(self, snapshot: TaskSnapshot) -> bool:
+        try:
+            found = self.store.get(snapshot.task_id)
+        except Exception:
+            return False
+        return (
+            found is not None
+            and found.status_version == snapshot.status_version
+            and found.status is snapshot.status
+            and found.updated_at == snapshot.updated_at
+        )
+
+    def _stored(self, state: _TaskState, snapshot: TaskSnapshot) -> None:
         state.persisted = snapshot.status_version
         state.pending = ()
+        if state.latest is not None:
+            log.info(
+                "store took the pending write of task %s (%s, version %d) after %d failed "
+                "attempt(s)",
+                snapshot.task_id,
+                snapshot.status.value,
+                snapshot.status_version,
+                state.attempts,
+                extra={"task_id": snapshot.task_id},
+            )
+        self._settle(state, snapshot.task_id)
 
-    def _create_late(self, state: _TaskState, stored: TaskSnapshot) -> None:
-        """Create a task whose creation failed earlier, with all its pending history."""
-        try:
-            self.store.create(stored, state.pending)
-        except Exception as exc:
-            self.record(stored.task_id, "create", exc, version=stored.status_version)
-            return
-        state.persisted = stored.status_version
+    def _settle(self, state: _TaskState, task_id: str) -> None:
+        state.latest = None
+        state.attempts = 0
+        state.last_error = ""
+        with self._lock:
+            self._backlog.pop(task_id, None)
+            if state.forget and self._states.get(task_id) is state:
+                del self._states[task_id]
+
+    def _failed(
+        self, state: _TaskState, snapshot: TaskSnapshot, operation: str, exc: BaseException
+    ) -> None:
+        state.latest = snapshot
+        state.attempts += 1
+        state.last_error = f"{type(exc).__name__}: {exc}"
+        state.due = self.clock.monotonic() + min(
+            RETRY_MAX, RETRY_BASE * 2 ** min(state.attempts - 1, 30)
+        )
+        self.record(
+            snapshot.task_id,
+            operation,
+            exc,
+            version=snapshot.status_version,
+            quiet=state.attempts > 1,
+        )
+        with self._lock:
+            self._backlog.setdefault(snapshot.task_id, state)
+            if self._thread is None and not self._stopped.is_set():
+                self._thread = threading.Thread(
+                    target=self._loop, name=f"chongming-writes[{self.owner}]", daemon=True
+                )
+                self._thread.start()
+        self._wake.set()
+
+    def _give_up(
+        self, state: _TaskState, snapshot: TaskSnapshot, operation: str, exc: BaseException
+    ) -> None:
+        """The store moved on without us: retrying cannot succeed. Said loudly."""
+        self.record(snapshot.task_id, operation, exc, version=snapshot.status_version)
+        log.error(
+            "task %s: its %s (version %d) cannot be stored any more -- the store changed "
+            "it meanwhile (%s); the store's record stands",
+            snapshot.task_id,
+            snapshot.status.value,
+            snapshot.status_version,
+            f"{type(exc).__name__}: {exc}",
+            extra={"task_id": snapshot.task_id},
+        )
         state.pending = ()
+        state.persisted = None
+        state.forget = True
+        self._settle(state, snapshot.task_id)
+
+    # ------------------------------------------------------------ retries
+
+    def pending(self) -> list[PendingWrite]:
+        """The writes not yet stored, oldest failure first."""
+        with self._lock:
+            items = list(self._backlog.items())
+        out = []
+        for task_id, state in items:
+            latest = state.latest
+            if latest is None:
+                continue
+            out.append(
+                PendingWrite(
+                    task_id=task_id,
+                    status=latest.status.value,
+                    version=latest.status_version,
+                    stored_version=state.persisted,
+                    transitions=len(state.pending),
+                    attempts=state.attempts,
+                    last_error=state.last_error,
+                )
+            )
+        return out
+
+    def pending_ids(self) -> list[str]:
+        """Ids of the tasks with a pending write (their lease must be kept alive)."""
+        with self._lock:
+            return list(self._backlog)
+
+    def pending_snapshot(self, task_id: str) -> TaskSnapshot | None:
+        """The snapshot waiting to be written for ``task_id``, if any (the truth)."""
+        state = self._backlog.get(task_id)
+        latest = None if state is None else state.latest
+        return None if latest is None else self.stored_form(latest)
+
+    def retry(self, *, everything: bool = False) -> float | None:
+        """Retry every pending write that is due (all of them with ``everything``).
+
+        Returns the seconds until the next one is due, ``None`` when none is pending.
+        """
+        now = self.clock.monotonic()
+        with self._lock:
+            items = list(self._backlog.items())
+        for task_id, state in items:
+            if not everything and state.due > now:
+                continue
+            with self._stripes[hash(task_id) % _STRIPES]:
+                latest = state.latest
+                if latest is not None:
+                    self._store_pending(state, latest)
+        with self._lock:
+            dues = [state.due for state in self._backlog.values()]
+        if not dues:
+            return None
+        return max(0.0, min(dues) - self.clock.monotonic())
+
+    def flush(self, timeout: float) -> list[PendingWrite]:
+        """Retry until nothing is pending or ``timeout`` seconds (of the clock) passed;
+        returns what is still not written."""
+        deadline = self.clock.monotonic() + timeout
+        delay = self.retry(everything=True)
+        while delay is not None:
+            remaining = deadline - self.clock.monotonic()
+            if remaining <= 0:
+                break
+            self.clock.wait(self._stopped, min(delay, remaining))
+            delay = self.retry()
+        return self.pending()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the retry thread (pending writes stay listed in :meth:`pending`)."""
+        with self._lock:
+            self._stopped.set()
+            thread = self._thread
+        self._wake.set()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+
+    def _loop(self) -> None:
+        while not self._stopped.is_set():
+            self._wake.clear()
+            try:
+                delay = self.retry()
+            except Exception:  # never let the retrier die: the writes would be stuck
+                log.exception("write retry pass failed; retrying")
+                delay = RETRY_MAX
+            with self._lock:
+                if delay is None and not self._wake.is_set():
+                    self._thread = None
+                    return
+            self.clock.wait(self._wake, delay)
+        with self._lock:
+            self._thread = None
 
     def is_current(self, task_id: str, version: int) -> bool:
         """Whether the store holds ``version`` of ``task_id`` as far as this writer knows."""
@@ -252,6 +484,12 @@ class WriteThrough:
         return state is not None and state.persisted == version and not state.pending
 
     def forget(self, task_id: str) -> None:
-        """Drop the bookkeeping of a pruned task."""
+        """Drop the bookkeeping of a pruned task (once its pending write is stored)."""
         with self._lock:
-            self._states.pop(task_id, None)
+            state = self._states.get(task_id)
+            if state is None:
+                return
+            if task_id in self._backlog:
+                state.forget = True
+                return
+            del self._states[task_id]

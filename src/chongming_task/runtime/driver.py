@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
+from chongming_task._validation import check_outcome_size
 from chongming_task.errors import ConfigurationError, TaskCancelled
 from chongming_task.model import Failure, FailureKind, Progress, ensure_json
 from chongming_task.policies import RetryDecision
@@ -238,6 +239,8 @@ class Driver:
             self._settle_pausing_locked(attempt)
         try:
             ensure_json(value, f"the result of task {machine.snapshot.name!r}")
+            # Refused here, before the terminal write, not by the store after it (§8.13).
+            check_outcome_size(value, f"the result of task {machine.snapshot.name!r}")
         except ConfigurationError as exc:
             state.apply(machine.mark_failed, result_failure(f"{exc}{_RESULT_HINT}"))
             return False

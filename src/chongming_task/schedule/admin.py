@@ -32,6 +32,7 @@ from chongming_task.schedule.stats import (
 )
 from chongming_task.schedule.ticks import firing_task_id
 from chongming_task.states import OCCUPYING, TERMINAL, TaskStatus
+from chongming_task.stores._salvage import counts_skipping_corrupt, query_skipping_corrupt
 from chongming_task.stores.base import Command, ScheduleConflict, TaskQuery, TaskStore
 
 __all__ = ["UNFINISHED", "ScheduleAdmin", "check_input"]
@@ -334,7 +335,8 @@ class ScheduleAdmin:
     def runs(self, name: str, *, limit: int | None = None) -> list[TaskSnapshot]:
         """Snapshots of the runs of ``name``, newest first."""
         query = TaskQuery(metadata_eq={"schedule": name}, order="-created", limit=limit)
-        return self.store.query(query)
+        # A corrupt row is skipped with a warning naming it: it never hides the others.
+        return query_skipping_corrupt(lambda: self.store.query(query))[0]
 
     def history(self, name: str, *, limit: int = 50) -> list[RunSummary]:
         """The last ``limit`` runs of ``name``, newest first."""
@@ -347,7 +349,10 @@ class ScheduleAdmin:
         return schedule_statistics(name, snapshots, next_run_at=control.next_run_at)
 
     def unfinished(self, name: str) -> int:
-        counts = self.store.count_by_status(TaskQuery(metadata_eq={"schedule": name}))
+        scope = TaskQuery(metadata_eq={"schedule": name})
+        counts, _ = counts_skipping_corrupt(
+            lambda: self.store.count_by_status(scope), self.store.query, scope
+        )
         return sum(n for status, n in counts.items() if status in UNFINISHED)
 
     def stale_runs(self, name: str) -> list[str]:

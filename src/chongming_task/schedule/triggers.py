@@ -37,6 +37,7 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Final, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from chongming_task._validation import MAX_SECONDS, check_seconds
 from chongming_task.errors import ConfigurationError
 from chongming_task.schedule.durations import format_duration, parse_duration
 from chongming_task.schedule.expressions import ALLOWED_FORMS, split_cron_tz, validate_fields
@@ -121,8 +122,7 @@ class IntervalTrigger:
     def __init__(self, seconds: float | timedelta, anchor: datetime | None = None) -> None:
         if isinstance(seconds, timedelta):
             seconds = seconds.total_seconds()
-        if isinstance(seconds, bool) or not isinstance(seconds, int | float):
-            raise ConfigurationError(f"interval must be a number of seconds, got {seconds!r}")
+        check_seconds(seconds, "interval", maximum=MAX_SECONDS)
         if not seconds >= 1 or seconds != int(seconds):
             raise ConfigurationError(
                 f"interval must be a whole number of seconds >= 1, got {seconds!r}"
@@ -156,7 +156,13 @@ class IntervalTrigger:
         step = timedelta(seconds=self.seconds)
         elapsed = _require_aware(dt).astimezone(UTC) - self.anchor
         count = max(0, elapsed // step + 1)
-        return self.anchor + count * step
+        try:
+            return self.anchor + count * step
+        except OverflowError as exc:
+            raise ConfigurationError(
+                f"no firing of {self.pattern!r} after {dt.isoformat()}: it would be beyond "
+                f"the last representable instant ({datetime.max.isoformat()})"
+            ) from exc
 
     def describe(self) -> str:
         return f"every {format_duration(self.seconds)}"
@@ -254,7 +260,13 @@ class CronTrigger:
         after = _require_aware(dt)
         if self._interval is not None:
             return self._interval.next_after(after)
-        return next_firing(self._fields, self._tz, self.follows_elapsed_time, after)
+        try:
+            return next_firing(self._fields, self._tz, self.follows_elapsed_time, after)
+        except OverflowError as exc:
+            raise ConfigurationError(
+                f"no firing of cron {self.expression!r} after {dt.isoformat()}: it would be "
+                f"beyond the last representable instant ({datetime.max.isoformat()})"
+            ) from exc
 
     def describe(self) -> str:
         if self._interval is not None:

@@ -29,6 +29,7 @@ from chongming_task.stores.base import (
 )
 from chongming_task.stores.codec import decode_transition, encode_transition, require_aware
 from chongming_task.stores.queue_records import WorkerRecord, is_claimable
+from chongming_task.stores.records import CorruptRows
 
 __all__ = ["SCHEMA_VERSION", "Cursor", "SqlTaskStore"]
 
@@ -264,7 +265,16 @@ class SqlTaskStore(SqlControl):
         return None if found is None else rows.decode_task(found)
 
     def query(self, query: TaskQuery = TaskQuery()) -> list[TaskSnapshot]:  # noqa: B008
-        return [rows.decode_task(row) for row in self._select("select_tasks", query)]
+        decoded: list[TaskSnapshot] = []
+        corrupt: dict[str, str] = {}
+        for row in self._select("select_tasks", query):
+            try:
+                decoded.append(rows.decode_task(row))
+            except CorruptRows as exc:  # every broken row named, the good ones kept
+                corrupt.update(exc.corrupt)
+        if corrupt:
+            raise CorruptRows(corrupt, decoded)
+        return decoded
 
     def query_heads(self, query: TaskQuery = TaskQuery()) -> list[TaskHead]:  # noqa: B008
         # One dict lookup per row in the common case: reconcile reads 100,000 heads

@@ -16,7 +16,7 @@ from chongming_task.errors import StoreError
 from chongming_task.model import TaskSnapshot, dumps, loads, parse_datetime
 from chongming_task.states import TaskStatus
 from chongming_task.stores.codec import encode_snapshot
-from chongming_task.stores.records import Command, ScheduleRecord, TaskQuery
+from chongming_task.stores.records import Command, CorruptRows, ScheduleRecord, TaskQuery
 
 __all__ = [
     "ORDER_SQL",
@@ -102,7 +102,16 @@ def task_params(snapshot: TaskSnapshot, instant: Bind, array: Bind) -> dict[str,
 
 
 def decode_task(row: Sequence[Any]) -> TaskSnapshot:
-    """``(doc, progress, heartbeat_at, lease_owner, lease_until, pid)`` to a snapshot."""
+    """``(doc, progress, heartbeat_at, lease_owner, lease_until, pid[, task_id])`` to a
+    snapshot; a row that does not decode is a :class:`CorruptRows` naming its task id."""
+    try:
+        return _decode_task(row)
+    except StoreError as exc:
+        task_id = str(row[6]) if len(row) > 6 else "?"
+        raise CorruptRows({task_id: str(exc)}) from exc
+
+
+def _decode_task(row: Sequence[Any]) -> TaskSnapshot:
     try:
         data = loads(row[0], "task snapshot")
         if not isinstance(data, dict):

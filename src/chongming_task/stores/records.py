@@ -7,11 +7,13 @@ documented home (``__module__`` says so, for pickling and for the docs).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final, Literal, NamedTuple
 
+from chongming_task import _validation
+from chongming_task._validation import OUTCOME_MAX_BYTES as _OUTCOME_MAX_BYTES
 from chongming_task.errors import ConcurrencyConflict, ConfigurationError, StoreError
 from chongming_task.model import JSONValue, TaskSnapshot, Transition, parse_datetime
 from chongming_task.redact import redact_text_fields
@@ -21,6 +23,7 @@ __all__ = [
     "OUTCOME_MAX_BYTES",
     "ClaimLost",
     "Command",
+    "CorruptRows",
     "LostCandidate",
     "LostMark",
     "ScheduleConflict",
@@ -36,7 +39,7 @@ _PUBLIC_MODULE: Final = "chongming_task.stores.base"
 #: Outcomes are results, not payloads: a bigger value belongs in the artifact directory
 #: with its path returned. The cap keeps one row readable in one page-in and keeps
 #: ``ps`` fast; every store enforces it with a ``ConfigurationError``.
-OUTCOME_MAX_BYTES: Final = 1024 * 1024
+OUTCOME_MAX_BYTES: Final = _OUTCOME_MAX_BYTES
 
 Order = Literal["created", "-created", "updated", "-updated", "priority"]
 CommandKind = Literal["task", "schedule"]
@@ -52,6 +55,23 @@ CLAIM_PRIORITY_MAX: Final = 2**63 - 1
 
 
 # ---------------------------------------------------------------- errors
+
+
+class CorruptRows(StoreError):
+    """Stored task rows that cannot be decoded, named by their ``task_id``.
+
+    ``corrupt`` maps each such task id to what is wrong with its row; ``snapshots``
+    holds the rows of the same read that decode fine (in the read's order), so a
+    listing can skip the broken rows with a warning instead of failing as a whole.
+    """
+
+    def __init__(self, corrupt: Mapping[str, str], snapshots: Sequence[TaskSnapshot] = ()) -> None:
+        self.corrupt = dict(corrupt)
+        self.snapshots = list(snapshots)
+        ids = list(self.corrupt)
+        first = ids[0] if ids else "?"
+        more = f" (and {len(ids) - 1} more corrupt row(s): {ids[1:6]})" if len(ids) > 1 else ""
+        super().__init__(f"corrupt task row {first!r}: {self.corrupt.get(first, '?')}{more}")
 
 
 class TaskNotFound(StoreError, KeyError):
@@ -149,7 +169,15 @@ class TaskQuery:
                     )
             object.__setattr__(self, "statuses", statuses)
         if self.buckets is not None:
-            object.__setattr__(self, "buckets", frozenset(self.buckets))
+            given_buckets: object = self.buckets
+            if isinstance(given_buckets, str) or not isinstance(given_buckets, Iterable):
+                raise ConfigurationError(
+                    f"TaskQuery.buckets must be a collection of ints, got {self.buckets!r}"
+                )
+            buckets = frozenset(self.buckets)
+            for bucket in buckets:
+                _validation.check_int(bucket, "TaskQuery.buckets", maximum=_validation.INT64_MAX)
+            object.__setattr__(self, "buckets", buckets)
         if self.task_ids is not None:
             given: object = self.task_ids
             if isinstance(given, str):
@@ -169,13 +197,32 @@ class TaskQuery:
             raise ConfigurationError(
                 f"TaskQuery.lease_expired_by must be a timezone-aware datetime, got {cutoff!r}"
             )
-        if self.limit is not None and (isinstance(self.limit, bool) or self.limit < 0):
+        if self.limit is not None and (
+            isinstance(self.limit, bool) or not isinstance(self.limit, int) or self.limit < 0
+        ):
             raise ConfigurationError(f"TaskQuery.limit must be >= 0 or None, got {self.limit!r}")
-        if self.order not in _ORDERS:
+        if self.limit is not None:
+            _validation.check_int(self.limit, "TaskQuery.limit", maximum=_validation.INT64_MAX)
+        if self.bucket is not None:
+            _validation.check_int(
+                self.bucket, "TaskQuery.bucket", minimum=0, maximum=_validation.INT64_MAX
+            )
+        for name in ("name_prefix", "tag", "owner"):
+            text = getattr(self, name)
+            if text is not None:
+                if not isinstance(text, str):
+                    raise ConfigurationError(f"TaskQuery.{name} must be a string, got {text!r}")
+                _validation.check_utf8(text, f"TaskQuery.{name}")
+        if not isinstance(self.order, str) or self.order not in _ORDERS:
             raise ConfigurationError(
                 f"TaskQuery.order must be one of {sorted(_ORDERS)}, got {self.order!r}"
             )
         if self.metadata_eq is not None:
+            if not isinstance(self.metadata_eq, Mapping):
+                raise ConfigurationError(
+                    f"TaskQuery.metadata_eq must be a mapping of str to str, got "
+                    f"{self.metadata_eq!r}"
+                )
             for key, value in self.metadata_eq.items():
                 if not isinstance(key, str) or not isinstance(value, str):
                     raise ConfigurationError(
@@ -396,6 +443,7 @@ class ScheduleRecord:
 
 for _public in (
     TaskNotFound,
+    CorruptRows,
     ClaimLost,
     ScheduleConflict,
     TaskQuery,

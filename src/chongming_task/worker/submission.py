@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from chongming_task._validation import check_priority, check_text
 from chongming_task.errors import ConfigurationError
 from chongming_task.model import JSONValue, ensure_json
 from chongming_task.stores.base import Command
@@ -59,12 +60,11 @@ class Submission:
         for value, what in ((self.name, "name"), (self.task_id, "task_id")):
             if not isinstance(value, str) or not value:
                 raise ConfigurationError(f"submission {what} must be a non-empty string")
+            check_text(value, f"submission {what}")
         ensure_json(list(self.args), "submission args")
         ensure_json(dict(self.kwargs), "submission kwargs")
-        if self.priority is not None and (
-            isinstance(self.priority, bool) or not isinstance(self.priority, int)
-        ):
-            raise ConfigurationError(f"submission priority must be an int, got {self.priority!r}")
+        if self.priority is not None:
+            check_priority(self.priority, "submission priority")
 
     def options(self) -> dict[str, Any]:
         """The ``Controller.submit`` options of this submission (unset ones left out)."""

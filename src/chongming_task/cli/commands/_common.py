@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from chongming_task.cli.errors import CommandFailed, UsageError
-from chongming_task.cli.parsing import parse_task_kwargs
+from chongming_task.cli.parsing import integer, parse_task_kwargs
 from chongming_task.policies import BucketPolicy
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ def add_submission_options(parser: argparse.ArgumentParser) -> None:
         "--bucket-key",
         help="business key that picks the bucket; required when --owned-buckets partitions",
     )
-    parser.add_argument("--priority", type=int, help="higher runs first (default 0)")
+    parser.add_argument("--priority", type=integer, help="higher runs first (default 0)")
     parser.add_argument("--tag", action="append", metavar="TAG", help="extra tag (repeatable)")
 
 

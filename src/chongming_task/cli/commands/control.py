@@ -18,6 +18,7 @@ from chongming_task.cli.commands._common import (
     require_task,
 )
 from chongming_task.cli.errors import CommandFailed, ExitCode, UsageError
+from chongming_task.cli.parsing import integer, seconds
 from chongming_task.cli.schema import document, task_doc
 from chongming_task.states import TaskStatus
 
@@ -68,14 +69,14 @@ def _prune_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
         subparsers, "prune", help="drop the oldest finished tasks", handler=cmd_prune
     )
     parser.add_argument(
-        "--keep-terminal", type=int, required=True, metavar="N", help="finished tasks to keep"
+        "--keep-terminal", type=integer, required=True, metavar="N", help="finished tasks to keep"
     )
 
 
 def _add_wait(parser: argparse.ArgumentParser, action: str) -> None:
     parser.add_argument(
         "--wait",
-        type=float,
+        type=seconds,
         metavar="SECONDS",
         help=f"poll until the {action} took effect, up to SECONDS (exit 1 if it did not)",
     )

@@ -199,8 +199,16 @@ def cmd_history(args: argparse.Namespace, session: Session) -> int:
 
 
 def cmd_stats(args: argparse.Namespace, session: Session) -> int:
+    from chongming_task.controller.stats import ControllerStats
+    from chongming_task.stores._salvage import counts_skipping_corrupt
+
+    def warn(task_id: str, error: str) -> None:
+        session.output.notice(f"warning: skipping corrupt task row {task_id!r}: {error}")
+
     controller = console_controller(session, session.open_store(create=False))
-    stats = controller.stats()
+    store = controller.store
+    counts, _ = counts_skipping_corrupt(store.count_by_status, store.query, warn=warn)
+    stats = ControllerStats.from_counts(counts)
     counts = {status: stats.by_status.get(status, 0) for status in TaskStatus}
     if session.json:
         session.output.json(

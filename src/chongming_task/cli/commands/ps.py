@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from chongming_task.cli.commands._common import console_controller, new_parser
 from chongming_task.cli.errors import ExitCode, UsageError
+from chongming_task.cli.parsing import integer, seconds
 from chongming_task.cli.schema import document, tasks_docs
 from chongming_task.states import TaskStatus
 
@@ -38,8 +39,8 @@ def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
     )
     parser.add_argument("--name", metavar="PREFIX", help="only task names starting with PREFIX")
     parser.add_argument("--tag", help="only tasks carrying this tag")
-    parser.add_argument("--bucket", type=int, help="only tasks in this bucket")
-    parser.add_argument("--limit", type=int, help="at most N tasks (in --order)")
+    parser.add_argument("--bucket", type=integer, help="only tasks in this bucket")
+    parser.add_argument("--limit", type=integer, help="at most N tasks (in --order)")
     parser.add_argument(
         "--order",
         choices=["created", "-created", "updated", "-updated", "priority"],
@@ -48,10 +49,10 @@ def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
     )
     parser.add_argument("--watch", action="store_true", help="refresh until Ctrl-C")
     parser.add_argument(
-        "--interval", type=float, default=1.0, help="seconds between --watch refreshes"
+        "--interval", type=seconds, default=1.0, help="seconds between --watch refreshes"
     )
     parser.add_argument(
-        "--count", type=int, help="with --watch: stop after N refreshes (for scripts)"
+        "--count", type=integer, help="with --watch: stop after N refreshes (for scripts)"
     )
 
 
@@ -120,32 +121,58 @@ def task_rows(snapshots: list[TaskSnapshot], now: datetime) -> list[list[str]]:
     return rows
 
 
-def _render(session: Session, snapshots: list[TaskSnapshot], *, compact: bool) -> Any:
-    """Print the JSON or plain table; return a rich renderable on a terminal."""
+def _render(
+    session: Session,
+    snapshots: list[TaskSnapshot],
+    *,
+    compact: bool,
+    corrupt: dict[str, str] | None = None,
+) -> Any:
+    """Print the JSON or plain table; return a rich renderable on a terminal.
+
+    Rows the store could not decode are listed as ``corrupt`` (their warning went to
+    stderr already): one broken row never hides the others.
+    """
     from chongming_task.controller.table import COLUMNS, render_table
 
+    corrupt = corrupt or {}
     output = session.output
     if session.json:
+        broken = [{"task_id": task_id, "error": error} for task_id, error in corrupt.items()]
         output.json(
-            document("ps", count=len(snapshots), tasks=tasks_docs(snapshots)), compact=compact
+            document("ps", count=len(snapshots), tasks=tasks_docs(snapshots), corrupt=broken),
+            compact=compact,
         )
         return None
     now = datetime.now(UTC)
+    blank = ["-"] * (len(COLUMNS) - 3)
     if output.rich:
-        return output.rich_table(COLUMNS, task_rows(snapshots, now))
-    output.print(render_table(snapshots, now=now) if snapshots else "no tasks")
+        rows = task_rows(snapshots, now)
+        rows.extend([task_id, "-", "corrupt", *blank] for task_id in corrupt)
+        return output.rich_table(COLUMNS, rows)
+    lines = [render_table(snapshots, now=now)] if snapshots else []
+    lines.extend(f"{task_id}  corrupt: {error}" for task_id, error in corrupt.items())
+    output.print("\n".join(lines) if lines else "no tasks")
     return None
 
 
-def _query(controller: Controller, filters: dict[str, Any]) -> list[TaskSnapshot]:
-    return list(controller.list_tasks(**filters))
+def _query(
+    session: Session, controller: Controller, filters: dict[str, Any]
+) -> tuple[list[TaskSnapshot], dict[str, str]]:
+    from chongming_task.stores._salvage import query_skipping_corrupt
+
+    def warn(task_id: str, error: str) -> None:
+        session.output.notice(f"warning: skipping corrupt task row {task_id!r}: {error}")
+
+    return query_skipping_corrupt(lambda: list(controller.list_tasks(**filters)), warn)
 
 
 def cmd_ps(args: argparse.Namespace, session: Session) -> int:
     filters = _filters(args, session)
     controller = console_controller(session, session.open_store(create=False))
     if not args.watch:
-        table = _render(session, _query(controller, filters), compact=False)
+        snapshots, corrupt = _query(session, controller, filters)
+        table = _render(session, snapshots, compact=False, corrupt=corrupt)
         if table is not None:
             session.output.console.print(table)
         return ExitCode.OK
@@ -163,8 +190,9 @@ def _watch(
 
             with Live(console=output.console, auto_refresh=False) as live:
                 while args.count is None or refreshes < args.count:
+                    snapshots, corrupt = _query(session, controller, filters)
                     live.update(
-                        _render(session, _query(controller, filters), compact=True), refresh=True
+                        _render(session, snapshots, compact=True, corrupt=corrupt), refresh=True
                     )
                     refreshes += 1
                     if args.count is None or refreshes < args.count:
@@ -173,7 +201,8 @@ def _watch(
         while args.count is None or refreshes < args.count:
             if refreshes and not session.json:
                 output.print("")
-            _render(session, _query(controller, filters), compact=True)
+            snapshots, corrupt = _query(session, controller, filters)
+            _render(session, snapshots, compact=True, corrupt=corrupt)
             refreshes += 1
             if args.count is None or refreshes < args.count:
                 time.sleep(args.interval)

@@ -17,6 +17,7 @@ from chongming_task.cli.commands.schedule_docs import admin_for, schedule_doc, s
 from chongming_task.cli.commands.schedule_ops import cmd_schedule
 from chongming_task.cli.commands.schedule_preview import add_cancel_parser, add_preview_parser
 from chongming_task.cli.errors import ExitCode, UsageError
+from chongming_task.cli.parsing import integer, seconds
 from chongming_task.cli.schema import document
 
 if TYPE_CHECKING:
@@ -86,12 +87,12 @@ def _schedule_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
             )
             sub.add_argument(
                 "--wait",
-                type=float,
+                type=seconds,
                 metavar="SECONDS",
                 help="wait for the run to end; exit code 3 if it did not succeed",
             )
         if action == "show":
-            sub.add_argument("--limit", type=int, default=10, help="recent runs shown")
+            sub.add_argument("--limit", type=integer, default=10, help="recent runs shown")
 
 
 def _no_action(args: argparse.Namespace, session: Session) -> int:

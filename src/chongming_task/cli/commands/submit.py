@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from chongming_task.cli.commands._common import add_submission_options, new_parser
 from chongming_task.cli.commands.run import validate_submission
 from chongming_task.cli.errors import CommandFailed, ExitCode, UsageError
+from chongming_task.cli.parsing import seconds
 from chongming_task.cli.schema import document, task_doc
 from chongming_task.errors import ConfigurationError
 from chongming_task.states import TaskStatus
@@ -41,7 +42,7 @@ def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
     add_submission_options(parser)
     parser.add_argument("--wait", action="store_true", help="wait until the task ends")
     parser.add_argument(
-        "--timeout", type=float, metavar="SECONDS", help="with --wait: give up after SECONDS"
+        "--timeout", type=seconds, metavar="SECONDS", help="with --wait: give up after SECONDS"
     )
 
 

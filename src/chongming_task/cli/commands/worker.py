@@ -16,7 +16,7 @@ from chongming_task.cli.commands._common import add_tasks_option, new_parser, no
 from chongming_task.cli.errors import CommandFailed, ExitCode, UsageError, one_line
 from chongming_task.cli.loader import load_task_module, module_schedules, register_tasks
 from chongming_task.cli.logs import library_logging
-from chongming_task.cli.parsing import env, format_buckets
+from chongming_task.cli.parsing import env, format_buckets, integer, seconds
 from chongming_task.cli.signals import on_shutdown_signals
 from chongming_task.errors import ConfigurationError, TaskError
 
@@ -41,21 +41,21 @@ def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
     add_tasks_option(parser)
     parser.add_argument(
         "--max-parallel",
-        type=int,
+        type=integer,
         default=None,
         metavar="N",
         help="tasks run at once (env CHONGMING_MAX_PARALLEL; default 4)",
     )
     parser.add_argument(
         "--shutdown-timeout",
-        type=float,
+        type=seconds,
         default=30.0,
         metavar="SECONDS",
         help="how long SIGTERM waits for running tasks to stop (default 30)",
     )
     parser.add_argument(
         "--lease-ttl",
-        type=float,
+        type=seconds,
         default=None,
         metavar="SECONDS",
         help="lease of held tasks: how soon after a crash reconcile may call them lost "
@@ -63,7 +63,7 @@ def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
     )
     parser.add_argument(
         "--keep-finished",
-        type=int,
+        type=integer,
         default=DEFAULT_KEEP_FINISHED,
         metavar="N",
         help="finished tasks the worker keeps in memory; older ones are answered from the "
@@ -71,7 +71,7 @@ def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
     )
     parser.add_argument(
         "--metrics-port",
-        type=int,
+        type=integer,
         default=None,
         metavar="PORT",
         help="serve Prometheus /metrics on PORT (0: any free port; env CHONGMING_METRICS_PORT)",
@@ -84,7 +84,7 @@ def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
     )
     parser.add_argument(
         "--poll-interval",
-        type=float,
+        type=seconds,
         default=0.5,
         metavar="SECONDS",
         help="longest wait between looks for submissions (default 0.5)",

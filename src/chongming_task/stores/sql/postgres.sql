@@ -212,11 +212,12 @@ VALUES (%(task_id)s, %(version)s, %(doc)s::json)
 ON CONFLICT DO NOTHING;
 
 -- name: select_task
-SELECT doc::text, progress::text, heartbeat_at, lease_owner, lease_until, pid
+SELECT doc::text, progress::text, heartbeat_at, lease_owner, lease_until, pid, task_id
 FROM ct_tasks WHERE task_id = %(task_id)s;
 
 -- name: select_tasks
-SELECT t.doc::text, t.progress::text, t.heartbeat_at, t.lease_owner, t.lease_until, t.pid
+SELECT t.doc::text, t.progress::text, t.heartbeat_at, t.lease_owner, t.lease_until, t.pid,
+  t.task_id
 FROM ct_tasks t
 
 -- name: select_heads

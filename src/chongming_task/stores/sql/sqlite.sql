@@ -264,11 +264,12 @@ SELECT status_version FROM ct_tasks WHERE task_id = :task_id;
 INSERT OR IGNORE INTO ct_transitions (task_id, version, doc) VALUES (:task_id, :version, :doc);
 
 -- name: select_task
-SELECT doc, progress, heartbeat_at, lease_owner, lease_until, pid
+SELECT doc, progress, heartbeat_at, lease_owner, lease_until, pid, task_id
 FROM ct_tasks WHERE task_id = :task_id;
 
 -- name: select_tasks
-SELECT t.doc, t.progress, t.heartbeat_at, t.lease_owner, t.lease_until, t.pid FROM ct_tasks t
+SELECT t.doc, t.progress, t.heartbeat_at, t.lease_owner, t.lease_until, t.pid, t.task_id
+FROM ct_tasks t
 
 -- name: select_heads
 SELECT t.task_id, t.status, t.status_version FROM ct_tasks t
