@@ -116,12 +116,14 @@ def test_store_failures_are_kept_never_raised_and_writes_heal() -> None:
         assert store.get("t1").status is S.RUNNING  # type: ignore[union-attr]
         assert [p.status for p in writer.pending()] == ["succeeded"]
         store.broken = False
-        clock.advance(RETRY_MAX)
-        # The terminal write is not lost: it is retried until the store takes it.
-        wait_until(
-            lambda: store.get("t1").status is S.SUCCEEDED,  # type: ignore[union-attr]
-            message="the retried terminal write",
-        )
+
+        # The terminal write is not lost: it is retried until the store takes it. Time
+        # moves on while we wait (the retrier may not be waiting on the clock yet).
+        def retried() -> bool:
+            clock.advance(RETRY_MAX)
+            return store.get("t1").status is S.SUCCEEDED  # type: ignore[union-attr]
+
+        wait_until(retried, message="the retried terminal write")
         assert writer.pending() == []
         assert writer.failure_count >= 4
         writer.stop()
