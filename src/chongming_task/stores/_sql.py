@@ -209,13 +209,27 @@ class SqlTaskStore(SqlControl):
         expect_version: int,
         transitions: Sequence[Transition] = (),
     ) -> None:
+        self._guarded_update("update_task", snapshot, expect_version, transitions)
+
+    def _guarded_update(
+        self,
+        statement: str,
+        snapshot: TaskSnapshot,
+        expect_version: int,
+        transitions: Sequence[Transition],
+        *,
+        atomic: bool | None = None,
+    ) -> None:
+        """``statement`` (an update of one task under ``expect_version``) with its history;
+        a version that moved on is a ``ConcurrencyConflict``. ``atomic`` defaults to
+        whether there is history to write with the row."""
         params, history = self._update_params(snapshot, expect_version, transitions)
 
         def update(cur: Cursor) -> None:
-            if not self._write_task(cur, "update_task", params, history):
+            if not self._write_task(cur, statement, params, history):
                 raise self._conflict(cur, snapshot, expect_version)
 
-        self._run(update, write=True, atomic=bool(history))
+        self._run(update, write=True, atomic=bool(history) if atomic is None else atomic)
 
     def save_many(
         self, writes: Sequence[SnapshotWrite]
@@ -451,13 +465,9 @@ class SqlTaskStore(SqlControl):
         expect_version: int,
         transitions: Sequence[Transition] = (),
     ) -> None:
-        params, history = self._update_params(snapshot, expect_version, transitions)
-
-        def update(cur: Cursor) -> None:
-            if not self._write_task(cur, "update_task_unheld", params, history):
-                raise self._conflict(cur, snapshot, expect_version)
-
-        self._run(update, write=True, atomic=True)
+        self._guarded_update(
+            "update_task_unheld", snapshot, expect_version, transitions, atomic=True
+        )
 
     def put_worker(self, record: WorkerRecord) -> None:
         params = {
