@@ -36,7 +36,7 @@ from chongming_task.controller.options import (
     check_executor,
     concurrency_policy,
     default_owner,
-    parse_statuses,
+    task_query,
 )
 from chongming_task.controller.reconcile import ReconcileReport, reconcile
 from chongming_task.controller.registry import TaskDefinition, TaskRegistry
@@ -51,7 +51,7 @@ from chongming_task.policies import BucketPolicy, ConcurrencyPolicy, RetryPolicy
 from chongming_task.run import TaskOutcome, TaskRun
 from chongming_task.runtime.executors.base import Executor
 from chongming_task.states import TaskStatus
-from chongming_task.stores.base import TaskQuery, TaskStore
+from chongming_task.stores.base import TaskStore
 
 if TYPE_CHECKING:
     from chongming_task.pipeline import Pipeline, PipelineRun
@@ -422,12 +422,12 @@ class Controller(Submission):
     ) -> list[TaskSnapshot]:
         """Tasks in the store matching every given filter."""
         return self.store.query(
-            TaskQuery(
-                statuses=parse_statuses(status),
+            task_query(
+                status=status,
                 name_prefix=name_prefix,
                 tag=tag,
                 bucket=bucket,
-                buckets=None if buckets is None else frozenset(buckets),
+                buckets=buckets,
                 owner=owner,
                 metadata_eq=metadata_eq,
                 limit=limit,

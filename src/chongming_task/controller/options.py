@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Literal
 
 from chongming_task import _validation
 from chongming_task.errors import ConfigurationError
 from chongming_task.policies import ConcurrencyPolicy
 from chongming_task.states import TaskStatus
+from chongming_task.stores.records import TaskQuery
 
 __all__ = ["check_executor", "check_tags", "concurrency_policy", "default_owner", "parse_statuses"]
 
@@ -92,3 +94,29 @@ def parse_statuses(
     except (ValueError, TypeError) as exc:
         known = ", ".join(s.value for s in TaskStatus)
         raise ConfigurationError(f"unknown status in {status!r}; known: {known}") from exc
+
+
+def task_query(
+    *,
+    status: TaskStatus | str | Iterable[TaskStatus | str] | None = None,
+    name_prefix: str | None = None,
+    tag: str | None = None,
+    bucket: int | None = None,
+    buckets: Iterable[int] | None = None,
+    owner: str | None = None,
+    metadata_eq: Mapping[str, str] | None = None,
+    limit: int | None = None,
+    order: Literal["created", "-created", "updated", "-updated", "priority"] = "created",
+) -> TaskQuery:
+    """The store query of ``list_tasks`` (the controller's and the client's alike)."""
+    return TaskQuery(
+        statuses=parse_statuses(status),
+        name_prefix=name_prefix,
+        tag=tag,
+        bucket=bucket,
+        buckets=None if buckets is None else frozenset(buckets),
+        owner=owner,
+        metadata_eq=metadata_eq,
+        limit=limit,
+        order=order,
+    )

@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal
 
-from chongming_task.controller.options import default_owner, parse_statuses
+from chongming_task.controller.options import default_owner, task_query
 from chongming_task.controller.registry import TaskRegistry
 from chongming_task.controller.waiting import outcome_of, wait_in_store
 from chongming_task.core.state_machine import StateMachine
@@ -34,7 +34,7 @@ from chongming_task.run import TaskOutcome
 from chongming_task.runtime.attempt import TaskCall
 from chongming_task.runtime.options import check_signature
 from chongming_task.states import TaskStatus
-from chongming_task.stores.base import TaskQuery, TaskStore
+from chongming_task.stores.base import TaskStore
 from chongming_task.stores.queue_records import RECIPE_KEY, Recipe
 
 if TYPE_CHECKING:
@@ -377,8 +377,8 @@ class Client:
     ) -> list[TaskSnapshot]:
         """Stored tasks matching every filter (queued ones included), like ``Controller``."""
         return self.store.query(
-            TaskQuery(
-                statuses=parse_statuses(status),
+            task_query(
+                status=status,
                 name_prefix=name_prefix,
                 tag=tag,
                 bucket=bucket,
