@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test lint typecheck check demo dashboard-demo screenshots bench bench-ab clean
+.PHONY: venv test lint typecheck check demo dashboard-demo screenshots docs bench bench-ab clean
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -26,6 +26,11 @@ typecheck: $(STAMP)
 	$(BIN)/mypy --strict src/chongming_task
 
 check: test lint typecheck
+
+## The API reference and guides, warnings as errors (mkdocs.yml; the docs extra).
+docs: $(STAMP)
+	$(BIN)/python docs/gen_config_md.py
+	$(BIN)/mkdocs build --strict
 
 demo: $(STAMP)
 	$(BIN)/python examples/demo.py

@@ -111,7 +111,7 @@ def _worker(walk: Walkthrough) -> tuple[subprocess.Popen[str], list[str]]:
         assert process.stdout is not None
         for line in process.stdout:
             lines.append(line.rstrip())
-            if line.startswith("ready"):
+            if "ready; stop with" in line:
                 ready.set()
 
     threading.Thread(target=pump, daemon=True).start()

@@ -54,7 +54,9 @@ def start(
         assert process.stdout is not None
         for line in process.stdout:
             print(f"  [{tag}] {line.rstrip()}", flush=True)
-            if line.startswith(("ready", "dashboard of")):
+            # The worker logs "<time> INFO    ready; ..." on stderr (merged here).
+            text = line.split(None, 2)[-1] if line[:1].isdigit() else line
+            if text.startswith(("ready", "dashboard of")):
                 ready.set()
 
     threading.Thread(target=pump, daemon=True).start()

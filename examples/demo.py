@@ -118,7 +118,7 @@ def start_worker(demo: Demo) -> tuple[subprocess.Popen[str], list[str], threadin
         for line in process.stdout:
             lines.append(line.rstrip())
             say(f"  [worker] {line.rstrip()}")
-            if line.startswith("ready"):
+            if "ready; stop with" in line:
                 ready.set()
 
     threading.Thread(target=pump, daemon=True).start()

@@ -37,7 +37,7 @@ def crawl(ctx, site: str, pages: int = 1000, delay: float = 0.02) -> int:
 
 @task(tags={"demo"})
 def consume(ctx, source: str = "demo://orders") -> int:
-    """A long-running consumer (guide §4.5): on stop it returns what it processed."""
+    """A long-running consumer: on stop it returns what it processed."""
     processed = 0
     while not ctx.is_stop_requested:
         ctx.checkpoint()

@@ -139,6 +139,11 @@ class StoreError(TaskError):
     """The persistence layer failed; the cause is chained as ``__cause__``."""
 
 
+class SchemaMissing(StoreError):
+    """A store opened without creating its schema (``create_schema=False``, the CLI's
+    read commands) found no chongming-task tables, or tables at another version."""
+
+
 class ConfigurationError(TaskError, ValueError):
     """Invalid configuration or arguments. The message says what is allowed."""
 

@@ -195,7 +195,7 @@ class WorkerProcess:
             assert self.process.stdout is not None
             for line in self.process.stdout:
                 self.lines.append(line.rstrip("\n"))
-                if line.startswith("ready"):
+                if "ready; stop with" in line:
                     self.ready.set()
 
         self.reader = threading.Thread(target=pump, daemon=True)

@@ -190,13 +190,16 @@ def test_queries_text_and_json(invoke: Invoke, dbfile: str) -> None:
         "FAILURE",
         "BUCKET",
     ]
-    assert [line.split()[0] for line in lines[2:]] == ["q1", "q2", "q3"]
+    assert [line.split()[0] for line in lines[2:]] == ["q3", "q2", "q1"]  # newest first
+    oldest_first = invoke("--db", dbfile, "ps", "--order", "created").out.splitlines()
+    assert [line.split()[0] for line in oldest_first[2:]] == ["q1", "q2", "q3"]
 
     document = invoke("--db", dbfile, "ps", "--json", "--status", "succeeded").json()
     assert document["schema"] == "chongming-task.ps.v1"
     assert document["count"] == 2
     assert {task["task_id"] for task in document["tasks"]} == {"q1", "q2"}
-    assert document["tasks"][0]["tags"] == ["nightly"]
+    q1 = next(task for task in document["tasks"] if task["task_id"] == "q1")
+    assert q1["tags"] == ["nightly"]
     assert (
         invoke("--db", dbfile, "ps", "--json", "--tag", "nightly", "--limit", "1").json()["count"]
         == 1
@@ -204,7 +207,7 @@ def test_queries_text_and_json(invoke: Invoke, dbfile: str) -> None:
     assert invoke("--db", dbfile, "ps", "--json", "--name", "fa").json()["count"] == 1
     newest = invoke("--db", dbfile, "ps", "--json", "--order=-created", "--limit", "1").json()
     assert [task["task_id"] for task in newest["tasks"]] == ["q3"]
-    bucket = document["tasks"][0]["bucket"]
+    bucket = q1["bucket"]
     by_bucket = invoke("--db", dbfile, "ps", "--json", "--bucket", str(bucket)).json()
     assert "q1" in {task["task_id"] for task in by_bucket["tasks"]}
 

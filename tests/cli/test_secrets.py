@@ -55,7 +55,7 @@ def test_worker_banner_and_outputs_mask_the_password(
 
     def stop_when_ready() -> None:
         deadline = time.monotonic() + 30
-        while "ready" not in out.getvalue() and time.monotonic() < deadline:
+        while "ready; stop with" not in err.getvalue() and time.monotonic() < deadline:
             time.sleep(0.02)
         os.kill(os.getpid(), signal.SIGTERM)  # the worker's handler: a clean shutdown
 
@@ -69,9 +69,9 @@ def test_worker_banner_and_outputs_mask_the_password(
     stopper.join(5)
     worker = Result(code, out.getvalue(), err.getvalue())
     assert worker.code == 0, worker
-    banner = next(line for line in worker.out.splitlines() if line.startswith("worker w1 on "))
+    banner = next(line for line in worker.err.splitlines() if " worker w1 on " in line)
     masked = dsn.replace(PASSWORD, "***")
-    assert banner.startswith(f"worker w1 on {masked}: tasks ")
+    assert f" worker w1 on {masked}: tasks " in banner  # a log line on stderr
     assert_masked(worker)
 
     # Every other command against the same database, text and --json.

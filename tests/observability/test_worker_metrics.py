@@ -53,7 +53,7 @@ class Worker:
         assert self.process.stdout is not None
         for line in self.process.stdout:
             self.lines.append(line.rstrip("\n"))
-            if line.startswith("ready"):
+            if "ready; stop with" in line:
                 self.ready.set()
 
     @property

@@ -96,12 +96,43 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Options whose values may start with ``-`` (``ps --order -created``). argparse takes
+#: a word starting with ``-`` for an option and refuses ``--order -created``; these are
+#: glued into ``--order=-created`` before parsing.
+DASH_VALUE_OPTIONS: frozenset[str] = frozenset({"--order"})
+
+
+def join_dash_values(argv: Sequence[str]) -> list[str]:
+    """``["--order", "-created"]`` -> ``["--order=-created"]``; everything else as given."""
+    result: list[str] = []
+    words = list(argv)
+    index = 0
+    while index < len(words):
+        word = words[index]
+        if word == "--":
+            result.extend(words[index:])
+            break
+        following = words[index + 1] if index + 1 < len(words) else None
+        if (
+            word in DASH_VALUE_OPTIONS
+            and following is not None
+            and following.startswith("-")
+            and following[1:2].isalpha()
+        ):
+            result.append(f"{word}={following}")
+            index += 2
+            continue
+        result.append(word)
+        index += 1
+    return result
+
+
 def _run(argv: Sequence[str], output: Output) -> int:
     check_argv(argv)
     parser = build_parser()
     try:
         with contextlib.redirect_stdout(output.stdout):
-            args = parser.parse_args(list(argv))
+            args = parser.parse_args(join_dash_values(argv))
     except SystemExit as exc:  # --help / --version
         return int(exc.code or 0) if not isinstance(exc.code, str) else ExitCode.USAGE
     handler: Handler = args.handler

@@ -55,12 +55,25 @@ def _load_file(spec: str) -> ModuleType:
     sys.modules[name] = module
     try:
         module_spec.loader.exec_module(module)
+    except SystemExit as exc:
+        del sys.modules[name]
+        raise _exited(spec, exc) from None
     except Exception as exc:
         del sys.modules[name]
         raise CommandFailed(
             f"task module {spec!r} failed to import: {type(exc).__name__}: {one_line(str(exc))}"
         ) from exc
     return module
+
+
+def _exited(spec: str, exc: SystemExit) -> CommandFailed:
+    """A module that calls ``sys.exit()`` at import is broken, whatever code it passes:
+    a worker that exited 0 there would look like a clean run that did nothing."""
+    return CommandFailed(
+        f"task module {spec!r} called sys.exit({exc.code!r}) while being imported; "
+        "a task module must only define tasks (move the exit under "
+        '`if __name__ == "__main__":`)'
+    )
 
 
 def _import(spec: str) -> ModuleType:
@@ -70,6 +83,9 @@ def _import(spec: str) -> ModuleType:
         sys.path.insert(0, os.getcwd())
     try:
         return importlib.import_module(spec)
+    except SystemExit as exc:
+        sys.modules.pop(spec, None)
+        raise _exited(spec, exc) from None
     except ModuleNotFoundError as exc:
         missing = exc.name or spec
         if spec == missing or spec.startswith(missing + "."):
@@ -148,11 +164,28 @@ def module_schedules(module: ModuleType) -> Any:
         return None
 
     def apply(scheduler: Any) -> list[str]:
-        if callable(hook):
-            hook(scheduler)
-        else:
-            for schedule in declared or ():
-                scheduler.add(schedule)
+        # Two schedules of one name would silently leave the last one: refuse the module.
+        original = scheduler.add
+        seen: set[object] = set()
+
+        def add(schedule: Any, **options: Any) -> Any:
+            name = getattr(schedule, "name", None)
+            if name in seen:
+                raise ConfigurationError(
+                    f"two schedules are named {name!r}; schedule names must be unique"
+                )
+            seen.add(name)
+            return original(schedule, **options)
+
+        scheduler.add = add  # cron()/every() call self.add, so they are checked too
+        try:
+            if callable(hook):
+                hook(scheduler)
+            else:
+                for schedule in declared or ():
+                    scheduler.add(schedule)
+        finally:
+            del scheduler.add
         names: list[str] = scheduler.names
         return names
 

@@ -14,7 +14,12 @@ from collections.abc import Iterator
 from chongming_task.cli.errors import scrub
 from chongming_task.cli.render import Output
 
-__all__ = ["library_logging"]
+__all__ = ["LOG_FORMATS", "LOG_LEVELS", "TextLogFormatter", "library_logging", "worker_logging"]
+
+#: ``--log-level`` choices (the stdlib names).
+LOG_LEVELS = ("debug", "info", "warning", "error")
+#: ``--log-format`` choices.
+LOG_FORMATS = ("text", "json")
 
 
 class _LineHandler(logging.Handler):
@@ -56,3 +61,63 @@ def library_logging(output: Output, *, info: bool = False) -> Iterator[None]:
     finally:
         library.removeHandler(handler)
         worker.setLevel(old_level)
+
+
+class TextLogFormatter(logging.Formatter):
+    """``2025-01-31T12:00:00.123Z INFO    message``: UTC timestamp, level, the line.
+
+    Secrets are scrubbed (DSN passwords, tokens), as on every line the CLI shows.
+    A traceback is reduced to its last line: a journal wants one line per event.
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        from datetime import UTC, datetime
+
+        stamp = datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds")
+        text = scrub(record.getMessage())
+        if record.exc_info and record.exc_info[1] is not None:
+            error = record.exc_info[1]
+            text += f" ({type(error).__name__}: {scrub(str(error))})"
+        return f"{stamp.replace('+00:00', 'Z')} {record.levelname:<7} {text}"
+
+
+class _JsonFormatter(logging.Formatter):
+    """The library's ``JsonLogFormatter`` with DSN passwords masked in the message too."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from chongming_task.observability.logging import JsonLogFormatter
+
+        self._inner = JsonLogFormatter()
+
+    def format(self, record: logging.LogRecord) -> str:
+        record.msg = scrub(record.getMessage())
+        record.args = None
+        return self._inner.format(record)
+
+
+@contextlib.contextmanager
+def worker_logging(output: Output, *, level: str = "info", fmt: str = "text") -> Iterator[None]:
+    """The worker daemon's logging: every ``chongming_task`` record, one line on stderr.
+
+    Args:
+        output: Its ``stderr`` receives the lines (logging to stderr is the convention
+            of daemons: systemd's journal and ``docker logs`` take both streams).
+        level: ``debug``, ``info``, ``warning`` or ``error``.
+        fmt: ``text`` (timestamp, level, message) or ``json`` (one object per line,
+            :class:`~chongming_task.observability.logging.JsonLogFormatter`).
+    """
+    handler = logging.StreamHandler(output.stderr)
+    handler.setFormatter(_JsonFormatter() if fmt == "json" else TextLogFormatter())
+    library = logging.getLogger("chongming_task")
+    old_level, old_propagate = library.level, library.propagate
+    library.setLevel(getattr(logging, level.upper()))
+    library.propagate = False  # an application's root handler would print each line twice
+    library.addHandler(handler)
+    try:
+        yield
+    finally:
+        library.removeHandler(handler)
+        library.setLevel(old_level)
+        library.propagate = old_propagate
+        handler.flush()

@@ -119,12 +119,16 @@ class Session:
         """Who this process is in commands it writes (``--owner`` or ``cli@host:pid``)."""
         return self.options.owner or f"cli@{socket.gethostname()}:{os.getpid()}"
 
-    def open_store(self, *, create: bool) -> TaskStore:
+    def open_store(self, *, create: bool, read_only: bool = False) -> TaskStore:
         """Open the store named by the global options.
 
         Args:
             create: Whether a missing SQLite file may be created (``run``, ``worker``,
                 ``submit``). Query and control commands pass ``False``.
+            read_only: What the read commands (``ps``, ``status``, ``history``,
+                ``stats``) pass: no DDL ever (a database without the schema says
+                "no chongming-task schema here"), and SQLite is opened ``mode=ro``,
+                so a read-only file or mount works.
 
         Raises:
             CommandFailed: The file is missing (when not creating), is a directory, or
@@ -139,7 +143,9 @@ class Session:
                 raise CommandFailed(
                     'PostgreSQL needs the driver: pip install "chongming-task[postgres]"'
                 ) from exc
-            store = PostgresTaskStore(db, connect_timeout=POSTGRES_CONNECT_TIMEOUT)
+            store = PostgresTaskStore(
+                db, connect_timeout=POSTGRES_CONNECT_TIMEOUT, create_schema=not read_only
+            )
         else:
             path = Path(db).expanduser()
             if path.is_dir():
@@ -156,7 +162,13 @@ class Session:
                 raise CommandFailed(f"--db {mask_dsn(db)!r}: directory {parent!r} does not exist")
             from chongming_task.stores.sqlite import SqliteTaskStore
 
-            store = SqliteTaskStore(str(path))
+            if read_only:
+                from urllib.parse import quote
+
+                uri = f"file:{quote(str(path.resolve()))}?mode=ro"
+                store = SqliteTaskStore(uri, create_schema=False)
+            else:
+                store = SqliteTaskStore(str(path), create_schema=create)
         self._stores.append(store)
         return store
 

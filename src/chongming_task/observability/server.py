@@ -12,8 +12,10 @@ exporter on the worker's controller (and scheduler) plus this server, closed tog
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
+from collections.abc import Callable, Iterable, Mapping
 from socketserver import ThreadingMixIn
 from typing import TYPE_CHECKING, Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
@@ -26,7 +28,47 @@ if TYPE_CHECKING:
     from chongming_task.observability.prometheus import PrometheusExporter
     from chongming_task.schedule.scheduler import Scheduler
 
-__all__ = ["MetricsEndpoint", "MetricsServer", "expose_metrics", "serve_metrics"]
+__all__ = [
+    "HealthCheck",
+    "MetricsEndpoint",
+    "MetricsServer",
+    "expose_metrics",
+    "routed_app",
+    "serve_metrics",
+]
+
+#: ``() -> (healthy, details)``: what ``/healthz`` reports (``Worker.health``).
+HealthCheck = Callable[[], tuple[bool, Mapping[str, Any]]]
+
+_JSON = [("Content-Type", "application/json; charset=utf-8")]
+
+
+def routed_app(metrics_app: Any, health: HealthCheck | None = None) -> Any:
+    """A WSGI app: ``/metrics`` from ``metrics_app``, ``/healthz``, 404 for anything else.
+
+    ``/healthz`` answers ``200`` with ``{"status": "ok", ...}`` while ``health()`` says
+    healthy and ``503`` with the failing details otherwise (or when it raises), so a
+    Kubernetes liveness or readiness probe restarts or unroutes a stuck worker.
+    Without a health check, ``/healthz`` answers ``200`` while the server runs.
+    """
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO") or "/"
+        if path == "/metrics":
+            result: Iterable[bytes] = metrics_app(environ, start_response)
+            return result
+        if path == "/healthz":
+            try:
+                healthy, details = health() if health is not None else (True, {"status": "ok"})
+            except Exception as exc:
+                healthy, details = False, {"status": "unhealthy", "error": repr(exc)}
+            body = json.dumps(dict(details), default=str).encode()
+            start_response("200 OK" if healthy else "503 Service Unavailable", _JSON)
+            return [body]
+        start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])
+        return [b"not found: try /metrics or /healthz\n"]
+
+    return app
 
 
 class _Server(ThreadingMixIn, WSGIServer):
@@ -57,8 +99,16 @@ class MetricsServer:
 
     @property
     def url(self) -> str:
+        return f"{self._base}/metrics"
+
+    @property
+    def health_url(self) -> str:
+        return f"{self._base}/healthz"
+
+    @property
+    def _base(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}/metrics"
+        return f"http://{host}:{self.port}"
 
     def close(self, timeout: float | None = 5.0) -> None:
         """Stop serving and release the port (idempotent)."""
@@ -79,13 +129,18 @@ class MetricsServer:
         return f"MetricsServer({self.url!r})"
 
 
-def serve_metrics(registry: Any, port: int, host: str = "127.0.0.1") -> MetricsServer:
+def serve_metrics(
+    registry: Any, port: int, host: str = "127.0.0.1", *, health: HealthCheck | None = None
+) -> MetricsServer:
     """Serve ``registry`` over HTTP at ``http://host:port/metrics`` until ``close()``.
+
+    ``/healthz`` is served next to it (see :func:`routed_app`); any other path is 404.
 
     Args:
         registry: A ``prometheus_client.CollectorRegistry`` (e.g. ``exporter.registry``).
         port: TCP port; 0 picks a free one (read it back from ``.port``).
         host: Interface to bind; loopback by default.
+        health: What ``/healthz`` reports (``Worker.health``).
 
     Raises:
         ConfigurationError: Bad port, ``prometheus_client`` missing, or the address
@@ -96,7 +151,7 @@ def serve_metrics(registry: Any, port: int, host: str = "127.0.0.1") -> MetricsS
     require_prometheus()
     from prometheus_client import make_wsgi_app
 
-    app = make_wsgi_app(registry)
+    app = routed_app(make_wsgi_app(registry), health)
     server_class = _Server6 if ":" in host else _Server
     try:
         server = make_server(host, port, app, server_class, handler_class=_QuietHandler)
@@ -127,6 +182,10 @@ class MetricsEndpoint:
         return self.server.url
 
     @property
+    def health_url(self) -> str:
+        return self.server.health_url
+
+    @property
     def port(self) -> int:
         return self.server.port
 
@@ -142,6 +201,7 @@ def expose_metrics(
     *,
     host: str = "127.0.0.1",
     scheduler: Scheduler | None = None,
+    health: HealthCheck | None = None,
 ) -> MetricsEndpoint:
     """``install_prometheus`` + ``serve_metrics`` in one call (what a worker needs).
 
@@ -153,7 +213,7 @@ def expose_metrics(
 
     exporter = install_prometheus(controller, scheduler=scheduler)
     try:
-        server = exporter.serve(port, host)
+        server = serve_metrics(exporter.registry, port, host, health=health)
     except BaseException:
         exporter.close()
         raise

@@ -348,6 +348,31 @@ class SqlTaskStore(SqlControl):
 
         return self._run(delete, write=True, atomic=True)
 
+    def delete_tasks(self, task_ids: Collection[str]) -> int:
+        ids = sorted(set(task_ids))
+        if not ids:
+            return 0
+        params = {"task_ids": self._array(ids)}
+
+        def delete(cur: Cursor) -> int:
+            cur.execute(self._sql["delete_history_of"], params)
+            cur.execute(self._sql["delete_tasks_by_id"], params)
+            return int(cur.rowcount)
+
+        return self._run(delete, write=True, atomic=True)
+
+    def delete_transitions(self, task_id: str, versions: Collection[int]) -> int:
+        chosen = sorted({int(version) for version in versions})
+        if not chosen:
+            return 0
+        params = {"task_id": task_id, "versions": self._array(chosen)}
+
+        def delete(cur: Cursor) -> int:
+            cur.execute(self._sql["delete_transitions"], params)
+            return int(cur.rowcount)
+
+        return self._run(delete, write=True, atomic=True)
+
     # ------------------------------------------------------------ audit trail
 
     def append(self, transition: Transition) -> None:
@@ -489,3 +514,17 @@ class SqlTaskStore(SqlControl):
             return int(cur.rowcount) > 0
 
         return bool(self._run(delete, write=True))
+
+
+def _schema_missing(found: int, expected: int) -> str:
+    """The message of ``SchemaMissing``: what was found, and how to get the schema."""
+    if found == 0:
+        return (
+            "no chongming-task schema here: nothing has been run against this database, "
+            "or it is the wrong one (check --db / CHONGMING_DB); a worker, run or submit "
+            "creates the tables"
+        )
+    return (
+        f"the chongming-task schema here is at version {found}, this version needs "
+        f"{expected}; read commands never migrate: start a worker or run once to migrate"
+    )

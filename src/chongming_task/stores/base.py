@@ -313,6 +313,22 @@ class TaskStore(ABC):
         Non-terminal tasks are never pruned. Returns how many tasks were deleted.
         """
 
+    def delete_tasks(self, task_ids: Collection[str]) -> int:
+        """Delete these tasks with their history; returns how many tasks were deleted.
+
+        The primitive of age-based retention (``chongming_task.retention``), which
+        chooses the ids (finished tasks only). The default refuses: a store that
+        cannot delete cannot be pruned by age.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not implement delete_tasks")
+
+    def delete_transitions(self, task_id: str, versions: Collection[int]) -> int:
+        """Delete these transitions of one task (history compaction); returns how many.
+
+        The default refuses, like ``delete_tasks``.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not implement delete_transitions")
+
     # ------------------------------------------------------------ audit trail
 
     @abstractmethod

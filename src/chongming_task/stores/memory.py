@@ -191,6 +191,24 @@ class InMemoryTaskStore(MemoryControl):
                 self._history.pop(row.snapshot.task_id, None)
             return len(doomed)
 
+    def delete_tasks(self, task_ids: Collection[str]) -> int:
+        with self._locked():
+            deleted = 0
+            for task_id in set(task_ids):
+                if self._tasks.pop(task_id, None) is not None:
+                    deleted += 1
+                self._history.pop(task_id, None)
+            return deleted
+
+    def delete_transitions(self, task_id: str, versions: Collection[int]) -> int:
+        doomed = set(versions)
+        with self._locked():
+            kept = [t for t in self._history.get(task_id, []) if t.version not in doomed]
+            removed = len(self._history.get(task_id, [])) - len(kept)
+            if task_id in self._history:
+                self._history[task_id] = kept
+            return removed
+
     # ------------------------------------------------------------ audit trail
 
     def append(self, transition: Transition) -> None:

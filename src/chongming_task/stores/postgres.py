@@ -37,12 +37,23 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from chongming_task.core.clock import Clock
-from chongming_task.errors import ConcurrencyConflict, ConfigurationError, StoreError
+from chongming_task.errors import (
+    ConcurrencyConflict,
+    ConfigurationError,
+    SchemaMissing,
+    StoreError,
+)
 from chongming_task.model import Failure
 from chongming_task.redact import scrub_dsn
 from chongming_task.stores._lost import check_lost_query
 from chongming_task.stores._pg_listener import CommandListener
-from chongming_task.stores._sql import SCHEMA_VERSION, Cursor, History, SqlTaskStore
+from chongming_task.stores._sql import (
+    SCHEMA_VERSION,
+    Cursor,
+    History,
+    SqlTaskStore,
+    _schema_missing,
+)
 from chongming_task.stores._sqlrows import TASK_COLUMNS
 from chongming_task.stores.base import SnapshotWrite, lost_marks, lost_writes
 from chongming_task.stores.records import LostCandidate, LostMark, TaskQuery
@@ -123,7 +134,10 @@ class PostgresTaskStore(SqlTaskStore):
         connect_timeout: float = 10.0,
         prepare_threshold: int | None = 5,
         application_name: str = "chongming-task",
+        create_schema: bool = True,
     ) -> None:
+        """``create_schema=False``: never run DDL; a database without the current
+        schema raises ``SchemaMissing`` (what the CLI's read commands use)."""
         driver, pool_module = _import_driver()
         if min_connections < 0 or max_connections < max(1, min_connections):
             raise ConfigurationError(
@@ -139,6 +153,7 @@ class PostgresTaskStore(SqlTaskStore):
         }
         self._connect_timeout = connect_timeout
         self._max_connections = max_connections
+        self._create_schema = create_schema
         self._listener: CommandListener | None = None
         self._listener_lock = threading.Lock()
         self._pool: psycopg_pool.ConnectionPool[Any] | None = None
@@ -172,6 +187,8 @@ class PostgresTaskStore(SqlTaskStore):
                         "set search_path to a schema the role can use"
                     )
                 version = self._schema_version(conn)
+                if version != SCHEMA_VERSION and not self._create_schema:
+                    raise SchemaMissing(_schema_missing(version, SCHEMA_VERSION))
                 if version != SCHEMA_VERSION:
                     self._refuse_newer(version)
                     self._migrate(conn, schema)

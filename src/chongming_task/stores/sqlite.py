@@ -41,9 +41,9 @@ from datetime import datetime
 from typing import Any, Final, Literal, TypeVar
 
 from chongming_task.core.clock import Clock
-from chongming_task.errors import ConfigurationError, StoreError
+from chongming_task.errors import ConfigurationError, SchemaMissing, StoreError
 from chongming_task.model import dumps, parse_datetime
-from chongming_task.stores._sql import SCHEMA_VERSION, Cursor
+from chongming_task.stores._sql import SCHEMA_VERSION, Cursor, _schema_missing
 from chongming_task.stores._sqlfile import split_statements
 from chongming_task.stores._sqlite_group import GroupCommitter
 from chongming_task.stores._sqlite_lost import SqliteLost
@@ -100,7 +100,10 @@ class SqliteTaskStore(SqliteLost):
         timeout: float = 5.0,
         synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
         command_poll_interval: float = 0.01,
+        create_schema: bool = True,
     ) -> None:
+        """``create_schema=False``: never run DDL; a file without the current schema
+        raises ``SchemaMissing`` (read-only access, e.g. a ``file:...?mode=ro`` URI)."""
         if sqlite3.sqlite_version_info < _MIN_SQLITE:
             raise ConfigurationError(
                 f"SqliteTaskStore needs SQLite >= 3.35 (RETURNING); this Python links "
@@ -115,6 +118,7 @@ class SqliteTaskStore(SqliteLost):
         self._timeout = timeout
         self._synchronous = synchronous
         self._poll_interval = command_poll_interval
+        self._create_schema = create_schema
         self._write_lock = threading.Lock()
         self._pool_lock = threading.Lock()
         self._connections: list[sqlite3.Connection] = []
@@ -284,6 +288,8 @@ class SqliteTaskStore(SqliteLost):
             version = self._schema_version()
             if version == SCHEMA_VERSION:
                 return
+            if not self._create_schema:
+                raise SchemaMissing(_schema_missing(version, SCHEMA_VERSION))
             self._refuse_newer(version)
             self._writer.execute("BEGIN IMMEDIATE")
             try:

@@ -29,9 +29,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from chongming_task.errors import ConfigurationError, TaskError
-from chongming_task.states import TaskStatus
+from chongming_task.model import Failure, FailureKind
+from chongming_task.states import OCCUPYING, TERMINAL, TaskStatus
 from chongming_task.stores._claiming import claim_actions
-from chongming_task.stores.base import ClaimLost, Command
+from chongming_task.stores.base import ClaimLost, Command, TaskQuery
 from chongming_task.worker.logtail import LogTail
 from chongming_task.worker.queue import WorkQueueDuty
 from chongming_task.worker.report import ShutdownReport, StoppedTask
@@ -55,6 +56,11 @@ CLAIM_LEASE: Final = 30.0
 #: down, or slower). Each poll claims and hands back that many rows, so the look is
 #: bounded.
 LOOK_PAST: Final = 256
+
+#: The trigger of the ``-> lost`` transitions of tasks abandoned at shutdown.
+ABANDONED_TRIGGER: Final = "worker:shutdown_abandoned"
+
+_TERMINAL: Final = frozenset(status.value for status in TERMINAL)
 
 #: Transitions logged at INFO (the rest, but terminal ones, at DEBUG).
 _LOGGED: Final = frozenset({TaskStatus.RUNNING, TaskStatus.PAUSED, TaskStatus.STOPPING})
@@ -121,6 +127,7 @@ class Worker:
         self.claimed = 0
         """Queued tasks this worker claimed from the work queue."""
         self._queue = WorkQueueDuty(self)
+        self._store_error: str | None = None  # the last intake poll's failure, if it failed
 
     # ------------------------------------------------------------ lifecycle
 
@@ -142,6 +149,30 @@ class Worker:
         """Block until :meth:`request_shutdown`; True when it was requested."""
         return self._stop.wait(timeout)
 
+    def health(self) -> tuple[bool, dict[str, Any]]:
+        """``(healthy, details)`` for a liveness/readiness probe (``/healthz``).
+
+        Healthy while the worker is started, not shutting down, its intake thread is
+        alive and its last look at the store succeeded. ``details`` says which of
+        these failed, plus the tasks held (a JSON-ready mapping).
+        """
+        started = self._thread is not None
+        alive = self._thread is not None and self._thread.is_alive()
+        stopping = self._stop.is_set()
+        details: dict[str, Any] = {
+            "owner": self.owner,
+            "started": started,
+            "intake_alive": alive,
+            "shutting_down": stopping,
+            "store_error": self._store_error,
+            "active": self.controller.active_count,
+            "queued": self.controller.queued_count,
+            "max_parallel": self.max_parallel,
+        }
+        healthy = started and alive and not stopping and self._store_error is None
+        details["status"] = "ok" if healthy else "unhealthy"
+        return healthy, details
+
     def request_shutdown(self) -> None:
         """Ask the worker to stop taking work (safe from a signal handler)."""
         self._stop.set()
@@ -150,8 +181,11 @@ class Worker:
     def shutdown(self, *, reason: str = "worker shutdown", timeout: float = 30.0) -> ShutdownReport:
         """Stop intake and scheduler, stop every held task within ``timeout``, report.
 
-        Tasks that do not reach a terminal state in time are reported as unfinished;
-        their lease expires and the next ``reconcile()`` anywhere marks them ``lost``.
+        A task that does not reach a terminal state in time is abandoned: the worker is
+        leaving and nothing will carry it on, so it is marked ``lost`` in the store at
+        once (trigger ``worker:shutdown_abandoned``) and reported as lost, not stopped.
+        Its body may have been cut off mid-way, which is what ``lost`` says. A task that
+        changed under the write (it finished at the last moment) keeps its own ending.
         """
         self._stop.set()
         self._slot_freed.set()
@@ -165,17 +199,49 @@ class Worker:
         if self._log_tail is not None:
             self._log_tail.close()
             self._log_tail = None
+        after = {run.task_id: run.status.value for run in held}
+        unfinished = [task_id for task_id, status in after.items() if status not in _TERMINAL]
+        if unfinished:
+            after.update(self._mark_abandoned(unfinished, timeout))
         self._queue.heartbeat(stopped=True)
         tasks = tuple(
             StoppedTask(
                 task_id=run.task_id,
                 name=run.name,
                 before=before[run.task_id],
-                after=run.status.value,
+                after=after[run.task_id],
             )
             for run in held
         )
         return ShutdownReport(reason=reason, tasks=tasks)
+
+    def _mark_abandoned(self, task_ids: list[str], timeout: float) -> dict[str, str]:
+        """Mark the tasks that did not stop in time ``lost``; their new statuses by id."""
+        message = (
+            f"abandoned at worker shutdown: did not stop within {timeout:g}s; the body may "
+            f"have been cut off mid-way (worker {self.owner})"
+        )
+
+        def failure(_: object) -> Failure:
+            return Failure(kind=FailureKind.LOST, message=message, retryable=True)
+
+        try:
+            marks = self.store.mark_lost_many(
+                TaskQuery(task_ids=frozenset(task_ids), statuses=OCCUPYING),
+                clock=self.controller.clock,
+                actor=self.owner,
+                trigger=ABANDONED_TRIGGER,
+                failure=failure,
+            )
+        except Exception as exc:  # the store may be what failed: report, do not hide
+            log.warning("could not mark abandoned tasks lost: %s", exc)
+            return {}
+        result: dict[str, str] = {}
+        for mark in marks:
+            if mark.transition is not None:
+                result[mark.task_id] = TaskStatus.LOST.value
+                log.warning("%s lost: %s", mark.task_id, message)
+        return result
 
     # ------------------------------------------------------------ intake
 
@@ -238,10 +304,12 @@ class Worker:
             handed_back = 0
             try:
                 taken, handed_back = self.poll_once()
+                self._store_error = None
                 if taken:
                     continue  # there may be more
             except Exception as exc:
                 # Logged, not raised: a store hiccup must not end a long-lived worker.
+                self._store_error = f"{type(exc).__name__}: {exc}"
                 log.warning("claiming submissions failed: %s: %s", type(exc).__name__, exc)
                 self._stop.wait(self.poll_interval)
             if self._stop.is_set():

@@ -34,12 +34,18 @@ class ShutdownReport:
     tasks: tuple[StoppedTask, ...] = ()
 
     @property
+    def lost(self) -> tuple[StoppedTask, ...]:
+        """Tasks abandoned at the deadline and marked ``lost`` by the shutdown."""
+        return tuple(task for task in self.tasks if task.after == TaskStatus.LOST.value)
+
+    @property
     def unfinished(self) -> tuple[StoppedTask, ...]:
-        """Tasks still not terminal at the deadline: their lease will expire and the
-        next ``reconcile()`` anywhere marks them ``lost`` (the body may still run)."""
-        return tuple(task for task in self.tasks if not task.finished)
+        """Tasks that did not end by themselves in time: the ``lost`` ones, and any the
+        store refused to mark (their lease expires and the next ``reconcile()`` marks
+        them ``lost``)."""
+        return tuple(task for task in self.tasks if not task.finished or task in self.lost)
 
     @property
     def clean(self) -> bool:
-        """True when every held task reached a terminal state in time."""
+        """True when every held task reached a terminal state in time (none lost)."""
         return not self.unfinished

@@ -55,6 +55,8 @@ class Submission:
     priority: int | None = None
     bucket_key: str | None = None
     label: str | None = None
+    metadata: Mapping[str, JSONValue] = field(default_factory=dict)
+    """Task metadata to submit with (``traceparent`` of the submitter's trace)."""
 
     def __post_init__(self) -> None:
         for value, what in ((self.name, "name"), (self.task_id, "task_id")):
@@ -63,6 +65,7 @@ class Submission:
             check_text(value, f"submission {what}")
         ensure_json(list(self.args), "submission args")
         ensure_json(dict(self.kwargs), "submission kwargs")
+        ensure_json(dict(self.metadata), "submission metadata")
         if self.priority is not None:
             check_priority(self.priority, "submission priority")
 
@@ -77,6 +80,8 @@ class Submission:
             options["bucket_key"] = self.bucket_key
         if self.label is not None:
             options["label"] = self.label
+        if self.metadata:
+            options["metadata"] = dict(self.metadata)
         return options
 
     def to_payload(self) -> dict[str, JSONValue]:
@@ -89,6 +94,7 @@ class Submission:
             "priority": self.priority,
             "bucket_key": self.bucket_key,
             "label": self.label,
+            "metadata": dict(self.metadata),
         }
 
     @classmethod
@@ -104,6 +110,7 @@ class Submission:
                 priority=payload.get("priority"),
                 bucket_key=payload.get("bucket_key"),
                 label=payload.get("label"),
+                metadata=dict(payload.get("metadata") or {}),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigurationError(f"malformed submission payload: {exc!r}") from exc

@@ -179,9 +179,12 @@ def node_controller(
     max_parallel: int = 1,
     lease_ttl: float | None = None,
     keep_finished: int | None = None,
+    executor: Any = None,
 ) -> Controller:
     """A controller that runs tasks, with this node's owner and owned buckets."""
     options: dict[str, Any] = {"max_parallel": max_parallel, "keep_finished": keep_finished}
+    if executor is not None:
+        options["executor"] = executor
     if lease_ttl is not None:
         options["lease_ttl"] = lease_ttl
     if session.options.owner:
@@ -238,6 +241,94 @@ def check_arguments(controller: Controller, name: str, kwargs: dict[str, Any]) -
     except TypeError as exc:
         shown = ", ".join(format_parameter(p) for p in signature.parameters.values())
         raise CommandFailed(f"arguments do not fit task {name!r} ({shown}): {exc}") from None
+    check_annotations(definition.fn, signature, name, kwargs)
+
+
+def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
+    import typing
+
+    try:
+        return typing.get_type_hints(fn)
+    except Exception:  # an annotation that does not resolve: nothing to check against
+        return {}
+
+
+def _fits(value: Any, annotation: Any) -> bool | None:
+    """Whether a JSON value fits a simple annotation; ``None`` when it cannot be judged."""
+    import math
+    import types
+    import typing
+
+    if annotation is Any or annotation is inspect.Parameter.empty:
+        return True
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        verdicts = [_fits(value, option) for option in typing.get_args(annotation)]
+        if any(verdict is True for verdict in verdicts):
+            return True
+        return None if any(verdict is None for verdict in verdicts) else False
+    if annotation is type(None):
+        return value is None
+    if annotation is bool:
+        return isinstance(value, bool)
+    if annotation is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if annotation is float:
+        return (
+            isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+        )
+    if annotation is str:
+        return isinstance(value, str)
+    if (origin or annotation) in (list, tuple, set, frozenset):
+        return isinstance(value, list)
+    if (origin or annotation) is dict:
+        return isinstance(value, dict)
+    return None
+
+
+def _kind(value: Any) -> str:
+    import math
+
+    if value is None:
+        return "null"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "a non-finite number"
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}.get(
+        type(value), f"a JSON {type(value).__name__}"
+    )
+
+
+def check_annotations(
+    fn: Callable[..., Any], signature: inspect.Signature, name: str, kwargs: dict[str, Any]
+) -> None:
+    """Refuse ``--arg`` values that cannot be what the task's annotations say.
+
+    ``int``, ``float`` (finite), ``str``, ``bool``, ``list``/``tuple``, ``dict``, ``None``
+    and unions of them are checked; any other annotation is left to the task. A value
+    that cannot fit is a usage error (exit 2): the command line is wrong as written.
+
+    Raises:
+        UsageError: A value does not fit its parameter's annotation.
+    """
+    hints = _hints(fn)
+    for key, value in kwargs.items():
+        parameter = signature.parameters.get(key)
+        if parameter is None or key not in hints:
+            continue
+        if _fits(value, hints[key]) is False:
+            raise UsageError(
+                f"--arg {key}={json_text(value)}: task {name!r} takes "
+                f"{format_parameter(parameter)}, and {_kind(value)} is not that"
+            )
+
+
+def json_text(value: Any) -> str:
+    import json
+
+    try:
+        return json.dumps(value)
+    except ValueError:
+        return repr(value)
 
 
 def _is_context(parameter: Any) -> bool:

@@ -58,7 +58,7 @@ def _reconcile_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = new_parser(
         subparsers,
         "reconcile",
-        help="mark tasks whose holder is gone as lost (§8.11)",
+        help="mark tasks whose holder is gone (lease expired) as lost",
         handler=cmd_reconcile,
     )
     parser.add_argument("--dry-run", action="store_true", help="report only, change nothing")
@@ -66,10 +66,30 @@ def _reconcile_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
 
 def _prune_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = new_parser(
-        subparsers, "prune", help="drop the oldest finished tasks", handler=cmd_prune
+        subparsers,
+        "prune",
+        help="delete old finished tasks with their history",
+        description="Delete finished tasks (succeeded, failed, stopped, ...) with their "
+        "history: those older than --older-than, or all but the newest --keep-terminal. "
+        "Unfinished tasks are never deleted.",
+        handler=cmd_prune,
     )
     parser.add_argument(
-        "--keep-terminal", type=integer, required=True, metavar="N", help="finished tasks to keep"
+        "--older-than",
+        metavar="AGE",
+        help="finished more than AGE ago: 90s, 30m, 12h, 7d, 2w",
+    )
+    parser.add_argument(
+        "--keep-terminal", type=integer, metavar="N", help="keep only the newest N finished tasks"
+    )
+    parser.add_argument(
+        "--status",
+        action="append",
+        metavar="STATUS",
+        help="with --older-than: only these final statuses (repeatable or comma-separated)",
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="with --older-than: count, delete nothing"
     )
 
 
@@ -217,7 +237,61 @@ def cmd_reconcile(args: argparse.Namespace, session: Session) -> int:
     return ExitCode.OK
 
 
+def _prune_by_age(args: argparse.Namespace, session: Session) -> int:
+    from chongming_task.errors import ConfigurationError
+    from chongming_task.retention import parse_age, prune_older_than
+
+    try:
+        age = parse_age(args.older_than)
+    except ConfigurationError as exc:
+        raise UsageError(f"--older-than: {exc}") from None
+    statuses = [item.strip() for value in args.status or () for item in value.split(",")]
+    unknown = [item for item in statuses if item not in {status.value for status in TaskStatus}]
+    if unknown:
+        raise UsageError(f"--status {unknown[0]!r} is not a status")
+    controller = console_controller(session, session.open_store(create=False))
+    try:
+        report = prune_older_than(
+            controller.store,
+            age,
+            clock=controller.clock,
+            statuses=statuses or None,
+            dry_run=args.dry_run,
+        )
+    except ConfigurationError as exc:
+        raise UsageError(f"--status: {exc}") from None
+    if session.json:
+        session.output.json(
+            document(
+                "prune",
+                older_than=args.older_than,
+                cutoff=report.cutoff.isoformat(),
+                dry_run=report.dry_run,
+                matched=report.matched,
+                removed=report.removed,
+                sample=list(report.sample),
+            )
+        )
+    elif report.dry_run:
+        shown = f" (oldest: {', '.join(report.sample)})" if report.sample else ""
+        session.output.print(
+            f"would prune {report.matched} finished task(s) older than {args.older_than}"
+            f"{shown}; nothing deleted (--dry-run)"
+        )
+    else:
+        session.output.print(
+            f"pruned {report.removed} finished task(s) older than {args.older_than}"
+        )
+    return ExitCode.OK
+
+
 def cmd_prune(args: argparse.Namespace, session: Session) -> int:
+    if (args.older_than is None) == (args.keep_terminal is None):
+        raise UsageError("give --older-than AGE or --keep-terminal N (one of them)")
+    if args.older_than is not None:
+        return _prune_by_age(args, session)
+    if args.status or args.dry_run:
+        raise UsageError("--status and --dry-run go with --older-than")
     if args.keep_terminal < 0:
         raise UsageError(f"--keep-terminal must be >= 0, got {args.keep_terminal}")
     controller = console_controller(session, session.open_store(create=False))

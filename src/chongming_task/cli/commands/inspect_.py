@@ -113,7 +113,7 @@ def status_lines(snapshot: TaskSnapshot, now: datetime | None = None) -> list[tu
 
 
 def cmd_status(args: argparse.Namespace, session: Session) -> int:
-    store = session.open_store(create=False)
+    store = session.open_store(create=False, read_only=True)
     controller = console_controller(session, store)
     snapshot = controller.get(args.task_id)
     if snapshot is None:
@@ -164,7 +164,7 @@ def _status_of_submission(task_id: str, session: Session, controller: Any, store
 
 
 def cmd_history(args: argparse.Namespace, session: Session) -> int:
-    store = session.open_store(create=False)
+    store = session.open_store(create=False, read_only=True)
     controller = console_controller(session, store)
     require_task(controller, store, args.task_id)
     transitions = store.history(args.task_id)
@@ -205,7 +205,7 @@ def cmd_stats(args: argparse.Namespace, session: Session) -> int:
     def warn(task_id: str, error: str) -> None:
         session.output.notice(f"warning: skipping corrupt task row {task_id!r}: {error}")
 
-    controller = console_controller(session, session.open_store(create=False))
+    controller = console_controller(session, session.open_store(create=False, read_only=True))
     store = controller.store
     counts, _ = counts_skipping_corrupt(store.count_by_status, store.query, warn=warn)
     stats = ControllerStats.from_counts(counts)
@@ -229,7 +229,7 @@ def cmd_stats(args: argparse.Namespace, session: Session) -> int:
 
 
 def cmd_buckets(args: argparse.Namespace, session: Session) -> int:
-    controller = console_controller(session, session.open_store(create=False))
+    controller = console_controller(session, session.open_store(create=False, read_only=True))
     counts = controller.bucket_counts()
     options = session.options
     owned = options.owned_buckets

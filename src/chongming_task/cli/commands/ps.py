@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import time
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from chongming_task.cli.commands._common import console_controller, new_parser
 from chongming_task.cli.errors import ExitCode, UsageError
@@ -24,7 +24,15 @@ if TYPE_CHECKING:
     from chongming_task.controller import Controller
     from chongming_task.model import TaskSnapshot
 
-__all__ = ["add_parsers", "task_rows"]
+__all__ = ["DEFAULT_LIMIT", "ORDERS", "add_parsers", "task_rows"]
+
+#: Tasks ``ps`` lists without ``--limit``/``--all``: a store with a million finished
+#: tasks must not print (or read) them all because someone typed ``ps``.
+DEFAULT_LIMIT = 50
+
+#: ``--order`` values; the ``-`` ones look like options to argparse, so
+#: ``app.join_dash_values`` glues ``--order -created`` into ``--order=-created``.
+ORDERS = ("created", "-created", "updated", "-updated", "priority")
 
 
 def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -40,12 +48,22 @@ def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument("--name", metavar="PREFIX", help="only task names starting with PREFIX")
     parser.add_argument("--tag", help="only tasks carrying this tag")
     parser.add_argument("--bucket", type=integer, help="only tasks in this bucket")
-    parser.add_argument("--limit", type=integer, help="at most N tasks (in --order)")
+    parser.add_argument(
+        "--limit",
+        type=integer,
+        help=f"at most N tasks, in --order (default {DEFAULT_LIMIT}; --all for every task)",
+    )
+    parser.add_argument(
+        "--all",
+        action="store_true",
+        help="every matching task, however many (no default limit)",
+    )
     parser.add_argument(
         "--order",
-        choices=["created", "-created", "updated", "-updated", "priority"],
-        default="created",
-        help="sort: created (default), -created (newest first), updated, -updated, priority",
+        choices=ORDERS,
+        default="-created",
+        help="sort: -created (newest first, the default), created (oldest first), "
+        "updated, -updated, priority",
     )
     parser.add_argument("--watch", action="store_true", help="refresh until Ctrl-C")
     parser.add_argument(
@@ -81,6 +99,8 @@ def _filters(args: argparse.Namespace, session: Session) -> dict[str, Any]:
         )
     if args.limit is not None and args.limit < 1:
         raise UsageError(f"--limit must be >= 1, got {args.limit}")
+    if args.limit is not None and args.all:
+        raise UsageError("give either --limit N or --all, not both")
     if args.interval <= 0:
         raise UsageError(f"--interval must be > 0, got {args.interval}")
     if args.count is not None and args.count < 1:
@@ -90,7 +110,7 @@ def _filters(args: argparse.Namespace, session: Session) -> dict[str, Any]:
         "name_prefix": args.name,
         "tag": args.tag,
         "bucket": args.bucket,
-        "limit": args.limit,
+        "limit": None if args.all else (args.limit or DEFAULT_LIMIT),
         "order": args.order,
     }
     if options.partitions:
@@ -121,13 +141,7 @@ def task_rows(snapshots: list[TaskSnapshot], now: datetime) -> list[list[str]]:
     return rows
 
 
-def _render(
-    session: Session,
-    snapshots: list[TaskSnapshot],
-    *,
-    compact: bool,
-    corrupt: dict[str, str] | None = None,
-) -> Any:
+def _render(session: Session, page: Page, *, compact: bool) -> Any:
     """Print the JSON or plain table; return a rich renderable on a terminal.
 
     Rows the store could not decode are listed as ``corrupt`` (their warning went to
@@ -135,12 +149,18 @@ def _render(
     """
     from chongming_task.controller.table import COLUMNS, render_table
 
-    corrupt = corrupt or {}
+    snapshots, total, corrupt = page
     output = session.output
     if session.json:
         broken = [{"task_id": task_id, "error": error} for task_id, error in corrupt.items()]
         output.json(
-            document("ps", count=len(snapshots), tasks=tasks_docs(snapshots), corrupt=broken),
+            document(
+                "ps",
+                count=len(snapshots),
+                total=total,
+                tasks=tasks_docs(snapshots),
+                corrupt=broken,
+            ),
             compact=compact,
         )
         return None
@@ -156,25 +176,61 @@ def _render(
     return None
 
 
-def _query(
-    session: Session, controller: Controller, filters: dict[str, Any]
-) -> tuple[list[TaskSnapshot], dict[str, str]]:
+def _footer(session: Session, page: Page) -> None:
+    """``showing 50 of 1234 tasks``, on stderr so a script reading the table gets none."""
+    shown, total = len(page[0]) + len(page[2]), page[1]
+    if shown < total and not session.json:
+        session.output.notice(
+            f"showing {shown} of {total} tasks (--all for every one, or --limit N)"
+        )
+
+
+#: One look at the store: the tasks shown, how many matched in all, and the rows that
+#: could not be decoded (task id -> error).
+Page: TypeAlias = "tuple[list[TaskSnapshot], int, dict[str, str]]"
+
+
+def _query(session: Session, controller: Controller, filters: dict[str, Any]) -> Page:
     from chongming_task.stores._salvage import query_skipping_corrupt
 
     def warn(task_id: str, error: str) -> None:
         session.output.notice(f"warning: skipping corrupt task row {task_id!r}: {error}")
 
-    return query_skipping_corrupt(lambda: list(controller.list_tasks(**filters)), warn)
+    snapshots, corrupt = query_skipping_corrupt(
+        lambda: list(controller.list_tasks(**filters)), warn
+    )
+    found = len(snapshots) + len(corrupt)
+    limit = filters.get("limit")
+    if limit is None or found < limit:
+        return snapshots, found, corrupt
+    return snapshots, max(_count(controller, filters), found), corrupt
+
+
+def _count(controller: Controller, filters: dict[str, Any]) -> int:
+    """How many tasks match ``filters`` (limit and order aside), from the store's counts."""
+    from chongming_task.controller.options import parse_statuses
+    from chongming_task.stores.records import TaskQuery
+
+    buckets = filters.get("buckets")
+    query = TaskQuery(
+        statuses=parse_statuses(filters.get("status")),
+        name_prefix=filters.get("name_prefix"),
+        tag=filters.get("tag"),
+        bucket=filters.get("bucket"),
+        buckets=None if buckets is None else frozenset(buckets),
+    )
+    return sum(controller.store.count_by_status(query).values())
 
 
 def cmd_ps(args: argparse.Namespace, session: Session) -> int:
     filters = _filters(args, session)
-    controller = console_controller(session, session.open_store(create=False))
+    controller = console_controller(session, session.open_store(create=False, read_only=True))
     if not args.watch:
-        snapshots, corrupt = _query(session, controller, filters)
-        table = _render(session, snapshots, compact=False, corrupt=corrupt)
+        page = _query(session, controller, filters)
+        table = _render(session, page, compact=False)
         if table is not None:
             session.output.console.print(table)
+        _footer(session, page)
         return ExitCode.OK
     return _watch(args, session, controller, filters)
 
@@ -190,9 +246,9 @@ def _watch(
 
             with Live(console=output.console, auto_refresh=False) as live:
                 while args.count is None or refreshes < args.count:
-                    snapshots, corrupt = _query(session, controller, filters)
                     live.update(
-                        _render(session, snapshots, compact=True, corrupt=corrupt), refresh=True
+                        _render(session, _query(session, controller, filters), compact=True),
+                        refresh=True,
                     )
                     refreshes += 1
                     if args.count is None or refreshes < args.count:
@@ -201,8 +257,7 @@ def _watch(
         while args.count is None or refreshes < args.count:
             if refreshes and not session.json:
                 output.print("")
-            snapshots, corrupt = _query(session, controller, filters)
-            _render(session, snapshots, compact=True, corrupt=corrupt)
+            _render(session, _query(session, controller, filters), compact=True)
             refreshes += 1
             if args.count is None or refreshes < args.count:
                 time.sleep(args.interval)

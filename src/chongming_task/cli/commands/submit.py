@@ -9,6 +9,8 @@ before anything is written, instead of being discovered by a worker later.
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import time
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -23,7 +25,7 @@ from chongming_task.states import TaskStatus
 
 if TYPE_CHECKING:
     from chongming_task.cli.session import Session
-    from chongming_task.model import TaskSnapshot
+    from chongming_task.model import JSONValue, TaskSnapshot
     from chongming_task.stores.base import TaskStore
 
 __all__ = ["add_parsers", "new_task_id"]
@@ -40,6 +42,12 @@ def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
         handler=cmd_submit,
     )
     add_submission_options(parser)
+    parser.add_argument(
+        "--traceparent",
+        metavar="HEADER",
+        help="W3C traceparent of the caller's trace: the task's span becomes its child "
+        "(env TRACEPARENT; default: the current OpenTelemetry span, when there is one)",
+    )
     parser.add_argument("--wait", action="store_true", help="wait until the task ends")
     parser.add_argument(
         "--timeout", type=seconds, metavar="SECONDS", help="with --wait: give up after SECONDS"
@@ -49,6 +57,38 @@ def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
 def new_task_id(name: str) -> str:
     """A fresh task id for a submission: the task name plus 12 random hex digits."""
     return f"{name}-{uuid.uuid4().hex[:12]}"
+
+
+#: ``version-traceid-parentid-flags`` (W3C Trace Context, version 00).
+_TRACEPARENT = re.compile(r"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
+
+
+def trace_metadata(flag: str | None) -> dict[str, JSONValue]:
+    """``{"traceparent": ...}`` from ``--traceparent``, ``TRACEPARENT`` or the current span.
+
+    A given header must be well formed (a usage error otherwise: it was typed or
+    passed on by a script, and a silently dropped trace is hard to notice). Without
+    one, the current OpenTelemetry span is used when the ``otel`` extra is installed.
+    """
+    raw = flag if flag is not None else os.environ.get("TRACEPARENT")
+    if raw is not None:
+        value = raw.strip().lower()
+        if not _TRACEPARENT.match(value) or value.split("-")[1] == "0" * 32:
+            raise UsageError(
+                f"--traceparent must be a W3C traceparent like "
+                f"00-<32 hex trace id>-<16 hex span id>-01, got {raw!r}"
+            )
+        metadata: dict[str, JSONValue] = {"traceparent": value}
+        state = os.environ.get("TRACESTATE")
+        if state and flag is None:
+            metadata["tracestate"] = state
+        return metadata
+    try:
+        from chongming_task.observability.trace_context import inject_trace_context
+
+        return inject_trace_context()
+    except ConfigurationError:  # no otel extra: nothing to carry
+        return {}
 
 
 def cmd_submit(args: argparse.Namespace, session: Session) -> int:
@@ -65,6 +105,7 @@ def cmd_submit(args: argparse.Namespace, session: Session) -> int:
         priority=request.priority,
         bucket_key=request.bucket_key,
         label=request.label,
+        metadata=trace_metadata(args.traceparent),
     )
     store = session.open_store(create=True)
     try:

@@ -1,21 +1,24 @@
 """``worker --tasks MODULE``: the long-lived daemon, in the foreground.
 
-Meant for systemd, nohup or a container: it logs what it does as plain lines,
+Meant for systemd, nohup or a container: it logs what it does on stderr, one line
+per event with a UTC timestamp and a level (``--log-format json`` for log shippers),
 reconciles at start, takes submitted tasks, serves commands from other processes
 and, on SIGTERM or Ctrl-C, stops what it holds within ``--shutdown-timeout`` and
-reports each task it stopped. Exit code 0 when every task stopped in time, 1 when
-some did not (their leases expire and ``reconcile`` will mark them ``lost``).
+reports each task it stopped. A task that does not stop in time is abandoned: it is
+marked ``lost`` and counted as lost. Exit code 0 when every task stopped in time, 1
+when any was lost.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 from typing import TYPE_CHECKING, Any
 
 from chongming_task.cli.commands._common import add_tasks_option, new_parser, node_controller
 from chongming_task.cli.errors import CommandFailed, ExitCode, UsageError, one_line
 from chongming_task.cli.loader import load_task_module, module_schedules, register_tasks
-from chongming_task.cli.logs import library_logging
+from chongming_task.cli.logs import LOG_FORMATS, LOG_LEVELS, worker_logging
 from chongming_task.cli.parsing import env, format_buckets, integer, seconds
 from chongming_task.cli.signals import on_shutdown_signals
 from chongming_task.errors import ConfigurationError, TaskError
@@ -28,6 +31,11 @@ __all__ = ["add_parsers"]
 #: Finished runs a worker keeps holding: enough for a look from Python at recent work,
 #: while a daemon that runs for weeks does not keep every task it ever ran in memory.
 DEFAULT_KEEP_FINISHED = 1000
+
+#: ``--executor`` choices: a thread per run, or a child process per run (hard stops).
+EXECUTORS = ("thread", "process")
+
+log = logging.getLogger("chongming_task.worker")
 
 
 def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -70,6 +78,13 @@ def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
         f"store, so memory stays flat however long it runs (default {DEFAULT_KEEP_FINISHED})",
     )
     parser.add_argument(
+        "--keep-finished-for",
+        metavar="AGE",
+        default=None,
+        help="delete finished tasks older than AGE from the store, checked periodically "
+        "(90s, 30m, 12h, 7d, 2w; env CHONGMING_KEEP_FINISHED_FOR; default: keep all)",
+    )
+    parser.add_argument(
         "--metrics-port",
         type=integer,
         default=None,
@@ -81,6 +96,26 @@ def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
         default=None,
         metavar="HOST",
         help="interface for --metrics-port (env CHONGMING_METRICS_HOST; default 127.0.0.1)",
+    )
+    parser.add_argument(
+        "--executor",
+        choices=EXECUTORS,
+        default=None,
+        help="where task bodies run: thread (default) or process, a child process per "
+        "run, the only executor whose stop is enforced (env CHONGMING_EXECUTOR)",
+    )
+    parser.add_argument(
+        "--log-level",
+        choices=LOG_LEVELS,
+        default=None,
+        help="least severe log lines shown (env CHONGMING_LOG_LEVEL; default info)",
+    )
+    parser.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default=None,
+        help="log lines on stderr as text (timestamp, level, message) or json, one object "
+        "per line (env CHONGMING_LOG_FORMAT; default text)",
     )
     parser.add_argument(
         "--poll-interval",
@@ -97,6 +132,72 @@ def _ids(task_ids: tuple[str, ...], shown: int = 5) -> str:
         return "0"
     more = f", +{len(task_ids) - shown} more" if len(task_ids) > shown else ""
     return f"{len(task_ids)} ({', '.join(task_ids[:shown])}{more})"
+
+
+def _choice(args: argparse.Namespace, option: str, choices: tuple[str, ...], default: str) -> str:
+    """``--option`` or ``CHONGMING_OPTION``, checked against ``choices``."""
+    attribute = option.replace("-", "_")
+    raw = getattr(args, attribute) or env(attribute.upper(), default) or default
+    value = raw.strip().lower()
+    if value not in choices:
+        variable = f"CHONGMING_{attribute.upper()}"
+        raise UsageError(
+            f"--{option} ({variable}) must be one of {', '.join(choices)}, got {raw!r}"
+        )
+    return value
+
+
+def _executor(name: str) -> Any:
+    if name == "process":
+        from chongming_task.runtime.executors.process import ProcessExecutor
+
+        return ProcessExecutor()
+    return None  # the controller's default ThreadExecutor
+
+
+def _tracing(controller: Any) -> Any:
+    """OpenTelemetry from the ``OTEL_*`` variables; a warning, not a failure, without it."""
+    from chongming_task.observability.otel_env import tracing_from_env, wants_tracing
+
+    if not wants_tracing():
+        return None
+    try:
+        tracing = tracing_from_env(controller)
+    except ConfigurationError as exc:
+        log.warning("tracing is off: %s", exc)
+        return None
+    if tracing is not None:
+        log.info("tracing: OpenTelemetry spans exported with %s", tracing.exporter)
+    return tracing
+
+
+def _retention(args: argparse.Namespace) -> Any:
+    """``--keep-finished-for`` as a ``timedelta``, or ``None`` (keep everything)."""
+    from chongming_task.retention import parse_age
+
+    raw = args.keep_finished_for or env("KEEP_FINISHED_FOR")
+    if not raw:
+        return None
+    try:
+        return parse_age(raw)
+    except ConfigurationError as exc:
+        raise UsageError(f"--keep-finished-for: {exc}") from None
+
+
+def _start_pruner(controller: Any, age: Any, args: argparse.Namespace) -> Any:
+    from chongming_task.retention import PruneReport, RetentionLoop
+
+    def on_pass(report: PruneReport) -> None:
+        if report.removed:
+            log.info("retention: pruned %d finished task(s) older than %s", report.removed, age)
+
+    def on_error(exc: BaseException) -> None:
+        log.warning("retention: pruning failed (next pass retries): %s", exc)
+
+    log.info("retention: finished tasks are kept for %s", args.keep_finished_for or age)
+    return RetentionLoop(
+        controller.store, age, clock=controller.clock, on_pass=on_pass, on_error=on_error
+    )
 
 
 def _max_parallel(args: argparse.Namespace) -> int:
@@ -141,19 +242,19 @@ def _metrics_port(args: argparse.Namespace) -> int | None:
     return port
 
 
-def _expose_metrics(controller: Any, scheduler: Any, port: int, host: str) -> Any:
-    """Serve ``/metrics`` for this worker (the ``prometheus`` extra)."""
+def _expose_metrics(controller: Any, scheduler: Any, port: int, host: str, worker: Any) -> Any:
+    """Serve ``/metrics`` and ``/healthz`` for this worker (the ``prometheus`` extra)."""
     from chongming_task.observability.server import expose_metrics
 
     try:
-        return expose_metrics(controller, port, host=host, scheduler=scheduler)
+        return expose_metrics(
+            controller, port, host=host, scheduler=scheduler, health=worker.health
+        )
     except ConfigurationError as exc:
         raise CommandFailed(str(exc)) from exc
 
 
 def cmd_worker(args: argparse.Namespace, session: Session) -> int:
-    from chongming_task.worker import Worker
-
     max_parallel = _max_parallel(args)
     metrics_port = _metrics_port(args)
     metrics_host = args.metrics_host or env("METRICS_HOST", "127.0.0.1") or "127.0.0.1"
@@ -165,74 +266,141 @@ def cmd_worker(args: argparse.Namespace, session: Session) -> int:
         raise UsageError(
             f"--keep-finished must be a number of tasks >= 0, got {args.keep_finished}"
         )
+    executor = _choice(args, "executor", EXECUTORS, "thread")
+    level = _choice(args, "log-level", LOG_LEVELS, "info")
+    fmt = _choice(args, "log-format", LOG_FORMATS, "text")
+    retention = _retention(args)
     spec = args.tasks or env("TASKS") or ""
     module = load_task_module(spec)
-    output = session.output
-    with library_logging(output, info=True):
-        store = session.open_store(create=True)
-        controller = node_controller(
+    with worker_logging(session.output, level=level, fmt=fmt):
+        return _serve(
+            args,
             session,
-            store,
+            module=module,
+            spec=spec,
             max_parallel=max_parallel,
-            lease_ttl=args.lease_ttl,
-            keep_finished=args.keep_finished,
+            executor=executor,
+            retention=retention,
+            metrics=(metrics_port, metrics_host),
         )
-        names = register_tasks(controller, module, spec)
-        scheduler, schedule_names = _scheduler(controller, module, spec)
-        worker = Worker(
-            controller,
-            max_parallel=max_parallel,
-            poll_interval=args.poll_interval,
-            scheduler=scheduler,
-        )
-        owned = session.options.owned_buckets
-        output.print(
-            f"worker {controller.owner} on {session.options.shown_db}: tasks {', '.join(names)}; "
-            f"max_parallel {max_parallel}; buckets "
-            f"{'all' if owned is None else format_buckets(owned)} of "
-            f"{session.options.num_buckets}"
-        )
-        if schedule_names:
-            output.print(f"schedules: {', '.join(schedule_names)}")
-        metrics = None
-        if metrics_port is not None:
-            metrics = session.on_close(
-                _expose_metrics(controller, scheduler, metrics_port, metrics_host)
-            )
-            output.print(f"metrics: {metrics.url}")
-        received: list[str] = []
 
-        def on_signal(name: str) -> None:
-            received.append(name)
-            worker.request_shutdown()
 
-        with on_shutdown_signals(on_signal):
-            report = worker.start()
-            output.print(
-                f"reconciled: {_ids(report.lost)} lost, {_ids(report.adoptable)} adoptable "
-                f"(resubmit to run), {_ids(report.skipped)} skipped"
-            )
-            output.print("ready; stop with Ctrl-C or SIGTERM")
-            try:
-                while not worker.wait(0.5):
-                    pass
-            except KeyboardInterrupt:  # a signal raced the handler installation
-                received.append("SIGINT")
-            signal_name = received[0] if received else "shutdown"
-            held = sum(1 for run in controller.runs() if not run.done)
-            output.print(
-                f"{signal_name}: shutting down; stopping {held} task(s) "
-                f"(deadline {args.shutdown_timeout:g}s)"
-            )
-            shutdown = worker.shutdown(
-                reason=f"worker shutdown ({signal_name})", timeout=args.shutdown_timeout
-            )
-        for task in shutdown.tasks:
-            note = "" if task.finished else "  (did not stop in time)"
-            output.print(f"  {task.task_id} ({task.name}): {task.before} -> {task.after}{note}")
-        output.print(
-            f"worker {controller.owner} stopped: took {worker.accepted} task(s), "
-            f"stopped {len(shutdown.tasks) - len(shutdown.unfinished)}, "
-            f"unfinished {len(shutdown.unfinished)}"
+def _serve(
+    args: argparse.Namespace,
+    session: Session,
+    *,
+    module: Any,
+    spec: str,
+    max_parallel: int,
+    executor: str,
+    retention: Any,
+    metrics: tuple[int | None, str],
+) -> int:
+    from chongming_task.worker import Worker
+
+    store = session.open_store(create=True)
+    controller = node_controller(
+        session,
+        store,
+        max_parallel=max_parallel,
+        lease_ttl=args.lease_ttl,
+        keep_finished=args.keep_finished,
+        executor=_executor(executor),
+    )
+    names = register_tasks(controller, module, spec)
+    scheduler, schedule_names = _scheduler(controller, module, spec)
+    tracing = _tracing(controller)
+    if tracing is not None:
+        session.on_close(tracing)
+    worker = Worker(
+        controller,
+        max_parallel=max_parallel,
+        poll_interval=args.poll_interval,
+        scheduler=scheduler,
+    )
+    endpoint = None
+    metrics_port, metrics_host = metrics
+    if metrics_port is not None:  # before the banner: a busy port is the only line
+        endpoint = session.on_close(
+            _expose_metrics(controller, scheduler, metrics_port, metrics_host, worker)
         )
+    owned = session.options.owned_buckets
+    log.info(
+        "worker %s on %s: tasks %s; max_parallel %d; executor %s; buckets %s of %d",
+        controller.owner,
+        session.options.shown_db,
+        ", ".join(names),
+        max_parallel,
+        executor,
+        "all" if owned is None else format_buckets(owned),
+        session.options.num_buckets,
+    )
+    if schedule_names:
+        log.info("schedules: %s", ", ".join(schedule_names))
+    if endpoint is not None:
+        log.info("metrics: %s (health: %s)", endpoint.url, endpoint.health_url)
+    pruner = None
+    if retention is not None:
+        pruner = session.on_close(_start_pruner(controller, retention, args))
+    received: list[str] = []
+
+    def on_signal(name: str) -> None:
+        received.append(name)
+        worker.request_shutdown()
+
+    with on_shutdown_signals(on_signal):
+        report = worker.start()
+        log.info(
+            "reconciled: %s lost, %s adoptable (resubmit to run), %s skipped",
+            _ids(report.lost),
+            _ids(report.adoptable),
+            _ids(report.skipped),
+        )
+        log.info("ready; stop with Ctrl-C or SIGTERM")
+        try:
+            while not worker.wait(0.5):
+                pass
+        except KeyboardInterrupt:  # a signal raced the handler installation
+            received.append("SIGINT")
+        signal_name = received[0] if received else "shutdown"
+        if pruner is not None:
+            pruner.close()
+        held = sum(1 for run in controller.runs() if not run.done)
+        log.info(
+            "%s: shutting down; stopping %d task(s) (deadline %gs)",
+            signal_name,
+            held,
+            args.shutdown_timeout,
+        )
+        shutdown = worker.shutdown(
+            reason=f"worker shutdown ({signal_name})", timeout=args.shutdown_timeout
+        )
+    lost = {task.task_id for task in shutdown.lost}
+    for task in shutdown.tasks:
+        if task.task_id in lost:
+            log.warning(
+                "  %s (%s): %s -> lost  (did not stop within %gs; abandoned)",
+                task.task_id,
+                task.name,
+                task.before,
+                args.shutdown_timeout,
+            )
+        elif not task.finished:
+            log.warning(
+                "  %s (%s): %s -> %s  (did not stop in time; reconcile marks it lost)",
+                task.task_id,
+                task.name,
+                task.before,
+                task.after,
+            )
+        else:
+            log.info("  %s (%s): %s -> %s", task.task_id, task.name, task.before, task.after)
+    stopped = len(shutdown.tasks) - len(shutdown.unfinished)
+    (log.info if shutdown.clean else log.warning)(
+        "worker %s stopped: took %d task(s), stopped %d, lost %d",
+        controller.owner,
+        worker.accepted,
+        stopped,
+        len(shutdown.unfinished),
+    )
     return ExitCode.OK if shutdown.clean else ExitCode.FAILED

@@ -292,6 +292,15 @@ DELETE FROM ct_tasks WHERE seq IN (
     ORDER BY updated_at DESC, seq DESC OFFSET %(keep)s
 );
 
+-- name: delete_history_of
+DELETE FROM ct_transitions WHERE task_id = ANY(%(task_ids)s);
+
+-- name: delete_tasks_by_id
+DELETE FROM ct_tasks WHERE task_id = ANY(%(task_ids)s);
+
+-- name: delete_transitions
+DELETE FROM ct_transitions WHERE task_id = %(task_id)s AND version = ANY(%(versions)s);
+
 -- name: select_history
 SELECT doc::text FROM ct_transitions WHERE task_id = %(task_id)s ORDER BY version;
 

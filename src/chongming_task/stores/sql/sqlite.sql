@@ -345,6 +345,16 @@ DELETE FROM ct_tasks WHERE seq IN (
     ORDER BY updated_at DESC, seq DESC LIMIT -1 OFFSET :keep
 );
 
+-- name: delete_history_of
+DELETE FROM ct_transitions WHERE task_id IN (SELECT value FROM json_each(:task_ids));
+
+-- name: delete_tasks_by_id
+DELETE FROM ct_tasks WHERE task_id IN (SELECT value FROM json_each(:task_ids));
+
+-- name: delete_transitions
+DELETE FROM ct_transitions WHERE task_id = :task_id
+    AND version IN (SELECT value FROM json_each(:versions));
+
 -- name: select_history
 SELECT doc FROM ct_transitions WHERE task_id = :task_id ORDER BY version;
 
