@@ -228,6 +228,8 @@ def generate() -> str:
         blocks["ps_after"], _ = walk.run(*db, "ps")
         blocks["pending"], _ = walk.run(*db, "submit", "count", *t, "--task-id", "later-1")
         blocks["status_pending"], _ = walk.run(*db, "status", "later-1")
+        blocks["ps_pending"], _ = walk.run(*db, "ps", "--status", "queued")
+        blocks["stop_pending"], _ = walk.run(*db, "stop", "later-1", "--reason", "not needed")
         blocks["errors"] = "\n\n".join(
             walk.run(*args, expect=code)[0]
             for args, code in (

@@ -169,29 +169,33 @@ def test_worker_is_controlled_from_other_processes(
     assert _path(cli, db, "c")[-2:] == [("running", "stopping"), ("stopping", "stopped")]
 
 
-def test_submission_waits_for_a_worker_and_says_so(
+def test_submitted_task_is_queued_visible_and_cancellable_before_a_worker(
     cli: Cli, db: str, start_worker: StartWorker
 ) -> None:
-    assert (
-        cli("--db", db, "submit", "add", "--tasks", TASKS, "--task-id", "s1", "--arg", "a=1").code
-        == 0
-    )
-    status = cli("--db", db, "status", "s1")
+    for task_id in ("s1", "s2"):
+        submitted = cli(
+            "--db", db, "submit", "add", "--tasks", TASKS, "--task-id", task_id, "--arg", "a=1"
+        )
+        assert (submitted.code, submitted.out.strip()) == (0, task_id)
+    status = cli("--db", db, "status", "s1", "--json")
     assert status.code == 0
-    assert "no worker has taken it yet" in status.out
-    assert cli("--db", db, "status", "s1", "--json").json()["submission"]["state"] == "pending"
-    assert cli("--db", db, "ps", "--json").json()["count"] == 0
-    stop = cli("--db", db, "stop", "s1")
-    assert stop.code == 1
-    assert "no worker has taken it yet" in stop.err
+    assert status.json()["task"]["status"] == "queued"
+    listed = cli("--db", db, "ps", "--json").json()
+    assert listed["count"] == 2
+    assert {task["status"] for task in listed["tasks"]} == {"queued"}
+    stop = cli("--db", db, "stop", "s2")
+    assert stop.code == 0, stop.err
+    assert _status(cli, db, "s2") == "stopped"
+    assert _path(cli, db, "s2") == [(None, "pending"), ("pending", "queued"), ("queued", "stopped")]
     duplicate = cli(
         "--db", db, "submit", "add", "--tasks", TASKS, "--task-id", "s1", "--arg", "a=1"
     )
     assert duplicate.code == 1
-    assert "already submitted" in duplicate.err
+    assert "already exists" in duplicate.err
 
     worker = start_worker(db)
     _wait_status(cli, db, "s1", "succeeded")
+    assert _status(cli, db, "s2") == "stopped"  # cancelled before start: never run
     waited = cli("--db", db, "submit", "fail", "--tasks", TASKS, "--wait", "--timeout", "20")
     assert waited.code == 3
     assert waited.out.splitlines()[-1].endswith(": failed")

@@ -323,11 +323,11 @@ def test_status_shows_the_last_log_lines_redacted(invoke: Invoke, dbfile: str) -
     assert "line 11" in text
 
 
-def test_submit_priority_orders_the_pending_submissions_workers_claim(
-    invoke: Invoke, dbfile: str
-) -> None:
+def test_submit_priority_orders_the_queued_tasks_workers_claim(invoke: Invoke, dbfile: str) -> None:
     """``submit --priority`` end to end: what a worker claims first is the highest
     priority, then the oldest (no worker runs here: the order is read from the claim)."""
+    from datetime import timedelta
+
     from chongming_task.stores.sqlite import SqliteTaskStore
 
     for task_id, priority in (("low", None), ("mid", "3"), ("urgent", "9"), ("mid-later", "3")):
@@ -343,5 +343,9 @@ def test_submit_priority_orders_the_pending_submissions_workers_claim(
     assert refused.code == 2
     assert "--priority" in refused.err
     with SqliteTaskStore(dbfile) as store:
-        claimed = store.claim_commands("worker-1", lease=30, limit=10, actions={"submit"})
-    assert [command.target for command in claimed] == ["urgent", "mid", "mid-later", "low"]
+        assert {s.task_id: s.status.value for s in store.query()} == dict.fromkeys(
+            ("low", "mid", "urgent", "mid-later"), "queued"
+        )
+        lease_until = store.clock.now() + timedelta(seconds=30)
+        claimed = store.claim_queued("worker-1", buckets=None, limit=10, lease_until=lease_until)
+    assert [snapshot.task_id for snapshot in claimed] == ["urgent", "mid", "mid-later", "low"]

@@ -267,16 +267,15 @@ def test_submit_refuses_a_malformed_traceparent(tmp_path: Path) -> None:
 def test_submit_carries_traceparent_from_the_environment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from chongming_task.worker import find_submission
-
     db = str(tmp_path / "e.db")
     monkeypatch.setenv("TRACEPARENT", TRACE)
     assert submit(db, "add", "--arg", "a=1", "--task-id", "e1")[0] == 0
     store = SqliteTaskStore(db)
     try:
-        command = find_submission(store, "e1")
-        assert command is not None
-        assert command.payload["metadata"] == {"traceparent": TRACE}
+        task = store.get("e1")  # queued at once, the trace in its metadata
+        assert task is not None
+        assert task.status.value == "queued"
+        assert task.metadata["traceparent"] == TRACE
     finally:
         store.close()
 

@@ -15,6 +15,7 @@ registered signature before anything is stored.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import secrets
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -22,12 +23,22 @@ from datetime import datetime, timedelta
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal
 
+from chongming_task._validation import (
+    check_aware,
+    check_metadata,
+    check_priority,
+    check_seconds,
+    check_tags,
+    check_task_id,
+    check_text,
+)
 from chongming_task.controller.options import default_owner, task_query
 from chongming_task.controller.registry import TaskRegistry
 from chongming_task.controller.waiting import outcome_of, wait_in_store
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.errors import ConfigurationError
 from chongming_task.model import JSONValue, TaskSnapshot, Transition
+from chongming_task.observability.trace_context import TRACEPARENT, inject_trace_context
 from chongming_task.policies import BucketPolicy
 from chongming_task.queue.control import control_task
 from chongming_task.run import TaskOutcome
@@ -156,6 +167,26 @@ class TaskHandle:
         return f"TaskHandle({self.task_id!r})"
 
 
+def task_metadata(metadata: Mapping[str, JSONValue] | None) -> dict[str, JSONValue]:
+    """The caller's metadata, checked, with the current trace context added.
+
+    The W3C ``traceparent`` of the enqueuing span (when the ``otel`` extra is installed
+    and a span is current) makes the worker's run span its child; a ``traceparent``
+    the caller gives wins.
+    """
+    metadata = check_metadata({} if metadata is None else metadata)
+    bad = json_path_error(metadata, "metadata")
+    if bad is not None:
+        raise ConfigurationError(f"only JSON crosses the store (guide §8.5); {bad}")
+    if RECIPE_KEY in metadata:
+        raise ConfigurationError(f"metadata key {RECIPE_KEY!r} is reserved for the queue")
+    result = dict(metadata)
+    if TRACEPARENT not in result:
+        with contextlib.suppress(ConfigurationError):  # no otel extra: nothing to carry
+            result = inject_trace_context(result)
+    return result
+
+
 class Client:
     """Enqueue work for workers, and look at or control any task, through ``store``.
 
@@ -206,6 +237,7 @@ class Client:
         label: str | None = None,
         delay: float | timedelta | None = None,
         not_before: datetime | None = None,
+        metadata: Mapping[str, JSONValue] | None = None,
         **kwargs: Any,
     ) -> TaskHandle:
         """Store task ``name`` ``queued`` for a worker owning its bucket; returns its handle.
@@ -227,6 +259,7 @@ class Client:
             label=label,
             delay=delay,
             not_before=not_before,
+            metadata=metadata,
         )
         self.store.create(snapshot, records)
         self.store.notify_work()
@@ -243,6 +276,7 @@ class Client:
         priority: int = 0,
         tags: Iterable[str] | None = None,
         label: str | None = None,
+        metadata: Mapping[str, JSONValue] | None = None,
     ) -> list[TaskHandle]:
         """Enqueue ``name`` once per call (a tuple of args or a mapping of kwargs), all or none.
 
@@ -279,6 +313,7 @@ class Client:
                         label=label,
                         delay=None,
                         not_before=None,
+                        metadata=metadata,
                     )
                 )
             except ConfigurationError as exc:
@@ -303,9 +338,12 @@ class Client:
         label: str | None,
         delay: float | timedelta | None,
         not_before: datetime | None,
+        metadata: Mapping[str, JSONValue] | None,
     ) -> tuple[TaskSnapshot, tuple[Transition, ...]]:
-        if not isinstance(name, str) or not name:
-            raise ConfigurationError(f"task name must be a non-empty string, got {name!r}")
+        check_text(name, "task name")
+        if task_id is not None:
+            check_task_id(task_id)
+        priority = check_priority(priority)
         bad = json_path_error(list(args), "args") or json_path_error(dict(kwargs), "kwargs")
         if bad is not None:
             raise ConfigurationError(
@@ -313,8 +351,6 @@ class Client:
             )
         max_attempts = 1
         all_tags: frozenset[str] = frozenset()
-        if isinstance(tags, str):
-            raise ConfigurationError(f"tags must be a collection of strings, not {tags!r}")
         if self.registry is not None:
             definition = self.registry.require(name)
             check_signature(definition.fn, TaskCall(definition.fn, args, dict(kwargs), {}), name)
@@ -322,23 +358,24 @@ class Client:
                 max_attempts = definition.retry.max_attempts
             all_tags = definition.tags
         if tags is not None:
-            all_tags = all_tags | frozenset(tags)
+            all_tags = all_tags | check_tags(tags)
+        if label is not None:
+            check_text(label, "label")
         if delay is not None and not_before is not None:
             raise ConfigurationError("give delay or not_before, not both")
         if delay is not None:
             seconds = delay.total_seconds() if isinstance(delay, timedelta) else delay
-            if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
-                raise ConfigurationError(f"delay must be seconds >= 0, got {delay!r}")
-            not_before = self.clock.now() + timedelta(seconds=seconds)
-        if not_before is not None and (
-            not isinstance(not_before, datetime) or not_before.tzinfo is None
-        ):
-            raise ConfigurationError(f"not_before must be an aware datetime, got {not_before!r}")
-        if bucket_key is not None and not isinstance(bucket_key, str):
-            raise ConfigurationError(f"bucket_key must be a string, got {bucket_key!r}")
+            not_before = self.clock.now() + timedelta(
+                seconds=check_seconds(seconds, "delay", allow_zero=True)
+            )
+        if not_before is not None:
+            check_aware(not_before, "not_before")
+        if bucket_key is not None:
+            check_text(bucket_key, "bucket_key")
         bucket = None if bucket_key is None else self.bucket_policy.bucket_for(bucket_key)
         if task_id is None:
             task_id = f"{name}-{secrets.token_hex(6)}"
+        stored = task_metadata(metadata)
         recipe = Recipe(
             args=tuple(args), kwargs=dict(kwargs), not_before=not_before, enqueued_by=self.actor
         )
@@ -352,7 +389,7 @@ class Client:
             bucket=bucket,
             bucket_key=bucket_key,
             owner=None,
-            metadata={RECIPE_KEY: recipe.to_dict()},
+            metadata={**stored, RECIPE_KEY: recipe.to_dict()},
             clock=self.clock,
         )
         machine.mark_queued(actor=self.actor, trigger="queue:enqueued")

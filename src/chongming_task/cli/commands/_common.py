@@ -14,8 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from chongming_task._validation import check_task_id
 from chongming_task.cli.errors import CommandFailed, UsageError
 from chongming_task.cli.parsing import integer, parse_task_kwargs
+from chongming_task.errors import ConfigurationError
 from chongming_task.policies import BucketPolicy
 
 if TYPE_CHECKING:
@@ -124,8 +126,13 @@ class SubmissionRequest:
         tags = tuple(args.tag or ())
         if any(not tag.strip() for tag in tags):
             raise UsageError("--tag must not be empty")
-        if args.task_id is not None and not args.task_id.strip():
-            raise UsageError("--task-id must not be empty")
+        if args.task_id is not None:
+            if not args.task_id.strip():
+                raise UsageError("--task-id must not be empty")
+            try:
+                check_task_id(args.task_id, "--task-id")
+            except ConfigurationError as exc:
+                raise UsageError(str(exc)) from None
         options = session.options
         if args.bucket_key is not None and not args.bucket_key:
             raise UsageError("--bucket-key must not be empty")

@@ -148,7 +148,15 @@ def _control(args: argparse.Namespace, session: Session, action: str) -> int:
     else:
         accepted = controller.resume(args.task_id)
     holder = snapshot.lease_owner or snapshot.owner or "its holder"
-    if action == "pause" and not accepted:
+    now = controller.get(args.task_id) if snapshot.owner is None else None
+    if now is not None and now.owner is None and now.status is not snapshot.status:
+        # queued and unheld: applied at once in the store (docs/queue.md)
+        message = (
+            f"{action}: {args.task_id} was {snapshot.status.value} and not taken by any "
+            f"worker; now {now.status.value}"
+        )
+        accepted = True
+    elif action == "pause" and not accepted:
         message = (
             f"pause requested for {args.task_id} (held by {holder}); unconfirmed across "
             f"processes: check `chongming-task status {args.task_id}`"

@@ -1,9 +1,11 @@
-"""``submit TASK --tasks MODULE``: hand a task to a running worker and print its id.
+"""``submit TASK --tasks MODULE``: enqueue a task for the workers and print its id.
 
-The submission is a command in the store (``chongming_task.worker.submission``) that
-any worker owning the task's bucket takes. ``submit`` loads the same task module as
-the worker so that an unknown name or arguments that do not fit are refused here,
-before anything is written, instead of being discovered by a worker later.
+A thin adapter over :class:`chongming_task.Client` (docs/queue.md): the task is
+stored ``queued`` at once, with its bucket, priority and recipe, so ``ps`` and
+``status`` show it and ``stop`` cancels it before any worker takes it. ``submit``
+loads the same task module as the worker so that an unknown name or arguments that do
+not fit are refused here, before anything is written. (The older submission command,
+``chongming_task.worker.Submission``, is still served by workers.)
 """
 
 from __future__ import annotations
@@ -11,13 +13,13 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
 from chongming_task.cli.commands._common import add_submission_options, new_parser
 from chongming_task.cli.commands.run import validate_submission
 from chongming_task.cli.errors import CommandFailed, ExitCode, UsageError
+from chongming_task.cli.loader import register_tasks
 from chongming_task.cli.parsing import seconds
 from chongming_task.cli.schema import document, task_doc
 from chongming_task.errors import ConfigurationError
@@ -25,8 +27,7 @@ from chongming_task.states import TaskStatus
 
 if TYPE_CHECKING:
     from chongming_task.cli.session import Session
-    from chongming_task.model import JSONValue, TaskSnapshot
-    from chongming_task.stores.base import TaskStore
+    from chongming_task.model import JSONValue
 
 __all__ = ["add_parsers", "new_task_id"]
 
@@ -35,9 +36,10 @@ def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = new_parser(
         subparsers,
         "submit",
-        help="hand a task to a running worker; prints the task id",
-        description="Write TASK as a submission that a running `chongming-task worker` "
-        "takes. Prints the task id. With --wait, waits for the task to end (exit code 0 "
+        help="enqueue a task for the workers; prints the task id",
+        description="Store TASK queued for a `chongming-task worker` owning its bucket "
+        "(visible in ps, cancellable with stop until a worker takes it). Prints the task id. "
+        "With --wait, waits for the task to end (exit code 0 "
         "if it succeeded, 3 if not).",
         handler=cmd_submit,
     )
@@ -92,59 +94,58 @@ def trace_metadata(flag: str | None) -> dict[str, JSONValue]:
 
 
 def cmd_submit(args: argparse.Namespace, session: Session) -> int:
-    from chongming_task.worker import Submission
+    from chongming_task.controller import Controller
+    from chongming_task.policies import BucketPolicy
+    from chongming_task.queue import Client
+    from chongming_task.worker import find_submission
 
     if args.timeout is not None and (args.timeout <= 0 or not args.wait):
         raise UsageError("--timeout needs --wait and a positive number of seconds")
-    request, _module, _spec = validate_submission(args, session)
-    submission = Submission(
-        name=request.name,
-        task_id=request.task_id or new_task_id(request.name),
-        kwargs=request.kwargs,
-        tags=request.tags,
-        priority=request.priority,
-        bucket_key=request.bucket_key,
-        label=request.label,
-        metadata=trace_metadata(args.traceparent),
-    )
+    request, module, spec = validate_submission(args, session)
+    definitions = session.track(Controller())
+    register_tasks(definitions, module, spec)
     store = session.open_store(create=True)
+    client = Client(
+        store,
+        tasks=definitions,
+        bucket_policy=BucketPolicy(num_buckets=session.options.num_buckets),
+        actor=session.issuer,
+    )
+    task_id = request.task_id or new_task_id(request.name)
+    if find_submission(store, task_id) is not None:  # an old-style submission holds the id
+        raise CommandFailed(f"task id {task_id!r} already exists; choose another --task-id")
     try:
-        submission.submit(store, issued_by=session.issuer)
+        handle = client.enqueue(
+            request.name,
+            task_id=task_id,
+            bucket_key=request.bucket_key,
+            priority=request.priority or 0,
+            tags=request.tags,
+            label=request.label,
+            metadata=trace_metadata(args.traceparent),
+            **request.kwargs,
+        )
     except ConfigurationError as exc:
         raise CommandFailed(str(exc)) from exc
     output = session.output
     if not args.wait:
         if session.json:
-            output.json(document("submit", task_id=submission.task_id, task=None))
+            output.json(document("submit", task_id=handle.task_id, task=None))
         else:
-            output.print(submission.task_id)
+            output.print(handle.task_id)
         return ExitCode.OK
     if not session.json:
-        output.print(submission.task_id)
-    snapshot = _wait(store, submission.task_id, args.timeout)
+        output.print(handle.task_id)
+    try:
+        snapshot = client.wait(handle.task_id, args.timeout).snapshot
+    except TimeoutError as exc:
+        state = store.get(handle.task_id)
+        shown = state.status.value if state is not None else "gone"
+        raise CommandFailed(
+            f"task {handle.task_id!r} is still {shown} after {args.timeout:g}s"
+        ) from exc
     if session.json:
-        output.json(document("submit", task_id=submission.task_id, task=task_doc(snapshot)))
+        output.json(document("submit", task_id=handle.task_id, task=task_doc(snapshot)))
     else:
         output.print(f"{snapshot.task_id}: {snapshot.status.value}")
     return ExitCode.OK if snapshot.status is TaskStatus.SUCCEEDED else ExitCode.TASK_NOT_SUCCEEDED
-
-
-def _wait(store: TaskStore, task_id: str, timeout: float | None) -> TaskSnapshot:
-    """Poll the store until ``task_id`` is terminal (a worker holds it meanwhile)."""
-    from chongming_task.worker import describe_submission, find_submission
-
-    deadline = None if timeout is None else time.monotonic() + timeout
-    while True:
-        snapshot = store.get(task_id)
-        if snapshot is not None and snapshot.is_terminal:
-            return snapshot
-        if snapshot is None:
-            command = find_submission(store, task_id)
-            result = command.result if command is not None else None
-            if isinstance(result, dict) and result.get("error"):
-                assert command is not None
-                raise CommandFailed(f"task {task_id!r} {describe_submission(command)}")
-        if deadline is not None and time.monotonic() >= deadline:
-            state = snapshot.status.value if snapshot else "not taken by a worker yet"
-            raise CommandFailed(f"task {task_id!r} is still {state} after {timeout:g}s")
-        time.sleep(0.1)
