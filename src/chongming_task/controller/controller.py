@@ -637,7 +637,7 @@ class Controller(Submission):
 
     def _remote(self, task_id: str, action: str, *, reason: str | None = None) -> bool:
         # A queued task nobody holds (the work queue) is controlled at once, by anyone.
-        from chongming_task.queue.control import control_unheld
+        from chongming_task.controller.unheld import control_unheld
 
         done = control_unheld(
             self.store, task_id, action, actor=self.owner, clock=self.clock, reason=reason

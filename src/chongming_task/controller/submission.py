@@ -156,7 +156,7 @@ class Submission:
             run.stop("controller closed", actor=self.owner)
         return run
 
-    def submit_many(
+    def submit_many(  # noqa: C901 (one pass that validates every call before anything is stored)
         self,
         name: str,
         calls: Iterable[tuple[Any, ...] | Mapping[str, Any]],

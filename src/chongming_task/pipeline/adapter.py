@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from chongming_task.controller.buckets import bucket_for_submit
 from chongming_task.errors import ControllerClosed, InvalidState
 from chongming_task.model import JSONValue
 from chongming_task.pipeline.decisions import skip_failure
@@ -40,8 +39,8 @@ class ControllerAdapter:
             raise ControllerClosed("this controller is closed; create a new Controller")
         # The controller's own bucket rule: a key this node does not own is refused now,
         # not after half of the pipeline's tasks exist.
-        bucket_for_submit(
-            controller.bucket_policy, controller.owned_buckets, options.get("bucket_key")
+        controller.bucket_policy.bucket_for_submit(
+            options.get("bucket_key"), controller.owned_buckets
         )
 
     def exists(self, task_id: str) -> bool:

@@ -95,7 +95,7 @@ class TaskQuery:
     """``created``/``updated`` ascending, ``-`` for descending; ``priority`` is highest
     first, then oldest first. Ties break on insertion order, so pages are stable."""
 
-    def __post_init__(self) -> None:
+    def __post_init__(self) -> None:  # noqa: C901 (one check per TaskQuery filter)
         if self.statuses is not None:
             statuses = frozenset(self.statuses)
             for status in statuses:
