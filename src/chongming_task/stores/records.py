@@ -1,7 +1,8 @@
 """The store vocabulary: queries, commands, schedule records and the store's own errors.
 
 These are defined here and re-exported from :mod:`chongming_task.stores.base`, their
-documented home (``__module__`` says so, for pickling and for the docs).
+documented home. ``__module__`` stays this module: ``typing.get_type_hints`` resolves
+the string annotations of a class in the module it names.
 """
 
 from __future__ import annotations
@@ -39,8 +40,6 @@ __all__ = [
     "TaskNotFound",
     "TaskQuery",
 ]
-
-_PUBLIC_MODULE: Final = "chongming_task.stores.base"
 
 #: The largest task outcome a store accepts, measured as UTF-8 bytes of its compact JSON.
 #: Outcomes are results, not payloads: a bigger value belongs in the artifact directory
@@ -375,15 +374,3 @@ class ScheduleRecord:
     revision: int
     """1 after the first put, +1 on every successful put."""
     updated_at: datetime
-
-
-for _public in (
-    TaskQuery,
-    TaskHead,
-    LostCandidate,
-    LostMark,
-    Command,
-    ScheduleRecord,
-):
-    _public.__module__ = _PUBLIC_MODULE
-del _public
