@@ -302,9 +302,15 @@ class Controller(Submission):
         return self._remote(task_id, "resume")
 
     def stop_all(self, *, reason: str | None = None) -> int:
-        """Request a stop of every run this controller holds; returns requests issued."""
+        """Request a stop of every run this controller holds; returns requests issued.
+
+        Runs that hold no slot (queued, blocked, waiting to retry) are stopped first:
+        stopping a running one frees its slot, and a queued task admitted into it just
+        before its own stop would start only to be stopped.
+        """
         issued = 0
-        for run in self._dispatch.live_runs():
+        runs = sorted(self._dispatch.live_runs(), key=lambda run: run.status.occupies_slot)
+        for run in runs:
             if run.stop(reason, actor=self.owner):
                 issued += 1
         return issued
