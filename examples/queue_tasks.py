@@ -9,6 +9,7 @@ Bodies call ``ctx.checkpoint()`` in their loops: that is where a stop takes effe
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from chongming_task import TaskContext, task
 
@@ -28,3 +29,17 @@ def reject(ctx: TaskContext, reason: str) -> None:
     """Always fails: a failure is an outcome the client reads like any other."""
     ctx.checkpoint()
     raise ValueError(reason)
+
+
+@task(tags={"reports"})
+def render(ctx: TaskContext, tenant: str, n: int, wait_for: str | None = None) -> int:
+    """Render part ``n`` of a tenant's report, once its input file ``wait_for`` exists."""
+    if wait_for is not None:
+        while not Path(wait_for).exists():  # e.g. an upload still arriving
+            ctx.checkpoint()
+            time.sleep(0.02)
+    for step in range(1, 11):
+        ctx.checkpoint()
+        time.sleep(0.02)
+        ctx.progress(step, total=10, unit="steps")
+    return n

@@ -274,13 +274,14 @@ def test_pause_and_resume_of_a_queued_task(client: Client, store: TaskStore) -> 
     assert handle.status is S.PAUSED
     assert handle.pause() is False  # already paused
     sentinel = client.enqueue("add", 0)
+    assert sentinel.resume() is False  # queued, not paused: nothing to resume
+    assert edges(sentinel.transitions)[-1] == (S.PENDING, S.QUEUED)
     with InProcessWorker(store):
         sentinel.wait(DEADLINE)
         # The worker ran what came after, not the paused task.
         assert handle.status is S.PAUSED
         assert handle.snapshot.owner is None
         assert handle.resume() is True
-        assert handle.resume() is False  # not paused any more (queued or claimed)
         assert handle.wait(DEADLINE).value == 4
     assert edges(handle.transitions) == [
         (None, S.PENDING),
@@ -460,6 +461,10 @@ def test_async_client_twin(store: TaskStore) -> None:
         assert await paused.pause() is True
         assert await paused.status() is S.PAUSED
         assert await paused.resume() is True
+        assert await client.pause(paused.task_id) is True  # the client-level twins
+        assert await paused.status() is S.PAUSED
+        assert await client.resume(paused.task_id) is True
+        assert await client.resume("missing") is False
         many = await client.enqueue_many("add", [(1,), (2,)])
         got = await client.get(handle.task_id)
         assert got is not None
@@ -480,3 +485,26 @@ def test_async_client_twin(store: TaskStore) -> None:
         assert await client.stop("missing") is False  # unknown task
 
     asyncio.run(scenario())
+
+
+def test_unclaimed_queued_work_is_waiting_not_adoptable(fake: Any) -> None:
+    from chongming_task.controller.reconcile import reconcile
+    from chongming_task.queue.health import split_waiting
+
+    store, clock = fake
+    client = Client(store, tasks=definitions())
+    client.enqueue("add", 2, task_id="claimed")
+    clock.advance(1)
+    waiting = client.enqueue("add", 1, task_id="waiting")
+    taken = store.claim_queued("dead-worker", buckets=None, limit=1, lease_until=clock.now())
+    assert [s.task_id for s in taken] == ["claimed"]
+    clock.advance(10)  # the claimer's lease expired before it started the task
+    report = reconcile(store, clock=clock, actor="ops")
+    assert (report.lost, report.adoptable) == ((), ("claimed", "waiting"))
+    # What the worker's start-up line and `reconcile` print: a dead claim is adoptable,
+    # a task waiting for a worker is not.
+    assert split_waiting(store, report.adoptable) == (("waiting",), ("claimed",))
+    # A worker's periodic recovery only looks for tasks to mark lost.
+    assert reconcile(store, clock=clock, actor="ops", occupying_only=True).adoptable == ()
+    assert waiting.status is S.QUEUED
+    assert waiting.snapshot.owner is None
