@@ -172,9 +172,6 @@ class Admission:
 
     # ------------------------------------------------------------ reading
 
-    def is_queued(self, task_id: str) -> bool:
-        return task_id in self._queued
-
     def is_active(self, task_id: str) -> bool:
         return task_id in self._active
 
@@ -195,10 +192,6 @@ class Admission:
     def tag_usage(self, tag: str) -> int:
         """Slot holders carrying the limited tag ``tag``."""
         return self._tag_use.get(tag, 0)
-
-    def queued_ids(self) -> list[str]:
-        """Queued task ids in no particular order."""
-        return list(self._queued)
 
     def active_ids(self) -> list[str]:
         return list(self._active)

@@ -45,7 +45,7 @@ from chongming_task.controller.submission import Submission
 from chongming_task.controller.waiting import outcome_of, wait_for_runs, wait_in_store
 from chongming_task.controller.writethrough import PendingWrite, PersistFailure, WriteThrough
 from chongming_task.core.clock import Clock, SystemClock
-from chongming_task.errors import ConfigurationError
+from chongming_task.errors import ConfigurationError, InvalidState
 from chongming_task.model import JSONValue, TaskSnapshot, Transition
 from chongming_task.policies import BucketPolicy, ConcurrencyPolicy, RetryPolicy, Timeout
 from chongming_task.run import TaskOutcome, TaskRun
@@ -632,12 +632,12 @@ class Controller(Submission):
     def _held(self, task_id: str) -> TaskRun:
         run = self._dispatch.get(task_id)
         if run is None:
-            raise ConfigurationError(f"task {task_id!r} is not held by this controller")
+            raise InvalidState(f"task {task_id!r} is not held by this controller")
         return run
 
     def _remote(self, task_id: str, action: str, *, reason: str | None = None) -> bool:
         # A queued task nobody holds (the work queue) is controlled at once, by anyone.
-        from chongming_task.queue.control import control_unheld
+        from chongming_task.controller.unheld import control_unheld
 
         done = control_unheld(
             self.store, task_id, action, actor=self.owner, clock=self.clock, reason=reason

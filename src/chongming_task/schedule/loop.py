@@ -162,7 +162,7 @@ class FiringLoop:
 
     # -- the tick ----------------------------------------------------------------------
 
-    def tick(
+    def tick(  # noqa: C901 (the scheduler's decision sequence, kept in one readable order)
         self, *, ahead: datetime | None = None, stop: threading.Event | None = None
     ) -> TickReport:
         """One pass: read controls, fire what is due, handle commands. Never raises.
