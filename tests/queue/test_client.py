@@ -489,7 +489,7 @@ def test_async_client_twin(store: TaskStore) -> None:
 
 def test_unclaimed_queued_work_is_waiting_not_adoptable(fake: Any) -> None:
     from chongming_task.controller.reconcile import reconcile
-    from chongming_task.queue.health import split_waiting
+    from chongming_task.stores.queue_health import split_waiting
 
     store, clock = fake
     client = Client(store, tasks=definitions())

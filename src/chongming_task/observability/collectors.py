@@ -6,7 +6,7 @@ about the whole fleet, so they are answered from the store on every scrape: a
 console process with nothing but a store sees the same numbers as a worker. A scrape
 costs ``count_by_status`` plus ``list_schedules`` plus at most one small query per
 schedule whose last run did not succeed, plus the work queue's summary
-(:func:`~chongming_task.queue.health.queue_health`: the worker registry, the queued
+(:func:`~chongming_task.stores.queue_health.queue_health`: the worker registry, the queued
 tasks -- at most ``SCAN_LIMIT`` of them -- and the expired leases), the very numbers
 ``chongming-task health`` and ``workers`` print.
 
@@ -110,7 +110,7 @@ class StoreCollector:
         return family
 
     def _queue(self) -> list[Any]:
-        from chongming_task.queue.health import queue_health
+        from chongming_task.stores.queue_health import queue_health
 
         core = self._core
         health = queue_health(self.store)

@@ -205,7 +205,7 @@ def cmd_resume(args: argparse.Namespace, session: Session) -> int:
 
 def cmd_reconcile(args: argparse.Namespace, session: Session) -> int:
     from chongming_task.controller.reconcile import reconcile
-    from chongming_task.queue.health import split_waiting
+    from chongming_task.stores.queue_health import split_waiting
 
     store = session.open_store(create=False)
     controller = console_controller(session, store)

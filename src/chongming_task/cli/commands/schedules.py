@@ -133,7 +133,7 @@ def cmd_list(args: argparse.Namespace, session: Session) -> int:
 
 
 def cmd_health(args: argparse.Namespace, session: Session) -> int:
-    from chongming_task.queue.health import queue_health
+    from chongming_task.stores.queue_health import queue_health
 
     health = admin_for(session).health()
     queue = queue_health(session.open_store(create=False))

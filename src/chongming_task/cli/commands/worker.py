@@ -296,7 +296,7 @@ def _serve(  # noqa: C901 (the worker's start-up sequence, one step per option; 
     retention: Any,
     metrics: tuple[int | None, str],
 ) -> int:
-    from chongming_task.queue.health import split_waiting
+    from chongming_task.stores.queue_health import split_waiting
     from chongming_task.worker import Worker
 
     store = session.open_store(create=True)

@@ -5,6 +5,9 @@ they never disagree. A worker is *live* while its heartbeat is recent (three of 
 intervals, at least 2 s); one that stopped beating without a clean shutdown is *dead*.
 A bucket with queued unheld work and no live owner is reported by number: nothing will
 run those tasks until a worker owning it starts.
+
+It only reads the store, so it lives with the stores: the CLI, the queue and the
+metrics collectors (a layer below the queue) all use it.
 """
 
 from __future__ import annotations
