@@ -11,6 +11,7 @@ writes a registered name and JSON arguments. Every claim the output makes is ass
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -31,6 +32,7 @@ def start_worker(db: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-m", "chongming_task.cli", "--db", db, "--owner", "worker-1",
          "worker", "--tasks", str(TASKS), "--max-parallel", "2", "--poll-interval", "0.05"],
+        env={k: v for k, v in os.environ.items() if not k.startswith("CHONGMING_")},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )  # fmt: skip
