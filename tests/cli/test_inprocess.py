@@ -289,6 +289,7 @@ def test_prune_and_reconcile(invoke: Invoke, dbfile: str) -> None:
         "lost": [],
         "adoptable": [],
         "skipped": [],
+        "waiting": [],
     }
     pruned = invoke("--db", dbfile, "prune", "--keep-terminal", "1", "--json").json()
     assert pruned["removed"] == 2

@@ -317,3 +317,58 @@ def test_an_abandoned_run_counts_as_lost(
         assert root.status.status_code.name == "ERROR"
         tracing.close()
         exporter.close()
+
+
+def test_queue_gauges_from_the_store() -> None:
+    """Depth, oldest queued age and orphaned per bucket, workers up/dead: exact, FakeClock."""
+    from chongming_task import Client
+    from chongming_task.stores.queue_records import WorkerRecord
+    from chongming_task.testing import FakeClock
+
+    clock = FakeClock()
+    store = InMemoryTaskStore(clock=clock)
+    client = Client(store)
+    owned, orphan = client.bucket_policy.bucket_for("a"), client.bucket_policy.bucket_for("b")
+    assert owned != orphan
+    client.enqueue("job", bucket_key="a")
+    clock.advance(30)
+    client.enqueue("job", bucket_key="a")
+    client.enqueue("job", bucket_key="b")
+    client.enqueue("job")  # no bucket
+    client.enqueue("job", bucket_key="b").stop("not needed")  # stopped: not queued
+    clock.advance(10)
+
+    def worker(worker_id: str, buckets: tuple[int, ...], beat: datetime) -> WorkerRecord:
+        return WorkerRecord(
+            worker_id=worker_id, host="h", pid=1, version="v", buckets=buckets, slots=2,
+            started_at=beat, heartbeat_at=beat,
+        )  # fmt: skip
+
+    store.put_worker(worker("live", (owned,), clock.now()))
+    store.put_worker(worker("dead", (orphan,), clock.now() - timedelta(seconds=60)))
+    registry = CollectorRegistry()
+    registry.register(StoreCollector(store))
+    a, b = str(owned), str(orphan)
+    assert value(registry, "chongming_tasks", status="queued") == 4
+    assert value(registry, "chongming_queue_depth", bucket=a) == 2
+    assert value(registry, "chongming_queue_depth", bucket=b) == 1
+    assert value(registry, "chongming_queue_depth", bucket="-") == 1
+    assert value(registry, "chongming_queue_oldest_age_seconds", bucket=a) == 40
+    assert value(registry, "chongming_queue_oldest_age_seconds", bucket=b) == 10
+    assert value(registry, "chongming_queue_bucket_orphaned", bucket=a) == 0
+    assert value(registry, "chongming_queue_bucket_orphaned", bucket=b) == 1
+    assert value(registry, "chongming_queue_bucket_orphaned", bucket="-") == 1  # nobody owns all
+    assert value(registry, "chongming_workers_up") == 1
+    assert value(registry, "chongming_workers_dead") == 1
+    assert value(registry, "chongming_lease_expired_tasks") == 0
+    # A claim takes the task out of the depth at the next scrape.
+    until = clock.now() + timedelta(seconds=30)
+    store.claim_queued("live", buckets=[owned], limit=1, lease_until=until)
+    assert value(registry, "chongming_queue_depth", bucket=a) == 1
+    assert value(registry, "chongming_queue_oldest_age_seconds", bucket=a) == 10
+    assert value(registry, "chongming_tasks", status="queued") == 4  # claimed, not started
+    # Without the queue families, nothing of them is exported.
+    bare = CollectorRegistry()
+    bare.register(StoreCollector(store, queue=False))
+    assert value(bare, "chongming_workers_up") is None
+    assert value(bare, "chongming_tasks", status="queued") == 4

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -33,11 +34,11 @@ Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 class Worker:
     """A ``chongming-task worker --metrics-port 0`` subprocess and what it printed."""
 
-    def __init__(self, db: str) -> None:
+    def __init__(self, db: str, *options: str) -> None:
         argv = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "chongming_task.cli"]
         env = {k: v for k, v in os.environ.items() if not k.startswith("CHONGMING_")}
         self.process = subprocess.Popen(
-            [*argv, "--db", db, "worker", "--tasks", str(TASKS), "--max-parallel", "2",
+            [*argv, "--db", db, *options, "worker", "--tasks", str(TASKS), "--max-parallel", "2",
              "--poll-interval", "0.1", "--metrics-port", "0"],
             env={**env, "NO_COLOR": "1"},
             stdout=subprocess.PIPE,
@@ -91,9 +92,9 @@ def open_store(db: str) -> TaskStore:
     return SqliteTaskStore(db)
 
 
-@pytest.fixture
-def worker(db: str) -> Iterator[Worker]:
-    worker = Worker(db)
+@contextlib.contextmanager
+def started(worker: Worker) -> Iterator[Worker]:
+    """``worker`` once ready; killed if the test left it running."""
     try:
         wait_until(
             lambda: worker.ready.is_set() or worker.process.poll() is not None,
@@ -107,6 +108,12 @@ def worker(db: str) -> Iterator[Worker]:
             worker.process.kill()
         if worker.process.stdout is not None and not worker.process.stdout.closed:
             worker.stop()
+
+
+@pytest.fixture
+def worker(db: str) -> Iterator[Worker]:
+    with started(Worker(db)) as ready:
+        yield ready
 
 
 def scrape(url: str) -> Samples:
@@ -196,3 +203,53 @@ def test_worker_metrics_agree_with_the_store(worker: Worker, db: str) -> None:
     assert worker.stop() == 0
     with pytest.raises(urllib.error.URLError):  # closed with the worker
         urllib.request.urlopen(url, timeout=2)
+
+
+@pytest.mark.slow
+def test_worker_metrics_count_the_work_queue(db: str) -> None:
+    """Queued tasks are counted by ``/metrics`` of a real worker: depth, age, orphaned."""
+    from chongming_task import Client
+
+    client_store = open_store(db)
+    client = Client(client_store)
+    policy = client.bucket_policy
+    owned, orphan = "tenant-a", "tenant-b"
+    assert policy.bucket_for(owned) != policy.bucket_for(orphan)
+    a, b = str(policy.bucket_for(owned)), str(policy.bucket_for(orphan))
+    # Before the worker: nobody owns anything yet.
+    later = [client.enqueue("ok", bucket_key=owned, delay=3600) for _ in range(2)]
+    waiting = [client.enqueue("ok", bucket_key=orphan) for _ in range(3)]
+    runs = client.enqueue("ok", bucket_key=owned)
+    try:
+        with started(Worker(db, "--owned-buckets", a)) as worker:
+            assert runs.wait(30).ok  # its own bucket's due task ran
+
+            def queue_counted() -> Samples | None:
+                samples = scrape(worker.metrics_url)
+                workers_up = samples.get(("chongming_workers_up", frozenset()))
+                return samples if workers_up == 1 else None
+
+            samples = wait_until(queue_counted, timeout=10, message="the worker registered")
+            assert samples is not None
+            counts = client_store.count_by_status()
+            assert counts[TaskStatus.QUEUED] == 5
+            assert samples[("chongming_tasks", frozenset({("status", "queued")}))] == 5
+            by_bucket = labelled(samples, "chongming_queue_depth", "bucket")
+            assert by_bucket == {(a,): 2, (b,): 3}
+            orphaned = labelled(samples, "chongming_queue_bucket_orphaned", "bucket")
+            assert orphaned == {(b,): 1}  # only non-zero samples: the worker owns a
+            ages = labelled(samples, "chongming_queue_oldest_age_seconds", "bucket")
+            first = min(h.snapshot.created_at for h in waiting)
+            assert 0 < ages[(b,)] <= (client_store.clock.now() - first).total_seconds()
+            assert samples[("chongming_workers_dead", frozenset())] == 0
+            # Cancelled before start: out of the depth at the next scrape.
+            for handle in waiting:
+                assert handle.stop("not needed") is True
+            samples = scrape(worker.metrics_url)
+            assert labelled(samples, "chongming_queue_depth", "bucket") == {(a,): 2}
+            assert samples[("chongming_tasks", frozenset({("status", "queued")}))] == 2
+            assert samples[("chongming_tasks", frozenset({("status", "stopped")}))] == 3
+            assert all(h.status is TaskStatus.QUEUED for h in later)
+            assert worker.stop() == 0
+    finally:
+        client_store.close()

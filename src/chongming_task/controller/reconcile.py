@@ -86,6 +86,7 @@ def reconcile(
     dry_run: bool = False,
     on_lost: Callable[[Transition, TaskSnapshot], None] | None = None,
     metadata_eq: Mapping[str, str] | None = None,
+    occupying_only: bool = False,
 ) -> ReconcileReport:
     """Apply the table above to every unfinished task in ``buckets`` (all when ``None``).
 
@@ -109,6 +110,9 @@ def reconcile(
             observers hear it too). ``None`` lets the store skip reading snapshots.
         metadata_eq: Only tasks whose metadata has these values (the scheduler
             settles the runs of one schedule: ``{"schedule": name}``).
+        occupying_only: Look only for tasks to mark ``lost`` (nothing is reported
+            ``adoptable``): a worker's periodic recovery, which runs every few seconds
+            and must not read the whole work queue each time.
 
     Raises:
         StoreError: The store failed while reading or writing.
@@ -120,7 +124,7 @@ def reconcile(
     occupying: list[str] = []
     heads = store.query_heads(
         TaskQuery(
-            statuses=_UNFINISHED,
+            statuses=OCCUPYING if occupying_only else _UNFINISHED,
             buckets=scope,
             lease_expired_by=now,
             metadata_eq=dict(metadata_eq) if metadata_eq else None,

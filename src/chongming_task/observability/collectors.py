@@ -5,7 +5,10 @@ queued right now?" and "when did the nightly schedule last succeed?" are questio
 about the whole fleet, so they are answered from the store on every scrape: a
 console process with nothing but a store sees the same numbers as a worker. A scrape
 costs ``count_by_status`` plus ``list_schedules`` plus at most one small query per
-schedule whose last run did not succeed.
+schedule whose last run did not succeed, plus the work queue's summary
+(:func:`~chongming_task.stores.queue_health.queue_health`: the worker registry, the queued
+tasks -- at most ``SCAN_LIMIT`` of them -- and the expired leases), the very numbers
+``chongming-task health`` and ``workers`` print.
 
 A store failure during a scrape never fails the scrape: ``chongming_store_up`` drops
 to 0, ``chongming_scrape_errors_total`` grows, and the store-derived families are
@@ -58,10 +61,11 @@ def require_prometheus() -> Any:
 class StoreCollector:
     """Fleet-wide gauges read from ``store`` on every scrape (tasks, schedules)."""
 
-    def __init__(self, store: TaskStore, *, schedules: bool = True) -> None:
+    def __init__(self, store: TaskStore, *, schedules: bool = True, queue: bool = True) -> None:
         self._core = require_prometheus()
         self.store = store
         self.schedules = schedules
+        self.queue = queue
         self._lock = threading.Lock()
         self.scrape_errors = 0
         """Scrapes in which the store failed (also exported)."""
@@ -78,6 +82,8 @@ class StoreCollector:
             families.append(self._tasks())
             if self.schedules:
                 families.extend(self._schedules())
+            if self.queue:
+                families.extend(self._queue())
         except Exception as exc:  # a dead store must not turn the scrape into a 500
             up = 0
             with self._lock:
@@ -102,6 +108,52 @@ class StoreCollector:
         for status in TaskStatus:
             family.add_metric([status.value], counts.get(status, 0))
         return family
+
+    def _queue(self) -> list[Any]:
+        from chongming_task.stores.queue_health import queue_health
+
+        core = self._core
+        health = queue_health(self.store)
+        label = ["bucket"]
+        depth = core.GaugeMetricFamily(
+            "chongming_queue_depth",
+            "Queued tasks no worker has claimed yet, by bucket ('-': no bucket).",
+            labels=label,
+        )
+        oldest = core.GaugeMetricFamily(
+            "chongming_queue_oldest_age_seconds",
+            "How long the oldest unclaimed queued task of the bucket has waited.",
+            labels=label,
+        )
+        orphaned = core.GaugeMetricFamily(
+            "chongming_queue_bucket_orphaned",
+            "1 if the bucket has queued work and no live worker owns it.",
+            labels=label,
+        )
+        for bucket in sorted(health.depth, key=_bucket_order):
+            depth.add_metric([bucket], health.depth[bucket])
+            oldest.add_metric([bucket], health.oldest_age.get(bucket, 0.0))
+            orphaned.add_metric([bucket], 1 if bucket in health.orphaned else 0)
+        return [
+            depth,
+            oldest,
+            orphaned,
+            core.GaugeMetricFamily(
+                "chongming_workers_up",
+                "Registered workers heart-beating now.",
+                value=len(health.live),
+            ),
+            core.GaugeMetricFamily(
+                "chongming_workers_dead",
+                "Registered workers that stopped heart-beating without a clean shutdown.",
+                value=len(health.dead),
+            ),
+            core.GaugeMetricFamily(
+                "chongming_lease_expired_tasks",
+                "Occupying tasks whose lease expired (the next reconcile marks them lost).",
+                value=len(health.expired),
+            ),
+        ]
 
     def _schedules(self) -> list[Any]:
         from chongming_task.schedule.control import ScheduleControl
@@ -163,6 +215,11 @@ class StoreCollector:
         for snapshot in self.store.query(query):
             return (snapshot.finished_at or snapshot.updated_at).timestamp()
         return None
+
+
+def _bucket_order(bucket: str) -> tuple[int, int]:
+    """Buckets by number, the no-bucket ``"-"`` last."""
+    return (1, 0) if not bucket.isdigit() else (0, int(bucket))
 
 
 class ControllerCollector:

@@ -19,7 +19,7 @@ import contextlib
 import math
 import secrets
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -367,7 +367,8 @@ class Client:
                 seconds=check_seconds(seconds, "delay", allow_zero=True)
             )
         if not_before is not None:
-            check_aware(not_before, "not_before")
+            # Stored in UTC: the claim query compares it as an instant, in SQL.
+            not_before = check_aware(not_before, "not_before").astimezone(UTC)
         if bucket_key is not None:
             check_text(bucket_key, "bucket_key")
         bucket = None if bucket_key is None else self.bucket_policy.bucket_for(bucket_key)
@@ -529,6 +530,12 @@ class AsyncClient:
 
     async def stop(self, task_id: str, *, reason: str | None = None) -> bool:
         return await asyncio.to_thread(lambda: self.sync.stop(task_id, reason=reason))
+
+    async def pause(self, task_id: str) -> bool:
+        return await asyncio.to_thread(self.sync.pause, task_id)
+
+    async def resume(self, task_id: str) -> bool:
+        return await asyncio.to_thread(self.sync.resume, task_id)
 
 
 JSONArgs = tuple[JSONValue, ...]

@@ -466,8 +466,10 @@ class SqlTaskStore(SqlControl):
         if limit < 1 or (buckets is not None and not buckets):
             return []
         now = self.clock.now()
-        # Look past a few rows that are not due yet (a delay) or carry no recipe.
-        params: dict[str, Any] = {"limit": limit * 4 + 16}
+        # The query leaves out rows that are not due (a delay) or carry no recipe, so
+        # any number of delayed tasks ahead cannot hide a due one; a few more rows than
+        # asked cover what the exact check below refuses (SQLite compares to the ms).
+        params: dict[str, Any] = {"limit": limit + 4, "now": now.isoformat()}
         section = "claim_queued"
         if buckets is not None:
             section = "claim_queued_buckets"

@@ -155,6 +155,7 @@ class WorkQueueDuty:
                 actor=controller.owner,
                 buckets=None,
                 held=[run.task_id for run in controller.runs() if not run.done],
+                occupying_only=True,
             )
         except Exception as exc:
             log.warning("periodic reconcile failed: %s: %s", type(exc).__name__, exc)

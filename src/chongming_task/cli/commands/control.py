@@ -205,6 +205,7 @@ def cmd_resume(args: argparse.Namespace, session: Session) -> int:
 
 def cmd_reconcile(args: argparse.Namespace, session: Session) -> int:
     from chongming_task.controller.reconcile import reconcile
+    from chongming_task.stores.queue_health import split_waiting
 
     store = session.open_store(create=False)
     controller = console_controller(session, store)
@@ -220,14 +221,16 @@ def cmd_reconcile(args: argparse.Namespace, session: Session) -> int:
         held=(),
         dry_run=args.dry_run,
     )
+    waiting, adoptable = split_waiting(store, report.adoptable)
     if session.json:
         session.output.json(
             document(
                 "reconcile",
                 dry_run=args.dry_run,
                 lost=list(report.lost),
-                adoptable=list(report.adoptable),
+                adoptable=list(adoptable),
                 skipped=list(report.skipped),
+                waiting=list(waiting),
             )
         )
         return ExitCode.OK
@@ -235,9 +238,14 @@ def cmd_reconcile(args: argparse.Namespace, session: Session) -> int:
     output = session.output
     output.print(f"{verb} {len(report.lost)} task(s) lost: {', '.join(report.lost) or '-'}")
     output.print(
-        f"{len(report.adoptable)} task(s) adoptable (not running, nobody holds them; "
-        f"resubmit to run): {', '.join(report.adoptable) or '-'}"
+        f"{len(adoptable)} task(s) adoptable (not running, nobody holds them; "
+        f"resubmit to run): {', '.join(adoptable) or '-'}"
     )
+    if waiting:
+        output.print(
+            f"{len(waiting)} queued task(s) waiting for a worker owning their bucket "
+            f"(nothing to do): {', '.join(waiting[:20])}{' ...' if len(waiting) > 20 else ''}"
+        )
     output.print(
         f"{len(report.skipped)} task(s) skipped (written meanwhile): "
         f"{', '.join(report.skipped) or '-'}"

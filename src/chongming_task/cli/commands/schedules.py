@@ -133,7 +133,7 @@ def cmd_list(args: argparse.Namespace, session: Session) -> int:
 
 
 def cmd_health(args: argparse.Namespace, session: Session) -> int:
-    from chongming_task.queue.health import queue_health
+    from chongming_task.stores.queue_health import queue_health
 
     health = admin_for(session).health()
     queue = queue_health(session.open_store(create=False))
@@ -170,8 +170,10 @@ def cmd_health(args: argparse.Namespace, session: Session) -> int:
         )
     else:
         output = session.output
+        # The first word is the verdict of the whole command (its exit code), queue included.
+        status = health.status if queue.healthy or not health.healthy else "unhealthy"
         output.print(
-            f"{health.status}: {health.schedules} schedule(s), {health.active} active, "
+            f"{status}: {health.schedules} schedule(s), {health.active} active, "
             f"{health.paused} paused, {health.running} run(s) unfinished"
         )
         if health.next_due is not None:

@@ -296,6 +296,7 @@ def _serve(  # noqa: C901 (the worker's start-up sequence, one step per option; 
     retention: Any,
     metrics: tuple[int | None, str],
 ) -> int:
+    from chongming_task.stores.queue_health import split_waiting
     from chongming_task.worker import Worker
 
     store = session.open_store(create=True)
@@ -350,11 +351,13 @@ def _serve(  # noqa: C901 (the worker's start-up sequence, one step per option; 
 
     with on_shutdown_signals(on_signal):
         report = worker.start()
+        waiting, adoptable = split_waiting(controller.store, report.adoptable)
         log.info(
-            "reconciled: %s lost, %s adoptable (resubmit to run), %s skipped",
+            "reconciled: %s lost, %s adoptable (resubmit to run), %s skipped%s",
             _ids(report.lost),
-            _ids(report.adoptable),
+            _ids(adoptable),
             _ids(report.skipped),
+            f"; {len(waiting)} queued task(s) waiting for a worker" if waiting else "",
         )
         log.info("ready; stop with Ctrl-C or SIGTERM")
         try:
@@ -399,7 +402,7 @@ def _serve(  # noqa: C901 (the worker's start-up sequence, one step per option; 
     (log.info if shutdown.clean else log.warning)(
         "worker %s stopped: took %d task(s), stopped %d, lost %d",
         controller.owner,
-        worker.accepted,
+        worker.accepted + worker.claimed,
         stopped,
         len(shutdown.unfinished),
     )

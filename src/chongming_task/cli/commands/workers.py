@@ -27,7 +27,7 @@ def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
 
 
 def cmd_workers(args: argparse.Namespace, session: Session) -> int:
-    from chongming_task.queue.health import queue_health
+    from chongming_task.stores.queue_health import queue_health
 
     store = session.open_store(create=False)
     health = queue_health(store)

@@ -472,12 +472,20 @@ SELECT count(*) FROM task;
 -- name: claim_queued
 SELECT t.doc::text, t.progress::text, t.heartbeat_at, t.lease_owner, t.lease_until, t.pid
 FROM ct_tasks t WHERE t.status = 'queued' AND t.owner IS NULL
+    AND json_typeof(t.doc->'metadata'->'recipe') = 'object'
+    AND (t.doc->'metadata'->'recipe'->>'not_before' IS NULL OR (CASE
+        WHEN t.doc->'metadata'->'recipe'->>'not_before' ~ '^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?([+-]\d\d:\d\d|Z)$'
+        THEN (t.doc->'metadata'->'recipe'->>'not_before')::timestamptz END) <= %(now)s::timestamptz)
 ORDER BY t.priority DESC, t.created_at, t.seq LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 
 -- name: claim_queued_buckets
 SELECT t.doc::text, t.progress::text, t.heartbeat_at, t.lease_owner, t.lease_until, t.pid
 FROM ct_tasks t WHERE t.status = 'queued' AND t.owner IS NULL
+    AND json_typeof(t.doc->'metadata'->'recipe') = 'object'
+    AND (t.doc->'metadata'->'recipe'->>'not_before' IS NULL OR (CASE
+        WHEN t.doc->'metadata'->'recipe'->>'not_before' ~ '^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?([+-]\d\d:\d\d|Z)$'
+        THEN (t.doc->'metadata'->'recipe'->>'not_before')::timestamptz END) <= %(now)s::timestamptz)
     AND t.bucket = ANY(%(buckets)s)
 ORDER BY t.priority DESC, t.created_at, t.seq LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;

@@ -496,13 +496,23 @@ UPDATE ct_tasks SET
 WHERE task_id = :task_id AND status_version = :expect_version AND owner IS NULL;
 
 -- name: claim_queued
+-- Walks the partial index ct_tasks_claimable in claim order (INDEXED BY: without
+-- statistics the planner sorts every queued row instead) and stops at the limit; rows
+-- not due yet (recipe.not_before, compared as an instant) or without a recipe are
+-- passed over in the walk, so any number of delayed tasks cannot hide a due one.
 SELECT t.doc, t.progress, t.heartbeat_at, t.lease_owner, t.lease_until, t.pid
-FROM ct_tasks t WHERE t.status = 'queued' AND t.owner IS NULL
+FROM ct_tasks t INDEXED BY ct_tasks_claimable WHERE t.status = 'queued' AND t.owner IS NULL
+    AND json_type(t.doc, '$.metadata.recipe') = 'object'
+    AND (json_extract(t.doc, '$.metadata.recipe.not_before') IS NULL
+        OR julianday(json_extract(t.doc, '$.metadata.recipe.not_before')) <= julianday(:now))
 ORDER BY t.priority DESC, t.created_at, t.seq LIMIT :limit;
 
 -- name: claim_queued_buckets
 SELECT t.doc, t.progress, t.heartbeat_at, t.lease_owner, t.lease_until, t.pid
-FROM ct_tasks t WHERE t.status = 'queued' AND t.owner IS NULL
+FROM ct_tasks t INDEXED BY ct_tasks_claimable WHERE t.status = 'queued' AND t.owner IS NULL
+    AND json_type(t.doc, '$.metadata.recipe') = 'object'
+    AND (json_extract(t.doc, '$.metadata.recipe.not_before') IS NULL
+        OR julianday(json_extract(t.doc, '$.metadata.recipe.not_before')) <= julianday(:now))
     AND t.bucket IN (SELECT value FROM json_each(:buckets))
 ORDER BY t.priority DESC, t.created_at, t.seq LIMIT :limit;
 

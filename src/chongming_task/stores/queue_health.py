@@ -5,10 +5,14 @@ they never disagree. A worker is *live* while its heartbeat is recent (three of 
 intervals, at least 2 s); one that stopped beating without a clean shutdown is *dead*.
 A bucket with queued unheld work and no live owner is reported by number: nothing will
 run those tasks until a worker owning it starts.
+
+It only reads the store, so it lives with the stores: the CLI, the queue and the
+metrics collectors (a layer below the queue) all use it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -16,10 +20,12 @@ from chongming_task.states import OCCUPYING, TaskStatus
 from chongming_task.stores.base import TaskQuery, TaskStore
 from chongming_task.stores.queue_records import WorkerRecord, recipe_of
 
-__all__ = ["QueueHealth", "queue_health"]
+__all__ = ["QueueHealth", "queue_health", "split_waiting"]
 
 #: Queued tasks read to find orphaned buckets and the oldest queued age.
 SCAN_LIMIT = 10_000
+#: Task ids per query of :func:`split_waiting`.
+_PAGE = 1000
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -88,4 +94,30 @@ def queue_health(store: TaskStore, now: datetime | None = None) -> QueueHealth:
         oldest_age=oldest,
         orphaned=tuple(orphaned),
         expired=expired,
+    )
+
+
+def split_waiting(
+    store: TaskStore, task_ids: Sequence[str]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(waiting, others)``: the work queue's unclaimed tasks among ``task_ids``, and the rest.
+
+    ``reconcile()`` reports every unheld task that is not occupying as *adoptable*
+    (nobody holds it: resubmit to run). A task enqueued through the work queue and not
+    claimed yet is not that: a worker owning its bucket will claim it. The worker's
+    start-up line and ``chongming-task reconcile`` say which is which; order is kept.
+    """
+    ids = list(task_ids)
+    waiting: set[str] = set()
+    for start in range(0, len(ids), _PAGE):
+        page = TaskQuery(
+            task_ids=frozenset(ids[start : start + _PAGE]),
+            statuses=frozenset({TaskStatus.QUEUED}),
+        )
+        waiting.update(
+            s.task_id for s in store.query(page) if s.owner is None and recipe_of(s) is not None
+        )
+    return (
+        tuple(t for t in ids if t in waiting),
+        tuple(t for t in ids if t not in waiting),
     )
