@@ -31,6 +31,7 @@ from chongming_task.schedule.admin import ScheduleAdmin
 from chongming_task.states import OCCUPYING, TERMINAL, TaskStatus
 from chongming_task.stores.base import TaskQuery, TaskStore
 from chongming_task.timespec import parse_instant
+from chongming_task.worker.logtail import stored_tail
 
 __all__ = [
     "DEFAULT_PAGE_SIZE",
@@ -135,6 +136,7 @@ def task_doc(snapshot: TaskSnapshot, *, full: bool = False) -> dict[str, Any]:
         "controls": controls_of(snapshot),
     }
     if full:
+        doc["logs"] = stored_tail(snapshot)
         doc["metadata"] = clean_json(dict(snapshot.metadata))
         doc["outcome"] = clean_json(snapshot.outcome)
         if failure is not None:
