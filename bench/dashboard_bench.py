@@ -144,6 +144,7 @@ class _Stream:
 
     def __init__(self, port: int) -> None:
         self.conn = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self.conn.settimeout(None)  # a quiet stream sends a tick every 15 s: keep waiting
         request = (
             "GET /events HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n"
             f"Authorization: Bearer {TOKEN}\r\n\r\n"

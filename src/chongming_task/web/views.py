@@ -19,7 +19,7 @@ import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Final, Protocol
 
 from chongming_task.core.clock import Clock
@@ -184,7 +184,7 @@ class TaskFilters:
         params: Mapping[str, str],
         statuses: Sequence[str] = (),
         *,
-        now: datetime | None = None,
+        now: datetime,
     ) -> TaskFilters:
         """From query parameters; blank values are no filter.
 
@@ -221,11 +221,10 @@ class TaskFilters:
             value = (params.get(key) or "").strip()
             return value or None
 
-        moment = now if now is not None else datetime.now(UTC)
         bounds: dict[str, datetime | None] = {}
         for key in TIME_BOUNDS:
             given = text(key)
-            bounds[key] = None if given is None else parse_instant(given, now=moment, name=key)
+            bounds[key] = None if given is None else parse_instant(given, now=now, name=key)
         for start, end in (
             ("created_after", "created_before"),
             ("updated_after", "updated_before"),
