@@ -170,3 +170,33 @@ def test_task_page_shows_the_last_log_lines(store: TaskStore, browser: Any) -> N
         assert page.locator('[data-testid="logs"] img').count() == 0
         assert dialogs == []
         page.close()
+
+
+def test_a_refresh_in_flight_never_wipes_a_reason_being_typed(
+    store: TaskStore, browser: Any
+) -> None:
+    """A live refresh requested before the operator typed, answered after, is dropped."""
+    expect = playwright_sync.expect
+    seed(store, 3)
+    app = create_app(store, token=TOKEN, user=USER, live_interval=0.1)
+    with LiveServer(app) as server:
+        page = logged_in(browser, server)
+        page.goto(f"{server.url}/tasks")
+        expect(page.locator("body")).to_have_attribute("data-live", "on")
+        held: list[Any] = []
+
+        def hold(route: Any) -> None:  # answered later, after the typing below
+            held.append(route)
+
+        page.route("**/tasks?*partial=1*", hold)
+        with page.expect_request(lambda r: "partial=1" in r.url):
+            seed(store, 1, prefix="new", day=2)  # a change: the page asks for its rows
+        reason = page.locator('#bulk input[name="reason"]')
+        reason.fill("half-typed reason")  # typed while that refresh is still on its way
+        assert held
+        with page.expect_response(lambda r: "partial=1" in r.url):
+            held[0].continue_()
+        page.unroute("**/tasks?*partial=1*")
+        expect(reason).to_have_value("half-typed reason")
+        expect(page.locator('tr[data-task="new0000"]')).to_have_count(0)
+        page.close()
