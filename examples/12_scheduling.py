@@ -17,6 +17,7 @@ from pathlib import Path
 
 from chongming_task import Controller, TaskContext, task
 from chongming_task.schedule import CronTrigger, IntervalTrigger, Schedule, ScheduleAdmin, Scheduler
+from chongming_task.schedule.admin import StaleScheduleEdit
 from chongming_task.stores.sqlite import SqliteTaskStore
 from chongming_task.testing import FakeClock, wait_until
 
@@ -96,7 +97,18 @@ def main() -> None:
         assert run.status.value == "skipped"
         print(f"{skipped[0]}: {run.status.value} -- {store.history(run.task_id)[-1].reason}")
         admin.resume("orders-eu", operator="alice")
-        admin.set_pattern("orders-eu", "*/10 * * * *", operator="alice")  # survives redeploys
+        seen = admin.get("orders-eu").definition_revision  # what two operators loaded
+        admin.set_pattern(  # survives redeploys
+            "orders-eu", "*/10 * * * *", operator="alice", expect_definition_revision=seen
+        )
+        try:  # bob's edit was based on the same, now stale, revision: refused, nothing written
+            admin.set_pattern(
+                "orders-eu", "*/30 * * * *", operator="bob", expect_definition_revision=seen
+            )
+        except StaleScheduleEdit as exc:
+            print(f"bob's edit: {exc}")
+        else:
+            raise AssertionError("a stale edit must be refused")
         fired = step(clock, scheduler, 600)
         print(f"after the override: {fired}")
         assert scheduler.get("orders-eu").pattern == "*/10 * * * *"

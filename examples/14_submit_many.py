@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 
 from chongming_task import ConfigurationError, SqliteTaskStore, TaskContext, TaskStatus, task
@@ -73,6 +74,15 @@ def main() -> None:
             print("refused:", message)
             assert controller.get("thumb-e") is None
             print("stored tasks:", sorted(s.task_id for s in controller.list_tasks()))
+
+            # A time window of creation (aware datetimes; after inclusive, before not).
+            first = runs[0].snapshot.created_at
+            window = controller.list_tasks(
+                created_after=first, created_before=controller.clock.now() + timedelta(seconds=1)
+            )
+            assert [s.task_id for s in window] == ["thumb-a", "thumb-b", "thumb-c"]
+            assert controller.list_tasks(created_before=first) == []
+            print("created in the window:", [s.task_id for s in window])
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ POSTS = [
     "/schedules/x/pause",
     "/schedules/x/resume",
     "/schedules/x/run",
+    "/schedules/x/override",
     "/api/tasks/x/stop",
 ]
 

@@ -18,8 +18,14 @@ def test_dashboard_bench_runs_small(capsys: object) -> None:
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
-    results = module.main(["--tasks", "300", "--rounds", "2"])
+    results = module.main(
+        ["--tasks", "300", "--rounds", "2", "--clients", "3", "--live-seconds", "0.5"]
+    )
     assert results["task_count"] == 300
     assert results["tasks"]["p50_ms"] > 0
     assert results["tasks, page 2"]["p50_ms"] > 0
+    assert results["tasks, time range"]["p50_ms"] > 0
     assert "overview" in results
+    live = results["live clients"]
+    assert live["clients"] == live["streams_open_at_end"] == 3
+    assert live["cpu_share"] >= 0

@@ -22,6 +22,7 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
 from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any, Literal
@@ -423,10 +424,18 @@ class Controller(Submission):
         buckets: Iterable[int] | None = None,
         owner: str | None = None,
         metadata_eq: Mapping[str, str] | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        updated_after: datetime | None = None,
+        updated_before: datetime | None = None,
         limit: int | None = None,
         order: Literal["created", "-created", "updated", "-updated", "priority"] = "created",
     ) -> list[TaskSnapshot]:
-        """Tasks in the store matching every given filter."""
+        """Tasks in the store matching every given filter.
+
+        ``created_after``/``created_before`` (and the ``updated_*`` pair) bound a time
+        window: timezone-aware instants, the first inclusive, the second exclusive.
+        """
         return self.store.query(
             task_query(
                 status=status,
@@ -436,6 +445,10 @@ class Controller(Submission):
                 buckets=buckets,
                 owner=owner,
                 metadata_eq=metadata_eq,
+                created_after=created_after,
+                created_before=created_before,
+                updated_after=updated_after,
+                updated_before=updated_before,
                 limit=limit,
                 order=order,
             )

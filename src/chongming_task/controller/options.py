@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import Literal
 
 from chongming_task import _validation
@@ -105,10 +106,17 @@ def task_query(
     buckets: Iterable[int] | None = None,
     owner: str | None = None,
     metadata_eq: Mapping[str, str] | None = None,
+    created_after: datetime | None = None,
+    created_before: datetime | None = None,
+    updated_after: datetime | None = None,
+    updated_before: datetime | None = None,
     limit: int | None = None,
     order: Literal["created", "-created", "updated", "-updated", "priority"] = "created",
 ) -> TaskQuery:
-    """The store query of ``list_tasks`` (the controller's and the client's alike)."""
+    """The store query of ``list_tasks`` (the controller's and the client's alike).
+
+    The time bounds are timezone-aware; ``*_after`` is inclusive, ``*_before`` is not.
+    """
     return TaskQuery(
         statuses=parse_statuses(status),
         name_prefix=name_prefix,
@@ -117,6 +125,10 @@ def task_query(
         buckets=None if buckets is None else frozenset(buckets),
         owner=owner,
         metadata_eq=metadata_eq,
+        created_after=created_after,
+        created_before=created_before,
+        updated_after=updated_after,
+        updated_before=updated_before,
         limit=limit,
         order=order,
     )

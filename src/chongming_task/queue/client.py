@@ -408,6 +408,10 @@ class Client:
         tag: str | None = None,
         bucket: int | None = None,
         owner: str | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        updated_after: datetime | None = None,
+        updated_before: datetime | None = None,
         limit: int | None = None,
         order: Literal["created", "-created", "updated", "-updated", "priority"] = "created",
     ) -> list[TaskSnapshot]:
@@ -419,6 +423,10 @@ class Client:
                 tag=tag,
                 bucket=bucket,
                 owner=owner,
+                created_after=created_after,
+                created_before=created_before,
+                updated_after=updated_after,
+                updated_before=updated_before,
                 limit=limit,
                 order=order,
             )

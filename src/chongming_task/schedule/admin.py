@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Final
 
+from chongming_task import _validation
 from chongming_task.core.clock import Clock, SystemClock
 from chongming_task.errors import ConfigurationError, StoreError
 from chongming_task.model import JSONValue, TaskSnapshot, ensure_json
@@ -35,7 +36,7 @@ from chongming_task.states import OCCUPYING, TERMINAL, TaskStatus
 from chongming_task.stores._salvage import counts_skipping_corrupt, query_skipping_corrupt
 from chongming_task.stores.base import Command, ScheduleConflict, TaskQuery, TaskStore
 
-__all__ = ["UNFINISHED", "ScheduleAdmin", "check_input"]
+__all__ = ["UNFINISHED", "ScheduleAdmin", "StaleScheduleEdit", "check_input"]
 
 log = logging.getLogger("chongming_task.schedule")
 
@@ -171,23 +172,49 @@ class ScheduleAdmin:
         *,
         timezone: str | None = None,
         operator: str | None = None,
+        expect_definition_revision: int | None = None,
     ) -> ScheduleControl:
         """Override the pattern (and timezone); it survives re-registration.
 
+        ``expect_definition_revision`` is the ``definition_revision`` the edit was
+        based on (what the operator saw): if the record's definition or operator state
+        changed since, the edit is refused and nothing is written. Counter updates of
+        running schedulers do not move that revision, so they never refuse an edit.
+
         Raises:
             ConfigurationError: the pattern or timezone is invalid (nothing changes).
+            StaleScheduleEdit: ``expect_definition_revision`` is no longer current.
         """
         now = self.clock.now()
         who = operator or self.actor
         return self.update(
-            name, lambda c: c.with_pattern(pattern, timezone=timezone, actor=who, now=now)
+            name,
+            lambda c: _expecting(c, expect_definition_revision).with_pattern(
+                pattern, timezone=timezone, actor=who, now=now
+            ),
         )
 
-    def reset_pattern(self, name: str, *, operator: str | None = None) -> ScheduleControl:
-        """Drop the override: back to the pattern and timezone from code."""
+    def reset_pattern(
+        self,
+        name: str,
+        *,
+        operator: str | None = None,
+        expect_definition_revision: int | None = None,
+    ) -> ScheduleControl:
+        """Drop the override: back to the pattern and timezone from code.
+
+        Raises:
+            StaleScheduleEdit: ``expect_definition_revision`` is no longer current
+                (see :meth:`set_pattern`).
+        """
         now = self.clock.now()
         who = operator or self.actor
-        return self.update(name, lambda c: c.with_default_pattern(actor=who, now=now))
+        return self.update(
+            name,
+            lambda c: _expecting(c, expect_definition_revision).with_default_pattern(
+                actor=who, now=now
+            ),
+        )
 
     # -- manual runs --------------------------------------------------------------------
 
@@ -403,6 +430,37 @@ class ScheduleAdmin:
             last_store_error=last_store_error,
             stale=stale,
         )
+
+
+class StaleScheduleEdit(ScheduleConflict):
+    """An operator's edit was based on a ``definition_revision`` that is no longer current.
+
+    Someone changed the schedule's definition or operator state since the edit was
+    prepared; nothing was written. ``expected`` is the revision the edit was based on,
+    ``actual`` the current one, ``updated_by``/``updated_at`` who changed it and when.
+    """
+
+    def __init__(self, current: ScheduleControl, expected: int) -> None:
+        super().__init__(current.name, expected, current.definition_revision)
+        who = current.updated_by or "someone"
+        Exception.__init__(
+            self,
+            f"schedule {current.name!r} was changed by {who} at "
+            f"{current.updated_at.isoformat(timespec='seconds')} (definition revision "
+            f"{current.definition_revision}; this edit was based on revision {expected}); "
+            "nothing was changed: reload it and edit again",
+        )
+        self.updated_by = current.updated_by
+        self.updated_at = current.updated_at
+
+
+def _expecting(control: ScheduleControl, expected: int | None) -> ScheduleControl:
+    """``control`` itself, if an edit based on revision ``expected`` may apply to it."""
+    if expected is not None:
+        _validation.check_int(expected, "expect_definition_revision", minimum=0)
+        if control.definition_revision != expected:
+            raise StaleScheduleEdit(control, expected)
+    return control
 
 
 def check_input(value: object) -> dict[str, JSONValue]:

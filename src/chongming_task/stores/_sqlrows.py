@@ -263,6 +263,13 @@ def build_filters(  # noqa: C901 (one clause per TaskQuery filter)
         clauses.append(sql["filter_lease_expired"])
         params["lease_cutoff_at"] = instant(query.lease_expired_by)
         params["lease_cutoff_text"] = query.lease_expired_by.astimezone(UTC).isoformat()
+    for bound in ("created_after", "created_before", "updated_after", "updated_before"):
+        value = getattr(query, bound)
+        if value is not None:
+            # A range on the (created_at, seq) / (updated_at, seq) indexes, which also
+            # serve the status-first one: pages of a time window stay index walks.
+            clauses.append(sql[f"filter_{bound}"])
+            params[bound] = instant(value)
     for index, (key, value) in enumerate(sorted((query.metadata_eq or {}).items())):
         column = _INDEXED_METADATA.get(key)
         if column is not None:

@@ -52,6 +52,14 @@ CommandKind = Literal["task", "schedule"]
 CommandStatus = Literal["pending", "claimed", "completed"]
 
 _ORDERS: Final = frozenset({"created", "-created", "updated", "-updated", "priority"})
+#: The time-window fields of ``TaskQuery`` (aware datetimes, compared as instants).
+_TIME_BOUNDS: Final = ("created_after", "created_before", "updated_after", "updated_before")
+
+
+def _in_window(at: datetime, after: datetime | None, before: datetime | None) -> bool:
+    """``after <= at < before``, a missing bound being no bound."""
+    return (after is None or at >= after) and (before is None or at < before)
+
 
 #: The range of a command's claim priority: a signed 64-bit integer, what both SQL
 #: stores can index (SQLite INTEGER, PostgreSQL bigint). Larger payload values are
@@ -89,6 +97,15 @@ class TaskQuery:
 
     The judgement of ``reconcile()``, made by the store so that tasks with a live lease
     are never read: compared as instants, whatever the offsets they were written with."""
+    created_after: datetime | None = None
+    """Tasks created at or after this instant (``>=``; timezone-aware)."""
+    created_before: datetime | None = None
+    """Tasks created strictly before this instant (``<``), so that ``[after, before)``
+    windows side by side never count a task twice."""
+    updated_after: datetime | None = None
+    """Tasks last written at or after this instant (``>=``)."""
+    updated_before: datetime | None = None
+    """Tasks last written strictly before this instant (``<``)."""
     limit: int | None = None
     order: Order = "created"
     """``created``/``updated`` ascending, ``-`` for descending; ``priority`` is highest
@@ -132,6 +149,10 @@ class TaskQuery:
             raise ConfigurationError(
                 f"TaskQuery.lease_expired_by must be a timezone-aware datetime, got {cutoff!r}"
             )
+        for bound in _TIME_BOUNDS:
+            value = getattr(self, bound)
+            if value is not None:
+                _validation.check_aware(value, f"TaskQuery.{bound}")
         if self.limit is not None and (
             isinstance(self.limit, bool) or not isinstance(self.limit, int) or self.limit < 0
         ):
@@ -185,6 +206,10 @@ class TaskQuery:
             and snapshot.lease_until is not None
             and snapshot.lease_until > self.lease_expired_by
         ):
+            return False
+        if not _in_window(snapshot.created_at, self.created_after, self.created_before):
+            return False
+        if not _in_window(snapshot.updated_at, self.updated_after, self.updated_before):
             return False
         if self.metadata_eq:
             for key, value in self.metadata_eq.items():

@@ -39,7 +39,7 @@ from chongming_task.controller.commands import control_remote
 from chongming_task.core.clock import Clock, SystemClock
 from chongming_task.errors import ConfigurationError, StoreError
 from chongming_task.redact import redact, redact_reason
-from chongming_task.schedule.admin import ScheduleAdmin
+from chongming_task.schedule.admin import ScheduleAdmin, StaleScheduleEdit
 from chongming_task.states import TaskStatus
 from chongming_task.stores.base import TaskStore
 from chongming_task.web.auth import (
@@ -101,7 +101,14 @@ SCHEDULE_MESSAGE: Final = {
     "pause": "schedule paused: every firing is recorded as a skipped run until resumed",
     "resume": "schedule resumed",
     "run": "run requested — a scheduler that has this schedule claims the command and runs it",
+    "override": "override saved — running schedulers apply the new pattern within one tick",
+    "reset": "override dropped — back to the pattern from code; running schedulers apply it "
+    "within one tick",
+    "stale": "edit refused: the schedule was changed since this page was loaded, and nothing "
+    "was changed — the page now shows the current pattern and revision; edit again",
 }
+#: What ``POST /schedules/{name}/override`` does, by its ``action`` field.
+OVERRIDE_ACTIONS: Final = ("set", "reset")
 
 
 class DashboardConfig:
@@ -256,6 +263,7 @@ def create_app(
         Route("/tasks/{task_id:path}/{action}", handlers.task_action, methods=["POST"]),
         Route("/schedules", handlers.schedules, name="schedules"),
         Route("/schedules/{name:path}", handlers.schedule, name="schedule"),
+        Route("/schedules/{name:path}/override", handlers.schedule_override, methods=["POST"]),
         Route("/schedules/{name:path}/{action}", handlers.schedule_action, methods=["POST"]),
         Route("/workers", handlers.workers, name="workers"),
         Route("/buckets", handlers.buckets, name="buckets"),
@@ -267,6 +275,11 @@ def create_app(
         Route("/api/tasks/{task_id:path}/{action}", handlers.task_action, methods=["POST"]),
         Route("/api/schedules", handlers.api_schedules),
         Route("/api/schedules/{name:path}", handlers.api_schedule),
+        Route(
+            "/api/schedules/{name:path}/override",
+            handlers.schedule_override,
+            methods=["POST"],
+        ),
         Route("/api/schedules/{name:path}/{action}", handlers.schedule_action, methods=["POST"]),
         Route("/api/workers", handlers.api_workers),
         Route("/api/buckets", handlers.api_buckets),
@@ -382,6 +395,34 @@ def _reason(fields: Mapping[str, Any]) -> str:
     if len(text) > MAX_REASON:
         raise ConfigurationError(f"the reason is longer than {MAX_REASON} characters")
     return text
+
+
+def _override_edit(fields: Mapping[str, Any]) -> tuple[str, str, str | None, int]:
+    """``(action, pattern, timezone, definition revision)`` of an override request.
+
+    Raises:
+        ConfigurationError: a field is missing or malformed (the message names it).
+    """
+    action = fields.get("action") or "set"
+    if action not in OVERRIDE_ACTIONS:
+        raise ConfigurationError(f"action must be one of {', '.join(OVERRIDE_ACTIONS)}")
+    raw_revision = fields.get("definition_revision")
+    if isinstance(raw_revision, str) and raw_revision.strip().isdigit():
+        revision: object = int(raw_revision.strip())
+    else:
+        revision = raw_revision
+    if isinstance(revision, bool) or not isinstance(revision, int) or revision < 0:
+        raise ConfigurationError(
+            "definition_revision (the revision the edit is based on, as the schedule "
+            f"shows it) is required and must be an integer >= 0, got {raw_revision!r}"
+        )
+    pattern = fields.get("pattern")
+    pattern = pattern.strip() if isinstance(pattern, str) else ""
+    if action == "set" and not pattern:
+        raise ConfigurationError("pattern is required: a cron expression or @every <duration>")
+    timezone = fields.get("timezone")
+    timezone = timezone.strip() if isinstance(timezone, str) and timezone.strip() else None
+    return str(action), pattern, timezone, revision
 
 
 def _safe_next(value: str | None, base: str) -> str:
@@ -572,7 +613,7 @@ class _Handlers:
 
     def _page(self, request: Request) -> Any:
         params = request.query_params
-        filters = TaskFilters.parse(params, params.getlist("status"))
+        filters = TaskFilters.parse(params, params.getlist("status"), now=self.config.clock.now())
         raw_limit = params.get("limit") or str(DEFAULT_PAGE_SIZE)
         try:
             limit = int(raw_limit)
@@ -865,6 +906,70 @@ class _Handlers:
             return RedirectResponse(
                 f"{base}/schedules/{quote(name)}?{urlencode({'done': action})}", status_code=303
             )
+
+        return await self._call(request, act)
+
+    @state_changing
+    async def schedule_override(self, request: Request) -> Response:
+        """Set or drop a pattern override, refused if based on a stale revision."""
+        name = request.path_params["name"]
+        identity: Identity = request.state.identity
+        try:
+            fields = await _fields(request)
+            edit = _override_edit(fields)
+        except ConfigurationError as exc:
+            return _error(request, 400, str(exc), self.env)
+
+        def act() -> Response:
+            admin = ScheduleAdmin(self.config.store, clock=self.config.clock, actor=identity.user)
+            if admin.find(name) is None:
+                return _error(request, 404, f"no schedule named {name!r}", self.env)
+            action, pattern, timezone, revision = edit
+            base = request.scope.get("root_path", "")
+            back = f"{base}/schedules/{quote(name)}"
+            try:
+                if action == "reset":
+                    control = admin.reset_pattern(
+                        name, operator=identity.user, expect_definition_revision=revision
+                    )
+                else:
+                    control = admin.set_pattern(
+                        name,
+                        pattern,
+                        timezone=timezone,
+                        operator=identity.user,
+                        expect_definition_revision=revision,
+                    )
+            except StaleScheduleEdit as exc:
+                if _wants_json(request):
+                    return JSONResponse(
+                        {
+                            "error": redact(str(exc)),
+                            "schedule": name,
+                            "expected_revision": exc.expected,
+                            "definition_revision": exc.actual,
+                            "changed": False,
+                        },
+                        status_code=409,
+                    )
+                return RedirectResponse(f"{back}?{urlencode({'done': 'stale'})}", status_code=303)
+            done = "reset" if action == "reset" else "override"
+            if _wants_json(request):
+                return JSONResponse(
+                    {
+                        "schedule": name,
+                        "action": action,
+                        "actor": identity.user,
+                        "changed": True,
+                        "pattern": control.pattern,
+                        "timezone": control.timezone,
+                        "overridden": control.overridden,
+                        "definition_revision": control.definition_revision,
+                        "next_run_at": _dt(control.next_run_at),
+                        "message": SCHEDULE_MESSAGE[done],
+                    }
+                )
+            return RedirectResponse(f"{back}?{urlencode({'done': done})}", status_code=303)
 
         return await self._call(request, act)
 

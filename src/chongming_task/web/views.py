@@ -30,6 +30,8 @@ from chongming_task.redact import redact, redact_secrets, redact_traceback
 from chongming_task.schedule.admin import ScheduleAdmin
 from chongming_task.states import OCCUPYING, TERMINAL, TaskStatus
 from chongming_task.stores.base import TaskQuery, TaskStore
+from chongming_task.timespec import parse_instant
+from chongming_task.worker.logtail import stored_tail
 
 __all__ = [
     "DEFAULT_PAGE_SIZE",
@@ -47,6 +49,8 @@ DEFAULT_PAGE_SIZE: Final = 50
 MAX_PAGE_SIZE: Final = 500
 #: Rows read past a cursor's recorded position to find it again after new tasks arrived.
 _CURSOR_SLACK: Final = 200
+#: The time-range parameters of ``/tasks`` and ``/api/tasks`` (``TaskQuery`` fields).
+TIME_BOUNDS: Final = ("created_after", "created_before", "updated_after", "updated_before")
 _FAILED: Final = frozenset({TaskStatus.FAILED, TaskStatus.LOST})
 _STUCK_LIMIT: Final = 50
 _HELD_LIMIT: Final = 2000
@@ -132,6 +136,7 @@ def task_doc(snapshot: TaskSnapshot, *, full: bool = False) -> dict[str, Any]:
         "controls": controls_of(snapshot),
     }
     if full:
+        doc["logs"] = stored_tail(snapshot)
         doc["metadata"] = clean_json(dict(snapshot.metadata))
         doc["outcome"] = clean_json(snapshot.outcome)
         if failure is not None:
@@ -166,13 +171,32 @@ class TaskFilters:
     owner: str | None = None
     task_id: str | None = None
     """Free-text id search: the task of exactly this id."""
+    created_after: datetime | None = None
+    """Created at or after this instant (the time range's start, inclusive)."""
+    created_before: datetime | None = None
+    """Created before this instant (the range's end, exclusive)."""
+    updated_after: datetime | None = None
+    updated_before: datetime | None = None
 
     @classmethod
-    def parse(cls, params: Mapping[str, str], statuses: Sequence[str] = ()) -> TaskFilters:
+    def parse(
+        cls,
+        params: Mapping[str, str],
+        statuses: Sequence[str] = (),
+        *,
+        now: datetime,
+    ) -> TaskFilters:
         """From query parameters; blank values are no filter.
 
+        The time bounds (``created_after``, ``created_before``, ``updated_after``,
+        ``updated_before``) are ages counted back from ``now`` (``2h``) or ISO times
+        with an offset (:func:`~chongming_task.timespec.parse_instant`); an age is
+        resolved once, so the links of the page (next page, the filter form) carry the
+        instant and every page shows the same window.
+
         Raises:
-            ConfigurationError: an unknown status or a bucket that is no integer.
+            ConfigurationError: an unknown status, a bucket that is no integer, a time
+                that is neither form, or a range that ends before it starts.
         """
         chosen: set[TaskStatus] = set()
         for raw in statuses:
@@ -197,6 +221,19 @@ class TaskFilters:
             value = (params.get(key) or "").strip()
             return value or None
 
+        bounds: dict[str, datetime | None] = {}
+        for key in TIME_BOUNDS:
+            given = text(key)
+            bounds[key] = None if given is None else parse_instant(given, now=now, name=key)
+        for start, end in (
+            ("created_after", "created_before"),
+            ("updated_after", "updated_before"),
+        ):
+            low, high = bounds[start], bounds[end]
+            if low is not None and high is not None and high <= low:
+                raise ConfigurationError(
+                    f"{end} ({high.isoformat()}) must be after {start} ({low.isoformat()})"
+                )
         return cls(
             statuses=frozenset(chosen) or None,
             name_prefix=text("name"),
@@ -204,15 +241,30 @@ class TaskFilters:
             bucket=bucket,
             owner=text("owner"),
             task_id=text("q"),
+            **bounds,
         )
 
-    def query(self, *, limit: int | None, order: str = "-created") -> TaskQuery:
+    def query(
+        self,
+        *,
+        limit: int | None,
+        order: str = "-created",
+        created_before: datetime | None = None,
+    ) -> TaskQuery:
+        """The store query; ``created_before`` tightens the filter's own end (a page)."""
+        before = self.created_before
+        if created_before is not None and (before is None or created_before < before):
+            before = created_before
         return TaskQuery(
             statuses=self.statuses,
             name_prefix=self.name_prefix,
             tag=self.tag,
             bucket=self.bucket,
             owner=self.owner,
+            created_after=self.created_after,
+            created_before=before,
+            updated_after=self.updated_after,
+            updated_before=self.updated_before,
             limit=limit,
             order=order,  # type: ignore[arg-type]
         )
@@ -232,6 +284,10 @@ class TaskFilters:
                 out[key] = value
         if self.bucket is not None:
             out["bucket"] = str(self.bucket)
+        for key in TIME_BOUNDS:
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value.isoformat()
         return out
 
 
@@ -245,25 +301,40 @@ class TaskPage:
     """How many newer tasks precede this page."""
 
 
-def encode_cursor(position: int, last_id: str) -> str:
-    raw = json.dumps([position, last_id], separators=(",", ":")).encode()
+def encode_cursor(position: int, last: TaskSnapshot) -> str:
+    """The cursor after ``last``: its position, id and creation time (the keyset)."""
+    data = [position, last.task_id, last.created_at.isoformat()]
+    raw = json.dumps(data, separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def decode_cursor(cursor: str) -> tuple[int, str]:
-    """``(position, last task id)`` of a cursor.
+def decode_cursor(cursor: str) -> tuple[int, str, datetime | None]:
+    """``(position, last task id, its creation time)`` of a cursor.
+
+    A cursor of an older dashboard has no creation time (``None``).
 
     Raises:
         ConfigurationError: the cursor was not made by :func:`encode_cursor`.
     """
+    bad = "invalid page cursor; start again from the first page"
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        position, last_id = json.loads(raw)
+        decoded = json.loads(raw)
+        if not isinstance(decoded, list) or len(decoded) not in (2, 3):
+            raise ValueError(cursor)
+        position, last_id = decoded[0], decoded[1]
+        created = datetime.fromisoformat(decoded[2]) if len(decoded) == 3 else None
     except (ValueError, TypeError, binascii.Error):
-        raise ConfigurationError("invalid page cursor; start again from the first page") from None
-    if not isinstance(position, int) or position < 0 or not isinstance(last_id, str):
-        raise ConfigurationError("invalid page cursor; start again from the first page")
-    return position, last_id
+        raise ConfigurationError(bad) from None
+    if (
+        not isinstance(position, int)
+        or isinstance(position, bool)
+        or position < 0
+        or not isinstance(last_id, str)
+        or (created is not None and created.tzinfo is None)
+    ):
+        raise ConfigurationError(bad)
+    return position, last_id, created
 
 
 # ---------------------------------------------------------------- overview
@@ -362,13 +433,14 @@ class Dashboard:
     ) -> TaskPage:
         """One page of tasks, newest first.
 
-        The cursor records the last task of the previous page and how many tasks came
-        before it. The page starts right after that task even when newer tasks arrived
-        meanwhile (they shift it back; it is searched for a little past its position),
-        so no row is shown twice and none is skipped. The store's query API has no
-        "created before" filter, so a deep page reads ``position + limit`` three-column
-        heads (no documents) before it decodes its ``limit`` rows; page one is one
-        indexed query. A store that grows a keyset filter makes every page one query.
+        The cursor records the last task of the previous page, its creation time and
+        how many tasks came before it. A page is one keyset read: the tasks created at
+        or before that time (``created_before`` the next microsecond), newest first,
+        starting right after that task, so tasks that arrived meanwhile shift nothing,
+        no row is shown twice and none is skipped, and a deep page costs what page one
+        costs. Only when the task is gone (deleted) or more than ``_CURSOR_SLACK`` tasks
+        share its creation time does a page fall back to counting ``position + limit``
+        three-column heads from the newest.
 
         Raises:
             ConfigurationError: an invalid cursor or limit.
@@ -383,17 +455,38 @@ class Dashboard:
             rows = self.store.query(filters.query(limit=limit + 1))
             more = len(rows) > limit
             rows = rows[:limit]
-            next_cursor = encode_cursor(len(rows), rows[-1].task_id) if more and rows else None
+            next_cursor = encode_cursor(len(rows), rows[-1]) if more and rows else None
             return TaskPage(rows, next_cursor, filters, limit, 0)
-        position, last_id = decode_cursor(cursor)
-        heads = self.store.query_heads(filters.query(limit=position + limit + 1 + _CURSOR_SLACK))
-        ids = [head.task_id for head in heads]
-        try:
-            start = ids.index(last_id) + 1
-        except ValueError:
-            start = min(position, len(ids))  # the task went away: keep the position
-        page_ids = ids[start : start + limit]
-        more = len(ids) > start + limit
+        position, last_id, last_created = decode_cursor(cursor)
+        page_ids: list[str] | None = None
+        more = False
+        if last_created is not None:
+            bound = last_created + timedelta(microseconds=1)
+            read = limit + 1 + _CURSOR_SLACK
+            heads = self.store.query_heads(filters.query(limit=read, created_before=bound))
+            ids = [head.task_id for head in heads]
+            if last_id in ids:
+                start_at = ids.index(last_id) + 1
+                if len(ids) == read and len(ids) < start_at + limit + 1:
+                    # Ties on the creation time pushed the page past this read.
+                    heads = self.store.query_heads(
+                        filters.query(limit=start_at + limit + 1, created_before=bound)
+                    )
+                    ids = [head.task_id for head in heads]
+                page_ids = ids[start_at : start_at + limit]
+                more = len(ids) > start_at + limit
+                start = position
+        if page_ids is None:
+            heads = self.store.query_heads(
+                filters.query(limit=position + limit + 1 + _CURSOR_SLACK)
+            )
+            ids = [head.task_id for head in heads]
+            try:
+                start = ids.index(last_id) + 1
+            except ValueError:
+                start = min(position, len(ids))  # the task went away: keep the position
+            page_ids = ids[start : start + limit]
+            more = len(ids) > start + limit
         found_rows = (
             self.store.query(TaskQuery(task_ids=frozenset(page_ids), order="-created"))
             if page_ids
@@ -401,7 +494,7 @@ class Dashboard:
         )
         by_id = {row.task_id: row for row in found_rows}
         rows = [by_id[task_id] for task_id in page_ids if task_id in by_id]
-        next_cursor = encode_cursor(start + len(page_ids), page_ids[-1]) if more else None
+        next_cursor = encode_cursor(start + len(rows), rows[-1]) if more and rows else None
         return TaskPage(rows, next_cursor, filters, limit, start)
 
     def time_in_states(

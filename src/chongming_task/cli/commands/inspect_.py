@@ -61,10 +61,9 @@ def _when(value: Any) -> str:
 
 
 def _logs(snapshot: TaskSnapshot) -> list[str]:
-    logs = snapshot.metadata.get("logs")
-    if not isinstance(logs, list):
-        return []
-    return [str(line) for line in logs[-LOG_LINES:]]
+    from chongming_task.worker.logtail import stored_tail
+
+    return stored_tail(snapshot, LOG_LINES)
 
 
 def status_lines(snapshot: TaskSnapshot, now: datetime | None = None) -> list[tuple[str, str]]:

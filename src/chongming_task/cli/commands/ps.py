@@ -49,6 +49,17 @@ def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument("--tag", help="only tasks carrying this tag")
     parser.add_argument("--bucket", type=integer, help="only tasks in this bucket")
     parser.add_argument(
+        "--since",
+        metavar="WHEN",
+        help="only tasks created at or after WHEN: an age (30m, 2h, 7d) or an ISO time "
+        "with its offset (2026-03-01T08:00:00+08:00)",
+    )
+    parser.add_argument(
+        "--until",
+        metavar="WHEN",
+        help="only tasks created before WHEN (same forms as --since)",
+    )
+    parser.add_argument(
         "--limit",
         type=integer,
         help=f"at most N tasks, in --order (default {DEFAULT_LIMIT}; --all for every task)",
@@ -105,11 +116,14 @@ def _filters(args: argparse.Namespace, session: Session) -> dict[str, Any]:
         raise UsageError(f"--interval must be > 0, got {args.interval}")
     if args.count is not None and args.count < 1:
         raise UsageError(f"--count must be >= 1, got {args.count}")
+    since, until = _window(args, session)
     filters: dict[str, Any] = {
         "status": _statuses(args.status),
         "name_prefix": args.name,
         "tag": args.tag,
         "bucket": args.bucket,
+        "created_after": since,
+        "created_before": until,
         "limit": None if args.all else (args.limit or DEFAULT_LIMIT),
         "order": args.order,
     }
@@ -117,6 +131,26 @@ def _filters(args: argparse.Namespace, session: Session) -> dict[str, Any]:
         # A node's view: only the buckets it owns (§8.14).
         filters["buckets"] = sorted(options.owned_buckets or ())
     return {key: value for key, value in filters.items() if value is not None}
+
+
+def _window(args: argparse.Namespace, session: Session) -> tuple[datetime | None, datetime | None]:
+    """``--since``/``--until`` as instants (ages counted back from now)."""
+    from chongming_task.errors import ConfigurationError
+    from chongming_task.timespec import parse_instant
+
+    now = datetime.now(UTC)
+    bounds: list[datetime | None] = []
+    for option, text in (("--since", args.since), ("--until", args.until)):
+        try:
+            bounds.append(None if text is None else parse_instant(text, now=now, name=option))
+        except ConfigurationError as exc:
+            raise UsageError(str(exc)) from None
+    since, until = bounds
+    if since is not None and until is not None and until <= since:
+        raise UsageError(
+            f"--until ({until.isoformat()}) must be after --since ({since.isoformat()})"
+        )
+    return since, until
 
 
 def task_rows(snapshots: list[TaskSnapshot], now: datetime) -> list[list[str]]:
@@ -208,18 +242,10 @@ def _query(session: Session, controller: Controller, filters: dict[str, Any]) ->
 
 def _count(controller: Controller, filters: dict[str, Any]) -> int:
     """How many tasks match ``filters`` (limit and order aside), from the store's counts."""
-    from chongming_task.controller.options import parse_statuses
-    from chongming_task.stores.records import TaskQuery
+    from chongming_task.controller.options import task_query
 
-    buckets = filters.get("buckets")
-    query = TaskQuery(
-        statuses=parse_statuses(filters.get("status")),
-        name_prefix=filters.get("name_prefix"),
-        tag=filters.get("tag"),
-        bucket=filters.get("bucket"),
-        buckets=None if buckets is None else frozenset(buckets),
-    )
-    return sum(controller.store.count_by_status(query).values())
+    scope = {key: value for key, value in filters.items() if key not in ("limit", "order")}
+    return sum(controller.store.count_by_status(task_query(**scope)).values())
 
 
 def cmd_ps(args: argparse.Namespace, session: Session) -> int:

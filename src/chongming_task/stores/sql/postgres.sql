@@ -262,6 +262,18 @@ t.meta_pipeline = %(meta_pipeline)s
 -- name: filter_task_ids
 t.task_id = ANY(%(task_ids)s)
 
+-- name: filter_created_after
+t.created_at >= %(created_after)s
+
+-- name: filter_created_before
+t.created_at < %(created_before)s
+
+-- name: filter_updated_after
+t.updated_at >= %(updated_after)s
+
+-- name: filter_updated_before
+t.updated_at < %(updated_before)s
+
 -- name: filter_lease_expired
 -- lease_until is the ISO text of an aware datetime in the offset it was written with.
 -- timestamptz reads every offset Python writes except one with microseconds

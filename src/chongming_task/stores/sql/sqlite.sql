@@ -313,6 +313,18 @@ t.meta_pipeline = :meta_pipeline
 -- name: filter_task_ids
 t.task_id IN (SELECT value FROM json_each(:task_ids))
 
+-- name: filter_created_after
+t.created_at >= :created_after
+
+-- name: filter_created_before
+t.created_at < :created_before
+
+-- name: filter_updated_after
+t.updated_at >= :updated_after
+
+-- name: filter_updated_before
+t.updated_at < :updated_before
+
 -- name: filter_lease_expired
 -- lease_until is the ISO text of an aware datetime, in whatever offset it was written
 -- with. julianday() compares instants but only to the millisecond (and cannot read an

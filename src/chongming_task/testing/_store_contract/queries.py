@@ -172,6 +172,52 @@ class QueryCases(ContractHarness):
         self.store.touch("renewed", lease_until=cutoff)
         assert self.ids(query) == ["renewed", "left-alone"]
 
+    def test_filter_by_creation_window_is_half_open_to_the_microsecond(self) -> None:
+        micro = timedelta(microseconds=1)
+        edge = datetime(2026, 3, 1, 12, 0, 0, 500_000, tzinfo=START.tzinfo)
+        self.created("early", created_at=edge - micro, updated_at=edge - micro)
+        self.created("edge", created_at=edge, updated_at=edge)
+        self.created("late", created_at=edge + micro, updated_at=edge + micro, status=S.FAILED)
+        self.created("later", created_at=edge + timedelta(hours=1), updated_at=edge)
+        assert self.ids(TaskQuery(created_after=edge)) == ["edge", "late", "later"]
+        assert self.ids(TaskQuery(created_before=edge)) == ["early"]
+        window = TaskQuery(created_after=edge, created_before=edge + timedelta(minutes=1))
+        assert self.ids(window) == ["edge", "late"]
+        # Instants, not wall-clock text: the same bound in another offset selects the same.
+        shifted = TaskQuery(
+            created_after=edge.astimezone(TZ_MINUS_3_30),
+            created_before=(edge + timedelta(minutes=1)).astimezone(TZ_PLUS_8),
+        )
+        assert self.ids(shifted) == ["edge", "late"]
+        assert self.ids(TaskQuery(created_after=edge, created_before=edge)) == []
+        # With the other filters, orders, limits, heads and counts.
+        newest = TaskQuery(created_after=edge, order="-created", limit=2)
+        assert self.ids(newest) == ["later", "late"]
+        assert [h.task_id for h in self.store.query_heads(newest)] == ["later", "late"]
+        failed = TaskQuery(created_after=edge, statuses=frozenset({S.FAILED}))
+        assert self.ids(failed) == ["late"]
+        assert self.store.count_by_status(TaskQuery(created_before=edge + micro)) == {S.PENDING: 2}
+
+    def test_filter_by_update_window(self) -> None:
+        edge = START + timedelta(hours=2)
+        self.created("old", updated_at=edge - timedelta(seconds=1))
+        self.created("at", updated_at=edge)
+        self.created("new", updated_at=edge + timedelta(minutes=5))
+        assert self.ids(TaskQuery(updated_after=edge)) == ["at", "new"]
+        assert self.ids(TaskQuery(updated_before=edge)) == ["old"]
+        both = TaskQuery(updated_after=edge, updated_before=edge + timedelta(minutes=5))
+        assert self.ids(both) == ["at"]
+        assert self.ids(TaskQuery(updated_after=edge, order="-updated")) == ["new", "at"]
+        # A write moves a task into the window (what the store says, not the document's
+        # first copy).
+        moved = self.store.get("old")
+        assert moved is not None
+        self.store.save(
+            moved.replace(updated_at=edge + timedelta(minutes=1)),
+            expect_version=moved.status_version,
+        )
+        assert self.ids(both) == ["old", "at"]
+
     def test_query_heads_are_query_without_the_documents(self) -> None:
         self.populate()
         queries = [
@@ -225,6 +271,10 @@ class QueryCases(ContractHarness):
             {"task_ids": frozenset({1})},
             {"lease_expired_by": datetime(2026, 1, 1)},
             {"lease_expired_by": "2026-01-01T00:00:00+00:00"},
+            {"created_after": datetime(2026, 1, 1)},
+            {"created_before": "2026-01-01T00:00:00+00:00"},
+            {"updated_after": 1767225600},
+            {"updated_before": datetime(2026, 1, 1)},
         ]
         for kwargs in bad:
             raises(

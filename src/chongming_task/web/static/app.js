@@ -23,6 +23,13 @@
     if (elt && elt.id === "live" && busy(elt)) event.preventDefault();
   });
 
+  // A refresh requested before the operator started typing can answer after: its
+  // swap would put back an empty form. Drop it; the next change or tick refreshes.
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var elt = event.detail && event.detail.elt;
+    if (elt && elt.id === "live" && busy(elt)) event.detail.shouldSwap = false;
+  });
+
   document.addEventListener("change", function (event) {
     var target = event.target;
     if (target && target.id === "select-all") {
