@@ -97,7 +97,7 @@ class CircularDependency(TaskError):
 
 
 class TaskTimeout(TaskError):
-    """A timeout scope (``start``, ``attempt``, ``idle`` or ``total``) expired."""
+    """A timeout scope (``start``, ``attempt``, ``idle``, ``no_progress`` or ``total``) expired."""
 
     def __init__(self, scope: str, seconds: float) -> None:
         self.scope = scope

@@ -43,13 +43,14 @@ JSONValue: TypeAlias = Any
 
 
 class FailureKind(StrEnum):
-    """Why an attempt or a task did not succeed (guide §5.2, plus three of our own)."""
+    """Why an attempt or a task did not succeed (guide §5.2, plus four of our own)."""
 
     EXCEPTION = "exception"
     NONZERO_EXIT = "nonzero_exit"
     TIMEOUT_START = "timeout_start"
     TIMEOUT_ATTEMPT = "timeout_attempt"
     TIMEOUT_IDLE = "timeout_idle"
+    TIMEOUT_NO_PROGRESS = "timeout_no_progress"
     TIMEOUT_TOTAL = "timeout_total"
     CANCELLED = "cancelled"
     LOST = "lost"

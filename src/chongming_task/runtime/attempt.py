@@ -139,6 +139,12 @@ class Attempt:
         """Monotonic time the body began (``running``); ``None`` before."""
         self.paused_since: float | None = None
         self.paused_total = 0.0
+        self.progress_at: float | None = None
+        """Monotonic time ``done`` last went up in this attempt (``no_progress``)."""
+        self.progress_done: float | None = None
+        """The highest ``done`` reported in this attempt."""
+        self.progress_paused = 0.0
+        """``paused_total`` when ``done`` last went up: later pauses do not count."""
         self.timeout_scope: str | None = None
         """The timeout that asked this attempt to stop, if one did."""
         self.stop_deadline: float | None = None
@@ -149,6 +155,12 @@ class Attempt:
         """False once the executor returned the attempt's end."""
         self.handle: Any = None
         """Executor-private state (the ProcessExecutor's child)."""
+
+    def progress_moved_at(self) -> float | None:
+        """When ``done`` last went up, moved forward by the time paused since (or ``None``)."""
+        if self.progress_at is None:
+            return None
+        return self.progress_at + (self.paused_total - self.progress_paused)
 
     # ------------------------------------------------------------ for executors
 

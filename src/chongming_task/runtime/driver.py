@@ -355,9 +355,15 @@ class Driver:
         attempt.control.beat = self._state.clock.monotonic()
 
     def _attempt_progress(self, attempt: Attempt, progress: Progress) -> None:
-        with self._state.lock:
-            if attempt is self._state.attempt and not self._state.status.is_terminal:
-                self._state.machine.update(progress=progress)
+        state = self._state
+        with state.lock:
+            if attempt is state.attempt and not state.status.is_terminal:
+                state.machine.update(progress=progress)
+                highest = attempt.progress_done
+                if highest is None or progress.done > highest:  # ``no_progress`` restarts
+                    attempt.progress_done = progress.done
+                    attempt.progress_at = state.clock.monotonic()
+                    attempt.progress_paused = attempt.paused_total
 
     def _attempt_log(
         self, attempt: Attempt, level: int, message: str, at: datetime | None, stacklevel: int
