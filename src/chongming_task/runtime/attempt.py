@@ -185,6 +185,12 @@ class Attempt:
     def report_progress(self, progress: Progress) -> None:
         self.owner._attempt_progress(self, progress)
 
+    def report_gaps(self, counts: list[int], largest: float) -> None:
+        """Checkpoint gaps the body counted in another process (new counts only)."""
+        gaps = self.control.gaps
+        if gaps is not None:
+            gaps.add(counts, largest)
+
     def report_log(
         self, level: int, message: str, at: datetime | None = None, *, stacklevel: int = 2
     ) -> None:

@@ -215,14 +215,19 @@ class RuntimeContext:
                 propagate; it is a ``BaseException`` so ``except Exception`` misses it.
         """
         control = self._control
-        control.beat = self._monotonic()
+        control.beat = now = self._monotonic()
+        gaps = control.gaps
+        if gaps is not None:
+            gaps.record(now)
         if control.stop_requested:
             raise control.cancelled()
         if control.pause_requested:
             control.wait_while_paused()
             if control.stop_requested:
                 raise control.cancelled()
-            control.beat = self._monotonic()
+            control.beat = now = self._monotonic()
+            if gaps is not None:
+                gaps.last = now  # a pause is not a gap between checkpoints
 
     async def acheckpoint(self) -> None:
         """:meth:`checkpoint` for ``async def`` tasks: a pause waits without blocking the loop.
@@ -231,14 +236,19 @@ class RuntimeContext:
             TaskCancelled: a stop was requested.
         """
         control = self._control
-        control.beat = self._monotonic()
+        control.beat = now = self._monotonic()
+        gaps = control.gaps
+        if gaps is not None:
+            gaps.record(now)
         if control.stop_requested:
             raise control.cancelled()
         if control.pause_requested:
             await control.await_while_paused()
             if control.stop_requested:
                 raise control.cancelled()
-            control.beat = self._monotonic()
+            control.beat = now = self._monotonic()
+            if gaps is not None:
+                gaps.last = now
 
     @property
     def is_stop_requested(self) -> bool:

@@ -18,6 +18,7 @@ import logging
 from datetime import datetime
 
 from chongming_task._validation import check_outcome_size
+from chongming_task.checkpoint_gaps import GapRecorder
 from chongming_task.errors import ConfigurationError, TaskCancelled
 from chongming_task.model import Failure, FailureKind, Progress, ensure_json
 from chongming_task.policies import RetryDecision
@@ -75,7 +76,11 @@ class Driver:
         state = self._state
         machine = state.machine
         state.apply(machine.mark_starting, executor=state.executor.name)
-        control = Control(beat=state.clock.monotonic())
+        gaps = state.gaps
+        if gaps is None:
+            gaps = state.gaps = GapRecorder()
+        gaps.last = None  # the first checkpoint of an attempt closes no gap
+        control = Control(beat=state.clock.monotonic(), gaps=gaps)
         attempt = Attempt(
             owner=self,
             number=machine.snapshot.attempt,

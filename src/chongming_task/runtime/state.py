@@ -16,6 +16,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
+from chongming_task.checkpoint_gaps import GapRecorder
 from chongming_task.core.clock import Clock
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.policies import RetryPolicy, Timeout
@@ -40,6 +41,7 @@ class RunState:
         "_logs",
         "_seen",
         "_synced_beat",
+        "_synced_gaps",
         "_wake",
         "artifact_root",
         "attempt",
@@ -47,6 +49,7 @@ class RunState:
         "clock",
         "driving",
         "executor",
+        "gaps",
         "graceful_stop",
         "lock",
         "machine",
@@ -104,6 +107,9 @@ class RunState:
         self.pause_event: threading.Event | None = None
         self._seen = len(machine.transitions)
         self._synced_beat: float | None = None
+        self.gaps: GapRecorder | None = None
+        """Gaps between the checkpoints of every attempt; made by the first attempt."""
+        self._synced_gaps = 0
 
     @property
     def status(self) -> TaskStatus:
@@ -176,7 +182,8 @@ class RunState:
     # ------------------------------------------------------------ heartbeat
 
     def sync_heartbeat_locked(self) -> None:
-        """Copy the attempt's last beat into the snapshot (``last_heartbeat_at``).
+        """Copy the attempt's last beat into the snapshot (``last_heartbeat_at``), and
+        the checkpoint gaps counted since the last look (``checkpoint_gaps``).
 
         Checkpoints only store a monotonic reading, which is what keeps them nearly
         free; the wall-clock timestamp is derived here, when someone looks.
@@ -184,6 +191,12 @@ class RunState:
         attempt = self.attempt
         if attempt is None or attempt.started_at is None or self.machine.status.is_terminal:
             return
+        gaps = self.gaps
+        if gaps is not None:
+            counted = gaps.count
+            if counted != self._synced_gaps:
+                self._synced_gaps = counted
+                self.machine.update(checkpoint_gaps=gaps.freeze())
         beat = attempt.control.beat
         if beat == self._synced_beat:
             return
