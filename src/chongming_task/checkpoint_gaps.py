@@ -34,6 +34,7 @@ __all__ = [
     "GapForecast",
     "GapRecorder",
     "forecast",
+    "format_seconds",
     "merge_gaps",
 ]
 
@@ -66,6 +67,15 @@ _BUCKETS: Final = len(BOUNDS) + 1
 #: A forecast warns when more stops than this would miss the graceful window.
 MISS_WARN_SHARE: Final = 0.01
 _FORMAT: Final = 1
+
+
+def format_seconds(value: float) -> str:
+    """``0.4ms``, ``250ms``, ``2s``, ``1.5e+03s``: short, for tables and messages."""
+    if value < 0.001:
+        return f"{value * 1000:.2g}ms"
+    if value < 1.0:
+        return f"{value * 1000:.3g}ms"
+    return f"{value:.3g}s"
 
 
 class GapRecorder:
@@ -253,14 +263,15 @@ class GapForecast:
             found.append(
                 f"a stop would likely not land in the {self.graceful_stop:g}s graceful "
                 f"window (about {share:.0%} of stops would miss it and end lost): "
-                f"checkpoint gaps reach p99 {self.p99:g}s, max {self.max:g}s; checkpoint "
-                "more often or widen graceful_stop"
+                f"checkpoint gaps reach p99 {format_seconds(self.p99)}, max "
+                f"{format_seconds(self.max)}; checkpoint more often or widen graceful_stop"
             )
         if self.idle_warning and self.idle is not None:
             found.append(
                 f"the idle timeout of {self.idle:g}s would fire on a healthy run: gaps "
-                f"between checkpoints reach p99 {self.p99:g}s, max {self.max:g}s; raise "
-                "idle above the longest healthy gap or checkpoint more often"
+                f"between checkpoints reach p99 {format_seconds(self.p99)}, max "
+                f"{format_seconds(self.max)}; raise idle above the longest healthy gap or "
+                "checkpoint more often"
             )
         return found
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
@@ -28,10 +29,24 @@ from chongming_task.states import TaskStatus
 if TYPE_CHECKING:
     from chongming_task.runtime.executors.base import Executor
 
-__all__ = ["RunState"]
+__all__ = ["RunState", "Supervision"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Supervision:
+    """A run's policies and pending deadlines on the wall clock, for ``explain``."""
+
+    timeout: Timeout | None
+    graceful_stop: float
+    stop_deadline: datetime | None
+    """When the graceful window of a pending stop ends."""
+    retry_at: datetime | None
+    """When the backoff of ``retry_wait`` ends."""
+    last_checkpoint_at: datetime | None
+    """When the body last reached a checkpoint in its current attempt."""
 
 
 class RunState:
@@ -178,6 +193,26 @@ class RunState:
             self.pause_event = None
         if status.is_terminal:
             self.wake_locked()
+
+    def supervision_locked(self) -> Supervision:
+        """The run's deadlines, moved from the monotonic clock to wall time. Hold the lock."""
+        mono = self.clock.monotonic()
+        wall = self.clock.now()
+
+        def at(when: float | None) -> datetime | None:
+            return None if when is None else wall + timedelta(seconds=when - mono)
+
+        attempt = self.attempt
+        live = attempt is not None and attempt.live
+        gaps = self.gaps
+        waiting = self.machine.status is TaskStatus.RETRY_WAIT
+        return Supervision(
+            timeout=self.timeout,
+            graceful_stop=self.graceful_stop,
+            stop_deadline=at(attempt.stop_deadline) if live and attempt is not None else None,
+            retry_at=at(self.retry_at) if waiting else None,
+            last_checkpoint_at=at(gaps.last) if live and gaps is not None else None,
+        )
 
     # ------------------------------------------------------------ heartbeat
 
