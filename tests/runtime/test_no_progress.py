@@ -175,11 +175,29 @@ def test_no_progress_is_validated_like_the_other_durations(bad: object) -> None:
 def test_the_policy_decides_no_progress_purely() -> None:
     policy = Timeout(no_progress=30)
     assert not policy.is_unlimited
-    kwargs = {"submitted_at": 0.0, "attempt_started_at": 0.0, "last_beat_at": 50.0}
-    assert policy.next_deadline(**kwargs) == (30.0, "no_progress")
-    assert policy.next_deadline(**kwargs, last_progress_at=20.0) == (50.0, "no_progress")
-    assert policy.expired(now=49.9, **kwargs, last_progress_at=20.0) is None
-    assert policy.expired(now=50.0, **kwargs, last_progress_at=20.0) == "no_progress"
-    assert policy.next_deadline(**kwargs, paused=True) is None
+
+    def deadline(*, last_progress_at: float | None = None, paused: bool = False) -> object:
+        return policy.next_deadline(
+            submitted_at=0.0,
+            attempt_started_at=0.0,
+            last_beat_at=50.0,
+            last_progress_at=last_progress_at,
+            paused=paused,
+        )
+
+    def expired(now: float) -> object:
+        return policy.expired(
+            now=now,
+            submitted_at=0.0,
+            attempt_started_at=0.0,
+            last_beat_at=50.0,
+            last_progress_at=20.0,
+        )
+
+    assert deadline() == (30.0, "no_progress")
+    assert deadline(last_progress_at=20.0) == (50.0, "no_progress")
+    assert expired(49.9) is None
+    assert expired(50.0) == "no_progress"
+    assert deadline(paused=True) is None
     decision = RetryPolicy(max_attempts=2).decide(None, 1, timeout_scope="no_progress")
     assert decision.retry
