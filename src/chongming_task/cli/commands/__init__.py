@@ -15,6 +15,7 @@ def register_all(subparsers: argparse._SubParsersAction[Any]) -> None:
         dashboard,
         explain,
         inspect_,
+        lint,
         ps,
         run,
         schedules,
@@ -32,6 +33,7 @@ def register_all(subparsers: argparse._SubParsersAction[Any]) -> None:
     ps.add_parsers(subparsers)
     inspect_.add_parsers(subparsers)
     explain.add_parsers(subparsers)
+    lint.add_parsers(subparsers)
     control.add_parsers(subparsers)
     schedules.add_parsers(subparsers)
     dashboard.add_parsers(subparsers)
