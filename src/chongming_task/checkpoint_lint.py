@@ -107,13 +107,12 @@ def lint_function(name: str, fn: Callable[..., Any]) -> list[LintFinding]:
 
 def _own_nodes(nodes: list[ast.stmt]) -> Iterator[ast.AST]:
     """Every node under ``nodes``, not descending into nested functions or classes."""
-    stack: list[ast.AST] = list(nodes)
+    nested = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda
+    stack: list[ast.AST] = [node for node in nodes if not isinstance(node, nested)]
     while stack:
         node = stack.pop()
         yield node
-        for child in ast.iter_child_nodes(node):
-            if not isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-                stack.append(child)
+        stack.extend(child for child in ast.iter_child_nodes(node) if not isinstance(child, nested))
 
 
 def _loops(body: list[ast.stmt]) -> list[ast.For | ast.AsyncFor | ast.While]:

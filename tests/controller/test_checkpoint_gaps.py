@@ -200,5 +200,5 @@ def test_corrupt_stored_gaps_are_a_store_error(bad: dict[str, object]) -> None:
 
 
 def test_bad_values_are_refused_on_construction() -> None:
-    with pytest.raises(ConfigurationError, match="CheckpointGaps.max"):
+    with pytest.raises(ConfigurationError, match=r"CheckpointGaps\.max"):
         CheckpointGaps(counts=(0,) * (len(BOUNDS) + 1), max=-1)
