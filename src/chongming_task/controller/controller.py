@@ -471,7 +471,9 @@ class Controller(Submission):
             graceful_stop=None,
         )
         if run is not None:
-            facts = explaining.controller_facts(facts, run, self._dispatch.admission_facts(task_id))
+            facts = explaining.controller_facts(
+                self.store, facts, run, self._dispatch.admission_facts(task_id)
+            )
         return explain(facts)
 
     def stats(self) -> ControllerStats:

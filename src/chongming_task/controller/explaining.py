@@ -10,6 +10,7 @@ Every read is bounded (``SCAN_LIMIT``), so explaining one task never walks a mil
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from datetime import datetime
 
 from chongming_task.checkpoint_gaps import CheckpointGaps, merge_gaps
@@ -30,10 +31,25 @@ SCAN_LIMIT = 10_000
 GAP_RUNS = 1_000
 
 
-def name_gaps(store: TaskStore, name: str, *, limit: int = GAP_RUNS) -> CheckpointGaps | None:
-    """The checkpoint gaps of the last ``limit`` runs named ``name``, merged."""
-    runs = store.query(TaskQuery(name_prefix=name, order="-updated", limit=limit * 2))
-    return merge_gaps(s.checkpoint_gaps for s in runs if s.name == name)
+def name_gaps(
+    store: TaskStore,
+    name: str,
+    *,
+    limit: int = GAP_RUNS,
+    live: Mapping[str, TaskSnapshot] | None = None,
+) -> CheckpointGaps | None:
+    """The checkpoint gaps of the last ``limit`` runs named ``name``, merged.
+
+    ``live`` snapshots (a holding controller's, fresher than the store's copy, which
+    the side channel updates about once a second) replace the stored ones by id.
+    """
+    runs = {
+        s.task_id: s
+        for s in store.query(TaskQuery(name_prefix=name, order="-updated", limit=limit * 2))
+        if s.name == name
+    }
+    runs.update({task_id: s for task_id, s in (live or {}).items() if s.name == name})
+    return merge_gaps(s.checkpoint_gaps for s in runs.values())
 
 
 def store_facts(
@@ -110,12 +126,15 @@ def _queue_facts(store: TaskStore, facts: Facts) -> Facts:
     )
 
 
-def controller_facts(facts: Facts, run: TaskRun, admission: AdmissionFacts | None) -> Facts:
+def controller_facts(
+    store: TaskStore, facts: Facts, run: TaskRun, admission: AdmissionFacts | None
+) -> Facts:
     """``facts`` (from the store) completed by the holding controller's own knowledge."""
     supervision = run._supervision()
+    snapshot = run.snapshot
     return dataclasses.replace(
         facts,
-        snapshot=run.snapshot,
+        snapshot=snapshot,
         source="controller",
         admission=admission,
         timeout=supervision.timeout,
@@ -123,4 +142,5 @@ def controller_facts(facts: Facts, run: TaskRun, admission: AdmissionFacts | Non
         stop_deadline=supervision.stop_deadline,
         retry_at=supervision.retry_at,
         last_checkpoint_at=supervision.last_checkpoint_at,
+        gaps=name_gaps(store, snapshot.name, live={snapshot.task_id: snapshot}),
     )
