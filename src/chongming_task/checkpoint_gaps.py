@@ -6,8 +6,8 @@ moment misses the window and the run ends ``lost``; an ``idle`` timeout shorter 
 the longest healthy gap fires on a run that is fine. Both are properties of the task
 *definition*, visible long before the night they bite, so the runtime counts the gaps:
 
-- :class:`GapRecorder` (runtime side): a few counters per run, one bucket increment
-  per checkpoint; the time paused inside a checkpoint is not a gap.
+- :class:`GapRecorder` (runtime side): a few counters per run, one increment per
+  checkpoint; the time paused inside a checkpoint is not a gap.
 - :class:`CheckpointGaps` (a frozen value): the counts, persisted with the run's
   side channel (``TaskSnapshot.checkpoint_gaps``, ``store.touch``), never moving
   ``status_version``; merged per task name for ``chongming-task tasks --checkpoints``.
@@ -30,6 +30,7 @@ from chongming_task.errors import ConfigurationError, StoreError
 
 __all__ = [
     "BOUNDS",
+    "FAST_GAP",
     "CheckpointGaps",
     "GapForecast",
     "GapRecorder",
@@ -64,6 +65,8 @@ BOUNDS: Final = (
     3600.0,
 )
 _BUCKETS: Final = len(BOUNDS) + 1
+#: Gaps shorter than this (the first bucket) are counted with one increment.
+FAST_GAP: Final = BOUNDS[0]
 #: A forecast warns when more stops than this would miss the graceful window.
 MISS_WARN_SHARE: Final = 0.01
 #: ...and when healthy gaps reach this share of ``idle``: a slightly slower day (a
@@ -82,25 +85,26 @@ def format_seconds(value: float) -> str:
 
 
 class GapRecorder:
-    """The mutable counters a run's checkpoints write (one list increment each)."""
+    """The mutable counters a run's checkpoints write.
 
-    __slots__ = ("counts", "last", "max")
+    ``checkpoint()`` does the counting inline, because it is the hot path of every
+    task body: ``gap = now - last``; a gap under :data:`FAST_GAP` (the usual case) is
+    one integer increment (:attr:`fast`), anything longer goes to :meth:`add_gap`.
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("counts", "fast", "last", "max")
+
+    def __init__(self, last: float = 0.0) -> None:
         self.counts = [0] * _BUCKETS
+        self.fast = 0
+        """Gaps under :data:`FAST_GAP` (the first bucket), counted without their length."""
         self.max = 0.0
-        self.last: float | None = None
-        """Monotonic time of the last checkpoint of the current attempt."""
+        """The longest gap of :data:`FAST_GAP` or more."""
+        self.last = last
+        """Monotonic time of the last checkpoint (or of the attempt's start)."""
 
-    def record(self, now: float) -> None:
-        """A checkpoint at monotonic ``now``: count the gap since the previous one."""
-        last = self.last
-        self.last = now
-        if last is None:
-            return
-        gap = now - last
-        if gap < 0.0:
-            return
+    def add_gap(self, gap: float) -> None:
+        """Count one gap of ``gap`` seconds (the slow path of ``checkpoint()``)."""
         self.counts[bisect_left(BOUNDS, gap)] += 1
         self.max = max(self.max, gap)
 
@@ -113,13 +117,25 @@ class GapRecorder:
 
     @property
     def count(self) -> int:
-        return sum(self.counts)
+        return sum(self.counts) + self.fast
+
+    def snapshot_counts(self) -> list[int]:
+        """Every bucket's count, the fast gaps in the first."""
+        counts = list(self.counts)
+        counts[0] += self.fast
+        return counts
 
     def freeze(self) -> CheckpointGaps | None:
-        """The counts as a value, or ``None`` before the first gap."""
-        if not any(self.counts):
+        """The counts as a value, or ``None`` before the first gap.
+
+        When every gap was under :data:`FAST_GAP`, their lengths were not kept and
+        ``max`` is that edge: an upper estimate, like the quantiles.
+        """
+        counts = self.snapshot_counts()
+        if not any(counts):
             return None
-        return CheckpointGaps(counts=tuple(self.counts), max=self.max)
+        largest = self.max if self.max > 0.0 else FAST_GAP
+        return CheckpointGaps(counts=tuple(counts), max=largest)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -179,7 +179,7 @@ def test_tasks_checkpoints_warns_when_a_stop_would_miss_the_window(
     assert doc["schema"] == "chongming-task.tasks-checkpoints.v1"
     by_name = {item["name"]: item for item in doc["tasks"]}
     verdict = by_name["slow"]["checkpoints"]
-    assert (verdict["gaps"], verdict["p99"], verdict["max"]) == (3, 2.0, 2.0)
+    assert (verdict["gaps"], verdict["p99"], verdict["max"]) == (4, 2.0, 2.0)
     assert verdict["stop_warning"] is True
     assert verdict["idle_warning"] is False  # idle=30 is far above 2 s
     assert by_name["train"]["checkpoints"] is None

@@ -78,7 +78,9 @@ def test_a_2s_gap_under_a_1s_window_gets_the_warning(store: TaskStore) -> None:
             lambda: controller.get("s1").status is S.RUNNING,  # type: ignore[union-attr]
             timeout=PATIENCE,
         )
-        body.step()  # the first checkpoint closes the gap since the body began (0 s)
+        # Two gaps of 0 s so far: the attempt's start to the runtime's checkpoint before
+        # the body, and that to the body's first checkpoint.
+        body.step()
         version = store.get("s1").status_version  # type: ignore[union-attr]
         for _ in range(2):
             clock.advance(2)
@@ -87,9 +89,10 @@ def test_a_2s_gap_under_a_1s_window_gets_the_warning(store: TaskStore) -> None:
         assert run is not None
         gaps = run.snapshot.checkpoint_gaps
         assert gaps is not None
-        assert gaps.count == 3
+        assert gaps.count == 4
         assert gaps.max == 2
         assert gaps.counts[BOUNDS.index(2.0)] == 2
+        assert gaps.counts[0] == 2
         # The side channel carries them to the store without moving status_version.
         controller._leases.run_once(renew=False)  # what the lease keeper does every second
         stored = store.get("s1")
@@ -114,7 +117,7 @@ def test_a_2s_gap_under_a_1s_window_gets_the_warning(store: TaskStore) -> None:
     final = store.get("s1")
     assert final is not None
     assert final.checkpoint_gaps is not None
-    assert final.checkpoint_gaps.count == 4
+    assert final.checkpoint_gaps.count == 5
     merged = name_gaps(store, "slow")
     assert merged == final.checkpoint_gaps
     facts = store_facts(store, final, now=clock.now(), graceful_stop=1.0)
@@ -162,18 +165,31 @@ def test_time_paused_in_a_checkpoint_is_not_a_gap() -> None:
     gaps = run.snapshot.checkpoint_gaps
     assert gaps is not None
     assert gaps.max == 0.5  # not 600
-    assert gaps.count == 3
+    assert gaps.count == 4  # start -> runtime checkpoint -> 3 body checkpoints
 
 
 def test_the_recorder_and_the_value_are_exact() -> None:
-    recorder = GapRecorder()
-    for now in (0.0, 0.0005, 1.0, 3.5, 5000.0):
-        recorder.record(now)
+    from chongming_task.runtime.context import RuntimeContext
+    from chongming_task.runtime.control import Control
+
+    now = [0.0]
+    recorder = GapRecorder(last=0.0)
+    ctx = RuntimeContext(
+        task_id="t",
+        task_name="t",
+        attempt=1,
+        control=Control(beat=0.0, gaps=recorder),
+        monotonic=lambda: now[0],
+        host=None,  # type: ignore[arg-type]  # nothing here reports progress or logs
+    )
+    for at in (0.0005, 1.0, 3.5, 5000.0):
+        now[0] = at
+        ctx.checkpoint()
     gaps = recorder.freeze()
     assert gaps is not None
     assert gaps.count == 4
     assert gaps.max == 4996.5
-    assert gaps.counts[0] == 1  # 0.5 ms
+    assert gaps.counts[0] == 1  # 0.5 ms, the fast path
     assert gaps.counts[BOUNDS.index(1.0)] == 1  # 0.9995 s
     assert gaps.counts[BOUNDS.index(5.0)] == 1  # 2.5 s
     assert gaps.counts[-1] == 1  # above an hour
@@ -182,6 +198,11 @@ def test_the_recorder_and_the_value_are_exact() -> None:
     assert CheckpointGaps.from_dict(gaps.to_dict()) == gaps
     assert gaps.merged(gaps).count == 8
     assert GapRecorder().freeze() is None
+    only_fast = GapRecorder()
+    only_fast.fast = 3
+    frozen = only_fast.freeze()
+    assert frozen is not None
+    assert (frozen.count, frozen.max) == (3, 0.001)  # lengths not kept: the edge
 
 
 @pytest.mark.parametrize(

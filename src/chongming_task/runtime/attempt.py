@@ -135,6 +135,8 @@ class Attempt:
         self.task_name = task_name
         self.artifact_root = artifact_root
         # Supervision state, written under the run's lock.
+        self.begun_at = control.beat
+        """Monotonic time the attempt began (``starting``): its first gap runs from here."""
         self.started_at: float | None = None
         """Monotonic time the body began (``running``); ``None`` before."""
         self.paused_since: float | None = None

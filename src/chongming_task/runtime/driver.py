@@ -76,11 +76,12 @@ class Driver:
         state = self._state
         machine = state.machine
         state.apply(machine.mark_starting, executor=state.executor.name)
+        now = state.clock.monotonic()
         gaps = state.gaps
         if gaps is None:
             gaps = state.gaps = GapRecorder()
-        gaps.last = None  # the first checkpoint of an attempt closes no gap
-        control = Control(beat=state.clock.monotonic(), gaps=gaps)
+        gaps.last = now  # the first gap of an attempt runs from its start
+        control = Control(beat=now, gaps=gaps)
         attempt = Attempt(
             owner=self,
             number=machine.snapshot.attempt,

@@ -206,12 +206,15 @@ class RunState:
         live = attempt is not None and attempt.live
         gaps = self.gaps
         waiting = self.machine.status is TaskStatus.RETRY_WAIT
+        checkpointed = None  # the attempt's last checkpoint, if it reached one
+        if live and attempt is not None and gaps is not None and gaps.last != attempt.begun_at:
+            checkpointed = gaps.last
         return Supervision(
             timeout=self.timeout,
             graceful_stop=self.graceful_stop,
             stop_deadline=at(attempt.stop_deadline) if live and attempt is not None else None,
             retry_at=at(self.retry_at) if waiting else None,
-            last_checkpoint_at=at(gaps.last) if live and gaps is not None else None,
+            last_checkpoint_at=at(checkpointed),
         )
 
     # ------------------------------------------------------------ heartbeat

@@ -99,7 +99,7 @@ class _Channel:
         self._pending_lock = threading.Lock()
         self._pending: Progress | None = None
         self._sent_beat = control.beat
-        self._sent_gaps = [0] * len(control.gaps.counts) if control.gaps is not None else []
+        self._sent_gaps = [] if control.gaps is None else control.gaps.snapshot_counts()
         self._logs: deque[LogEntry] = deque(maxlen=LOG_KEEP)
 
     def send(self, message: tuple[Any, ...]) -> None:
@@ -141,8 +141,8 @@ class _Channel:
                     ("progress", progress.done, progress.total, progress.unit, progress.message)
                 )
             gaps = self._control.gaps
-            if gaps is not None and gaps.counts != self._sent_gaps:
-                counts = list(gaps.counts)
+            counts = [] if gaps is None else gaps.snapshot_counts()
+            if gaps is not None and counts != self._sent_gaps:
                 delta = [now - sent for now, sent in zip(counts, self._sent_gaps, strict=True)]
                 self._sent_gaps = counts
                 self._conn.send(("gaps", delta, gaps.max))
@@ -176,7 +176,8 @@ def child_main(conn: Connection) -> None:
         _send_quietly(conn, ("raised", _portable(_load_error(exc)), format_traceback(exc)))
         _exit(1)
     assert isinstance(payload, ChildPayload)
-    control = Control(beat=time.monotonic(), gaps=GapRecorder())
+    started = time.monotonic()
+    control = Control(beat=started, gaps=GapRecorder(started))
     if payload.stop is not None:
         control.request_stop(*payload.stop)
     channel = _Channel(conn, control, payload.attempt)
