@@ -21,6 +21,7 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests examples bench
 	$(BIN)/ruff format --check src tests examples bench
+	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict src/chongming_task

@@ -127,3 +127,124 @@ def test_model_names_have_one_public_home() -> None:
     assert chongming_task.TaskStatus is states.TaskStatus
     assert chongming_task.RetryPolicy is policies.RetryPolicy
     assert state_machine.StateMachine.__module__ == "chongming_task.core.state_machine"
+
+
+#: The public namespace, pinned: each name and the module that defines it. Adding,
+#: removing or moving a public name is a decision made here. ``__module__`` stays the
+#: defining module on purpose (httpx rewrites it to the package): ``typing.
+#: get_type_hints`` -- what FastAPI and pydantic call on a response model -- resolves
+#: a class's string annotations in ``sys.modules[cls.__module__]``, and the package
+#: namespace does not hold ``datetime`` or ``Mapping``.
+PUBLIC: dict[str, str | None] = {
+    "AggregationPolicy": "chongming_task.policies",
+    "AsyncClient": "chongming_task.queue.client",
+    "AsyncTaskHandle": "chongming_task.queue.client",
+    "AttemptsExhausted": "chongming_task.errors",
+    "BucketPolicy": "chongming_task.policies",
+    "CarrierCrashed": "chongming_task.errors",
+    "CircularDependency": "chongming_task.errors",
+    "ClaimLost": "chongming_task.errors",
+    "Client": "chongming_task.queue.client",
+    "Clock": "chongming_task.core.clock",
+    "Command": "chongming_task.stores.records",
+    "ConcurrencyConflict": "chongming_task.errors",
+    "ConcurrencyPolicy": "chongming_task.policies",
+    "ConfigurationError": "chongming_task.errors",
+    "Controller": "chongming_task.controller.controller",
+    "ControllerClosed": "chongming_task.errors",
+    "ControllerStats": "chongming_task.controller.stats",
+    "CronTrigger": "chongming_task.schedule.triggers",
+    "DependencyFailed": "chongming_task.errors",
+    "DuplicateTaskId": "chongming_task.errors",
+    "ExponentialBackoff": "chongming_task.policies",
+    "Failure": "chongming_task.model",
+    "FailureKind": "chongming_task.model",
+    "FixedBackoff": "chongming_task.policies",
+    "InMemoryTaskStore": "chongming_task.stores.memory",
+    "InlineExecutor": "chongming_task.runtime.executors.inline",
+    "IntervalTrigger": "chongming_task.schedule.triggers",
+    "InvalidState": "chongming_task.errors",
+    "InvalidTransition": "chongming_task.errors",
+    "Jitter": "chongming_task.policies",
+    "JoinMode": "chongming_task.policies",
+    "NodeOutcome": "chongming_task.pipeline.outcome",
+    "PersistFailure": "chongming_task.controller.writethrough",
+    "Pipeline": "chongming_task.pipeline.graph",
+    "PipelineOutcome": "chongming_task.pipeline.outcome",
+    "PipelineRun": "chongming_task.pipeline.run",
+    "PostgresTaskStore": "chongming_task.stores.postgres",
+    "ProcessExecutor": "chongming_task.runtime.executors.process",
+    "Progress": "chongming_task.model",
+    "ReconcileReport": "chongming_task.controller.reconcile",
+    "RetryPolicy": "chongming_task.policies",
+    "RuntimeContext": "chongming_task.runtime.context",
+    "Schedule": "chongming_task.schedule.definition",
+    "ScheduleAdmin": "chongming_task.schedule.admin",
+    "ScheduleConflict": "chongming_task.errors",
+    "ScheduleRecord": "chongming_task.stores.records",
+    "Scheduler": "chongming_task.schedule.scheduler",
+    "SqliteTaskStore": "chongming_task.stores.sqlite",
+    "StoreError": "chongming_task.errors",
+    "SystemClock": "chongming_task.core.clock",
+    "TaskCancelled": "chongming_task.errors",
+    "TaskContext": "chongming_task.runtime.context",
+    "TaskDefinition": "chongming_task.controller.registry",
+    "TaskError": "chongming_task.errors",
+    "TaskExecutionError": "chongming_task.errors",
+    "TaskHandle": "chongming_task.queue.client",
+    "TaskOutcome": "chongming_task.run",
+    "TaskQuery": "chongming_task.stores.records",
+    "TaskRun": "chongming_task.run",
+    "TaskSkipped": "chongming_task.errors",
+    "TaskSnapshot": "chongming_task.model",
+    "TaskSpec": "chongming_task.decorator",
+    "TaskStatus": "chongming_task.states",
+    "TaskStore": "chongming_task.stores.base",
+    "TaskTimeout": "chongming_task.errors",
+    "ThreadExecutor": "chongming_task.runtime.executors.thread",
+    "Timeout": "chongming_task.policies",
+    "Transition": "chongming_task.model",
+    "UnknownTask": "chongming_task.errors",
+    "UnknownTaskName": "chongming_task.errors",
+    "Worker": "chongming_task.worker.daemon",
+    "__version__": None,
+    "render_table": "chongming_task.controller.table",
+    "run_task": "chongming_task.run",
+    "task": "chongming_task.decorator",
+}
+
+
+def test_the_public_namespace_is_exactly_the_pinned_one() -> None:
+    assert list(chongming_task.__all__) == list(PUBLIC)
+    for name, module in PUBLIC.items():
+        if module is None:
+            continue
+        assert getattr(chongming_task, name).__module__ == module, name
+
+
+def test_public_value_types_answer_get_type_hints() -> None:
+    """The records a user may return from an endpoint (snapshots, outcomes, queries)."""
+    import dataclasses
+    import typing
+
+    checked = []
+    for name in chongming_task.__all__:
+        value = getattr(chongming_task, name)
+        if isinstance(value, type) and dataclasses.is_dataclass(value):
+            typing.get_type_hints(value)  # a NameError here breaks FastAPI/pydantic users
+            checked.append(name)
+    assert {"TaskSnapshot", "Transition", "TaskOutcome", "PipelineOutcome"} <= set(checked)
+
+
+def test_the_stores_namespace_names_every_backend() -> None:
+    from chongming_task.stores import (
+        InMemoryTaskStore,
+        SqliteTaskStore,
+        TaskQuery,
+        TaskStore,
+    )
+
+    assert InMemoryTaskStore is chongming_task.InMemoryTaskStore
+    assert SqliteTaskStore is chongming_task.SqliteTaskStore
+    assert issubclass(SqliteTaskStore, TaskStore)
+    assert TaskQuery is chongming_task.TaskQuery

@@ -17,16 +17,25 @@ from chongming_task._lazy import lazy_exports
 from chongming_task.core.clock import Clock, SystemClock
 from chongming_task.errors import (
     AttemptsExhausted,
+    CarrierCrashed,
     CircularDependency,
+    ClaimLost,
     ConcurrencyConflict,
     ConfigurationError,
+    ControllerClosed,
     DependencyFailed,
+    DuplicateTaskId,
+    InvalidState,
     InvalidTransition,
+    ScheduleConflict,
     StoreError,
     TaskCancelled,
     TaskError,
     TaskExecutionError,
+    TaskSkipped,
     TaskTimeout,
+    UnknownTask,
+    UnknownTaskName,
 )
 from chongming_task.model import Failure, FailureKind, Progress, TaskSnapshot, Transition
 from chongming_task.policies import (
@@ -54,7 +63,7 @@ if TYPE_CHECKING:  # type checkers see the real classes; runtime resolves them l
     from chongming_task.decorator import TaskSpec, task
     from chongming_task.pipeline import NodeOutcome, Pipeline, PipelineOutcome, PipelineRun
     from chongming_task.run import TaskOutcome, TaskRun, run_task
-    from chongming_task.runtime.context import RuntimeContext, TaskContext, TaskSkipped
+    from chongming_task.runtime.context import RuntimeContext, TaskContext
     from chongming_task.runtime.executors.inline import InlineExecutor
     from chongming_task.runtime.executors.process import ProcessExecutor
     from chongming_task.runtime.executors.thread import ThreadExecutor
@@ -62,7 +71,7 @@ if TYPE_CHECKING:  # type checkers see the real classes; runtime resolves them l
     from chongming_task.schedule.definition import Schedule
     from chongming_task.schedule.scheduler import Scheduler
     from chongming_task.schedule.triggers import CronTrigger, IntervalTrigger
-    from chongming_task.stores.base import ClaimLost, Command, ScheduleRecord, TaskQuery, TaskStore
+    from chongming_task.stores.base import Command, ScheduleRecord, TaskQuery, TaskStore
     from chongming_task.stores.memory import InMemoryTaskStore
     from chongming_task.stores.postgres import PostgresTaskStore
     from chongming_task.stores.sqlite import SqliteTaskStore
@@ -85,12 +94,10 @@ _LAZY: dict[str, str] = {
     "TaskStore": "chongming_task.stores.base",
     "TaskQuery": "chongming_task.stores.base",
     "Command": "chongming_task.stores.base",
-    "ClaimLost": "chongming_task.stores.base",
     "ScheduleRecord": "chongming_task.stores.base",
     "InMemoryTaskStore": "chongming_task.stores.memory",
     "SqliteTaskStore": "chongming_task.stores.sqlite",
     "PostgresTaskStore": "chongming_task.stores.postgres",
-    "TaskSkipped": "chongming_task.runtime.context",
     "Controller": "chongming_task.controller",
     "ControllerStats": "chongming_task.controller",
     "PersistFailure": "chongming_task.controller",
@@ -123,6 +130,7 @@ __all__ = [
     "AsyncTaskHandle",
     "AttemptsExhausted",
     "BucketPolicy",
+    "CarrierCrashed",
     "CircularDependency",
     "ClaimLost",
     "Client",
@@ -132,9 +140,11 @@ __all__ = [
     "ConcurrencyPolicy",
     "ConfigurationError",
     "Controller",
+    "ControllerClosed",
     "ControllerStats",
     "CronTrigger",
     "DependencyFailed",
+    "DuplicateTaskId",
     "ExponentialBackoff",
     "Failure",
     "FailureKind",
@@ -142,6 +152,7 @@ __all__ = [
     "InMemoryTaskStore",
     "InlineExecutor",
     "IntervalTrigger",
+    "InvalidState",
     "InvalidTransition",
     "Jitter",
     "JoinMode",
@@ -158,6 +169,7 @@ __all__ = [
     "RuntimeContext",
     "Schedule",
     "ScheduleAdmin",
+    "ScheduleConflict",
     "ScheduleRecord",
     "Scheduler",
     "SqliteTaskStore",
@@ -181,6 +193,8 @@ __all__ = [
     "ThreadExecutor",
     "Timeout",
     "Transition",
+    "UnknownTask",
+    "UnknownTaskName",
     "Worker",
     "__version__",
     "render_table",

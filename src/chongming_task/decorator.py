@@ -9,10 +9,7 @@ Whoever runs the task decides where it is registered.
 
 from __future__ import annotations
 
-import contextlib
 import inspect
-import threading
-import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Concatenate, Final, ParamSpec, Protocol, TypeVar, overload
@@ -20,6 +17,7 @@ from typing import Any, Concatenate, Final, ParamSpec, Protocol, TypeVar, overlo
 from chongming_task.errors import ConfigurationError
 from chongming_task.policies import RetryPolicy, Timeout
 from chongming_task.runtime.context import TaskContext
+from chongming_task.runtime.options import signature_of
 
 __all__ = [
     "RESERVED_OPTIONS",
@@ -159,32 +157,6 @@ def spec_of(fn: object) -> TaskSpec | None:
     """The :class:`TaskSpec` that ``@task`` put on ``fn``, or ``None``."""
     spec = getattr(fn, SPEC_ATTRIBUTE, None)
     return spec if isinstance(spec, TaskSpec) else None
-
-
-_SIGNATURES: weakref.WeakKeyDictionary[Callable[..., Any], inspect.Signature | None] = (
-    weakref.WeakKeyDictionary()
-)
-_SIGNATURES_LOCK = threading.Lock()
-
-
-def signature_of(fn: Callable[..., Any]) -> inspect.Signature | None:
-    """``inspect.signature(fn)``, cached per function (it costs tens of microseconds).
-
-    ``None`` for callables without one (some builtins). The cache holds functions
-    weakly, so a closure made per call is not kept alive by it.
-    """
-    with _SIGNATURES_LOCK:
-        try:
-            return _SIGNATURES[fn]
-        except (KeyError, TypeError):
-            pass
-    try:
-        signature: inspect.Signature | None = inspect.signature(fn)
-    except (TypeError, ValueError):
-        signature = None
-    with _SIGNATURES_LOCK, contextlib.suppress(TypeError):  # not weak-referenceable
-        _SIGNATURES[fn] = signature
-    return signature
 
 
 def reserved_collisions(

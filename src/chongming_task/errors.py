@@ -1,44 +1,75 @@
-"""The exception hierarchy of guide §10.
+"""Every exception this library raises on purpose, in one tree (the guide's ten, extended).
 
 ::
 
-    TaskError
-    ├─ InvalidTransition      an illegal state transition (including failed guards)
-    ├─ DependencyFailed       an upstream node did not succeed
-    ├─ CircularDependency     the dependency graph has a cycle
-    ├─ TaskTimeout            a timeout scope expired
-    ├─ TaskExecutionError     wraps an exception raised by user code (keeps __cause__)
-    ├─ AttemptsExhausted      the retry budget is used up
-    ├─ ConcurrencyConflict    an optimistic-concurrency write lost the race
-    ├─ StoreError             the persistence layer failed
-    └─ ConfigurationError     invalid configuration or arguments (also a ValueError)
+    TaskError                   root of everything raised on purpose
+    ├─ InvalidTransition        an illegal state transition (including failed guards)
+    ├─ DependencyFailed         an upstream node did not succeed
+    ├─ CircularDependency       the dependency graph has a cycle
+    ├─ TaskTimeout              a timeout scope expired
+    ├─ TaskExecutionError       wraps an exception raised by user code (keeps __cause__)
+    │  └─ ChildError            ... one that could not be pickled back from a child process
+    ├─ CarrierCrashed           the process carrying an attempt died without a result
+    ├─ AttemptsExhausted        the retry budget is used up
+    ├─ ConcurrencyConflict      an optimistic-concurrency write lost the race
+    │  ├─ ClaimLost             a command claim is no longer ours
+    │  └─ ScheduleConflict      a schedule's revision moved on (compare-and-set lost)
+    ├─ StoreError               the persistence layer failed
+    │  ├─ SchemaMissing         no chongming-task tables (or another version) where read
+    │  ├─ CorruptRows           stored rows that cannot be decoded, by task id
+    │  └─ TaskNotFound          ``save`` of a task the store does not hold (also KeyError)
+    └─ ConfigurationError       invalid configuration or arguments (also a ValueError)
+       ├─ DuplicateTaskId       the task id is taken; nothing was submitted
+       ├─ UnknownTask           no task with this id (also a LookupError)
+       ├─ UnknownTaskName       the name is not registered (also a LookupError)
+       ├─ ArtifactDirUnavailable  ``ctx.artifact_dir`` without ``artifact_dir=``
+       └─ InvalidState          not possible in the object's current state
+          └─ ControllerClosed   the controller or scheduler was closed
 
-    TaskCancelled             separate: a BaseException, never a TaskError
+    TaskCancelled               separate: a BaseException, never a TaskError
+    TaskSkipped                 separate: raised by a body to end as ``skipped``
 
-Messages are built from attributes, so callers read ``exc.task_id`` or ``exc.allowed``
-instead of parsing strings.
+The specific classes subclass ``ConfigurationError`` so ``except ConfigurationError``
+written against the guide keeps catching them; catch the specific class to tell the
+cases apart. Messages are built from attributes, so callers read ``exc.task_id`` or
+``exc.allowed`` instead of parsing strings.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from chongming_task.model import TaskSnapshot
     from chongming_task.states import TaskStatus
 
 __all__ = [
+    "ArtifactDirUnavailable",
     "AttemptsExhausted",
+    "CarrierCrashed",
+    "ChildError",
     "CircularDependency",
+    "ClaimLost",
     "ConcurrencyConflict",
     "ConfigurationError",
+    "ControllerClosed",
+    "CorruptRows",
     "DependencyFailed",
+    "DuplicateTaskId",
+    "InvalidState",
     "InvalidTransition",
+    "ScheduleConflict",
+    "SchemaMissing",
     "StoreError",
     "TaskCancelled",
     "TaskError",
     "TaskExecutionError",
+    "TaskNotFound",
+    "TaskSkipped",
     "TaskTimeout",
+    "UnknownTask",
+    "UnknownTaskName",
 ]
 
 
@@ -146,6 +177,164 @@ class SchemaMissing(StoreError):
 
 class ConfigurationError(TaskError, ValueError):
     """Invalid configuration or arguments. The message says what is allowed."""
+
+
+class DuplicateTaskId(ConfigurationError):
+    """A task id that is already taken (in this controller or in the store).
+
+    Nothing was submitted or enqueued: choose another id, or omit it to have one
+    generated.
+    """
+
+    def __init__(self, task_id: str, message: str | None = None) -> None:
+        self.task_id = task_id
+        super().__init__(message or f"task id {task_id!r} already exists; submit under a new id")
+
+
+class UnknownTask(ConfigurationError, LookupError):
+    """No task with this id, here or in the store."""
+
+    def __init__(self, task_id: str, message: str | None = None) -> None:
+        self.task_id = task_id
+        super().__init__(message or f"no task {task_id!r} here or in the store")
+
+
+class UnknownTaskName(ConfigurationError, LookupError):
+    """A task name that is not registered: only registered names can run."""
+
+    def __init__(self, name: str, registered: Iterable[str]) -> None:
+        self.name = name
+        self.registered = tuple(sorted(registered))
+        known = ", ".join(self.registered) or "none"
+        super().__init__(
+            f"task {name!r} is not registered; registered tasks: {known}. Only registered "
+            "names can be submitted (a name, never code)"
+        )
+
+
+class InvalidState(ConfigurationError):
+    """The object cannot do this in its current state (a run that already ran, a task
+    this controller does not hold). Not a transition-table refusal: that is
+    :class:`InvalidTransition`."""
+
+
+class ControllerClosed(InvalidState):
+    """The controller (or scheduler) was closed; create a new one."""
+
+
+class ArtifactDirUnavailable(ConfigurationError, AttributeError):
+    """``ctx.artifact_dir`` of a run created without ``artifact_dir=`` .
+
+    A ``ConfigurationError`` (what is wrong and how to enable it) that is also an
+    ``AttributeError``: the context has no such directory, so ``hasattr(ctx,
+    "artifact_dir")`` and ``getattr(ctx, "artifact_dir", None)`` answer instead of
+    raising, as for any attribute that is not there.
+    """
+
+
+class CorruptRows(StoreError):
+    """Stored task rows that cannot be decoded, named by their ``task_id``.
+
+    ``corrupt`` maps each such task id to what is wrong with its row; ``snapshots``
+    holds the rows of the same read that decode fine (in the read's order), so a
+    listing can skip the broken rows with a warning instead of failing as a whole.
+    """
+
+    def __init__(self, corrupt: Mapping[str, str], snapshots: Sequence[TaskSnapshot] = ()) -> None:
+        self.corrupt = dict(corrupt)
+        self.snapshots = list(snapshots)
+        ids = list(self.corrupt)
+        first = ids[0] if ids else "?"
+        more = f" (and {len(ids) - 1} more corrupt row(s): {ids[1:6]})" if len(ids) > 1 else ""
+        super().__init__(f"corrupt task row {first!r}: {self.corrupt.get(first, '?')}{more}")
+
+
+class TaskNotFound(StoreError, KeyError):
+    """``save`` named a task the store does not hold (create it first)."""
+
+    def __init__(self, task_id: str) -> None:
+        self.task_id = task_id
+        super().__init__(f"task {task_id!r} does not exist in the store; create() it first")
+
+    def __str__(self) -> str:
+        # KeyError would quote the message; this is a sentence, not a key.
+        return str(self.args[0])
+
+
+class ClaimLost(ConcurrencyConflict):
+    """A command claim is no longer ours: its token is stale or the command moved on.
+
+    Raised by ``complete_command``/``release_command``/``extend_command`` when the
+    token does not match the current claim, typically because our lease expired and
+    another owner re-claimed the command. The caller must not act on the command.
+    """
+
+    def __init__(self, command_id: str, claim_token: str, detail: str) -> None:
+        # Deliberately not ConcurrencyConflict.__init__: that message is about tasks.
+        Exception.__init__(
+            self, f"claim on command {command_id!r} lost (token {claim_token!r}): {detail}"
+        )
+        self.task_id = command_id
+        self.command_id = command_id
+        self.claim_token = claim_token
+        self.detail = detail
+        self.expected = None
+        self.actual = None
+
+
+class ScheduleConflict(ConcurrencyConflict):
+    """``put_schedule`` lost a compare-and-set: the stored revision is not the expected one.
+
+    ``expected`` is ``None`` for an insert that found the schedule already there;
+    ``actual`` is ``None`` when the schedule does not exist.
+    """
+
+    def __init__(self, name: str, expected: int | None, actual: int | None) -> None:
+        if expected is None:
+            message = f"schedule {name!r} already exists (revision {actual}); pass expect_revision"
+        elif actual is None:
+            message = f"schedule {name!r} does not exist (expected revision {expected})"
+        else:
+            message = f"schedule {name!r} is at revision {actual}, expected {expected}"
+        Exception.__init__(self, message)
+        self.task_id = name
+        self.schedule = name
+        self.expected = expected
+        self.actual = actual
+
+
+class CarrierCrashed(TaskError):
+    """The process carrying an attempt died without a result (a native crash, ``os._exit``).
+
+    It is what the retry policy sees for such an attempt, so ``retry_on=(Exception,)``
+    retries crashes and ``give_up_on=(CarrierCrashed,)`` does not.
+    """
+
+
+class ChildError(TaskExecutionError):
+    """Stands in for an exception that could not be pickled back to the parent."""
+
+    def __init__(self, message: str, exception_type: str | None = None) -> None:
+        self.exception_type = exception_type
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[type[ChildError], tuple[str, str | None]]:
+        return (type(self), (str(self), self.exception_type))
+
+
+class TaskSkipped(Exception):
+    """Raised by a body to end its run as ``skipped`` ("nothing to do"), not as an error.
+
+    The run goes ``running -> skipped`` with a ``condition_false`` failure carrying
+    ``reason``; it is never retried.
+    """
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+    def __reduce__(self) -> tuple[type[TaskSkipped], tuple[str]]:
+        return (type(self), (self.reason,))
 
 
 class TaskCancelled(BaseException):

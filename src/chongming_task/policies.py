@@ -492,6 +492,52 @@ class BucketPolicy:
             result.add(bucket)
         return frozenset(result)
 
+    def bucket_for_submit(self, key: str | None, owned: frozenset[int] | None = None) -> int | None:
+        """The bucket of a new task on a node owning ``owned`` (``None``: every bucket).
+
+        Refuses what no node would ever run: on a partitioned node (it owns some
+        buckets, not all) a task without a key, or a key whose bucket it does not own.
+
+        Raises:
+            ConfigurationError: As above, naming the buckets this node owns.
+        """
+        partitioned = owned is not None and len(owned) != self.num_buckets
+        if key is None:
+            if partitioned:
+                assert owned is not None
+                raise ConfigurationError(
+                    f"this node owns only buckets {format_buckets(owned)} of "
+                    f"{self.num_buckets}, so every task needs a bucket_key: a task in "
+                    "no bucket would be claimed by no node. Pass bucket_key=..."
+                )
+            return None
+        bucket = self.bucket_for(key)
+        if partitioned and owned is not None and bucket not in owned:
+            raise ConfigurationError(
+                f"bucket {bucket} (from bucket_key={key!r}) is not owned by this node; "
+                f"this node owns {format_buckets(owned)}. A task written into another node's "
+                "bucket would never be run by any node."
+            )
+        return bucket
+
+
+def format_buckets(buckets: Iterable[int]) -> str:
+    """``[0, 1, ..., 15, 32, 33, ..., 47]``: runs of four or more are elided."""
+    ordered = sorted(buckets)
+    parts: list[str] = []
+    index = 0
+    while index < len(ordered):
+        end = index
+        while end + 1 < len(ordered) and ordered[end + 1] == ordered[end] + 1:
+            end += 1
+        run = ordered[index : end + 1]
+        if len(run) >= 4:
+            parts.extend([str(run[0]), str(run[1]), "...", str(run[-1])])
+        else:
+            parts.extend(str(value) for value in run)
+        index = end + 1
+    return "[" + ", ".join(parts) + "]"
+
 
 # ----------------------------------------------------------------- pipelines
 

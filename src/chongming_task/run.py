@@ -23,7 +23,7 @@ from typing import Any
 from chongming_task.core.clock import Clock, SystemClock
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.decorator import RESERVED_OPTIONS, reserved_collisions, spec_of
-from chongming_task.errors import ConfigurationError
+from chongming_task.errors import ConfigurationError, InvalidState
 from chongming_task.model import Failure, JSONValue, TaskSnapshot, Transition
 from chongming_task.policies import RetryPolicy, Timeout
 from chongming_task.runtime.attempt import TaskCall
@@ -328,7 +328,7 @@ class TaskRun(RunControls, QueueOwnerEdges):
                 and (state.attempt is None or not state.attempt.live)
             )
             if (state.driving and not parked) or status not in (S.PENDING, S.QUEUED):
-                raise ConfigurationError(
+                raise InvalidState(
                     f"task {self.task_id!r} cannot start: it is {status.value}"
                     + (" and already running" if state.driving else "")
                     + "; a TaskRun executes once, create a new one to run again"

@@ -14,6 +14,7 @@ from chongming_task.model import TaskSnapshot
 from chongming_task.schedule.scheduler import Scheduler
 from chongming_task.schedule.ticks import TickReport
 from chongming_task.states import TaskStatus
+from chongming_task.stores.base import TaskStore
 from chongming_task.stores.memory import InMemoryTaskStore
 from chongming_task.testing import FakeClock, wait_until
 
@@ -23,9 +24,9 @@ T0 = datetime(2026, 1, 5, tzinfo=UTC)  # a Monday, 00:00 UTC
 class Harness:
     """One store and clock; any number of controller+scheduler nodes on them."""
 
-    def __init__(self) -> None:
+    def __init__(self, store: Callable[[FakeClock], TaskStore] | None = None) -> None:
         self.clock = FakeClock(T0)
-        self.store = InMemoryTaskStore(clock=self.clock)
+        self.store = InMemoryTaskStore(clock=self.clock) if store is None else store(self.clock)
         self.controllers: list[Controller] = []
         self.schedulers: list[Scheduler] = []
 

@@ -419,3 +419,32 @@ def test_a_failed_statement_in_a_group_undoes_only_itself(store: SqliteTaskStore
     assert store.get("b") == snap("b")
     assert store.get("half") is None
     assert store.get("taken") == snap("taken")
+
+
+def test_command_poll_interval_is_how_often_other_processes_commands_are_looked_for(
+    tmp_path: Path,
+) -> None:
+    """It was stored and never read; the wait now polls at that interval."""
+
+    from chongming_task import SystemClock
+
+    class Recording(SystemClock):
+        def __init__(self) -> None:
+            self.waits: list[float | None] = []
+
+        def wait(self, event: threading.Event, timeout: float | None) -> bool:
+            self.waits.append(timeout)
+            return super().wait(event, timeout)
+
+    clock = Recording()
+    opened = SqliteTaskStore(tmp_path / "poll.db", clock=clock, command_poll_interval=0.05)
+    try:
+        opened.wait_for_commands(0.2)
+    finally:
+        opened.close()
+    polls = [w for w in clock.waits if w is not None]
+    assert polls
+    assert max(polls) == pytest.approx(0.05)  # the default would have polled every 0.01 s
+    for bad in (0, -1, float("nan"), float("inf"), True):
+        with pytest.raises(ConfigurationError, match="command_poll_interval"):
+            SqliteTaskStore(tmp_path / "bad.db", command_poll_interval=bad)

@@ -216,3 +216,38 @@ def test_read_only_browser_has_no_controls(store: TaskStore, holder: Holder, bro
         expect(page.locator(".summary .status")).to_have_text("running")
         expect(page.locator("input[name=reason]")).to_have_count(0)
         page.close()
+
+
+def test_a_typed_reason_survives_live_updates(
+    store: TaskStore, holder: Holder, browser: Any
+) -> None:
+    """The live region is re-rendered while the operator types; the reason stays
+    (``hx-preserve``: the form is inside the live region, so its legal buttons update)."""
+    expect = playwright_sync.expect
+    ScheduleAdmin(store).register(
+        Schedule(name="hourly", task="quick", trigger=CronTrigger("0 * * * *", "UTC"))
+    )
+    spin = holder.controller.submit("spin")
+    holder.wait_for(spin.task_id, TaskStatus.RUNNING)
+    app = create_app(store, token=TOKEN, user=USER, live_interval=0.1, tick=0.2)
+    with LiveServer(app) as server:
+        page = browser.new_page()
+        page.goto(f"{server.url}/login")
+        page.fill('input[name="token"]', TOKEN)
+        page.click('button[type="submit"]')
+        for path, field in ((f"/tasks/{spin.task_id}", "#control-reason"),
+                            ("/schedules/hourly", "#schedule-reason")):  # fmt: skip
+            page.goto(server.url + path)
+            page.fill(field, "a slow typist's reason")
+            # A refresh that was already in flight when typing began lands now (the
+            # client skips starting one while a reason is typed, not finishing one).
+            page.evaluate(
+                """async () => {
+                    const live = document.getElementById("live");
+                    const html = await (await fetch(live.getAttribute("hx-get"))).text();
+                    htmx.swap(live, html, {swapStyle: "outerHTML"});
+                }"""
+            )
+            expect(page.locator("#live")).to_be_attached()
+            expect(page.locator(field)).to_have_value("a slow typist's reason")
+        page.close()

@@ -15,6 +15,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import NoReturn, TextIO
 
+from chongming_task.cli.commands._common import add_global_options
 from chongming_task.cli.errors import ExitCode, UsageError, describe
 from chongming_task.cli.parsing import check_argv
 from chongming_task.cli.render import Output
@@ -37,44 +38,6 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see {self.prog} --help)")
-
-
-def add_global_options(parser: argparse.ArgumentParser) -> None:
-    """The options every command accepts, before or after the subcommand name.
-
-    Defaults are suppressed so a value given before the subcommand is not overwritten
-    by the subparser's default; fallbacks to ``CHONGMING_*`` happen in ``Session``.
-    """
-    group = parser.add_argument_group("global options")
-    group.add_argument(
-        "--db",
-        default=argparse.SUPPRESS,
-        metavar="PATH|URL",
-        help="SQLite file, or a postgresql:// URL (env CHONGMING_DB; default ./chongming.db)",
-    )
-    group.add_argument(
-        "--dsn",
-        default=argparse.SUPPRESS,
-        metavar="URL",
-        help="PostgreSQL URL; an alternative to --db URL (env CHONGMING_DSN)",
-    )
-    group.add_argument(
-        "--num-buckets",
-        default=argparse.SUPPRESS,
-        metavar="N",
-        help="number of buckets keys hash into (env CHONGMING_NUM_BUCKETS; default 64)",
-    )
-    group.add_argument(
-        "--owned-buckets",
-        default=argparse.SUPPRESS,
-        metavar="RANGES",
-        help="buckets this node owns, e.g. 0-15,32,40-47 (env CHONGMING_OWNED_BUCKETS)",
-    )
-    group.add_argument(
-        "--owner",
-        default=argparse.SUPPRESS,
-        help="this process's owner id (env CHONGMING_OWNER; default hostname:pid)",
-    )
 
 
 def build_parser() -> argparse.ArgumentParser:

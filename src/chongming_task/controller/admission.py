@@ -172,9 +172,6 @@ class Admission:
 
     # ------------------------------------------------------------ reading
 
-    def is_queued(self, task_id: str) -> bool:
-        return task_id in self._queued
-
     def is_active(self, task_id: str) -> bool:
         return task_id in self._active
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from chongming_task.errors import ConfigurationError
-from chongming_task.policies import BucketPolicy
+from chongming_task.policies import BucketPolicy, format_buckets
 
 __all__ = ["bucket_for_submit", "format_buckets", "owned", "owns_all", "policy"]
 
@@ -53,43 +53,8 @@ def owns_all(bucket_policy: BucketPolicy, buckets: frozenset[int] | None) -> boo
     return buckets is None or len(buckets) == bucket_policy.num_buckets
 
 
-def format_buckets(buckets: Iterable[int]) -> str:
-    """``[0, 1, ..., 15, 32, 33, ..., 47]``: runs of four or more are elided."""
-    ordered = sorted(buckets)
-    parts: list[str] = []
-    index = 0
-    while index < len(ordered):
-        end = index
-        while end + 1 < len(ordered) and ordered[end + 1] == ordered[end] + 1:
-            end += 1
-        run = ordered[index : end + 1]
-        if len(run) >= 4:
-            parts.extend([str(run[0]), str(run[1]), "...", str(run[-1])])
-        else:
-            parts.extend(str(value) for value in run)
-        index = end + 1
-    return "[" + ", ".join(parts) + "]"
-
-
 def bucket_for_submit(
     bucket_policy: BucketPolicy, buckets: frozenset[int] | None, bucket_key: str | None
 ) -> int | None:
     """The bucket of a new task, refusing one this node would never run."""
-    partitioned = not owns_all(bucket_policy, buckets)
-    if bucket_key is None:
-        if partitioned:
-            assert buckets is not None
-            raise ConfigurationError(
-                f"this node owns only buckets {format_buckets(buckets)} of "
-                f"{bucket_policy.num_buckets}, so every task needs a bucket_key: a task in "
-                "no bucket would be claimed by no node. Pass bucket_key=..."
-            )
-        return None
-    bucket = bucket_policy.bucket_for(bucket_key)
-    if partitioned and buckets is not None and bucket not in buckets:
-        raise ConfigurationError(
-            f"bucket {bucket} (from bucket_key={bucket_key!r}) is not owned by this node; "
-            f"this node owns {format_buckets(buckets)}. A task written into another node's "
-            "bucket would never be run by any node."
-        )
-    return bucket
+    return bucket_policy.bucket_for_submit(bucket_key, buckets)

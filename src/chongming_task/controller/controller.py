@@ -45,7 +45,7 @@ from chongming_task.controller.submission import Submission
 from chongming_task.controller.waiting import outcome_of, wait_for_runs, wait_in_store
 from chongming_task.controller.writethrough import PendingWrite, PersistFailure, WriteThrough
 from chongming_task.core.clock import Clock, SystemClock
-from chongming_task.errors import ConfigurationError
+from chongming_task.errors import ConfigurationError, InvalidState, UnknownTask
 from chongming_task.model import JSONValue, TaskSnapshot, Transition
 from chongming_task.policies import BucketPolicy, ConcurrencyPolicy, RetryPolicy, Timeout
 from chongming_task.run import TaskOutcome, TaskRun
@@ -449,7 +449,8 @@ class Controller(Submission):
         (holder, lease, history, the worker registry): ``source == "store"``.
 
         Raises:
-            ConfigurationError: No task ``task_id`` is in the store or held here.
+            UnknownTask: No task ``task_id`` is in the store or held here (a
+                ``ConfigurationError``).
         """
         from chongming_task.controller import explaining
         from chongming_task.explain import explain
@@ -459,8 +460,8 @@ class Controller(Submission):
         if snapshot is None and run is not None:
             snapshot = run.snapshot
         if snapshot is None:
-            raise ConfigurationError(
-                f"unknown task id {task_id!r}: not in the store and not held by {self.owner}"
+            raise UnknownTask(
+                task_id, f"unknown task id {task_id!r}: not in the store and not held here"
             )
         definition = self.registry.get(snapshot.name)
         facts = explaining.store_facts(
@@ -669,12 +670,12 @@ class Controller(Submission):
     def _held(self, task_id: str) -> TaskRun:
         run = self._dispatch.get(task_id)
         if run is None:
-            raise ConfigurationError(f"task {task_id!r} is not held by this controller")
+            raise InvalidState(f"task {task_id!r} is not held by this controller")
         return run
 
     def _remote(self, task_id: str, action: str, *, reason: str | None = None) -> bool:
         # A queued task nobody holds (the work queue) is controlled at once, by anyone.
-        from chongming_task.queue.control import control_unheld
+        from chongming_task.controller.unheld import control_unheld
 
         done = control_unheld(
             self.store, task_id, action, actor=self.owner, clock=self.clock, reason=reason

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from chongming_task.controller.admission import Admission
-from chongming_task.errors import ConfigurationError
+from chongming_task.errors import DuplicateTaskId
 from chongming_task.explain import AdmissionFacts, SlotHolder
 from chongming_task.model import TaskSnapshot, Transition
 from chongming_task.run import TaskRun
@@ -100,8 +100,9 @@ class Dispatcher:
         task_id = run.task_id
         with self._lock:
             if task_id in self._held:
-                raise ConfigurationError(
-                    f"task id {task_id!r} already exists in this controller; submit under a new id"
+                raise DuplicateTaskId(
+                    task_id,
+                    f"task id {task_id!r} already exists in this controller; submit under a new id",
                 )
             held = self._held[task_id] = _Held(run, priority, frozenset(tags), bucket)
             self._live[task_id] = None

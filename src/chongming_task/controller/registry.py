@@ -19,7 +19,7 @@ from types import ModuleType
 from typing import Any
 
 from chongming_task import _validation
-from chongming_task.errors import ConfigurationError
+from chongming_task.errors import ConfigurationError, UnknownTaskName
 from chongming_task.policies import RetryPolicy, Timeout
 
 __all__ = ["SPEC_ATTRIBUTE", "SUBMIT_OPTIONS", "TaskDefinition", "TaskRegistry"]
@@ -189,14 +189,10 @@ class TaskRegistry:
         return self._definitions.get(name)
 
     def require(self, name: str) -> TaskDefinition:
-        """The definition of ``name``, or a ``ConfigurationError`` naming what is registered."""
+        """The definition of ``name``, or :class:`UnknownTaskName` naming what is registered."""
         definition = self._definitions.get(name)
         if definition is None:
-            known = ", ".join(sorted(self._definitions)) or "none"
-            raise ConfigurationError(
-                f"task {name!r} is not registered; registered tasks: {known}. Only registered "
-                "names can be submitted (a name, never code: guide §8.5)"
-            )
+            raise UnknownTaskName(name, self._definitions)
         return definition
 
     def names(self) -> list[str]:

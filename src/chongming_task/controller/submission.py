@@ -23,7 +23,7 @@ from chongming_task.controller import buckets as bucket_rules
 from chongming_task.controller.options import check_tags
 from chongming_task.controller.registry import TaskDefinition, TaskRegistry
 from chongming_task.core.clock import Clock
-from chongming_task.errors import ConfigurationError
+from chongming_task.errors import ConfigurationError, ControllerClosed, DuplicateTaskId
 from chongming_task.model import JSONValue, TaskSnapshot, Transition, ensure_json
 from chongming_task.policies import BucketPolicy, ConcurrencyPolicy, RetryPolicy, Timeout
 from chongming_task.run import TaskRun
@@ -107,8 +107,9 @@ class Submission:
             task_id = f"{name}-{secrets.token_hex(6)}"  # 48 random bits, as before
         check_task_id(task_id)
         if self._dispatch.get(task_id) is not None:
-            raise ConfigurationError(
-                f"task id {task_id!r} already exists in this controller; submit under a new id"
+            raise DuplicateTaskId(
+                task_id,
+                f"task id {task_id!r} already exists in this controller; submit under a new id",
             )
         run = self._new_run(
             common, args, kwargs, task_id=task_id, label=label, bucket=bucket, bucket_key=bucket_key
@@ -155,7 +156,7 @@ class Submission:
             run.stop("controller closed", actor=self.owner)
         return run
 
-    def submit_many(
+    def submit_many(  # noqa: C901 (one pass that validates every call before anything is stored)
         self,
         name: str,
         calls: Iterable[tuple[Any, ...] | Mapping[str, Any]],
@@ -338,7 +339,7 @@ class Submission:
     ) -> _Common:
         """What every run of one submission shares, checked once."""
         if self._closed:
-            raise ConfigurationError("this controller is closed; create a new Controller")
+            raise ControllerClosed("this controller is closed; create a new Controller")
         definition = self.registry.require(name)
         all_tags = definition.tags if tags is None else definition.tags | check_tags(tags)
         if priority is None:
@@ -417,8 +418,9 @@ class Submission:
                 )
             seen.add(task_id)
             if self._dispatch.get(task_id) is not None:
-                raise ConfigurationError(
-                    f"task id {task_id!r} already exists in this controller; nothing was submitted"
+                raise DuplicateTaskId(
+                    task_id,
+                    f"task id {task_id!r} already exists in this controller; nothing was submitted",
                 )
         return ids
 

@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Sequence
 
-from chongming_task.errors import ConfigurationError
+from chongming_task.errors import UnknownTask
 from chongming_task.model import TaskSnapshot
 from chongming_task.run import TaskOutcome, TaskRun
 from chongming_task.states import TaskStatus
@@ -52,7 +52,7 @@ def wait_in_store(
     """Poll the store until ``task_id`` is terminal (a task held by another process).
 
     Raises:
-        ConfigurationError: The store has no such task.
+        UnknownTask: The store has no such task (a ``ConfigurationError``).
         TimeoutError: It was still unfinished when ``timeout`` passed.
     """
     deadline = None if timeout is None else time.monotonic() + timeout
@@ -60,7 +60,7 @@ def wait_in_store(
     while True:
         snapshot = store.get(task_id)
         if snapshot is None:
-            raise ConfigurationError(f"no task {task_id!r} here or in the store")
+            raise UnknownTask(task_id)
         if snapshot.is_terminal:
             return snapshot
         remaining = _remaining(deadline)

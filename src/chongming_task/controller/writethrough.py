@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from chongming_task.core.clock import Clock
-from chongming_task.errors import ConcurrencyConflict, ConfigurationError
+from chongming_task.errors import ConcurrencyConflict, ConfigurationError, DuplicateTaskId
 from chongming_task.model import TaskSnapshot, Transition
 from chongming_task.stores.base import TaskStore
 
@@ -217,12 +217,13 @@ class WriteThrough:
         with self._lock:
             taken = [snapshot.task_id for snapshot, _ in states if snapshot.task_id in self._states]
             if taken:
-                raise ConfigurationError(
+                raise DuplicateTaskId(
+                    taken[0],
                     f"task id {taken[0]!r} already exists in this controller; "
                     "task ids are unique -- submit under a new id"
                     if len(taken) == 1
                     else f"task ids {taken} already exist in this controller; task ids are "
-                    "unique -- submit under new ids"
+                    "unique -- submit under new ids",
                 )
             for snapshot, state in states:
                 self._states[snapshot.task_id] = state
@@ -255,8 +256,9 @@ class WriteThrough:
         """
         with self._lock:
             if snapshot.task_id in self._states:
-                raise ConfigurationError(
-                    f"task id {snapshot.task_id!r} already exists in this controller"
+                raise DuplicateTaskId(
+                    snapshot.task_id,
+                    f"task id {snapshot.task_id!r} already exists in this controller",
                 )
             self._states[snapshot.task_id] = _TaskState(persisted=snapshot.status_version)
 

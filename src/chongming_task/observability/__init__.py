@@ -25,16 +25,12 @@ from chongming_task.observability.collectors import (
     SchedulerCollector,
     StoreCollector,
 )
+from chongming_task.observability.endpoint import MetricsEndpoint, expose_metrics
 from chongming_task.observability.events import TransitionObserver, timeout_scope
 from chongming_task.observability.logging import JsonLogFormatter, TransitionLogger, task_extra
 from chongming_task.observability.otel import TracingObserver, install_tracing, span_name
 from chongming_task.observability.prometheus import PrometheusExporter, install_prometheus
-from chongming_task.observability.server import (
-    MetricsEndpoint,
-    MetricsServer,
-    expose_metrics,
-    serve_metrics,
-)
+from chongming_task.observability.server import MetricsServer, serve_metrics
 from chongming_task.observability.trace_context import (
     extract_trace_context,
     inject_trace_context,

@@ -6,8 +6,8 @@ explicit ``host="0.0.0.0"``. The server runs on its own daemon thread (one threa
 per request) and :meth:`MetricsServer.close` shuts it down and joins it, so tests
 and worker shutdowns leave nothing behind.
 
-:func:`expose_metrics` is the whole wiring of a worker's ``--metrics-port``: an
-exporter on the worker's controller (and scheduler) plus this server, closed together.
+The wiring of a worker's ``--metrics-port`` (an exporter plus this server) is
+:func:`chongming_task.observability.endpoint.expose_metrics`.
 """
 
 from __future__ import annotations
@@ -17,22 +17,15 @@ import socket
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from socketserver import ThreadingMixIn
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from chongming_task.errors import ConfigurationError
 from chongming_task.observability.collectors import require_prometheus
 
-if TYPE_CHECKING:
-    from chongming_task.controller import Controller
-    from chongming_task.observability.prometheus import PrometheusExporter
-    from chongming_task.schedule.scheduler import Scheduler
-
 __all__ = [
     "HealthCheck",
-    "MetricsEndpoint",
     "MetricsServer",
-    "expose_metrics",
     "routed_app",
     "serve_metrics",
 ]
@@ -168,53 +161,3 @@ def serve_metrics(
     )
     thread.start()
     return MetricsServer(server, thread)
-
-
-class MetricsEndpoint:
-    """An exporter bound to a controller plus the HTTP server that serves it."""
-
-    def __init__(self, exporter: PrometheusExporter, server: MetricsServer) -> None:
-        self.exporter = exporter
-        self.server = server
-
-    @property
-    def url(self) -> str:
-        return self.server.url
-
-    @property
-    def health_url(self) -> str:
-        return self.server.health_url
-
-    @property
-    def port(self) -> int:
-        return self.server.port
-
-    def close(self) -> None:
-        """Stop serving, then detach the exporter (idempotent)."""
-        self.server.close()
-        self.exporter.close()
-
-
-def expose_metrics(
-    controller: Controller,
-    port: int,
-    *,
-    host: str = "127.0.0.1",
-    scheduler: Scheduler | None = None,
-    health: HealthCheck | None = None,
-) -> MetricsEndpoint:
-    """``install_prometheus`` + ``serve_metrics`` in one call (what a worker needs).
-
-    Raises:
-        ConfigurationError: ``prometheus_client`` missing, or the port cannot be bound
-            (nothing stays attached then).
-    """
-    from chongming_task.observability.prometheus import install_prometheus
-
-    exporter = install_prometheus(controller, scheduler=scheduler)
-    try:
-        server = serve_metrics(exporter.registry, port, host, health=health)
-    except BaseException:
-        exporter.close()
-        raise
-    return MetricsEndpoint(exporter, server)

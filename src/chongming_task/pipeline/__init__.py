@@ -28,13 +28,6 @@ __all__ = [
 ]
 
 
-# One documented home per public name: reprs, docs and pickles say
-# ``chongming_task.pipeline.X``, not the private module that defines it.
-for _public in (Node, NodeFailure, NodeOutcome, Pipeline, PipelineOutcome, PipelineRun):
-    _public.__module__ = __name__
-del _public
-
-
 def submit_pipeline(
     controller: Controller, pipeline: Pipeline, *, run_id: str | None = None
 ) -> PipelineRun:

@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from chongming_task.controller.buckets import bucket_for_submit
-from chongming_task.errors import ConfigurationError
+from chongming_task.errors import ControllerClosed, InvalidState
 from chongming_task.model import JSONValue
 from chongming_task.pipeline.decisions import skip_failure
 from chongming_task.pipeline.port import Subscriber
@@ -37,11 +36,11 @@ class ControllerAdapter:
     def preflight(self, task_name: str, options: Mapping[str, Any]) -> None:
         controller = self._controller
         if controller.closed:
-            raise ConfigurationError("this controller is closed; create a new Controller")
+            raise ControllerClosed("this controller is closed; create a new Controller")
         # The controller's own bucket rule: a key this node does not own is refused now,
         # not after half of the pipeline's tasks exist.
-        bucket_for_submit(
-            controller.bucket_policy, controller.owned_buckets, options.get("bucket_key")
+        controller.bucket_policy.bucket_for_submit(
+            options.get("bucket_key"), controller.owned_buckets
         )
 
     def exists(self, task_id: str) -> bool:
@@ -87,5 +86,5 @@ class ControllerAdapter:
     def _run(self, task_id: str) -> TaskRun:
         run = self._controller.run(task_id)
         if run is None:
-            raise ConfigurationError(f"node task {task_id!r} is not held by this controller")
+            raise InvalidState(f"node task {task_id!r} is not held by this controller")
         return run

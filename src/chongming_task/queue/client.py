@@ -34,13 +34,13 @@ from chongming_task._validation import (
 )
 from chongming_task.controller.options import default_owner, task_query
 from chongming_task.controller.registry import TaskRegistry
+from chongming_task.controller.unheld import control_task
 from chongming_task.controller.waiting import outcome_of, wait_in_store
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.errors import ConfigurationError
 from chongming_task.model import JSONValue, TaskSnapshot, Transition
 from chongming_task.observability.trace_context import TRACEPARENT, inject_trace_context
 from chongming_task.policies import BucketPolicy
-from chongming_task.queue.control import control_task
 from chongming_task.run import TaskOutcome
 from chongming_task.runtime.attempt import TaskCall
 from chongming_task.runtime.options import check_signature
@@ -437,7 +437,7 @@ class Client:
         )
 
     def pause(self, task_id: str) -> bool:
-        from chongming_task.queue.control import control_unheld
+        from chongming_task.controller.unheld import control_unheld
 
         done = control_unheld(self.store, task_id, "pause", actor=self.actor, clock=self.clock)
         if done is not None:

@@ -31,7 +31,11 @@ from types import MappingProxyType
 from typing import Any, Protocol
 
 from chongming_task.checkpoint_gaps import FAST_GAP
-from chongming_task.errors import ConfigurationError
+from chongming_task.errors import (
+    ArtifactDirUnavailable,
+    ConfigurationError,
+    TaskSkipped,
+)
 from chongming_task.model import JSONValue, Progress
 from chongming_task.runtime.control import Control
 
@@ -50,31 +54,6 @@ __all__ = [
 LOG_KEEP = 200
 
 _TASK_LOGGER = logging.getLogger("chongming_task.task")
-
-
-class ArtifactDirUnavailable(ConfigurationError, AttributeError):
-    """``ctx.artifact_dir`` of a run created without ``artifact_dir=`` (guide §2.4).
-
-    A ``ConfigurationError`` (what is wrong and how to enable it) that is also an
-    ``AttributeError``: the context has no such directory, so ``hasattr(ctx,
-    "artifact_dir")`` and ``getattr(ctx, "artifact_dir", None)`` answer instead of
-    raising, as for any attribute that is not there.
-    """
-
-
-class TaskSkipped(Exception):
-    """Raised by a body to end its run as ``skipped`` ("nothing to do"), not as an error.
-
-    The run goes ``running -> skipped`` with a ``condition_false`` failure carrying
-    ``reason``; it is never retried.
-    """
-
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-        super().__init__(reason)
-
-    def __reduce__(self) -> tuple[type[TaskSkipped], tuple[str]]:
-        return (type(self), (self.reason,))
 
 
 @dataclass(frozen=True, slots=True)

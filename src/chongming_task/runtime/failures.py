@@ -9,7 +9,10 @@ from __future__ import annotations
 import signal
 import traceback as traceback_module
 
-from chongming_task.errors import TaskCancelled, TaskError
+from chongming_task.errors import (
+    CarrierCrashed,
+    TaskCancelled,
+)
 from chongming_task.model import Failure, FailureKind
 from chongming_task.policies import RetryPolicy, Timeout
 from chongming_task.redact import redact_failure
@@ -36,14 +39,6 @@ _TIMEOUT_KINDS = {
     "no_progress": FailureKind.TIMEOUT_NO_PROGRESS,
     "total": FailureKind.TIMEOUT_TOTAL,
 }
-
-
-class CarrierCrashed(TaskError):
-    """The process carrying an attempt died without a result (a native crash, ``os._exit``).
-
-    It is what the retry policy sees for such an attempt, so ``retry_on=(Exception,)``
-    retries crashes and ``give_up_on=(CarrierCrashed,)`` does not.
-    """
 
 
 def qualified_name(error: BaseException) -> str:

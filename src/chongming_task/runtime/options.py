@@ -8,6 +8,7 @@ inside a worker thread minutes later.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import math
 import threading
 import weakref
@@ -15,7 +16,6 @@ from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from chongming_task.decorator import signature_of
 from chongming_task.errors import ConfigurationError
 from chongming_task.policies import RetryPolicy, Timeout
 from chongming_task.runtime.attempt import TaskCall
@@ -31,7 +31,34 @@ __all__ = [
     "check_options",
     "check_signature",
     "seconds",
+    "signature_of",
 ]
+
+
+_SIGNATURES: weakref.WeakKeyDictionary[Callable[..., Any], inspect.Signature | None] = (
+    weakref.WeakKeyDictionary()
+)
+_SIGNATURES_LOCK = threading.Lock()
+
+
+def signature_of(fn: Callable[..., Any]) -> inspect.Signature | None:
+    """``inspect.signature(fn)``, cached per function (it costs tens of microseconds).
+
+    ``None`` for callables without one (some builtins). The cache holds functions
+    weakly, so a closure made per call is not kept alive by it.
+    """
+    with _SIGNATURES_LOCK:
+        try:
+            return _SIGNATURES[fn]
+        except (KeyError, TypeError):
+            pass
+    try:
+        signature: inspect.Signature | None = inspect.signature(fn)
+    except (TypeError, ValueError):
+        signature = None
+    with _SIGNATURES_LOCK, contextlib.suppress(TypeError):  # not weak-referenceable
+        _SIGNATURES[fn] = signature
+    return signature
 
 
 def as_args(args: Iterable[Any]) -> tuple[Any, ...]:

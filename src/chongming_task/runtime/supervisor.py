@@ -124,9 +124,6 @@ class Supervisor:
                 break
         self._book_locked(self._next_deadline_locked())
 
-    def close_locked(self) -> None:
-        self._book_locked(None)
-
     # ------------------------------------------------------------ acting
 
     def _act_locked(self, now: float) -> bool:

@@ -34,10 +34,12 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Final
 
+from chongming_task.errors import DuplicateTaskId
 from chongming_task.schedule.admin import ScheduleAdmin
 from chongming_task.schedule.commands import ScheduleCommands
 from chongming_task.schedule.control import ScheduleControl, redact_error
@@ -65,6 +67,29 @@ PRUNE_EVERY: Final = timedelta(hours=1)
 SETTLE_EVERY: Final = timedelta(seconds=5)
 #: The trigger of ``blocked -> queued`` when an armed firing's instant has come.
 RELEASE_TRIGGER: Final = "schedule:due"
+#: Most firings lost to other schedulers that one scheduler watches at once.
+MAX_WATCHED: Final = 10_000
+
+
+def _fired_at(scheduled_at: datetime) -> Callable[[ScheduleControl], ScheduleControl]:
+    """The control-record update of a firing launched at ``scheduled_at``."""
+    return lambda control: control.with_fired(scheduled_at, control.next_run_at)
+
+
+@dataclass(slots=True)
+class _Watched:
+    """A firing another scheduler claimed: its run must exist by ``check_at``.
+
+    A claim and its run are two writes; a scheduler killed between them leaves a
+    claimed firing with no run, which would be a firing missed for good. The run's
+    task id is deterministic (schedule + instant), so any scheduler may create it:
+    the store's unique task id keeps it to one run, whoever gets there first.
+    """
+
+    control: ScheduleControl
+    due: DueFiring
+    task_id: str
+    check_at: datetime
 
 
 @dataclass(slots=True)
@@ -132,6 +157,8 @@ class FiringLoop:
         """Told of every ``-> lost`` this loop writes for a stale run (the counters)."""
         self.arming_seconds = 0.0
         """Clock seconds the last tick ahead took from waking to its firings armed."""
+        self._watched: dict[str, _Watched] = {}
+        """Firings other schedulers claimed whose run was not seen yet, by task id."""
 
     # -- registrations -------------------------------------------------------------
 
@@ -162,7 +189,7 @@ class FiringLoop:
 
     # -- the tick ----------------------------------------------------------------------
 
-    def tick(
+    def tick(  # noqa: C901 (the scheduler's decision sequence, kept in one readable order)
         self, *, ahead: datetime | None = None, stop: threading.Event | None = None
     ) -> TickReport:
         """One pass: read controls, fire what is due, handle commands. Never raises.
@@ -215,6 +242,7 @@ class FiringLoop:
             if work.armed:
                 self.arming_seconds = self.clock.monotonic() - began
                 self._start_armed(work, stop)
+            self._adopt_orphans({control.name: control for _, control, _ in plans}, work)
             for entry, control, plan, newest in fired:
                 try:
                     self._settle(entry, control, plan, newest, horizon)
@@ -322,6 +350,7 @@ class FiringLoop:
         if not self.store.claim_firing(control.name, due.scheduled_at, self.owner, task_id):
             self.claims_lost += 1
             report.lost += 1
+            self._watch(control, due, task_id, work.now)
             return False
         self.claims_won += 1
         if due.scheduled_at > work.now and not due.catch_up:
@@ -343,18 +372,88 @@ class FiringLoop:
             work.armed.append(_Armed(due.scheduled_at, control, due, task_id, run))
             report.fired.append(task_id)
             return True
-        launch(
-            self.controller,
-            control,
-            trigger_type=control.kind,
-            scheduled_at=due.scheduled_at,
-            task_id=task_id,
-            owner=self.owner,
-            catch_up=due.catch_up,
-            on_lost=self.on_lost,
-        )
+        try:
+            launch(
+                self.controller,
+                control,
+                trigger_type=control.kind,
+                scheduled_at=due.scheduled_at,
+                task_id=task_id,
+                owner=self.owner,
+                catch_up=due.catch_up,
+                on_lost=self.on_lost,
+            )
+        except DuplicateTaskId:
+            # This scheduler was slower than half the tolerance between its claim and
+            # the launch, and a watcher launched the firing: it runs once, there.
+            log.warning("schedule %r: %s was launched by another scheduler", control.name, task_id)
+            return True
         report.fired.append(task_id)
         return True
+
+    def _watch(self, control: ScheduleControl, due: DueFiring, task_id: str, now: datetime) -> None:
+        """Expect the run of a firing another scheduler won within half the tolerance."""
+        grace = timedelta(seconds=self.misfire_tolerance / 2)
+        start = max(now, due.scheduled_at)
+        self._watched[task_id] = _Watched(control, due, task_id, check_at=start + grace)
+        while len(self._watched) > MAX_WATCHED:
+            del self._watched[next(iter(self._watched))]
+
+    def _adopt_orphans(self, controls: dict[str, ScheduleControl], work: _Pass) -> None:
+        """Launch the watched firings whose winner never created their run.
+
+        Only while the firing is still on time (within the misfire tolerance) and its
+        schedule is still fired by this scheduler (``controls``: this tick's plans);
+        later, it is reported missed instead. A winner that was only slow loses the
+        create to this one (or this one to it) on the unique task id: one run either way.
+        """
+        now = work.now
+        due_now = [w for w in self._watched.values() if w.check_at <= now]
+        for watched in due_now:
+            del self._watched[watched.task_id]
+            name = watched.control.name
+            control = controls.get(name)
+            try:
+                if control is None or self.store.get(watched.task_id) is not None:
+                    continue
+                late = (now - watched.due.scheduled_at).total_seconds()
+                if late > self.misfire_tolerance:
+                    work.report.missed.setdefault(name, watched.due.scheduled_at)
+                    work.report.missed_reasons[name] = (
+                        f"the firing at {watched.due.scheduled_at.isoformat()} was claimed by "
+                        "a scheduler that never launched it, and it is now past the misfire "
+                        f"tolerance of {self.misfire_tolerance:g}s"
+                    )
+                    log.warning("schedule %r: %s", name, work.report.missed_reasons[name])
+                    continue
+                launch(
+                    self.controller,
+                    control,
+                    trigger_type=control.kind,
+                    scheduled_at=watched.due.scheduled_at,
+                    task_id=watched.task_id,
+                    owner=self.owner,
+                    catch_up=watched.due.catch_up,
+                    on_lost=self.on_lost,
+                )
+            except DuplicateTaskId:
+                continue  # its winner (or another watcher) created it meanwhile
+            except Exception as exc:
+                work.errors += self._failed(work.report, f"firing {watched.task_id!r}", exc)
+                continue
+            log.warning(
+                "schedule %r: the firing at %s was claimed by a scheduler that never "
+                "launched it; launched here as %s",
+                name,
+                watched.due.scheduled_at.isoformat(),
+                watched.task_id,
+            )
+            work.report.fired.append(watched.task_id)
+            work.report.adopted.append(watched.task_id)
+            try:
+                self.admin.update(name, _fired_at(watched.due.scheduled_at))
+            except Exception as exc:
+                work.errors += self._failed(work.report, f"schedule {name!r}", exc)
 
     def _start_armed(self, work: _Pass, stop: threading.Event | None) -> None:
         """At each armed firing's instant (not before), start it; on ``stop``, skip it."""

@@ -201,7 +201,7 @@ def _band(trigger: CronTrigger, low: datetime, high: datetime) -> list[datetime]
     return found
 
 
-def preview(
+def preview(  # noqa: C901 (one branch per preview option)
     trigger: Trigger | str,
     *,
     timezone: str = "UTC",

@@ -33,7 +33,7 @@ from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any, Final
 
 from chongming_task.core.clock import Clock
-from chongming_task.errors import ConfigurationError
+from chongming_task.errors import ConfigurationError, ControllerClosed
 from chongming_task.model import JSONValue, TaskSnapshot, Transition
 from chongming_task.schedule.admin import ScheduleAdmin, check_input, manual_runs_disabled
 from chongming_task.schedule.control import ScheduleControl
@@ -300,7 +300,7 @@ class Scheduler:
         """Tick in a background thread until :meth:`close` (idempotent)."""
         with self._lock:
             if self._stop.is_set():
-                raise ConfigurationError("this scheduler is closed; create a new Scheduler")
+                raise ControllerClosed("this scheduler is closed; create a new Scheduler")
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._loop, name=f"chongming-scheduler[{self.owner}]", daemon=True

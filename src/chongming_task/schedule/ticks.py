@@ -44,6 +44,9 @@ class TickReport:
     """Schedule -> why its firings were missed and what the misfire policy did."""
     settled: list[str] = field(default_factory=list)
     """Runs ended ``lost`` because their holder's lease expired mid-run."""
+    adopted: list[str] = field(default_factory=list)
+    """Firings another scheduler claimed and never launched (it died in between),
+    launched by this one (also in ``fired``)."""
     commands: int = 0
     """Schedule commands claimed."""
     error: str | None = None

@@ -15,7 +15,12 @@ from datetime import datetime
 from typing import Any, Final
 
 from chongming_task.checkpoint_gaps import CheckpointGaps
-from chongming_task.errors import ConcurrencyConflict, ConfigurationError, StoreError
+from chongming_task.errors import (
+    ConcurrencyConflict,
+    ConfigurationError,
+    DuplicateTaskId,
+    StoreError,
+)
 from chongming_task.model import Progress, TaskSnapshot, Transition, dumps, loads
 from chongming_task.states import TERMINAL, TaskStatus
 from chongming_task.stores import _sqlrows as rows
@@ -51,10 +56,11 @@ def history_rows(transitions: Sequence[Transition]) -> History:
 
 
 def _duplicate(task_id: str, *, batch: bool = False) -> ConfigurationError:
-    return ConfigurationError(
+    return DuplicateTaskId(
+        task_id,
         f"task id {task_id!r} already exists in the store; "
         + ("nothing of this batch was stored, " if batch else "")
-        + "choose another task_id or load the existing task"
+        + "choose another task_id or load the existing task",
     )
 
 
@@ -195,10 +201,11 @@ class SqlTaskStore(SqlControl):
                 self._insert_rows(cur, batch)
             except Exception as exc:
                 if self._is_unique_violation(exc):
-                    raise ConfigurationError(
+                    raise DuplicateTaskId(
+                        str(batch[0]["task_id"]),
                         "create_many: a task id in this batch already exists in the store "
                         f"(first id of the batch: {batch[0]['task_id']!r}); nothing of the "
-                        "batch was written"
+                        "batch was written",
                     ) from exc
                 raise
             return len(batch)

@@ -40,6 +40,9 @@ class SqlControl(SqlBase):
         """A cross-process check for new commands, polled while waiting (None: no polling)."""
         return None
 
+    #: How often ``_poll_commands`` runs while waiting (SQLite: ``command_poll_interval``).
+    _command_poll_interval: float = 0.01
+
     def _channel(self) -> str:
         """The notification channel (PostgreSQL); unused elsewhere."""
         return ""
@@ -171,7 +174,12 @@ class SqlControl(SqlBase):
 
     def wait_for_commands(self, timeout: float) -> None:
         self._check_open()
-        self._signal.wait(self.clock, timeout, poll=self._poll_commands())
+        self._signal.wait(
+            self.clock,
+            timeout,
+            poll=self._poll_commands(),
+            poll_interval=self._command_poll_interval,
+        )
 
     # ------------------------------------------------------------ schedules
 

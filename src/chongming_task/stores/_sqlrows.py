@@ -221,7 +221,7 @@ class QueryParts:
         """True when the filters can match nothing (an empty ``statuses`` set)."""
 
 
-def build_filters(
+def build_filters(  # noqa: C901 (one clause per TaskQuery filter)
     query: TaskQuery | None, sql: Mapping[str, str], array: Bind, instant: Bind
 ) -> QueryParts:
     """Compose the ``WHERE`` of ``query`` from constant fragments; values stay parameters."""

@@ -17,7 +17,12 @@ from typing import Any
 
 from chongming_task.checkpoint_gaps import CheckpointGaps
 from chongming_task.core.clock import Clock
-from chongming_task.errors import ConcurrencyConflict, ConfigurationError, StoreError
+from chongming_task.errors import (
+    ConcurrencyConflict,
+    ConfigurationError,
+    DuplicateTaskId,
+    StoreError,
+)
 from chongming_task.model import Progress, TaskSnapshot, Transition
 from chongming_task.states import TERMINAL, TaskStatus
 from chongming_task.stores._memory_control import MemoryControl
@@ -80,9 +85,10 @@ class InMemoryTaskStore(MemoryControl):
             if self._closed:
                 raise StoreError("the store is closed")
             if task_id in self._tasks:
-                raise ConfigurationError(
+                raise DuplicateTaskId(
+                    task_id,
                     f"task id {task_id!r} already exists in the store; "
-                    "choose another task_id or load the existing task"
+                    "choose another task_id or load the existing task",
                 )
             row.seq = next(self._seq)
             self._tasks[task_id] = row
@@ -98,9 +104,10 @@ class InMemoryTaskStore(MemoryControl):
         with self._locked():
             taken = [s.task_id for s, _ in entries if s.task_id in self._tasks]
             if taken:
-                raise ConfigurationError(
+                raise DuplicateTaskId(
+                    taken[0],
                     f"task ids {taken} already exist in the store; nothing of this batch "
-                    "was stored, choose other task ids"
+                    "was stored, choose other task ids",
                 )
             for snapshot, transitions in entries:
                 self._tasks[snapshot.task_id] = _Row(next(self._seq), snapshot)

@@ -1,20 +1,28 @@
 """The store vocabulary: queries, commands, schedule records and the store's own errors.
 
 These are defined here and re-exported from :mod:`chongming_task.stores.base`, their
-documented home (``__module__`` says so, for pickling and for the docs).
+documented home. ``__module__`` stays this module: ``typing.get_type_hints`` resolves
+the string annotations of a class in the module it names.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final, Literal, NamedTuple
 
 from chongming_task import _validation
 from chongming_task._validation import OUTCOME_MAX_BYTES as _OUTCOME_MAX_BYTES
-from chongming_task.errors import ConcurrencyConflict, ConfigurationError, StoreError
+from chongming_task.errors import (
+    ClaimLost,
+    ConfigurationError,
+    CorruptRows,
+    ScheduleConflict,
+    StoreError,
+    TaskNotFound,
+)
 from chongming_task.model import JSONValue, TaskSnapshot, Transition, parse_datetime
 from chongming_task.redact import redact_text_fields
 from chongming_task.states import TaskStatus
@@ -32,8 +40,6 @@ __all__ = [
     "TaskNotFound",
     "TaskQuery",
 ]
-
-_PUBLIC_MODULE: Final = "chongming_task.stores.base"
 
 #: The largest task outcome a store accepts, measured as UTF-8 bytes of its compact JSON.
 #: Outcomes are results, not payloads: a bigger value belongs in the artifact directory
@@ -55,77 +61,6 @@ CLAIM_PRIORITY_MAX: Final = 2**63 - 1
 
 
 # ---------------------------------------------------------------- errors
-
-
-class CorruptRows(StoreError):
-    """Stored task rows that cannot be decoded, named by their ``task_id``.
-
-    ``corrupt`` maps each such task id to what is wrong with its row; ``snapshots``
-    holds the rows of the same read that decode fine (in the read's order), so a
-    listing can skip the broken rows with a warning instead of failing as a whole.
-    """
-
-    def __init__(self, corrupt: Mapping[str, str], snapshots: Sequence[TaskSnapshot] = ()) -> None:
-        self.corrupt = dict(corrupt)
-        self.snapshots = list(snapshots)
-        ids = list(self.corrupt)
-        first = ids[0] if ids else "?"
-        more = f" (and {len(ids) - 1} more corrupt row(s): {ids[1:6]})" if len(ids) > 1 else ""
-        super().__init__(f"corrupt task row {first!r}: {self.corrupt.get(first, '?')}{more}")
-
-
-class TaskNotFound(StoreError, KeyError):
-    """``save`` named a task the store does not hold (create it first)."""
-
-    def __init__(self, task_id: str) -> None:
-        self.task_id = task_id
-        super().__init__(f"task {task_id!r} does not exist in the store; create() it first")
-
-    def __str__(self) -> str:
-        # KeyError would quote the message; this is a sentence, not a key.
-        return str(self.args[0])
-
-
-class ClaimLost(ConcurrencyConflict):
-    """A command claim is no longer ours: its token is stale or the command moved on.
-
-    Raised by ``complete_command``/``release_command``/``extend_command`` when the
-    token does not match the current claim, typically because our lease expired and
-    another owner re-claimed the command. The caller must not act on the command.
-    """
-
-    def __init__(self, command_id: str, claim_token: str, detail: str) -> None:
-        # Deliberately not ConcurrencyConflict.__init__: that message is about tasks.
-        Exception.__init__(
-            self, f"claim on command {command_id!r} lost (token {claim_token!r}): {detail}"
-        )
-        self.task_id = command_id
-        self.command_id = command_id
-        self.claim_token = claim_token
-        self.detail = detail
-        self.expected = None
-        self.actual = None
-
-
-class ScheduleConflict(ConcurrencyConflict):
-    """``put_schedule`` lost a compare-and-set: the stored revision is not the expected one.
-
-    ``expected`` is ``None`` for an insert that found the schedule already there;
-    ``actual`` is ``None`` when the schedule does not exist.
-    """
-
-    def __init__(self, name: str, expected: int | None, actual: int | None) -> None:
-        if expected is None:
-            message = f"schedule {name!r} already exists (revision {actual}); pass expect_revision"
-        elif actual is None:
-            message = f"schedule {name!r} does not exist (expected revision {expected})"
-        else:
-            message = f"schedule {name!r} is at revision {actual}, expected {expected}"
-        Exception.__init__(self, message)
-        self.task_id = name
-        self.schedule = name
-        self.expected = expected
-        self.actual = actual
 
 
 # ---------------------------------------------------------------- records
@@ -159,7 +94,7 @@ class TaskQuery:
     """``created``/``updated`` ascending, ``-`` for descending; ``priority`` is highest
     first, then oldest first. Ties break on insertion order, so pages are stable."""
 
-    def __post_init__(self) -> None:
+    def __post_init__(self) -> None:  # noqa: C901 (one check per TaskQuery filter)
         if self.statuses is not None:
             statuses = frozenset(self.statuses)
             for status in statuses:
@@ -439,19 +374,3 @@ class ScheduleRecord:
     revision: int
     """1 after the first put, +1 on every successful put."""
     updated_at: datetime
-
-
-for _public in (
-    TaskNotFound,
-    CorruptRows,
-    ClaimLost,
-    ScheduleConflict,
-    TaskQuery,
-    TaskHead,
-    LostCandidate,
-    LostMark,
-    Command,
-    ScheduleRecord,
-):
-    _public.__module__ = _PUBLIC_MODULE
-del _public

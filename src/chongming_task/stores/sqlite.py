@@ -40,6 +40,7 @@ from contextlib import suppress
 from datetime import datetime
 from typing import Any, Final, Literal, TypeVar
 
+from chongming_task._validation import check_seconds
 from chongming_task.core.clock import Clock
 from chongming_task.errors import ConfigurationError, SchemaMissing, StoreError
 from chongming_task.model import dumps, parse_datetime
@@ -117,7 +118,7 @@ class SqliteTaskStore(SqliteLost):
         self._memory = self._path in ("", ":memory:") or "mode=memory" in self._path
         self._timeout = timeout
         self._synchronous = synchronous
-        self._poll_interval = command_poll_interval
+        self._command_poll_interval = check_seconds(command_poll_interval, "command_poll_interval")
         self._create_schema = create_schema
         self._write_lock = threading.Lock()
         self._pool_lock = threading.Lock()

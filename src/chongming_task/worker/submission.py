@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from chongming_task._validation import check_priority, check_text
-from chongming_task.errors import ConfigurationError
+from chongming_task.errors import ConfigurationError, DuplicateTaskId
 from chongming_task.model import JSONValue, ensure_json
 from chongming_task.stores.base import Command
 
@@ -136,8 +136,8 @@ class Submission:
                 (nothing is written then).
         """
         if store.get(self.task_id) is not None:
-            raise ConfigurationError(
-                f"task id {self.task_id!r} already exists; choose another --task-id"
+            raise DuplicateTaskId(
+                self.task_id, f"task id {self.task_id!r} already exists; choose another --task-id"
             )
         if store.get_command(submission_command_id(self.task_id)) is not None:
             raise ConfigurationError(

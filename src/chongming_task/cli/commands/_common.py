@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SubmissionRequest",
+    "add_global_options",
     "add_json_flag",
     "add_submission_options",
     "console_controller",
@@ -35,6 +36,44 @@ __all__ = [
     "node_controller",
     "require_task",
 ]
+
+
+def add_global_options(parser: argparse.ArgumentParser) -> None:
+    """The options every command accepts, before or after the subcommand name.
+
+    Defaults are suppressed so a value given before the subcommand is not overwritten
+    by the subparser's default; fallbacks to ``CHONGMING_*`` happen in ``Session``.
+    """
+    group = parser.add_argument_group("global options")
+    group.add_argument(
+        "--db",
+        default=argparse.SUPPRESS,
+        metavar="PATH|URL",
+        help="SQLite file, or a postgresql:// URL (env CHONGMING_DB; default ./chongming.db)",
+    )
+    group.add_argument(
+        "--dsn",
+        default=argparse.SUPPRESS,
+        metavar="URL",
+        help="PostgreSQL URL; an alternative to --db URL (env CHONGMING_DSN)",
+    )
+    group.add_argument(
+        "--num-buckets",
+        default=argparse.SUPPRESS,
+        metavar="N",
+        help="number of buckets keys hash into (env CHONGMING_NUM_BUCKETS; default 64)",
+    )
+    group.add_argument(
+        "--owned-buckets",
+        default=argparse.SUPPRESS,
+        metavar="RANGES",
+        help="buckets this node owns, e.g. 0-15,32,40-47 (env CHONGMING_OWNED_BUCKETS)",
+    )
+    group.add_argument(
+        "--owner",
+        default=argparse.SUPPRESS,
+        help="this process's owner id (env CHONGMING_OWNER; default hostname:pid)",
+    )
 
 
 def new_parser(
@@ -47,8 +86,6 @@ def new_parser(
     json: bool = True,
 ) -> argparse.ArgumentParser:
     """A subparser with the global options, ``--json`` and its handler attached."""
-    from chongming_task.cli.app import add_global_options
-
     parser: argparse.ArgumentParser = subparsers.add_parser(
         name, help=help, description=description or help
     )

@@ -244,7 +244,7 @@ def _metrics_port(args: argparse.Namespace) -> int | None:
 
 def _expose_metrics(controller: Any, scheduler: Any, port: int, host: str, worker: Any) -> Any:
     """Serve ``/metrics`` and ``/healthz`` for this worker (the ``prometheus`` extra)."""
-    from chongming_task.observability.server import expose_metrics
+    from chongming_task.observability.endpoint import expose_metrics
 
     try:
         return expose_metrics(
@@ -285,7 +285,7 @@ def cmd_worker(args: argparse.Namespace, session: Session) -> int:
         )
 
 
-def _serve(
+def _serve(  # noqa: C901 (the worker's start-up sequence, one step per option; splitting it hides the order)
     args: argparse.Namespace,
     session: Session,
     *,

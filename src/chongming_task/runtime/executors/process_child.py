@@ -33,7 +33,10 @@ from pathlib import Path
 from typing import Any, Final, NoReturn
 
 from chongming_task.checkpoint_gaps import GapRecorder
-from chongming_task.errors import ConfigurationError, TaskExecutionError
+from chongming_task.errors import (
+    ChildError,
+    ConfigurationError,
+)
 from chongming_task.model import Progress, ensure_json
 from chongming_task.runtime.context import LOG_KEEP, LogEntry, RuntimeContext
 from chongming_task.runtime.control import Control
@@ -46,17 +49,6 @@ __all__ = ["FLUSH_INTERVAL", "ChildError", "ChildPayload", "child_main"]
 FLUSH_INTERVAL: Final = 0.02
 #: Exit code of a child whose parent went away (EX_SOFTWARE).
 EXIT_ORPHANED: Final = 70
-
-
-class ChildError(TaskExecutionError):
-    """Stands in for an exception that could not be pickled back to the parent."""
-
-    def __init__(self, message: str, exception_type: str | None = None) -> None:
-        self.exception_type = exception_type
-        super().__init__(message)
-
-    def __reduce__(self) -> tuple[type[ChildError], tuple[str, str | None]]:
-        return (type(self), (str(self), self.exception_type))
 
 
 class ChildPayload:

@@ -166,9 +166,6 @@ class ContractHarness:
 
     # ------------------------------------------------------------ data builders
 
-    def new_id(self, prefix: str = "task") -> str:
-        return f"{prefix}-{next(self._ids)}"
-
     def snapshot(self, task_id: str | None = None, **changes: Any) -> TaskSnapshot:
         """A pending snapshot; each call is created one second after the previous one."""
         number = next(self._ids)
