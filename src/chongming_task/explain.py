@@ -591,7 +591,7 @@ def _queued(facts: Facts) -> list[Reason]:
         reasons.extend(_store_queue(facts))
     timeout = facts.timeout
     if timeout is not None and timeout.start is not None and snap.first_started_at is None:
-        # ``start`` counts from submission (guide §6): the task's creation.
+        # ``start`` counts from submission: the task's creation.
         at = snap.created_at + timedelta(seconds=timeout.start)
         reasons.append(StartTimeout(at=at, seconds=timeout.start))
     return reasons

@@ -232,5 +232,5 @@ def test_the_lead_is_bounded(harness: Harness) -> None:
     controller = harness.node({"beat": Bodies(harness)}).controller
     with pytest.raises(ConfigurationError, match="lead must be at most"):
         Scheduler(controller, lead=MAX_LEAD + 1)
-    with pytest.raises(ConfigurationError, match="lead must be a positive number"):
+    with pytest.raises(ConfigurationError, match="lead must be > 0 seconds"):
         Scheduler(controller, lead=0)

@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from chongming_task._validation import check_int
 from chongming_task.errors import ConfigurationError
 
 __all__ = ["Admission", "SlotClaim"]
@@ -71,8 +72,7 @@ class Admission:
         limits: Mapping[str, int] | None = None,
         max_parallel_per_bucket: int | None = None,
     ) -> None:
-        if isinstance(max_parallel, bool) or not isinstance(max_parallel, int) or max_parallel < 1:
-            raise ConfigurationError(f"max_parallel must be an integer >= 1, got {max_parallel!r}")
+        check_int(max_parallel, "max_parallel", minimum=1)
         per_bucket = max_parallel_per_bucket
         if per_bucket is not None and (
             isinstance(per_bucket, bool) or not isinstance(per_bucket, int) or per_bucket < 1

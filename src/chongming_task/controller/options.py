@@ -63,7 +63,7 @@ def check_executor(executor: object) -> None:
         raise ConfigurationError(
             "Controller(executor=InlineExecutor()) is refused: the InlineExecutor runs the "
             "body inside launch() and blocks until it ends, and a Controller dispatches "
-            "asynchronously (guide §7.2: an asynchronous scheduler must not use it). Leave "
+            "asynchronously, so it would stall every other task. Leave "
             "executor= out for the ThreadExecutor (the default), or pass ProcessExecutor() "
             "for hard stops; to run one task synchronously (micro-steps, deterministic "
             "tests), use run_task(fn, executor=InlineExecutor()) or TaskRun without a "

@@ -20,6 +20,7 @@ from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
+from chongming_task._validation import check_int
 from chongming_task.errors import ConfigurationError
 from chongming_task.observability.collectors import require_prometheus
 
@@ -139,8 +140,7 @@ def serve_metrics(
         ConfigurationError: Bad port, ``prometheus_client`` missing, or the address
             cannot be bound (in use, not local).
     """
-    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
-        raise ConfigurationError(f"metrics port must be an integer in 0..65535, got {port!r}")
+    check_int(port, "metrics port", minimum=0, maximum=65535)
     require_prometheus()
     from prometheus_client import make_wsgi_app
 

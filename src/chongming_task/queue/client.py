@@ -177,7 +177,7 @@ def task_metadata(metadata: Mapping[str, JSONValue] | None) -> dict[str, JSONVal
     metadata = check_metadata({} if metadata is None else metadata)
     bad = json_path_error(metadata, "metadata")
     if bad is not None:
-        raise ConfigurationError(f"only JSON crosses the store (guide §8.5); {bad}")
+        raise ConfigurationError(f"only JSON crosses the store; {bad}")
     if RECIPE_KEY in metadata:
         raise ConfigurationError(f"metadata key {RECIPE_KEY!r} is reserved for the queue")
     result = dict(metadata)
@@ -346,9 +346,7 @@ class Client:
         priority = check_priority(priority)
         bad = json_path_error(list(args), "args") or json_path_error(dict(kwargs), "kwargs")
         if bad is not None:
-            raise ConfigurationError(
-                f"enqueue({name!r}): only JSON crosses the store (guide §8.5); {bad}"
-            )
+            raise ConfigurationError(f"enqueue({name!r}): only JSON crosses the store; {bad}")
         max_attempts = 1
         all_tags: frozenset[str] = frozenset()
         if self.registry is not None:

@@ -32,6 +32,7 @@ from datetime import datetime
 from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any, Final
 
+from chongming_task._validation import check_seconds
 from chongming_task.core.clock import Clock
 from chongming_task.errors import ConfigurationError, ControllerClosed
 from chongming_task.model import JSONValue, TaskSnapshot, Transition
@@ -95,18 +96,12 @@ class Scheduler:
         command_lease: float | None = None,
         lead: float = DEFAULT_LEAD,
     ) -> None:
+        tick = check_seconds(tick, "tick")
+        misfire_tolerance = check_seconds(misfire_tolerance, "misfire_tolerance")
+        lead = check_seconds(lead, "lead")
         if command_lease is None:
             command_lease = max(DEFAULT_COMMAND_LEASE, 3 * tick)
-        for name, value in (
-            ("tick", tick),
-            ("misfire_tolerance", misfire_tolerance),
-            ("command_lease", command_lease),
-            ("lead", lead),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-                raise ConfigurationError(
-                    f"{name} must be a positive number of seconds, got {value!r}"
-                )
+        command_lease = check_seconds(command_lease, "command_lease")
         if command_lease <= 2 * tick:
             raise ConfigurationError(
                 f"command_lease ({command_lease}s) must exceed two ticks ({tick}s each), "

@@ -13,6 +13,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 
+from chongming_task._validation import check_seconds
 from chongming_task.core.clock import Clock
 from chongming_task.errors import ConfigurationError, StoreError
 from chongming_task.model import JSONValue, loads
@@ -35,11 +36,6 @@ def _copy_json(value: Mapping[str, JSONValue], what: str) -> dict[str, JSONValue
     copied = loads(encode_json(dict(value), what), what)
     assert isinstance(copied, dict)
     return copied
-
-
-def _validate_lease(lease: float) -> None:
-    if isinstance(lease, bool) or not isinstance(lease, int | float) or lease <= 0:
-        raise ConfigurationError(f"lease must be a positive number of seconds, got {lease!r}")
 
 
 def _as_submitted(command: Command) -> Command:
@@ -117,7 +113,7 @@ class MemoryControl(TaskStore):
         kinds: Collection[str] | None = None,
         actions: Collection[str] | None = None,
     ) -> list[Command]:
-        _validate_lease(lease)
+        check_seconds(lease, "lease")
         if isinstance(limit, bool) or limit < 1:
             raise ConfigurationError(f"limit must be >= 1, got {limit!r}")
         wanted = validate_actions(actions)
@@ -194,7 +190,7 @@ class MemoryControl(TaskStore):
         self._signal.notify()
 
     def extend_command(self, command_id: str, claim_token: str, lease: float) -> None:
-        _validate_lease(lease)
+        check_seconds(lease, "lease")
         with self._locked():
             command = self._current_claim(command_id, claim_token)
             until = self.clock.now() + timedelta(seconds=lease)

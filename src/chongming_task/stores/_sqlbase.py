@@ -14,12 +14,12 @@ from datetime import datetime
 from typing import Any, ClassVar, Final, Protocol, TypeVar
 
 from chongming_task.core.clock import Clock
-from chongming_task.errors import ConfigurationError, StoreError
+from chongming_task.errors import StoreError
 from chongming_task.stores._sqlfile import load_sections
 from chongming_task.stores.base import TaskStore
 from chongming_task.stores.signal import CommandSignal
 
-__all__ = ["SCHEMA_VERSION", "Cursor", "SqlBase", "validate_lease"]
+__all__ = ["SCHEMA_VERSION", "Cursor", "SqlBase"]
 
 #: The schema this code reads and writes. 1: tasks, history, commands. 2: schedules and
 #: firing claims. 3: an index to claim commands by action (a controller's poller reads
@@ -45,12 +45,6 @@ class Cursor(Protocol):
     def fetchone(self) -> Any: ...
 
     def fetchall(self) -> list[Any]: ...
-
-
-def validate_lease(lease: float) -> None:
-    """Leases are positive seconds."""
-    if isinstance(lease, bool) or not isinstance(lease, int | float) or lease <= 0:
-        raise ConfigurationError(f"lease must be a positive number of seconds, got {lease!r}")
 
 
 class SqlBase(TaskStore):

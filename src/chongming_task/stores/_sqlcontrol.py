@@ -12,11 +12,12 @@ from collections.abc import Callable, Collection, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
+from chongming_task._validation import check_seconds
 from chongming_task.errors import ConfigurationError, StoreError
 from chongming_task.model import JSONValue, loads
 from chongming_task.redact import redact_text_fields
 from chongming_task.stores import _sqlrows as rows
-from chongming_task.stores._sqlbase import Cursor, SqlBase, validate_lease
+from chongming_task.stores._sqlbase import Cursor, SqlBase
 from chongming_task.stores.base import (
     ClaimLost,
     Command,
@@ -86,7 +87,7 @@ class SqlControl(SqlBase):
         kinds: Collection[str] | None = None,
         actions: Collection[str] | None = None,
     ) -> list[Command]:
-        validate_lease(lease)
+        check_seconds(lease, "lease")
         if isinstance(limit, bool) or limit < 1:
             raise ConfigurationError(f"limit must be >= 1, got {limit!r}")
         wanted = validate_actions(actions)
@@ -133,7 +134,7 @@ class SqlControl(SqlBase):
         self._signal.notify()
 
     def extend_command(self, command_id: str, claim_token: str, lease: float) -> None:
-        validate_lease(lease)
+        check_seconds(lease, "lease")
         until = self.clock.now() + timedelta(seconds=lease)
         params = {
             "command_id": command_id,

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from chongming_task._validation import check_seconds
 from chongming_task.errors import ConfigurationError
 from chongming_task.model import Progress
 from chongming_task.runtime.attempt import (
@@ -83,10 +84,7 @@ class ProcessExecutor:
 
     def __init__(self, *, kill_after: float = 2.0) -> None:
         """``kill_after``: seconds between ``terminate()`` and ``kill()`` of a child."""
-        if isinstance(kill_after, bool) or not isinstance(kill_after, int | float):
-            raise ConfigurationError(f"kill_after must be a number of seconds, got {kill_after!r}")
-        if kill_after < 0:
-            raise ConfigurationError(f"kill_after must be >= 0 seconds, got {kill_after!r}")
+        check_seconds(kill_after, "kill_after", allow_zero=True)
         self.kill_after = float(kill_after)
         self._context = multiprocessing.get_context("spawn")
 
