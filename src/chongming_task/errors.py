@@ -14,6 +14,7 @@
     ├─ ConcurrencyConflict      an optimistic-concurrency write lost the race
     │  ├─ ClaimLost             a command claim is no longer ours
     │  └─ ScheduleConflict      a schedule's revision moved on (compare-and-set lost)
+    │     └─ StaleScheduleEdit  an operator's edit was based on an old definition revision
     ├─ StoreError               the persistence layer failed
     │  ├─ SchemaMissing         no chongming-task tables (or another version) where read
     │  ├─ CorruptRows           stored rows that cannot be decoded, by task id
@@ -38,6 +39,7 @@ cases apart. Messages are built from attributes, so callers read ``exc.task_id``
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -61,6 +63,7 @@ __all__ = [
     "InvalidTransition",
     "ScheduleConflict",
     "SchemaMissing",
+    "StaleScheduleEdit",
     "StoreError",
     "TaskCancelled",
     "TaskError",
@@ -128,7 +131,7 @@ class CircularDependency(TaskError):
 
 
 class TaskTimeout(TaskError):
-    """A timeout scope (``start``, ``attempt``, ``idle`` or ``total``) expired."""
+    """A timeout scope (``start``, ``attempt``, ``idle``, ``no_progress`` or ``total``) expired."""
 
     def __init__(self, scope: str, seconds: float) -> None:
         self.scope = scope
@@ -301,6 +304,36 @@ class ScheduleConflict(ConcurrencyConflict):
         self.schedule = name
         self.expected = expected
         self.actual = actual
+
+
+class StaleScheduleEdit(ScheduleConflict):
+    """An operator's edit was based on a ``definition_revision`` that is no longer current.
+
+    Someone changed the schedule's definition or operator state since the edit was
+    prepared; nothing was written. ``expected`` is the revision the edit was based on,
+    ``actual`` the current one, ``updated_by``/``updated_at`` who changed it and when.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        expected: int,
+        actual: int,
+        *,
+        updated_by: str | None,
+        updated_at: datetime,
+    ) -> None:
+        super().__init__(name, expected, actual)
+        who = updated_by or "someone"
+        Exception.__init__(
+            self,
+            f"schedule {name!r} was changed by {who} at "
+            f"{updated_at.isoformat(timespec='seconds')} (definition revision "
+            f"{actual}; this edit was based on revision {expected}); "
+            "nothing was changed: reload it and edit again",
+        )
+        self.updated_by = updated_by
+        self.updated_at = updated_at
 
 
 class CarrierCrashed(TaskError):

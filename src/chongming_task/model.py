@@ -17,6 +17,7 @@ from datetime import datetime, timedelta, timezone
 from enum import StrEnum
 from typing import Any, Final, TypeAlias
 
+from chongming_task.checkpoint_gaps import CheckpointGaps
 from chongming_task.errors import ConfigurationError, StoreError
 from chongming_task.redact import redact_reason
 from chongming_task.states import TaskStatus
@@ -43,13 +44,14 @@ JSONValue: TypeAlias = Any
 
 
 class FailureKind(StrEnum):
-    """Why an attempt or a task did not succeed (guide §5.2, plus three of our own)."""
+    """Why an attempt or a task did not succeed (guide §5.2, plus four of our own)."""
 
     EXCEPTION = "exception"
     NONZERO_EXIT = "nonzero_exit"
     TIMEOUT_START = "timeout_start"
     TIMEOUT_ATTEMPT = "timeout_attempt"
     TIMEOUT_IDLE = "timeout_idle"
+    TIMEOUT_NO_PROGRESS = "timeout_no_progress"
     TIMEOUT_TOTAL = "timeout_total"
     CANCELLED = "cancelled"
     LOST = "lost"
@@ -466,6 +468,8 @@ class TaskSnapshot:
     """The process executing the body (the child for the ProcessExecutor)."""
     metadata: Mapping[str, JSONValue] = field(default_factory=dict)
     """JSON trigger information (schedule, pipeline node, trace context...)."""
+    checkpoint_gaps: CheckpointGaps | None = None
+    """Gaps between the body's consecutive checkpoints over its attempts (side channel)."""
 
     def __post_init__(self) -> None:
         # Inline, not through ``_SNAPSHOT_CHECKS``: every snapshot read from a store is
@@ -493,6 +497,9 @@ class TaskSnapshot:
         failure: object = self.failure
         if failure is not None and not isinstance(failure, Failure):
             _SNAPSHOT_CHECKS["failure"](failure)
+        gaps: object = self.checkpoint_gaps
+        if gaps is not None and not isinstance(gaps, CheckpointGaps):
+            _SNAPSHOT_CHECKS["checkpoint_gaps"](gaps)
         tags = _check_tags(self.tags)
         if tags is not self.tags:
             object.__setattr__(self, "tags", tags)
@@ -534,6 +541,7 @@ class TaskSnapshot:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict with a format version; :meth:`from_dict` reverses it exactly."""
+        gaps = self.checkpoint_gaps
         return {
             "v": FORMAT_VERSION,
             "task_id": self.task_id,
@@ -562,6 +570,7 @@ class TaskSnapshot:
             "owner": self.owner,
             "pid": self.pid,
             "metadata": dict(self.metadata),
+            "checkpoint_gaps": None if gaps is None else gaps.to_dict(),
         }
 
     @classmethod
@@ -578,6 +587,7 @@ class TaskSnapshot:
                 raise TypeError("created_at and updated_at must not be null")
             progress = data.get("progress")
             failure = data.get("failure")
+            gaps = data.get("checkpoint_gaps")
             tags = data.get("tags") or []
             if not isinstance(tags, list):
                 raise TypeError(f"tags must be a list of strings, got {tags!r}")
@@ -611,6 +621,7 @@ class TaskSnapshot:
                 owner=data.get("owner"),
                 pid=data.get("pid"),
                 metadata=dict(metadata),
+                checkpoint_gaps=None if gaps is None else CheckpointGaps.from_dict(gaps),
             )
         except (KeyError, TypeError, ValueError) as exc:
             task_id = data.get("task_id")
@@ -714,6 +725,7 @@ _SNAPSHOT_CHECKS: Final[dict[str, Any]] = {
     **(_INSTANT_CHECKS := {name: _instant_check(name) for name in _INSTANTS}),
     "progress": _instance_check("progress", Progress),
     "failure": _instance_check("failure", Failure),
+    "checkpoint_gaps": _instance_check("checkpoint_gaps", CheckpointGaps),
     "tags": _check_tags,
     "metadata": _check_metadata,
 }

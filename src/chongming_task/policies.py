@@ -194,7 +194,7 @@ class RetryPolicy:
     give_up_on: tuple[type[BaseException], ...] = ()
     """Exception classes that end the task at once; they win over ``retry_on``."""
     retry_timeouts: bool = True
-    """Whether ``start``/``attempt``/``idle`` timeouts are retried (they usually are transient)."""
+    """Whether ``attempt``/``idle``/``no_progress`` timeouts are retried (usually transient)."""
 
     def __post_init__(self) -> None:
         _positive_int(self.max_attempts, "RetryPolicy.max_attempts")
@@ -239,13 +239,13 @@ class RetryPolicy:
             error: The exception raised by the body, or ``None`` for a failure
                 without one (a timeout, a dead process).
             attempt: The attempt that just failed, 1-based.
-            timeout_scope: ``"start"``, ``"attempt"``, ``"idle"`` or ``"total"`` when a
-                timeout ended the attempt.
+            timeout_scope: ``"start"``, ``"attempt"``, ``"idle"``, ``"no_progress"`` or
+                ``"total"`` when a timeout ended the attempt.
             rng: Source of jitter, uniform in ``[0, 1)``; injected in tests.
 
         Raises:
             ConfigurationError: ``attempt`` is not an integer >= 1, or
-                ``timeout_scope`` is not one of the four scopes.
+                ``timeout_scope`` is not one of the five scopes.
         """
         if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1:
             raise ConfigurationError(f"attempt must be an integer >= 1, got {attempt!r}")
@@ -275,9 +275,9 @@ class RetryPolicy:
 # ----------------------------------------------------------------- timeouts
 
 
-TimeoutScope = Literal["start", "attempt", "idle", "total"]
+TimeoutScope = Literal["start", "attempt", "idle", "no_progress", "total"]
 
-_TIMEOUT_SCOPES: Final = ("start", "attempt", "idle", "total")
+_TIMEOUT_SCOPES: Final = ("start", "attempt", "idle", "no_progress", "total")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -288,6 +288,9 @@ class Timeout:
     - ``per_attempt``: length of one attempt.
     - ``idle``: silence since the last ``checkpoint()``/heartbeat, only inside a started
       attempt and never while paused.
+    - ``no_progress``: time since ``ctx.progress()`` last raised ``done`` (or since the
+      attempt started), only inside a started attempt, paused time excluded. It catches
+      the body that keeps checkpointing (so ``idle`` stays quiet) but gets nowhere.
     - ``total``: the whole run across all attempts and backoff waits (the scheduler's
       max runtime); never retried.
 
@@ -300,11 +303,13 @@ class Timeout:
     """Seconds one attempt may run, paused time excluded; ``None`` = no limit."""
     idle: float | None = None
     """Seconds between checkpoints/heartbeats inside an attempt; ``None`` = no limit."""
+    no_progress: float | None = None
+    """Seconds an attempt may go without raising ``done``; ``None`` = no limit."""
     total: float | None = None
     """Seconds from submission to the end, across attempts; ``None`` = no limit."""
 
     def __post_init__(self) -> None:
-        for name in ("start", "per_attempt", "idle", "total"):
+        for name in ("start", "per_attempt", "idle", "no_progress", "total"):
             value = getattr(self, name)
             _number(value, f"Timeout.{name}", allow_none=True)
             if value is not None and value <= 0:
@@ -315,7 +320,8 @@ class Timeout:
     @property
     def is_unlimited(self) -> bool:
         """True when no scope is set, so nothing can ever expire."""
-        return all(v is None for v in (self.start, self.per_attempt, self.idle, self.total))
+        scopes = (self.start, self.per_attempt, self.idle, self.no_progress, self.total)
+        return all(v is None for v in scopes)
 
     def expired(
         self,
@@ -327,6 +333,7 @@ class Timeout:
         paused: bool = False,
         paused_seconds: float = 0.0,
         started_before: bool = False,
+        last_progress_at: float | None = None,
     ) -> TimeoutScope | None:
         """The scope that has expired at monotonic time ``now``, or ``None``.
 
@@ -339,6 +346,7 @@ class Timeout:
             paused=paused,
             paused_seconds=paused_seconds,
             started_before=started_before,
+            last_progress_at=last_progress_at,
         )
         if deadline is not None and now >= deadline[0]:
             return deadline[1]
@@ -353,6 +361,7 @@ class Timeout:
         paused: bool = False,
         paused_seconds: float = 0.0,
         started_before: bool = False,
+        last_progress_at: float | None = None,
     ) -> tuple[float, TimeoutScope] | None:
         """The earliest (monotonic deadline, scope) pair, or ``None`` if nothing can expire.
 
@@ -369,6 +378,10 @@ class Timeout:
                 count toward ``per_attempt``.
             started_before: Some earlier attempt started, so ``start`` no longer
                 applies even while no attempt is current (e.g. in retry_wait).
+            last_progress_at: When ``done`` last went up in the current attempt, moved
+                forward by the time paused since (the runtime's job, as for
+                ``last_beat_at``); ``None`` if it has not yet, so ``no_progress``
+                counts from the attempt's start.
         """
         candidates: list[tuple[float, TimeoutScope]] = []
         if self.total is not None:
@@ -390,6 +403,13 @@ class Timeout:
                     else max(last_beat_at, attempt_started_at)
                 )
                 candidates.append((beat + self.idle, "idle"))
+            if self.no_progress is not None:
+                moved = (
+                    attempt_started_at + paused_seconds
+                    if last_progress_at is None
+                    else max(last_progress_at, attempt_started_at + paused_seconds)
+                )
+                candidates.append((moved + self.no_progress, "no_progress"))
         if not candidates:
             return None
         return min(candidates, key=lambda item: item[0])

@@ -42,7 +42,7 @@ from chongming_task.runtime.options import (
     check_signature,
 )
 from chongming_task.runtime.orchestration import QueueOwnerEdges
-from chongming_task.runtime.state import RunState
+from chongming_task.runtime.state import RunState, Supervision
 from chongming_task.runtime.supervisor import Supervisor
 from chongming_task.states import TaskStatus
 
@@ -216,6 +216,11 @@ class TaskRun(RunControls, QueueOwnerEdges):
         with self._state.lock:
             self._state.sync_heartbeat_locked()
             return self._state.machine.snapshot
+
+    def _supervision(self) -> Supervision:
+        """Policies and pending deadlines on the wall clock (``Controller.explain``)."""
+        with self._state.lock:
+            return self._state.supervision_locked()
 
     @property
     def transitions(self) -> tuple[Transition, ...]:

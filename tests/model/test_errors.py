@@ -56,6 +56,7 @@ TREE = {
     "ConcurrencyConflict": ("TaskError",),
     "ClaimLost": ("ConcurrencyConflict",),
     "ScheduleConflict": ("ConcurrencyConflict",),
+    "StaleScheduleEdit": ("ScheduleConflict",),
     "StoreError": ("TaskError",),
     "SchemaMissing": ("StoreError",),
     "CorruptRows": ("StoreError",),

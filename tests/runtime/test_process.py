@@ -231,3 +231,15 @@ def test_a_stop_before_the_child_starts_never_spawns_it(executor: ProcessExecuto
     assert run.stop(reason="changed my mind")
     assert path(run) == [S.PENDING, S.QUEUED, S.STOPPED]
     assert run.snapshot.pid is None
+
+
+def test_checkpoint_gaps_counted_in_the_child_reach_the_parent(executor: ProcessExecutor) -> None:
+    run = TaskRun(proc_tasks.count, (50,), executor=executor)
+    run.start()
+    outcome = run.wait(PATIENCE)
+    assert outcome.ok, outcome.failure
+    gaps = outcome.snapshot.checkpoint_gaps
+    assert gaps is not None
+    # Every checkpoint after the first closes a gap (count checkpoints once per item).
+    assert gaps.count >= 49
+    assert gaps.max < 60

@@ -122,6 +122,11 @@ def _v3_command(conn: sqlite3.Connection, command_id: str, action: str, **doc: A
     )
 
 
+def before_version_6(insert: str) -> str:
+    """``insert_task`` as versions 1 to 5 wrote it: without the checkpoint_gaps column."""
+    return insert.replace(", checkpoint_gaps", "").replace(", :checkpoint_gaps", "")
+
+
 def test_a_version_3_file_gets_claim_priorities_and_keeps_its_data(
     path: str, tmp_path: Path
 ) -> None:
@@ -129,9 +134,9 @@ def test_a_version_3_file_gets_claim_priorities_and_keeps_its_data(
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         sections = load_sections("sqlite")
-        conn.execute(
-            sections["insert_task"], task_params(snap("kept"), to_micros, lambda v: dumps(list(v)))
-        )
+        params = task_params(snap("kept"), to_micros, lambda v: dumps(list(v)))
+        del params["checkpoint_gaps"]  # a column since version 6
+        conn.execute(before_version_6(sections["insert_task"]), params)
         step_0 = step("kept", 0, TaskStatus.PENDING)
         conn.execute(
             sections["insert_transition"],
@@ -190,7 +195,7 @@ def test_a_version_3_file_gets_claim_priorities_and_keeps_its_data(
     SqliteTaskStore(path).close()
     assert schema_of(path) == schema_of(fresh)
     found = sqlite3.connect(path).execute("SELECT value FROM ct_meta WHERE key = 'schema_version'")
-    assert found.fetchone()[0] == SCHEMA_VERSION == 5
+    assert found.fetchone()[0] == SCHEMA_VERSION == 6
 
 
 def _claim_plan(store: SqliteTaskStore, path: str, section: str, **params: object) -> str:

@@ -193,6 +193,19 @@ class Admission:
         """Slot holders carrying the limited tag ``tag``."""
         return self._tag_use.get(tag, 0)
 
+    def claims(self) -> dict[str, SlotClaim]:
+        """Every slot holder and what it holds (for ``explain``)."""
+        return dict(self._active)
+
+    def queue_seq(self, task_id: str) -> int | None:
+        """The task's place in arrival order while it is queued (FIFO within a priority)."""
+        entry = self._queued.get(task_id)
+        return None if entry is None else entry.seq
+
+    def queued_ids(self) -> list[str]:
+        """Queued task ids in no particular order."""
+        return list(self._queued)
+
     def active_ids(self) -> list[str]:
         return list(self._active)
 

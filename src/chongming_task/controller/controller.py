@@ -46,7 +46,7 @@ from chongming_task.controller.submission import Submission
 from chongming_task.controller.waiting import outcome_of, wait_for_runs, wait_in_store
 from chongming_task.controller.writethrough import PendingWrite, PersistFailure, WriteThrough
 from chongming_task.core.clock import Clock, SystemClock
-from chongming_task.errors import ConfigurationError, InvalidState
+from chongming_task.errors import ConfigurationError, InvalidState, UnknownTask
 from chongming_task.model import JSONValue, TaskSnapshot, Transition
 from chongming_task.policies import BucketPolicy, ConcurrencyPolicy, RetryPolicy, Timeout
 from chongming_task.run import TaskOutcome, TaskRun
@@ -55,6 +55,7 @@ from chongming_task.states import TaskStatus
 from chongming_task.stores.base import TaskStore
 
 if TYPE_CHECKING:
+    from chongming_task.explain import Explanation
     from chongming_task.pipeline import Pipeline, PipelineRun
 
 __all__ = ["Controller"]
@@ -457,6 +458,43 @@ class Controller(Submission):
     def history(self, task_id: str) -> list[Transition]:
         """The stored transitions of ``task_id``, oldest first."""
         return self.store.history(task_id)
+
+    def explain(self, task_id: str) -> Explanation:
+        """Why ``task_id`` is where it is: the reasons it waits, most decisive first.
+
+        For a task this controller holds the answer uses its admission state (which
+        limit is full and who holds it, the exact queue order, the run's deadlines):
+        ``source == "controller"``. For any other task it uses what the store knows
+        (holder, lease, history, the worker registry): ``source == "store"``.
+
+        Raises:
+            UnknownTask: No task ``task_id`` is in the store or held here (a
+                ``ConfigurationError``).
+        """
+        from chongming_task.controller import explaining
+        from chongming_task.explain import explain
+
+        snapshot = self.get(task_id)
+        run = self._dispatch.get(task_id)
+        if snapshot is None and run is not None:
+            snapshot = run.snapshot
+        if snapshot is None:
+            raise UnknownTask(
+                task_id, f"unknown task id {task_id!r}: not in the store and not held here"
+            )
+        definition = self.registry.get(snapshot.name)
+        facts = explaining.store_facts(
+            self.store,
+            snapshot,
+            now=self.clock.now(),
+            timeout=None if definition is None else definition.timeout,
+            graceful_stop=None,
+        )
+        if run is not None:
+            facts = explaining.controller_facts(
+                self.store, facts, run, self._dispatch.admission_facts(task_id)
+            )
+        return explain(facts)
 
     def stats(self) -> ControllerStats:
         """Counts per status in the store, with ``unfinished``."""

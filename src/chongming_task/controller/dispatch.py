@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from chongming_task.controller.admission import Admission
 from chongming_task.errors import DuplicateTaskId
+from chongming_task.explain import AdmissionFacts, SlotHolder
 from chongming_task.model import TaskSnapshot, Transition
 from chongming_task.run import TaskRun
 from chongming_task.states import TaskStatus
@@ -165,6 +166,45 @@ class Dispatcher:
     def tag_usage(self, tag: str) -> int:
         with self._lock:
             return self._admission.tag_usage(tag)
+
+    def admission_facts(self, task_id: str) -> AdmissionFacts | None:
+        """What admission knows about a held task's wait; ``None`` if not held."""
+        with self._lock:
+            held = self._held.get(task_id)
+            if held is None:
+                return None
+            admission = self._admission
+            claims = admission.claims()
+            active = tuple(
+                SlotHolder(
+                    task_id=holder,
+                    tags=self._held[holder].tags if holder in self._held else claim.limited_tags,
+                    bucket=claim.bucket,
+                )
+                for holder, claim in claims.items()
+            )
+            seq = admission.queue_seq(task_id)
+            ahead: list[tuple[int, str]] = []
+            higher = 0
+            if seq is not None:
+                for other in admission.queued_ids():
+                    other_seq = admission.queue_seq(other)
+                    placement = self._held.get(other)
+                    if other == task_id or other_seq is None or placement is None:
+                        continue
+                    if placement.priority > held.priority:
+                        higher += 1
+                    elif placement.priority == held.priority and other_seq < seq:
+                        ahead.append((other_seq, other))
+            return AdmissionFacts(
+                max_parallel=admission.max_parallel,
+                limits=dict(admission.limits),
+                max_parallel_per_bucket=admission.max_parallel_per_bucket,
+                active=active,
+                queued=seq is not None,
+                ahead=tuple(other for _, other in sorted(ahead)),
+                higher=higher,
+            )
 
     # ------------------------------------------------------------ reacting
 

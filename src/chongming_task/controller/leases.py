@@ -3,9 +3,9 @@
 A controller proves it still supervises its tasks by renewing their lease
 (``lease_owner``/``lease_until``) before it runs out; ``reconcile()`` in another
 process judges a task by that lease, never by the task's heartbeat (guide §8.11).
-Progress and heartbeats reach the store on the same thread through ``touch``, which
-never moves ``status_version`` (guide §8.13), so a chatty task cannot race the state
-writes.
+Progress, heartbeats and checkpoint gaps reach the store on the same thread through
+``touch``, which never moves ``status_version`` (guide §8.13), so a chatty task cannot
+race the state writes.
 
 One thread serves every task the controller holds: a thread per task would cost
 thousands of threads for a big batch, and a lease is a property of the *supervisor*,
@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from chongming_task.checkpoint_gaps import CheckpointGaps
 from chongming_task.core.clock import Clock
 from chongming_task.model import Progress, TaskSnapshot
 from chongming_task.stores.base import TaskStore
@@ -48,6 +49,7 @@ class _Seen:
     progress: Progress | None
     heartbeat: datetime | None
     pid: int | None
+    gaps: CheckpointGaps | None = None
 
 
 class LeaseKeeper:
@@ -149,17 +151,28 @@ class LeaseKeeper:
         new_progress = progress if progress is not None and progress != seen.progress else None
         new_beat = beat if beat is not None and beat != seen.heartbeat else None
         new_pid = pid if pid is not None and pid != seen.pid else None
-        if new_progress is None and new_beat is None and new_pid is None:
+        gaps = snapshot.checkpoint_gaps if self._store.keeps_checkpoint_gaps else None
+        new_gaps = gaps if gaps is not None and gaps != seen.gaps else None
+        if new_progress is None and new_beat is None and new_pid is None and new_gaps is None:
             return
         try:
-            self._store.touch(
-                snapshot.task_id, progress=new_progress, heartbeat_at=new_beat, pid=new_pid
-            )
+            if new_gaps is None:  # a store without the field is never passed it
+                self._store.touch(
+                    snapshot.task_id, progress=new_progress, heartbeat_at=new_beat, pid=new_pid
+                )
+            else:
+                self._store.touch(
+                    snapshot.task_id,
+                    progress=new_progress,
+                    heartbeat_at=new_beat,
+                    pid=new_pid,
+                    checkpoint_gaps=new_gaps,
+                )
         except Exception as exc:
             self._failed(snapshot.task_id, "touch", exc)
             return
         self._succeeded("touch")
-        seen.progress, seen.heartbeat, seen.pid = progress, beat, pid
+        seen.progress, seen.heartbeat, seen.pid, seen.gaps = progress, beat, pid, gaps
 
     def _failed(self, task_id: str | None, operation: str, error: BaseException) -> None:
         text = f"{type(error).__name__}: {error}"

@@ -135,10 +135,18 @@ class Attempt:
         self.task_name = task_name
         self.artifact_root = artifact_root
         # Supervision state, written under the run's lock.
+        self.begun_at = control.beat
+        """Monotonic time the attempt began (``starting``): its first gap runs from here."""
         self.started_at: float | None = None
         """Monotonic time the body began (``running``); ``None`` before."""
         self.paused_since: float | None = None
         self.paused_total = 0.0
+        self.progress_at: float | None = None
+        """Monotonic time ``done`` last went up in this attempt (``no_progress``)."""
+        self.progress_done: float | None = None
+        """The highest ``done`` reported in this attempt."""
+        self.progress_paused = 0.0
+        """``paused_total`` when ``done`` last went up: later pauses do not count."""
         self.timeout_scope: str | None = None
         """The timeout that asked this attempt to stop, if one did."""
         self.stop_deadline: float | None = None
@@ -149,6 +157,12 @@ class Attempt:
         """False once the executor returned the attempt's end."""
         self.handle: Any = None
         """Executor-private state (the ProcessExecutor's child)."""
+
+    def progress_moved_at(self) -> float | None:
+        """When ``done`` last went up, moved forward by the time paused since (or ``None``)."""
+        if self.progress_at is None:
+            return None
+        return self.progress_at + (self.paused_total - self.progress_paused)
 
     # ------------------------------------------------------------ for executors
 
@@ -172,6 +186,12 @@ class Attempt:
 
     def report_progress(self, progress: Progress) -> None:
         self.owner._attempt_progress(self, progress)
+
+    def report_gaps(self, counts: list[int], largest: float) -> None:
+        """Checkpoint gaps the body counted in another process (new counts only)."""
+        gaps = self.control.gaps
+        if gaps is not None:
+            gaps.add(counts, largest)
 
     def report_log(
         self, level: int, message: str, at: datetime | None = None, *, stacklevel: int = 2

@@ -30,6 +30,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Protocol
 
+from chongming_task.checkpoint_gaps import FAST_GAP
 from chongming_task.errors import (
     ArtifactDirUnavailable,
     ConfigurationError,
@@ -194,14 +195,24 @@ class RuntimeContext:
                 propagate; it is a ``BaseException`` so ``except Exception`` misses it.
         """
         control = self._control
-        control.beat = self._monotonic()
+        control.beat = now = self._monotonic()
+        gaps = control.gaps
+        if gaps is not None:  # GapRecorder's counting, inline: this is the hot path
+            gap = now - gaps.last
+            gaps.last = now
+            if gap < FAST_GAP:
+                gaps.fast += 1
+            else:
+                gaps.add_gap(gap)
         if control.stop_requested:
             raise control.cancelled()
         if control.pause_requested:
             control.wait_while_paused()
             if control.stop_requested:
                 raise control.cancelled()
-            control.beat = self._monotonic()
+            control.beat = now = self._monotonic()
+            if gaps is not None:
+                gaps.last = now  # a pause is not a gap between checkpoints
 
     async def acheckpoint(self) -> None:
         """:meth:`checkpoint` for ``async def`` tasks: a pause waits without blocking the loop.
@@ -210,14 +221,24 @@ class RuntimeContext:
             TaskCancelled: a stop was requested.
         """
         control = self._control
-        control.beat = self._monotonic()
+        control.beat = now = self._monotonic()
+        gaps = control.gaps
+        if gaps is not None:
+            gap = now - gaps.last
+            gaps.last = now
+            if gap < FAST_GAP:
+                gaps.fast += 1
+            else:
+                gaps.add_gap(gap)
         if control.stop_requested:
             raise control.cancelled()
         if control.pause_requested:
             await control.await_while_paused()
             if control.stop_requested:
                 raise control.cancelled()
-            control.beat = self._monotonic()
+            control.beat = now = self._monotonic()
+            if gaps is not None:
+                gaps.last = now
 
     @property
     def is_stop_requested(self) -> bool:

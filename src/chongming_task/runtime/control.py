@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+from chongming_task.checkpoint_gaps import GapRecorder
 from chongming_task.errors import TaskCancelled
 
 __all__ = ["Control", "StopSource"]
@@ -36,6 +37,7 @@ class Control:
         "_forward",
         "_wakers",
         "beat",
+        "gaps",
         "on_pause",
         "pause_requested",
         "pause_seq",
@@ -48,7 +50,13 @@ class Control:
     #: made anew in a forked child, where the thread that held it does not exist.
     _making: ClassVar[threading.Lock] = threading.Lock()
 
-    def __init__(self, *, beat: float = 0.0, on_pause: Callable[[int], bool] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        beat: float = 0.0,
+        on_pause: Callable[[int], bool] | None = None,
+        gaps: GapRecorder | None = None,
+    ) -> None:
         self.stop_requested = False
         self.pause_requested = False
         self.stop_reason: str | None = None
@@ -56,6 +64,8 @@ class Control:
         self.pause_seq = 0
         #: Monotonic time of the last checkpoint or ``heartbeat.beat()``.
         self.beat = beat
+        #: Where checkpoints count the gaps between them (the run's recorder).
+        self.gaps = gaps
         # Made on the first request or wait (see :meth:`_condition`): most attempts
         # never get one, and a Condition with its lock, waiter deque and bound methods
         # was the costliest part of setting an attempt up.

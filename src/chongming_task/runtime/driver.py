@@ -18,6 +18,7 @@ import logging
 from datetime import datetime
 
 from chongming_task._validation import check_outcome_size
+from chongming_task.checkpoint_gaps import GapRecorder
 from chongming_task.errors import ConfigurationError, TaskCancelled
 from chongming_task.model import Failure, FailureKind, Progress, ensure_json
 from chongming_task.policies import RetryDecision
@@ -75,7 +76,12 @@ class Driver:
         state = self._state
         machine = state.machine
         state.apply(machine.mark_starting, executor=state.executor.name)
-        control = Control(beat=state.clock.monotonic())
+        now = state.clock.monotonic()
+        gaps = state.gaps
+        if gaps is None:
+            gaps = state.gaps = GapRecorder()
+        gaps.last = now  # the first gap of an attempt runs from its start
+        control = Control(beat=now, gaps=gaps)
         attempt = Attempt(
             owner=self,
             number=machine.snapshot.attempt,
@@ -355,9 +361,15 @@ class Driver:
         attempt.control.beat = self._state.clock.monotonic()
 
     def _attempt_progress(self, attempt: Attempt, progress: Progress) -> None:
-        with self._state.lock:
-            if attempt is self._state.attempt and not self._state.status.is_terminal:
-                self._state.machine.update(progress=progress)
+        state = self._state
+        with state.lock:
+            if attempt is state.attempt and not state.status.is_terminal:
+                state.machine.update(progress=progress)
+                highest = attempt.progress_done
+                if highest is None or progress.done > highest:  # ``no_progress`` restarts
+                    attempt.progress_done = progress.done
+                    attempt.progress_at = state.clock.monotonic()
+                    attempt.progress_paused = attempt.paused_total
 
     def _attempt_log(
         self, attempt: Attempt, level: int, message: str, at: datetime | None, stacklevel: int

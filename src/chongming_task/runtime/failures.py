@@ -36,6 +36,7 @@ _TIMEOUT_KINDS = {
     "start": FailureKind.TIMEOUT_START,
     "attempt": FailureKind.TIMEOUT_ATTEMPT,
     "idle": FailureKind.TIMEOUT_IDLE,
+    "no_progress": FailureKind.TIMEOUT_NO_PROGRESS,
     "total": FailureKind.TIMEOUT_TOTAL,
 }
 
@@ -90,13 +91,17 @@ def timeout_seconds(timeout: Timeout, scope: str) -> float:
         "start": timeout.start,
         "attempt": timeout.per_attempt,
         "idle": timeout.idle,
+        "no_progress": timeout.no_progress,
         "total": timeout.total,
     }[scope]
     return float(value or 0.0)
 
 
 def timeout_message(timeout: Timeout, scope: str) -> str:
-    return f"{scope} timeout of {timeout_seconds(timeout, scope):g}s expired"
+    seconds = timeout_seconds(timeout, scope)
+    if scope == "no_progress":
+        return f"no_progress timeout of {seconds:g}s expired: progress done did not advance"
+    return f"{scope} timeout of {seconds:g}s expired"
 
 
 def timeout_failure(timeout: Timeout, scope: str, *, retryable: bool) -> Failure:

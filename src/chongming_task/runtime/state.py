@@ -11,11 +11,13 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
+from chongming_task.checkpoint_gaps import GapRecorder
 from chongming_task.core.clock import Clock
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.policies import RetryPolicy, Timeout
@@ -27,10 +29,24 @@ from chongming_task.states import TaskStatus
 if TYPE_CHECKING:
     from chongming_task.runtime.executors.base import Executor
 
-__all__ = ["RunState"]
+__all__ = ["RunState", "Supervision"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Supervision:
+    """A run's policies and pending deadlines on the wall clock, for ``explain``."""
+
+    timeout: Timeout | None
+    graceful_stop: float
+    stop_deadline: datetime | None
+    """When the graceful window of a pending stop ends."""
+    retry_at: datetime | None
+    """When the backoff of ``retry_wait`` ends."""
+    last_checkpoint_at: datetime | None
+    """When the body last reached a checkpoint in its current attempt."""
 
 
 class RunState:
@@ -40,6 +56,7 @@ class RunState:
         "_logs",
         "_seen",
         "_synced_beat",
+        "_synced_gaps",
         "_wake",
         "artifact_root",
         "attempt",
@@ -47,6 +64,7 @@ class RunState:
         "clock",
         "driving",
         "executor",
+        "gaps",
         "graceful_stop",
         "lock",
         "machine",
@@ -104,6 +122,9 @@ class RunState:
         self.pause_event: threading.Event | None = None
         self._seen = len(machine.transitions)
         self._synced_beat: float | None = None
+        self.gaps: GapRecorder | None = None
+        """Gaps between the checkpoints of every attempt; made by the first attempt."""
+        self._synced_gaps = 0
 
     @property
     def status(self) -> TaskStatus:
@@ -173,10 +194,34 @@ class RunState:
         if status.is_terminal:
             self.wake_locked()
 
+    def supervision_locked(self) -> Supervision:
+        """The run's deadlines, moved from the monotonic clock to wall time. Hold the lock."""
+        mono = self.clock.monotonic()
+        wall = self.clock.now()
+
+        def at(when: float | None) -> datetime | None:
+            return None if when is None else wall + timedelta(seconds=when - mono)
+
+        attempt = self.attempt
+        live = attempt is not None and attempt.live
+        gaps = self.gaps
+        waiting = self.machine.status is TaskStatus.RETRY_WAIT
+        checkpointed = None  # the attempt's last checkpoint, if it reached one
+        if live and attempt is not None and gaps is not None and gaps.last != attempt.begun_at:
+            checkpointed = gaps.last
+        return Supervision(
+            timeout=self.timeout,
+            graceful_stop=self.graceful_stop,
+            stop_deadline=at(attempt.stop_deadline) if live and attempt is not None else None,
+            retry_at=at(self.retry_at) if waiting else None,
+            last_checkpoint_at=at(checkpointed),
+        )
+
     # ------------------------------------------------------------ heartbeat
 
     def sync_heartbeat_locked(self) -> None:
-        """Copy the attempt's last beat into the snapshot (``last_heartbeat_at``).
+        """Copy the attempt's last beat into the snapshot (``last_heartbeat_at``), and
+        the checkpoint gaps counted since the last look (``checkpoint_gaps``).
 
         Checkpoints only store a monotonic reading, which is what keeps them nearly
         free; the wall-clock timestamp is derived here, when someone looks.
@@ -184,6 +229,12 @@ class RunState:
         attempt = self.attempt
         if attempt is None or attempt.started_at is None or self.machine.status.is_terminal:
             return
+        gaps = self.gaps
+        if gaps is not None:
+            counted = gaps.count
+            if counted != self._synced_gaps:
+                self._synced_gaps = counted
+                self.machine.update(checkpoint_gaps=gaps.freeze())
         beat = attempt.control.beat
         if beat == self._synced_beat:
             return

@@ -41,6 +41,7 @@ S = TaskStatus
 
 _IN_ATTEMPT = frozenset({S.STARTING, S.RUNNING, S.PAUSING})
 _BODY_STARTED = frozenset({S.RUNNING, S.PAUSING, S.PAUSED})
+_RETRYABLE_SCOPES = frozenset({"attempt", "idle", "no_progress"})
 #: Rounds of "act, then look again" per wake-up; a zero graceful window needs two.
 _MAX_ROUNDS = 4
 
@@ -198,12 +199,12 @@ class Supervisor:
         state.wake_locked()
 
     def timeout_retryable(self, scope: str) -> bool:
-        """``attempt``/``idle`` timeouts may be retried; ``start``/``total`` never can be.
+        """Whether a timeout of ``scope`` may be retried: ``attempt``, ``idle``, ``no_progress``.
 
         ``start`` counts from submission and ``total`` spans every attempt, so another
         attempt would find them expired already.
         """
-        return scope in ("attempt", "idle") and self._state.retry.retry_timeouts
+        return scope in _RETRYABLE_SCOPES and self._state.retry.retry_timeouts
 
     # ------------------------------------------------------------ deadlines
 
@@ -244,6 +245,7 @@ class Supervisor:
                 last_beat_at=attempt.control.beat,
                 paused=paused,
                 paused_seconds=attempt.paused_total,
+                last_progress_at=attempt.progress_moved_at(),
             )
         return policy.next_deadline(
             submitted_at=state.submitted_at,

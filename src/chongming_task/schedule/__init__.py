@@ -19,7 +19,7 @@ from chongming_task.schedule.triggers import CronTrigger, IntervalTrigger, Trigg
 _LAZY: dict[str, str] = {
     "Scheduler": "chongming_task.schedule.scheduler",
     "ScheduleAdmin": "chongming_task.schedule.admin",
-    "StaleScheduleEdit": "chongming_task.schedule.admin",
+    "StaleScheduleEdit": "chongming_task.errors",
     "ScheduleStatistics": "chongming_task.schedule.stats",
     "SchedulerHealth": "chongming_task.schedule.stats",
     "RunSummary": "chongming_task.schedule.stats",

@@ -18,7 +18,7 @@ from typing import Final
 
 from chongming_task import _validation
 from chongming_task.core.clock import Clock, SystemClock
-from chongming_task.errors import ConfigurationError, StoreError
+from chongming_task.errors import ConfigurationError, StaleScheduleEdit, StoreError
 from chongming_task.model import JSONValue, TaskSnapshot, ensure_json
 from chongming_task.schedule.control import ScheduleControl, redact_error
 from chongming_task.schedule.definition import Schedule
@@ -432,34 +432,18 @@ class ScheduleAdmin:
         )
 
 
-class StaleScheduleEdit(ScheduleConflict):
-    """An operator's edit was based on a ``definition_revision`` that is no longer current.
-
-    Someone changed the schedule's definition or operator state since the edit was
-    prepared; nothing was written. ``expected`` is the revision the edit was based on,
-    ``actual`` the current one, ``updated_by``/``updated_at`` who changed it and when.
-    """
-
-    def __init__(self, current: ScheduleControl, expected: int) -> None:
-        super().__init__(current.name, expected, current.definition_revision)
-        who = current.updated_by or "someone"
-        Exception.__init__(
-            self,
-            f"schedule {current.name!r} was changed by {who} at "
-            f"{current.updated_at.isoformat(timespec='seconds')} (definition revision "
-            f"{current.definition_revision}; this edit was based on revision {expected}); "
-            "nothing was changed: reload it and edit again",
-        )
-        self.updated_by = current.updated_by
-        self.updated_at = current.updated_at
-
-
 def _expecting(control: ScheduleControl, expected: int | None) -> ScheduleControl:
     """``control`` itself, if an edit based on revision ``expected`` may apply to it."""
     if expected is not None:
         _validation.check_int(expected, "expect_definition_revision", minimum=0)
         if control.definition_revision != expected:
-            raise StaleScheduleEdit(control, expected)
+            raise StaleScheduleEdit(
+                control.name,
+                expected,
+                control.definition_revision,
+                updated_by=control.updated_by,
+                updated_at=control.updated_at,
+            )
     return control
 
 

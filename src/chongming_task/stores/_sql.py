@@ -14,6 +14,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, Final
 
+from chongming_task.checkpoint_gaps import CheckpointGaps
 from chongming_task.errors import (
     ConcurrencyConflict,
     ConfigurationError,
@@ -81,6 +82,8 @@ def _chains(writes: Sequence[SnapshotWrite]) -> list[list[int]]:
 
 class SqlTaskStore(SqlControl):
     """The complete SQL store; subclasses are the dialects."""
+
+    keeps_checkpoint_gaps = True
 
     # ------------------------------------------------------------ row writers
 
@@ -408,9 +411,11 @@ class SqlTaskStore(SqlControl):
         lease_owner: str | None = None,
         lease_until: datetime | None = None,
         pid: int | None = None,
+        checkpoint_gaps: CheckpointGaps | None = None,
     ) -> bool:
         require_aware(heartbeat_at, "heartbeat_at")
         require_aware(lease_until, "lease_until")
+        gaps = checkpoint_gaps
         params = {
             "task_id": task_id,
             "progress": None if progress is None else dumps(progress.to_dict()),
@@ -418,6 +423,7 @@ class SqlTaskStore(SqlControl):
             "lease_owner": lease_owner,
             "lease_until": None if lease_until is None else lease_until.isoformat(),
             "pid": pid,
+            "checkpoint_gaps": None if gaps is None else dumps(gaps.to_dict()),
         }
         if all(value is None for key, value in params.items() if key != "task_id"):
             return self.get(task_id) is not None

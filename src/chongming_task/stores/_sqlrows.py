@@ -1,7 +1,7 @@
 """Rows in, rows out: the parameters and decoders both SQL stores share.
 
 A task row carries the snapshot document plus copies of the fields queries filter on,
-and five side-channel columns that ``touch`` writes without rewriting the document
+and six side-channel columns that ``touch`` writes without rewriting the document
 (they win over the document's copies on read). Dialects differ only in how an instant
 and a list are bound, which the caller passes in as two small functions.
 """
@@ -61,6 +61,7 @@ TASK_COLUMNS: Final = (
     "lease_until",
     "pid",
     "doc",
+    "checkpoint_gaps",
 )
 
 #: Metadata keys with their own indexed column (what the scheduler and pipelines ask for).
@@ -79,6 +80,7 @@ def task_params(snapshot: TaskSnapshot, instant: Bind, array: Bind) -> dict[str,
     schedule = metadata.get("schedule")
     pipeline = metadata.get("pipeline")
     progress = snapshot.progress
+    gaps = snapshot.checkpoint_gaps
     return {
         "task_id": snapshot.task_id,
         "name": snapshot.name,
@@ -98,12 +100,14 @@ def task_params(snapshot: TaskSnapshot, instant: Bind, array: Bind) -> dict[str,
         "lease_until": _iso(snapshot.lease_until),
         "pid": snapshot.pid,
         "doc": encode_snapshot(snapshot),
+        "checkpoint_gaps": None if gaps is None else dumps(gaps.to_dict()),
     }
 
 
 def decode_task(row: Sequence[Any]) -> TaskSnapshot:
-    """``(doc, progress, heartbeat_at, lease_owner, lease_until, pid[, task_id])`` to a
-    snapshot; a row that does not decode is a :class:`CorruptRows` naming its task id."""
+    """``(doc, progress, heartbeat_at, lease_owner, lease_until, pid, task_id,
+    checkpoint_gaps)`` to a snapshot; a row that does not decode is a
+    :class:`CorruptRows` naming its task id."""
     try:
         return _decode_task(row)
     except StoreError as exc:
@@ -121,6 +125,8 @@ def _decode_task(row: Sequence[Any]) -> TaskSnapshot:
         data["lease_owner"] = row[3]
         data["lease_until"] = row[4]
         data["pid"] = row[5]
+        gaps = row[7] if len(row) > 7 else None
+        data["checkpoint_gaps"] = None if gaps is None else loads(gaps, "checkpoint gaps")
         return TaskSnapshot.from_dict(data)
     except StoreError:
         raise

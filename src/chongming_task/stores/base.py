@@ -5,8 +5,9 @@ Four kinds of data with different write rates live behind one interface (guide Â
 * **snapshots** (``create``/``save``/``get``/``query``): optimistic concurrency on
   ``status_version``, so two writers can never silently overwrite each other;
 * **the audit trail** (``append``/``history``): append-only and idempotent;
-* **the side channel** (``touch``/``renew_leases``): progress, heartbeats and leases,
-  which never move ``status_version`` (they would otherwise race every state write);
+* **the side channel** (``touch``/``renew_leases``): progress, heartbeats, leases and
+  checkpoint gaps, which never move ``status_version`` (they would otherwise race
+  every state write);
 * **commands** (``submit_command``/``claim_commands``/...): cross-process control,
   claimed under a lease and fenced by a claim token;
 
@@ -26,8 +27,9 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import NamedTuple, Self
+from typing import ClassVar, NamedTuple, Self
 
+from chongming_task.checkpoint_gaps import CheckpointGaps
 from chongming_task.core.clock import Clock, SystemClock
 from chongming_task.errors import ConcurrencyConflict, ConfigurationError, StoreError
 from chongming_task.model import Failure, JSONValue, Progress, TaskSnapshot, Transition
@@ -111,6 +113,9 @@ class TaskStore(ABC):
     """
 
     clock: Clock
+    #: ``touch`` takes ``checkpoint_gaps=`` and reads return them. A store written
+    #: before that side-channel field existed leaves this False and is never passed it.
+    keeps_checkpoint_gaps: ClassVar[bool] = False
 
     def __init__(self, *, clock: Clock | None = None) -> None:
         self.clock = clock if clock is not None else SystemClock()
@@ -352,6 +357,7 @@ class TaskStore(ABC):
         lease_owner: str | None = None,
         lease_until: datetime | None = None,
         pid: int | None = None,
+        checkpoint_gaps: CheckpointGaps | None = None,
     ) -> bool:
         """Overwrite the given side-channel fields (``None`` leaves a field alone).
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from chongming_task.checkpoint_gaps import CheckpointGaps
 from chongming_task.core.clock import Clock
 from chongming_task.errors import (
     ConcurrencyConflict,
@@ -48,6 +49,8 @@ def _sort_key(order: str) -> tuple[Any, bool]:
 
 class InMemoryTaskStore(MemoryControl):
     """Dictionaries behind one lock: for single-process use, unit tests and as the reference."""
+
+    keeps_checkpoint_gaps = True
 
     def __init__(self, *, clock: Clock | None = None) -> None:
         super().__init__(clock=clock)
@@ -248,6 +251,7 @@ class InMemoryTaskStore(MemoryControl):
         lease_owner: str | None = None,
         lease_until: datetime | None = None,
         pid: int | None = None,
+        checkpoint_gaps: CheckpointGaps | None = None,
     ) -> bool:
         require_aware(heartbeat_at, "heartbeat_at")
         require_aware(lease_until, "lease_until")
@@ -262,6 +266,8 @@ class InMemoryTaskStore(MemoryControl):
             changes["lease_until"] = lease_until
         if pid is not None:
             changes["pid"] = pid
+        if checkpoint_gaps is not None:
+            changes["checkpoint_gaps"] = checkpoint_gaps
         with self._locked():
             row = self._tasks.get(task_id)
             if row is None:

@@ -185,7 +185,7 @@ class TaskQuery:
                         f"TaskQuery.metadata_eq maps str to str, got {key!r}: {value!r}"
                     )
 
-    def matches(self, snapshot: TaskSnapshot) -> bool:
+    def matches(self, snapshot: TaskSnapshot) -> bool:  # noqa: C901 (one check per filter)
         """Whether ``snapshot`` passes every filter (the reference semantics)."""
         if self.statuses is not None and snapshot.status not in self.statuses:
             return False

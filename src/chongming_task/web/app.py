@@ -37,9 +37,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from chongming_task.controller.commands import control_remote
 from chongming_task.core.clock import Clock, SystemClock
-from chongming_task.errors import ConfigurationError, StoreError
+from chongming_task.errors import ConfigurationError, StaleScheduleEdit, StoreError
 from chongming_task.redact import redact, redact_reason
-from chongming_task.schedule.admin import ScheduleAdmin, StaleScheduleEdit
+from chongming_task.schedule.admin import ScheduleAdmin
 from chongming_task.states import TaskStatus
 from chongming_task.stores.base import TaskStore
 from chongming_task.web.auth import (

@@ -13,7 +13,9 @@ def register_all(subparsers: argparse._SubParsersAction[Any]) -> None:
     from chongming_task.cli.commands import (
         control,
         dashboard,
+        explain,
         inspect_,
+        lint,
         ps,
         run,
         schedules,
@@ -30,6 +32,8 @@ def register_all(subparsers: argparse._SubParsersAction[Any]) -> None:
     submit.add_parsers(subparsers)
     ps.add_parsers(subparsers)
     inspect_.add_parsers(subparsers)
+    explain.add_parsers(subparsers)
+    lint.add_parsers(subparsers)
     control.add_parsers(subparsers)
     schedules.add_parsers(subparsers)
     dashboard.add_parsers(subparsers)

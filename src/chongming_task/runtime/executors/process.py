@@ -212,6 +212,8 @@ def _apply(attempt: Attempt, message: tuple[Any, ...]) -> AttemptEnd | None:
         attempt.report_progress(
             Progress(done=message[1], total=message[2], unit=message[3], message=message[4])
         )
+    elif kind == "gaps":
+        attempt.report_gaps(message[1], message[2])
     elif kind == "log":
         attempt.report_log(message[1], message[2])
     elif kind == "paused":

@@ -9,6 +9,7 @@ the pause confirmation and the result are sent at once, in order.
 Messages, parent -> child: ``("run", payload)``, ``("stop", reason, source)``,
 ``("pause", seq)``, ``("resume",)``. Child -> parent: ``("started", pid)``,
 ``("beat",)``, ``("progress", done, total, unit, message)``, ``("log", level, text)``,
+``("gaps", new_counts, max)`` (checkpoint gaps counted since the last one),
 ``("paused", seq)``, then one of ``("returned", value)``, ``("raised", error, tb)``,
 ``("invalid", message)``.
 
@@ -31,6 +32,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Final, NoReturn
 
+from chongming_task.checkpoint_gaps import GapRecorder
 from chongming_task.errors import (
     ChildError,
     ConfigurationError,
@@ -89,6 +91,7 @@ class _Channel:
         self._pending_lock = threading.Lock()
         self._pending: Progress | None = None
         self._sent_beat = control.beat
+        self._sent_gaps = [] if control.gaps is None else control.gaps.snapshot_counts()
         self._logs: deque[LogEntry] = deque(maxlen=LOG_KEEP)
 
     def send(self, message: tuple[Any, ...]) -> None:
@@ -129,6 +132,12 @@ class _Channel:
                 self._conn.send(
                     ("progress", progress.done, progress.total, progress.unit, progress.message)
                 )
+            gaps = self._control.gaps
+            counts = [] if gaps is None else gaps.snapshot_counts()
+            if gaps is not None and counts != self._sent_gaps:
+                delta = [now - sent for now, sent in zip(counts, self._sent_gaps, strict=True)]
+                self._sent_gaps = counts
+                self._conn.send(("gaps", delta, gaps.max))
 
     def pump(self) -> None:
         """Apply the parent's requests as they arrive; flush beats and progress."""
@@ -159,7 +168,8 @@ def child_main(conn: Connection) -> None:
         _send_quietly(conn, ("raised", _portable(_load_error(exc)), format_traceback(exc)))
         _exit(1)
     assert isinstance(payload, ChildPayload)
-    control = Control(beat=time.monotonic())
+    started = time.monotonic()
+    control = Control(beat=started, gaps=GapRecorder(started))
     if payload.stop is not None:
         control.request_stop(*payload.stop)
     channel = _Channel(conn, control, payload.attempt)

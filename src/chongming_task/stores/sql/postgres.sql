@@ -149,6 +149,11 @@ CREATE TABLE IF NOT EXISTS ct_workers (
     doc json NOT NULL
 );
 
+-- name: migrate_6
+-- Version 6: the gaps between a task's checkpoints (docs/explain.md), a side-channel
+-- column like progress: written by save and touch, never moving status_version.
+ALTER TABLE ct_tasks ADD COLUMN IF NOT EXISTS checkpoint_gaps json;
+
 -- name: schema_exists
 SELECT count(*) FROM (SELECT to_regclass('ct_meta') AS t) r WHERE r.t IS NOT NULL;
 
@@ -170,12 +175,12 @@ WITH task AS (
     INSERT INTO ct_tasks (
         task_id, name, status, status_version, created_at, updated_at, priority, bucket,
         owner, meta_schedule, meta_pipeline, tags, progress, heartbeat_at, lease_owner,
-        lease_until, pid, doc
+        lease_until, pid, doc, checkpoint_gaps
     ) VALUES (
         %(task_id)s, %(name)s, %(status)s, %(status_version)s, %(created_at)s,
         %(updated_at)s, %(priority)s, %(bucket)s, %(owner)s, %(meta_schedule)s,
         %(meta_pipeline)s, %(tags)s, %(progress)s::json, %(heartbeat_at)s,
-        %(lease_owner)s, %(lease_until)s, %(pid)s, %(doc)s::json
+        %(lease_owner)s, %(lease_until)s, %(pid)s, %(doc)s::json, %(checkpoint_gaps)s::json
     )
     RETURNING task_id
 )
@@ -192,7 +197,8 @@ WITH task AS (
         bucket = %(bucket)s, owner = %(owner)s, meta_schedule = %(meta_schedule)s,
         meta_pipeline = %(meta_pipeline)s, tags = %(tags)s, progress = %(progress)s::json,
         heartbeat_at = %(heartbeat_at)s, lease_owner = %(lease_owner)s,
-        lease_until = %(lease_until)s, pid = %(pid)s, doc = %(doc)s::json
+        lease_until = %(lease_until)s, pid = %(pid)s, doc = %(doc)s::json,
+    checkpoint_gaps = %(checkpoint_gaps)s::json
     WHERE task_id = %(task_id)s AND status_version = %(expect_version)s
     RETURNING task_id
 ), history AS (
@@ -212,12 +218,13 @@ VALUES (%(task_id)s, %(version)s, %(doc)s::json)
 ON CONFLICT DO NOTHING;
 
 -- name: select_task
-SELECT doc::text, progress::text, heartbeat_at, lease_owner, lease_until, pid, task_id
+SELECT doc::text, progress::text, heartbeat_at, lease_owner, lease_until, pid, task_id,
+  checkpoint_gaps::text
 FROM ct_tasks WHERE task_id = %(task_id)s;
 
 -- name: select_tasks
 SELECT t.doc::text, t.progress::text, t.heartbeat_at, t.lease_owner, t.lease_until, t.pid,
-  t.task_id
+  t.task_id, t.checkpoint_gaps::text
 FROM ct_tasks t
 
 -- name: select_heads
@@ -322,7 +329,8 @@ UPDATE ct_tasks SET
     heartbeat_at = COALESCE(%(heartbeat_at)s, heartbeat_at),
     lease_owner = COALESCE(%(lease_owner)s, lease_owner),
     lease_until = COALESCE(%(lease_until)s, lease_until),
-    pid = COALESCE(%(pid)s, pid)
+    pid = COALESCE(%(pid)s, pid),
+    checkpoint_gaps = COALESCE(%(checkpoint_gaps)s::json, checkpoint_gaps)
 WHERE task_id = %(task_id)s;
 
 -- name: renew_leases
@@ -470,7 +478,8 @@ WITH task AS (
         bucket = %(bucket)s, owner = %(owner)s, meta_schedule = %(meta_schedule)s,
         meta_pipeline = %(meta_pipeline)s, tags = %(tags)s, progress = %(progress)s::json,
         heartbeat_at = %(heartbeat_at)s, lease_owner = %(lease_owner)s,
-        lease_until = %(lease_until)s, pid = %(pid)s, doc = %(doc)s::json
+        lease_until = %(lease_until)s, pid = %(pid)s, doc = %(doc)s::json,
+    checkpoint_gaps = %(checkpoint_gaps)s::json
     WHERE task_id = %(task_id)s AND status_version = %(expect_version)s AND owner IS NULL
     RETURNING task_id
 ), history AS (
@@ -482,7 +491,8 @@ WITH task AS (
 SELECT count(*) FROM task;
 
 -- name: claim_queued
-SELECT t.doc::text, t.progress::text, t.heartbeat_at, t.lease_owner, t.lease_until, t.pid
+SELECT t.doc::text, t.progress::text, t.heartbeat_at, t.lease_owner, t.lease_until, t.pid,
+  t.task_id, t.checkpoint_gaps::text
 FROM ct_tasks t WHERE t.status = 'queued' AND t.owner IS NULL
     AND json_typeof(t.doc->'metadata'->'recipe') = 'object'
     AND (t.doc->'metadata'->'recipe'->>'not_before' IS NULL OR (CASE
@@ -492,7 +502,8 @@ ORDER BY t.priority DESC, t.created_at, t.seq LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 
 -- name: claim_queued_buckets
-SELECT t.doc::text, t.progress::text, t.heartbeat_at, t.lease_owner, t.lease_until, t.pid
+SELECT t.doc::text, t.progress::text, t.heartbeat_at, t.lease_owner, t.lease_until, t.pid,
+  t.task_id, t.checkpoint_gaps::text
 FROM ct_tasks t WHERE t.status = 'queued' AND t.owner IS NULL
     AND json_typeof(t.doc->'metadata'->'recipe') = 'object'
     AND (t.doc->'metadata'->'recipe'->>'not_before' IS NULL OR (CASE

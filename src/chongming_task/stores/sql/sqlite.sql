@@ -3,9 +3,10 @@
 -- Conventions shared with postgres.sql (same section names, same parameter names):
 -- * instants used for ordering are INTEGER microseconds since the Unix epoch (UTC);
 -- * `doc` is the codec's JSON of the whole snapshot, the only thing a read decodes;
--- * the side-channel columns (progress, heartbeat_at, lease_owner, lease_until, pid)
---   are written by both save and touch and override the same fields of `doc` on read,
---   so touch never rewrites the document and never moves status_version;
+-- * the side-channel columns (progress, heartbeat_at, lease_owner, lease_until, pid,
+--   checkpoint_gaps) are written by both save and touch and override the same fields
+--   of `doc` on read, so touch never rewrites the document and never moves
+--   status_version;
 -- * the other columns are copies of snapshot fields that queries filter or sort on.
 -- Parameters are always bound (:name); no value is ever spliced into the text.
 
@@ -181,6 +182,12 @@ CREATE TABLE IF NOT EXISTS ct_workers (
     doc TEXT NOT NULL
 ) WITHOUT ROWID;
 
+-- name: migrate_6
+-- Version 6: the gaps between a task's checkpoints (docs/explain.md), a side-channel
+-- column like progress: written by save and touch, never moving status_version. The
+-- store skips the ADD COLUMN on a file that has the column already.
+ALTER TABLE ct_tasks ADD COLUMN checkpoint_gaps TEXT;
+
 -- name: schema_exists
 SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'ct_meta';
 
@@ -195,11 +202,11 @@ ON CONFLICT (key) DO UPDATE SET value = excluded.value;
 INSERT INTO ct_tasks (
     task_id, name, status, status_version, created_at, updated_at, priority, bucket,
     owner, meta_schedule, meta_pipeline, tags, progress, heartbeat_at, lease_owner,
-    lease_until, pid, doc
+    lease_until, pid, doc, checkpoint_gaps
 ) VALUES (
     :task_id, :name, :status, :status_version, :created_at, :updated_at, :priority, :bucket,
     :owner, :meta_schedule, :meta_pipeline, :tags, :progress, :heartbeat_at, :lease_owner,
-    :lease_until, :pid, :doc
+    :lease_until, :pid, :doc, :checkpoint_gaps
 );
 
 -- name: update_task
@@ -209,7 +216,8 @@ UPDATE ct_tasks SET
     bucket = :bucket, owner = :owner, meta_schedule = :meta_schedule,
     meta_pipeline = :meta_pipeline, tags = :tags, progress = :progress,
     heartbeat_at = :heartbeat_at, lease_owner = :lease_owner, lease_until = :lease_until,
-    pid = :pid, doc = :doc
+    pid = :pid, doc = :doc,
+    checkpoint_gaps = :checkpoint_gaps
 WHERE task_id = :task_id AND status_version = :expect_version;
 
 -- name: update_task_hot
@@ -220,7 +228,8 @@ WHERE task_id = :task_id AND status_version = :expect_version;
 UPDATE ct_tasks SET
     status = :status, status_version = :status_version, updated_at = :updated_at,
     progress = :progress, heartbeat_at = :heartbeat_at, lease_owner = :lease_owner,
-    lease_until = :lease_until, pid = :pid, doc = :doc
+    lease_until = :lease_until, pid = :pid, doc = :doc,
+    checkpoint_gaps = :checkpoint_gaps
 WHERE task_id = :task_id AND status_version = :expect_version
   AND name = :name AND created_at = :created_at AND priority = :priority
   AND bucket IS :bucket AND owner IS :owner AND meta_schedule IS :meta_schedule
@@ -264,11 +273,12 @@ SELECT status_version FROM ct_tasks WHERE task_id = :task_id;
 INSERT OR IGNORE INTO ct_transitions (task_id, version, doc) VALUES (:task_id, :version, :doc);
 
 -- name: select_task
-SELECT doc, progress, heartbeat_at, lease_owner, lease_until, pid, task_id
+SELECT doc, progress, heartbeat_at, lease_owner, lease_until, pid, task_id, checkpoint_gaps
 FROM ct_tasks WHERE task_id = :task_id;
 
 -- name: select_tasks
-SELECT t.doc, t.progress, t.heartbeat_at, t.lease_owner, t.lease_until, t.pid, t.task_id
+SELECT t.doc, t.progress, t.heartbeat_at, t.lease_owner, t.lease_until, t.pid, t.task_id,
+  t.checkpoint_gaps
 FROM ct_tasks t
 
 -- name: select_heads
@@ -376,7 +386,8 @@ UPDATE ct_tasks SET
     heartbeat_at = COALESCE(:heartbeat_at, heartbeat_at),
     lease_owner = COALESCE(:lease_owner, lease_owner),
     lease_until = COALESCE(:lease_until, lease_until),
-    pid = COALESCE(:pid, pid)
+    pid = COALESCE(:pid, pid),
+    checkpoint_gaps = COALESCE(:checkpoint_gaps, checkpoint_gaps)
 WHERE task_id = :task_id;
 
 -- name: renew_leases
@@ -504,7 +515,8 @@ UPDATE ct_tasks SET
     bucket = :bucket, owner = :owner, meta_schedule = :meta_schedule,
     meta_pipeline = :meta_pipeline, tags = :tags, progress = :progress,
     heartbeat_at = :heartbeat_at, lease_owner = :lease_owner, lease_until = :lease_until,
-    pid = :pid, doc = :doc
+    pid = :pid, doc = :doc,
+    checkpoint_gaps = :checkpoint_gaps
 WHERE task_id = :task_id AND status_version = :expect_version AND owner IS NULL;
 
 -- name: claim_queued
@@ -512,7 +524,8 @@ WHERE task_id = :task_id AND status_version = :expect_version AND owner IS NULL;
 -- statistics the planner sorts every queued row instead) and stops at the limit; rows
 -- not due yet (recipe.not_before, compared as an instant) or without a recipe are
 -- passed over in the walk, so any number of delayed tasks cannot hide a due one.
-SELECT t.doc, t.progress, t.heartbeat_at, t.lease_owner, t.lease_until, t.pid
+SELECT t.doc, t.progress, t.heartbeat_at, t.lease_owner, t.lease_until, t.pid, t.task_id,
+  t.checkpoint_gaps
 FROM ct_tasks t INDEXED BY ct_tasks_claimable WHERE t.status = 'queued' AND t.owner IS NULL
     AND json_type(t.doc, '$.metadata.recipe') = 'object'
     AND (json_extract(t.doc, '$.metadata.recipe.not_before') IS NULL
@@ -520,7 +533,8 @@ FROM ct_tasks t INDEXED BY ct_tasks_claimable WHERE t.status = 'queued' AND t.ow
 ORDER BY t.priority DESC, t.created_at, t.seq LIMIT :limit;
 
 -- name: claim_queued_buckets
-SELECT t.doc, t.progress, t.heartbeat_at, t.lease_owner, t.lease_until, t.pid
+SELECT t.doc, t.progress, t.heartbeat_at, t.lease_owner, t.lease_until, t.pid, t.task_id,
+  t.checkpoint_gaps
 FROM ct_tasks t INDEXED BY ct_tasks_claimable WHERE t.status = 'queued' AND t.owner IS NULL
     AND json_type(t.doc, '$.metadata.recipe') = 'object'
     AND (json_extract(t.doc, '$.metadata.recipe.not_before') IS NULL

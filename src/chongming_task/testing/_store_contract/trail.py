@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from chongming_task.checkpoint_gaps import BOUNDS, CheckpointGaps
 from chongming_task.errors import ConfigurationError
 from chongming_task.model import Progress
 from chongming_task.states import TaskStatus
@@ -101,6 +102,33 @@ class TrailCases(ContractHarness):
         assert got.updated_at == snap.updated_at
         assert got.status_version == snap.status_version
         assert self.store.touch(snap.task_id)  # nothing to change, but the task exists
+
+    def test_checkpoint_gaps_travel_the_side_channel_and_state_writes(self) -> None:
+        if not self.store.keeps_checkpoint_gaps:
+            self.skip("the store does not keep checkpoint gaps (keeps_checkpoint_gaps)")
+        snap = self.created(status=S.RUNNING, status_version=3)
+        counts = [0] * (len(BOUNDS) + 1)
+        counts[3], counts[10], counts[-1] = 40, 2, 1
+        gaps = CheckpointGaps(counts=tuple(counts), max=4000.25)
+        beat = self.clock.now()
+        assert self.store.touch(snap.task_id, checkpoint_gaps=gaps)
+        self.store.touch(snap.task_id, heartbeat_at=beat)  # other fields leave it alone
+        got = self.store.get(snap.task_id)
+        assert got is not None
+        assert got.checkpoint_gaps == gaps
+        assert got.status_version == 3
+        assert got.updated_at == snap.updated_at
+        assert [s.checkpoint_gaps for s in self.store.query()] == [gaps]
+        # A state write carries the snapshot's gaps; a later touch overrides them.
+        more = gaps.merged(gaps)
+        self.store.save(got.replace(status=S.SUCCEEDED, status_version=4), expect_version=3)
+        stored = self.store.get(snap.task_id)
+        assert stored is not None
+        assert stored.checkpoint_gaps == gaps
+        self.store.touch(snap.task_id, checkpoint_gaps=more)
+        stored = self.store.get(snap.task_id)
+        assert stored is not None
+        assert stored.checkpoint_gaps == more
 
     def test_touch_of_an_unknown_task_returns_false(self) -> None:
         assert self.store.touch("ghost", progress=Progress(done=1)) is False
