@@ -17,8 +17,10 @@ yet stored) and retried with backoff on a background thread until the store take
 write returns either way, and the transition is announced after the attempt. A conflict
 (the store holds a version we did not write: another process moved the task on, e.g.
 reconcile called it lost while we could not write) ends the retries, loudly: the
-store's record stands. The limit: pending writes live in this process's memory, so a
-process killed while writes are pending leaves those tasks to reconcile (``lost``).
+store's record stands, and a terminal state that could not be written is kept as a
+late result in the task's audit (``controller.late_results``). The limit: pending
+writes live in this process's memory, so a process killed while writes are pending
+leaves those tasks to reconcile (``lost``).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from chongming_task.controller.late_results import record_late_result
 from chongming_task.core.clock import Clock
 from chongming_task.errors import ConcurrencyConflict, ConfigurationError
 from chongming_task.model import TaskSnapshot, Transition
@@ -367,8 +370,14 @@ class WriteThrough:
     def _give_up(
         self, state: _TaskState, snapshot: TaskSnapshot, operation: str, exc: BaseException
     ) -> None:
-        """The store moved on without us: retrying cannot succeed. Said loudly."""
+        """The store moved on without us: retrying cannot succeed. Said loudly.
+
+        A terminal state (a lost attempt's body that finished after all) is kept as a
+        late result in the stored task's audit (``controller.late_results``).
+        """
         self.record(snapshot.task_id, operation, exc, version=snapshot.status_version)
+        if snapshot.status.is_terminal and operation == "save":
+            record_late_result(self.store, snapshot, owner=self.owner, clock=self.clock)
         log.error(
             "task %s: its %s (version %d) cannot be stored any more -- the store changed "
             "it meanwhile (%s); the store's record stands",
