@@ -172,3 +172,35 @@ def test_status_shows_the_late_result(handles: Handles) -> None:
     assert "ended succeeded" in lines["late result"]
     assert "on worker, after the store called it lost" in lines["late result"]
     controller.close(close_store=False)
+
+
+def test_the_end_is_audited_after_an_earlier_write_was_given_up(handles: Handles) -> None:
+    store, other = handles()
+    _partitioned(store)
+    release = threading.Event()
+    controller = Controller(store=store, owner="worker", lease_ttl=0.5)
+
+    def job(ctx: Any) -> int:
+        while not release.is_set():
+            ctx.checkpoint()
+            release.wait(0.005)
+        return 3
+
+    controller.register("job", job)
+    run = controller.submit("job", task_id="p")
+    wait_until(lambda: other.get("p").status is S.RUNNING, message="running")  # type: ignore[union-attr]
+    _lose(other, "p")
+    history = other.history("p")
+    controller.pause("p")  # its running -> pausing write conflicts and is given up
+    wait_until(lambda: run.status is S.PAUSED, message="paused here")
+    controller.resume("p")
+    release.set()
+    assert run.wait(10).value == 3
+    wait_until(lambda: LATE_RESULTS_KEY in other.get("p").metadata, message="recorded")  # type: ignore[union-attr]
+    after = other.get("p")
+    assert after is not None
+    assert after.status is S.LOST
+    assert other.history("p") == history
+    (record,) = after.metadata[LATE_RESULTS_KEY]  # type: ignore[misc]
+    assert (record["status"], record["outcome"]) == ("succeeded", 3)
+    controller.close(close_store=False)

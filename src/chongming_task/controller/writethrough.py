@@ -140,6 +140,8 @@ class WriteThrough:
         self._wake = threading.Event()
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
+        # Tasks whose non-terminal write was given up while their run goes on here.
+        self._given_up: set[str] = set()
 
     # ------------------------------------------------------------ failures
 
@@ -272,6 +274,9 @@ class WriteThrough:
         # One dict lookup is atomic: the lock orders compound changes of ``_states``.
         state = self._states.get(transition.task_id)
         if state is None:
+            if transition.to_status.is_terminal and self._was_given_up(transition.task_id):
+                # An earlier write of this run was given up: its end is a late result.
+                record_late_result(self.store, snapshot, owner=self.owner, clock=self.clock)
             return
         with self._stripes[hash(transition.task_id) % _STRIPES]:
             if state.persisted is not None and transition.version <= state.persisted:
@@ -280,6 +285,12 @@ class WriteThrough:
                 return  # already pending (delivered twice)
             state.pending = (*state.pending, transition)
             self._store_pending(state, snapshot)
+
+    def _was_given_up(self, task_id: str) -> bool:
+        with self._lock:
+            found = task_id in self._given_up
+            self._given_up.discard(task_id)
+        return found
 
     def _store_pending(self, state: _TaskState, snapshot: TaskSnapshot) -> bool:
         """One ``save`` (or the late ``create``) of the task's pending transitions, under
@@ -376,8 +387,12 @@ class WriteThrough:
         late result in the stored task's audit (``controller.late_results``).
         """
         self.record(snapshot.task_id, operation, exc, version=snapshot.status_version)
-        if snapshot.status.is_terminal and operation == "save":
-            record_late_result(self.store, snapshot, owner=self.owner, clock=self.clock)
+        if snapshot.status.is_terminal:
+            if operation == "save":
+                record_late_result(self.store, snapshot, owner=self.owner, clock=self.clock)
+        elif operation == "save":
+            with self._lock:  # the run goes on here: its end will be a late result
+                self._given_up.add(snapshot.task_id)
         log.error(
             "task %s: its %s (version %d) cannot be stored any more -- the store changed "
             "it meanwhile (%s); the store's record stands",

@@ -219,6 +219,8 @@ class Worker:
         unfinished = [task_id for task_id, status in after.items() if status not in _TERMINAL]
         if unfinished:
             after.update(self._mark_abandoned(unfinished, timeout))
+            for task_id in unfinished:  # else they would count until their lease passes
+                self._queue.release_slots(task_id)
         self._queue.heartbeat(stopped=True)
         tasks = tuple(
             StoppedTask(
