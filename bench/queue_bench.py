@@ -15,7 +15,8 @@ What is measured, and how (performance claims live here, never in tests):
   the worker just before the body is called), both read from the stored history, on
   one machine's wall clock. PostgreSQL wakes the worker by LISTEN/NOTIFY; SQLite by
   polling the file's change counter every 10 ms.
-* **throughput**: N no-op tasks enqueued first (``enqueue_many``), then K worker
+* **throughput** (rounds interleaved, the order alternating; medians): N no-op tasks
+  enqueued first (``enqueue_many``), then K worker
   processes (4 slots each) started; the figure is N over the time from the first
   task's start to the last task's end, read from the store (``first_started_at``,
   ``finished_at``), so process start-up is outside the window for the first worker,
@@ -262,11 +263,13 @@ def main() -> int:
     parser.add_argument("--postgres", default=None, help="DSN (default CHONGMING_TEST_POSTGRES)")
     parser.add_argument("--quick", action="store_true", help="fewer samples and tasks")
     parser.add_argument("--tasks", type=int, default=None, help="tasks per throughput run")
+    parser.add_argument("--rounds", type=int, default=None, help="throughput rounds per side")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = parser.parse_args()
     samples = 30 if args.quick else 200
     tasks = args.tasks or (500 if args.quick else 3000)
     lease_ttl, rounds = 2.0, (1 if args.quick else 3)
+    args.rounds = args.rounds or (1 if args.quick else 3)
     base = args.postgres or pg.base_dsn()
     try:
         pg.check(base)
@@ -290,15 +293,29 @@ def main() -> int:
         figures["latency_sqlite"] = latency(_sqlite_db(tmp, "latency"), samples, tmp)
         print("latency SQLite (polling):  ", _fmt(figures["latency_sqlite"]), flush=True)
         for workers in (1, 2, 4):
-            with pg.fresh_schema(base) as dsn:
-                ours = throughput_ours(dsn, workers, tasks, tmp)
-            with pg.fresh_schema(base) as dsn:
-                peer = throughput_procrastinate(dsn, workers, tasks)
-            figures[f"throughput_{workers}"] = {"ours": ours, "procrastinate": peer}
+            runs: dict[str, list[float]] = {"ours": [], "procrastinate": []}
+            for round_ in range(args.rounds):
+                # Interleaved, the order alternating: a machine that slows down or
+                # speeds up during the run charges both sides alike.
+                sides = ["ours", "procrastinate"] if round_ % 2 == 0 else ["procrastinate", "ours"]
+                for side in sides:
+                    with pg.fresh_schema(base) as dsn:
+                        if side == "ours":
+                            found = throughput_ours(dsn, workers, tasks, tmp)
+                        else:
+                            found = throughput_procrastinate(dsn, workers, tasks)
+                    runs[side].append(found["tasks_per_s"])
+            ours, peer = statistics.median(runs["ours"]), statistics.median(runs["procrastinate"])
+            figures[f"throughput_{workers}"] = {
+                "ours_median": ours,
+                "procrastinate_median": peer,
+                "rounds": runs,
+            }
+            shown = {side: " ".join(f"{v:.0f}" for v in values) for side, values in runs.items()}
             print(
-                f"throughput, {workers} worker(s): ours {ours['tasks_per_s']:.0f} tasks/s, "
-                f"procrastinate {peer['tasks_per_s']:.0f} tasks/s "
-                f"({ours['tasks_per_s'] / peer['tasks_per_s']:.2f}x)",
+                f"throughput, {workers} worker(s): ours {ours:.0f} tasks/s, procrastinate "
+                f"{peer:.0f} tasks/s ({ours / peer:.2f}x; medians of rounds: ours "
+                f"{shown['ours']}, procrastinate {shown['procrastinate']})",
                 flush=True,
             )
         with pg.fresh_schema(base) as dsn:

@@ -466,8 +466,12 @@ class SqlTaskStore(SqlControl):
         if limit < 1 or (buckets is not None and not buckets):
             return []
         now = self.clock.now()
-        # Look past a few rows that are not due yet (a delay) or carry no recipe.
-        params: dict[str, Any] = {"limit": limit * 4 + 16, "full": self._array([])}
+        # Read as many rows as wanted; only if some of them could not be taken (not due
+        # yet, no recipe, a global limit filled meanwhile) look a few rows further. A
+        # wider first read would decode, and on PostgreSQL lock, rows other claimers
+        # then have to skip.
+        windows = (limit, limit * 4 + 16)
+        params: dict[str, Any] = {"full": self._array([])}
         section = "claim_queued"
         if buckets is not None:
             section = "claim_queued_buckets"
@@ -478,38 +482,67 @@ class SqlTaskStore(SqlControl):
             if ledger is not None:
                 params["full"] = self._array(ledger.full())
             taken: list[TaskSnapshot] = []
-            for row in cur.execute(self._sql[section], params).fetchall():
-                if len(taken) >= limit:
+            for window in windows:
+                params["limit"] = window
+                found_rows = cur.execute(self._sql[section], params).fetchall()
+                self._take_claimable(
+                    cur,
+                    found_rows,
+                    taken,
+                    limit=limit,
+                    ledger=ledger,
+                    owner=owner,
+                    now=now,
+                    lease_until=lease_until,
+                )
+                if len(taken) >= limit or len(found_rows) < window:
                     break
-                found = rows.decode_task(row)
-                if not is_claimable(found, now):
-                    continue
-                names = frozenset() if ledger is None else ledger.needs(found.tags)
-                if names:
-                    assert ledger is not None
-                    if not ledger.fits(names):
-                        continue  # full meanwhile (this claim took its last slot)
-                held = found.replace(owner=owner, lease_owner=owner, lease_until=lease_until)
-                update = rows.task_params(held, self._instant, self._array)
-                update["expect_version"] = found.status_version
-                if not self._write_task(cur, "update_task_unheld", update, []):
-                    continue
-                if names:
-                    assert ledger is not None
-                    ledger.take(names)
-                    for name in sorted(names):
-                        slot = {
-                            "name": name,
-                            "task_id": found.task_id,
-                            "owner": owner,
-                            "now": self._instant(now),
-                            "lease_until": self._instant(lease_until),
-                        }
-                        cur.execute(self._sql["insert_slot"], slot)
-                taken.append(held)
             return taken
 
         return self._run(claim, write=True, atomic=True)
+
+    def _take_claimable(
+        self,
+        cur: Cursor,
+        found_rows: Sequence[Any],
+        taken: list[TaskSnapshot],
+        *,
+        limit: int,
+        ledger: SlotLedger | None,
+        owner: str,
+        now: datetime,
+        lease_until: datetime,
+    ) -> None:
+        """Claim the claimable rows of one read, in order, until ``taken`` has ``limit``."""
+        for row in found_rows:
+            if len(taken) >= limit:
+                break
+            found = rows.decode_task(row)
+            if not is_claimable(found, now):
+                continue
+            names = frozenset() if ledger is None else ledger.needs(found.tags)
+            if names:
+                assert ledger is not None
+                if not ledger.fits(names):
+                    continue  # full meanwhile (this claim took its last slot)
+            held = found.replace(owner=owner, lease_owner=owner, lease_until=lease_until)
+            update = rows.task_params(held, self._instant, self._array)
+            update["expect_version"] = found.status_version
+            if not self._write_task(cur, "update_task_unheld", update, []):
+                continue
+            if names:
+                assert ledger is not None
+                ledger.take(names)
+                for name in sorted(names):
+                    slot = {
+                        "name": name,
+                        "task_id": found.task_id,
+                        "owner": owner,
+                        "now": self._instant(now),
+                        "lease_until": self._instant(lease_until),
+                    }
+                    cur.execute(self._sql["insert_slot"], slot)
+            taken.append(held)
 
     def _slot_ledger(self, cur: Cursor, limits: Mapping[str, int], now: datetime) -> SlotLedger:
         """Inside a claim's transaction: lock, drop expired slots, count live ones."""
