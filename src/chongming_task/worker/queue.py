@@ -2,7 +2,9 @@
 
 * **claim** (``claim(free)``): queued unheld tasks of the buckets it owns, highest
   priority first, only as many as it has free slots (``TaskStore.claim_queued``), each
-  then run by the controller exactly as a local submit (``Controller.run_claimed``).
+  then run by the controller exactly as a local submit (``Controller.run_claimed``);
+  with ``global_limits`` the claim also takes the tasks' global slots, given back when
+  they end (``release_slots``; a dead worker's slots free when their lease passes).
 * **heartbeat**: its :class:`WorkerRecord` in the store's registry every
   ``heartbeat_interval`` (``chongming-task workers``, ``health``).
 * **recovery**, every ``reconcile_interval``: ``reconcile()`` (expired leases of
