@@ -162,6 +162,47 @@ def latency(db: str, samples: int, log_dir: Path) -> dict[str, float]:
     }
 
 
+def breakdown(dsn: str, samples: int) -> dict[str, float]:
+    """Where PostgreSQL's enqueue -> claim time goes, in one process (ms, medians).
+
+    ``Client.enqueue`` (the task's commit, then its NOTIFY), the wake-up of a second
+    store handle waiting in ``wait_for_commands`` (its LISTEN thread), and that
+    handle's ``claim_queued`` of the task (one transaction).
+    """
+    import threading
+    from datetime import timedelta
+
+    parts: dict[str, list[float]] = {"enqueue": [], "wake": [], "claim": []}
+    with _open(dsn) as client_store, _open(dsn) as worker_store:
+        client = Client(client_store)
+
+        def lease() -> datetime:
+            return datetime.now(UTC) + timedelta(seconds=30)
+
+        worker_store.wait_for_commands(0.01)  # LISTEN in place
+        for _ in range(samples):
+            got: dict[str, float] = {}
+
+            def wait_and_claim(got: dict[str, float] = got) -> None:
+                worker_store.claim_queued("w", buckets=None, limit=1, lease_until=lease())
+                worker_store.wait_for_commands(5.0)
+                got["woke"] = time.perf_counter()
+                worker_store.claim_queued("w", buckets=None, limit=1, lease_until=lease())
+                got["claimed"] = time.perf_counter()
+
+            waiter = threading.Thread(target=wait_and_claim)
+            waiter.start()
+            time.sleep(0.05)  # the waiter is waiting
+            t0 = time.perf_counter()
+            client.enqueue("noop")
+            t1 = time.perf_counter()
+            waiter.join()
+            parts["enqueue"].append(t1 - t0)
+            parts["wake"].append(got["woke"] - t1)
+            parts["claim"].append(got["claimed"] - got["woke"])
+    return {f"{name}_ms": statistics.median(values) * 1000 for name, values in parts.items()}
+
+
 # ----------------------------------------------------------------- throughput
 
 
@@ -264,12 +305,20 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="fewer samples and tasks")
     parser.add_argument("--tasks", type=int, default=None, help="tasks per throughput run")
     parser.add_argument("--rounds", type=int, default=None, help="throughput rounds per side")
+    parser.add_argument(
+        "--only",
+        choices=("latency", "throughput", "recovery"),
+        action="append",
+        default=None,
+        help="measure only these (repeatable; default all)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = parser.parse_args()
     samples = 30 if args.quick else 200
     tasks = args.tasks or (500 if args.quick else 3000)
     lease_ttl, rounds = 2.0, (1 if args.quick else 3)
     args.rounds = args.rounds or (1 if args.quick else 3)
+    only = set(args.only or ("latency", "throughput", "recovery"))
     base = args.postgres or pg.base_dsn()
     try:
         pg.check(base)
@@ -287,12 +336,21 @@ def main() -> int:
     }
     with tempfile.TemporaryDirectory(prefix="queue-bench-") as tmp_name:
         tmp = Path(tmp_name)
-        with pg.fresh_schema(base) as dsn:
-            figures["latency_postgres"] = latency(dsn, samples, tmp)
-        print("latency PostgreSQL (NOTIFY):", _fmt(figures["latency_postgres"]), flush=True)
-        figures["latency_sqlite"] = latency(_sqlite_db(tmp, "latency"), samples, tmp)
-        print("latency SQLite (polling):  ", _fmt(figures["latency_sqlite"]), flush=True)
-        for workers in (1, 2, 4):
+        if "latency" in only:
+            with pg.fresh_schema(base) as dsn:
+                figures["latency_postgres"] = latency(dsn, samples, tmp)
+            print("latency PostgreSQL (NOTIFY):", _fmt(figures["latency_postgres"]), flush=True)
+            with pg.fresh_schema(base) as dsn:
+                figures["breakdown_postgres"] = parts = breakdown(dsn, samples)
+            print(
+                "  in one process: "
+                + ", ".join(f"{k[:-3]} {v:.2f} ms" for k, v in parts.items())
+                + " (medians)",
+                flush=True,
+            )
+            figures["latency_sqlite"] = latency(_sqlite_db(tmp, "latency"), samples, tmp)
+            print("latency SQLite (polling):  ", _fmt(figures["latency_sqlite"]), flush=True)
+        for workers in (1, 2, 4) if "throughput" in only else ():
             runs: dict[str, list[float]] = {"ours": [], "procrastinate": []}
             for round_ in range(args.rounds):
                 # Interleaved, the order alternating: a machine that slows down or
@@ -318,10 +376,12 @@ def main() -> int:
                 f"{shown['ours']}, procrastinate {shown['procrastinate']})",
                 flush=True,
             )
-        with pg.fresh_schema(base) as dsn:
-            figures["recovery_postgres"] = recovery(dsn, lease_ttl, rounds, tmp)
-        figures["recovery_sqlite"] = recovery(_sqlite_db(tmp, "recovery"), lease_ttl, rounds, tmp)
-        for store in ("postgres", "sqlite"):
+        if "recovery" in only:
+            with pg.fresh_schema(base) as dsn:
+                figures["recovery_postgres"] = recovery(dsn, lease_ttl, rounds, tmp)
+            db = _sqlite_db(tmp, "recovery")
+            figures["recovery_sqlite"] = recovery(db, lease_ttl, rounds, tmp)
+        for store in ("postgres", "sqlite") if "recovery" in only else ():
             shown = ", ".join(f"{r['seconds']:.2f}s" for r in figures[f"recovery_{store}"])
             print(f"recovery {store}: {shown} (bound {lease_ttl * 1.5:g}s)", flush=True)
     if args.json is not None:
