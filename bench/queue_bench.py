@@ -203,6 +203,56 @@ def breakdown(dsn: str, samples: int) -> dict[str, float]:
     return {f"{name}_ms": statistics.median(values) * 1000 for name, values in parts.items()}
 
 
+def store_calls(dsn: str, tasks: int) -> dict[str, float]:
+    """Store round trips per task of a worker (in this process), by the calling method.
+
+    Counts ``PostgresTaskStore._run`` calls (one transaction or statement each) while
+    an in-process :class:`~chongming_task.worker.Worker` with 4 slots runs ``tasks``
+    queued no-op tasks, by the store method that made them.
+    """
+    import collections
+    import traceback
+
+    from peers.queue_tasks import noop
+
+    from chongming_task import Controller, PostgresTaskStore
+    from chongming_task.worker import Worker
+
+    counts: collections.Counter[str] = collections.Counter()
+    original = PostgresTaskStore._run
+
+    def counted(self: Any, fn: Any, *, write: bool, atomic: bool = False) -> Any:
+        if counting:  # named after the innermost public store method on the stack
+            frames = reversed(traceback.extract_stack(limit=8)[:-1])
+            name = next(
+                (f.name for f in frames if f.name[0] != "_" and hasattr(TaskStore, f.name)),
+                "other",
+            )
+            counts[name] += 1
+        return original(self, fn, write=write, atomic=atomic)
+
+    counting = False
+    PostgresTaskStore._run = counted  # type: ignore[method-assign]
+    try:
+        with _open(dsn) as client_store, _open(dsn) as worker_store:
+            Client(client_store).enqueue_many("noop", [() for _ in range(tasks)])
+            controller = Controller(store=worker_store, owner="counted")
+            controller.register("noop", noop)
+            worker = Worker(controller, max_parallel=SLOTS)
+            counting = True
+            worker.start()
+            _until(
+                lambda: client_store.count_by_status().get(TaskStatus.SUCCEEDED, 0) >= tasks,
+                step=0.05,
+            )
+            counting = False
+            worker.shutdown(timeout=10)
+    finally:
+        PostgresTaskStore._run = original  # type: ignore[method-assign]
+    counts.pop("count_by_status", None)  # the benchmark's own polling
+    return {name: n / tasks for name, n in counts.most_common()}
+
+
 # ----------------------------------------------------------------- throughput
 
 
@@ -307,7 +357,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=None, help="throughput rounds per side")
     parser.add_argument(
         "--only",
-        choices=("latency", "throughput", "recovery"),
+        choices=("calls", "latency", "throughput", "recovery"),
         action="append",
         default=None,
         help="measure only these (repeatable; default all)",
@@ -318,7 +368,7 @@ def main() -> int:
     tasks = args.tasks or (500 if args.quick else 3000)
     lease_ttl, rounds = 2.0, (1 if args.quick else 3)
     args.rounds = args.rounds or (1 if args.quick else 3)
-    only = set(args.only or ("latency", "throughput", "recovery"))
+    only = set(args.only or ("calls", "latency", "throughput", "recovery"))
     base = args.postgres or pg.base_dsn()
     try:
         pg.check(base)
@@ -336,6 +386,11 @@ def main() -> int:
     }
     with tempfile.TemporaryDirectory(prefix="queue-bench-") as tmp_name:
         tmp = Path(tmp_name)
+        if "calls" in only:
+            with pg.fresh_schema(base) as dsn:
+                figures["store_calls_per_task"] = calls = store_calls(dsn, min(tasks, 1000))
+            shown = ", ".join(f"{name} {n:.2f}" for name, n in calls.items())
+            print(f"store round trips per task (one worker, PostgreSQL): {shown}", flush=True)
         if "latency" in only:
             with pg.fresh_schema(base) as dsn:
                 figures["latency_postgres"] = latency(dsn, samples, tmp)
