@@ -128,7 +128,7 @@ def a_killed_holders_slot_comes_back(store: TaskStore, db: str, tmp_path: Path) 
     gates.mkdir()
     logs.mkdir()
     client = Client(store, tasks=__import__("limtasks"))
-    args = ("--max-parallel", "2", "--global-limit", "db=1", "--lease-ttl", "1.5")
+    args = ("--max-parallel", "2", "--global-limit", "db=1", "--lease-ttl", "3")
     first = client.enqueue("hold", str(gates), task_id="first")
     holder = _worker(db, "holder", logs / "holder.log", *args)
     procs = [holder]
