@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test lint typecheck check demo dashboard-demo screenshots docs bench bench-ab clean
+.PHONY: venv test lint typecheck check demo dashboard-demo screenshots docs bench bench-ab bench-queue clean
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -47,6 +47,13 @@ screenshots: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
+
+## The work queue's figures (docs/queue.md#performance): latency, throughput against
+## procrastinate with 1/2/4 workers, recovery time. Needs PostgreSQL
+## (CHONGMING_TEST_POSTGRES); QUEUE_BENCH_ARGS="--quick" for a short look.
+bench-queue: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	$(BIN)/python bench/queue_bench.py --json bench/results/queue-latest.json $(QUEUE_BENCH_ARGS)
 
 ## A/B gate against an earlier commit, both measured in one run, rounds interleaved:
 ## make bench-ab BASE=<rev> [AB_ARGS="--quick --rounds 1"] (docs/benchmarks.md).

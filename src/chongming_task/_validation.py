@@ -16,6 +16,7 @@ instants            a timezone-aware ``datetime``
 ids, tags           non-empty strings of at most 256 characters, no control
                     characters, valid UTF-8 (no lone surrogates)
 metadata            a mapping of ``str`` keys to JSON values
+global limits       a mapping of tag names (as ids) to integers >= 1
 outcome             at most ``OUTCOME_MAX_BYTES`` (1 MiB) of compact UTF-8 JSON
 ==================  ==========================================================
 """
@@ -31,6 +32,7 @@ from typing import Any, Final
 from chongming_task.errors import ConfigurationError
 
 __all__ = [
+    "GLOBAL_LIMIT_MAX",
     "ID_MAX_LENGTH",
     "INT64_MAX",
     "INT64_MIN",
@@ -38,6 +40,7 @@ __all__ = [
     "OUTCOME_MAX_BYTES",
     "add_seconds",
     "check_aware",
+    "check_global_limits",
     "check_int",
     "check_metadata",
     "check_outcome_size",
@@ -198,4 +201,30 @@ def check_metadata(value: object, name: str = "metadata") -> dict[str, Any]:
         if not isinstance(key, str):
             raise ConfigurationError(f"{name} keys must be strings, got {key!r}")
         check_utf8(key, f"{name} key")
+    return result
+
+
+#: The most holders a global limit may allow (slots are rows in the store).
+GLOBAL_LIMIT_MAX: Final = 1_000_000
+
+
+def check_global_limits(value: object, name: str = "global_limits") -> dict[str, int]:
+    """Named limits across processes: tag -> how many holders at once (an ``int`` >= 1).
+
+    ``None`` is no limit at all (an empty mapping). A ``bool``, a float (``NaN``
+    included), zero or a negative number is refused, as is a name that is not a tag
+    (a non-empty string, see :func:`check_text`).
+    """
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ConfigurationError(
+            f"{name} must map a tag to a number of slots (e.g. {{'db': 4}}), got {value!r}"
+        )
+    result: dict[str, int] = {}
+    for tag, limit in value.items():
+        if not isinstance(tag, str):
+            raise ConfigurationError(f"{name} keys must be tag names (strings), got {tag!r}")
+        check_text(tag, f"{name} name")
+        result[tag] = check_int(limit, f"{name}[{tag!r}]", minimum=1, maximum=GLOBAL_LIMIT_MAX)
     return result

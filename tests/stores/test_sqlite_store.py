@@ -195,7 +195,7 @@ def test_a_version_3_file_gets_claim_priorities_and_keeps_its_data(
     SqliteTaskStore(path).close()
     assert schema_of(path) == schema_of(fresh)
     found = sqlite3.connect(path).execute("SELECT value FROM ct_meta WHERE key = 'schema_version'")
-    assert found.fetchone()[0] == SCHEMA_VERSION == 6
+    assert found.fetchone()[0] == SCHEMA_VERSION == 7
 
 
 def _claim_plan(store: SqliteTaskStore, path: str, section: str, **params: object) -> str:

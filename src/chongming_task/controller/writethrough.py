@@ -17,8 +17,10 @@ yet stored) and retried with backoff on a background thread until the store take
 write returns either way, and the transition is announced after the attempt. A conflict
 (the store holds a version we did not write: another process moved the task on, e.g.
 reconcile called it lost while we could not write) ends the retries, loudly: the
-store's record stands. The limit: pending writes live in this process's memory, so a
-process killed while writes are pending leaves those tasks to reconcile (``lost``).
+store's record stands, and a terminal state that could not be written is kept as a
+late result in the task's audit (``controller.late_results``). The limit: pending
+writes live in this process's memory, so a process killed while writes are pending
+leaves those tasks to reconcile (``lost``).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from chongming_task.controller.late_results import record_late_result
 from chongming_task.core.clock import Clock
 from chongming_task.errors import ConcurrencyConflict, ConfigurationError, DuplicateTaskId
 from chongming_task.model import TaskSnapshot, Transition
@@ -137,6 +140,8 @@ class WriteThrough:
         self._wake = threading.Event()
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
+        # Tasks whose non-terminal write was given up while their run goes on here.
+        self._given_up: set[str] = set()
 
     # ------------------------------------------------------------ failures
 
@@ -271,6 +276,9 @@ class WriteThrough:
         # One dict lookup is atomic: the lock orders compound changes of ``_states``.
         state = self._states.get(transition.task_id)
         if state is None:
+            if transition.to_status.is_terminal and self._was_given_up(transition.task_id):
+                # An earlier write of this run was given up: its end is a late result.
+                record_late_result(self.store, snapshot, owner=self.owner, clock=self.clock)
             return
         with self._stripes[hash(transition.task_id) % _STRIPES]:
             if state.persisted is not None and transition.version <= state.persisted:
@@ -279,6 +287,12 @@ class WriteThrough:
                 return  # already pending (delivered twice)
             state.pending = (*state.pending, transition)
             self._store_pending(state, snapshot)
+
+    def _was_given_up(self, task_id: str) -> bool:
+        with self._lock:
+            found = task_id in self._given_up
+            self._given_up.discard(task_id)
+        return found
 
     def _store_pending(self, state: _TaskState, snapshot: TaskSnapshot) -> bool:
         """One ``save`` (or the late ``create``) of the task's pending transitions, under
@@ -369,8 +383,18 @@ class WriteThrough:
     def _give_up(
         self, state: _TaskState, snapshot: TaskSnapshot, operation: str, exc: BaseException
     ) -> None:
-        """The store moved on without us: retrying cannot succeed. Said loudly."""
+        """The store moved on without us: retrying cannot succeed. Said loudly.
+
+        A terminal state (a lost attempt's body that finished after all) is kept as a
+        late result in the stored task's audit (``controller.late_results``).
+        """
         self.record(snapshot.task_id, operation, exc, version=snapshot.status_version)
+        if snapshot.status.is_terminal:
+            if operation == "save":
+                record_late_result(self.store, snapshot, owner=self.owner, clock=self.clock)
+        elif operation == "save":
+            with self._lock:  # the run goes on here: its end will be a late result
+                self._given_up.add(snapshot.task_id)
         log.error(
             "task %s: its %s (version %d) cannot be stored any more -- the store changed "
             "it meanwhile (%s); the store's record stands",

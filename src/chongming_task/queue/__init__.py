@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from chongming_task.controller.unheld import control_task, control_unheld
 from chongming_task.queue.client import AsyncClient, AsyncTaskHandle, Client, TaskHandle
+from chongming_task.stores.global_slots import GlobalSlot
 from chongming_task.stores.queue_records import RECIPE_KEY, Recipe, WorkerRecord, recipe_of
 
 __all__ = [
@@ -16,6 +17,7 @@ __all__ = [
     "AsyncClient",
     "AsyncTaskHandle",
     "Client",
+    "GlobalSlot",
     "Recipe",
     "TaskHandle",
     "WorkerRecord",

@@ -9,7 +9,7 @@ tells a stale version from an unknown task.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, Final
@@ -34,6 +34,7 @@ from chongming_task.stores.base import (
     refuse_repeated_ids,
 )
 from chongming_task.stores.codec import decode_transition, encode_transition, require_aware
+from chongming_task.stores.global_slots import GlobalSlot, SlotLedger
 from chongming_task.stores.queue_records import WorkerRecord, is_claimable
 from chongming_task.stores.records import CorruptRows
 
@@ -84,6 +85,7 @@ class SqlTaskStore(SqlControl):
     """The complete SQL store; subclasses are the dialects."""
 
     keeps_checkpoint_gaps = True
+    supports_global_limits = True
 
     # ------------------------------------------------------------ row writers
 
@@ -443,11 +445,14 @@ class SqlTaskStore(SqlControl):
             "owner": owner,
             "task_ids": self._array(ids),
             "lease_until": lease_until.isoformat(),
+            "slot_until": self._instant(lease_until),
         }
 
         def renew(cur: Cursor) -> int:
             cur.execute(self._sql["renew_leases"], params)
-            return int(cur.rowcount)
+            renewed = int(cur.rowcount)
+            cur.execute(self._sql["renew_slots"], params)  # the global slots ride along
+            return renewed
 
         return self._run(renew, write=True)
 
@@ -467,36 +472,129 @@ class SqlTaskStore(SqlControl):
         buckets: Collection[int] | None,
         limit: int,
         lease_until: datetime,
+        global_limits: Mapping[str, int] | None = None,
     ) -> list[TaskSnapshot]:
         require_aware(lease_until, "lease_until")
         if limit < 1 or (buckets is not None and not buckets):
             return []
         now = self.clock.now()
         # The query leaves out rows that are not due (a delay) or carry no recipe, so
-        # any number of delayed tasks ahead cannot hide a due one; a few more rows than
-        # asked cover what the exact check below refuses (SQLite compares to the ms).
-        params: dict[str, Any] = {"limit": limit + 4, "now": now.isoformat()}
+        # any number of delayed tasks ahead cannot hide a due one. Read about as many
+        # rows as wanted (a few more cover what the exact check below refuses: SQLite
+        # compares to the ms); only if some of them could not be taken (a global limit
+        # filled meanwhile) look further. A wider first read would decode, and on
+        # PostgreSQL lock, rows other claimers then have to skip.
+        windows = (limit + 4, limit * 4 + 16)
+        params: dict[str, Any] = {"now": now.isoformat(), "full": self._array([])}
         section = "claim_queued"
         if buckets is not None:
             section = "claim_queued_buckets"
             params["buckets"] = self._array(sorted(buckets))
 
         def claim(cur: Cursor) -> list[TaskSnapshot]:
+            ledger = self._slot_ledger(cur, global_limits, now) if global_limits else None
+            if ledger is not None:
+                params["full"] = self._array(ledger.full())
             taken: list[TaskSnapshot] = []
-            for row in cur.execute(self._sql[section], params).fetchall():
-                if len(taken) >= limit:
+            for window in windows:
+                params["limit"] = window
+                found_rows = cur.execute(self._sql[section], params).fetchall()
+                self._take_claimable(
+                    cur,
+                    found_rows,
+                    taken,
+                    limit=limit,
+                    ledger=ledger,
+                    owner=owner,
+                    now=now,
+                    lease_until=lease_until,
+                )
+                if len(taken) >= limit or len(found_rows) < window:
                     break
-                found = rows.decode_task(row)
-                if not is_claimable(found, now):
-                    continue
-                held = found.replace(owner=owner, lease_owner=owner, lease_until=lease_until)
-                update = rows.task_params(held, self._instant, self._array)
-                update["expect_version"] = found.status_version
-                if self._write_task(cur, "update_task_unheld", update, []):
-                    taken.append(held)
             return taken
 
         return self._run(claim, write=True, atomic=True)
+
+    def _take_claimable(
+        self,
+        cur: Cursor,
+        found_rows: Sequence[Any],
+        taken: list[TaskSnapshot],
+        *,
+        limit: int,
+        ledger: SlotLedger | None,
+        owner: str,
+        now: datetime,
+        lease_until: datetime,
+    ) -> None:
+        """Claim the claimable rows of one read, in order, until ``taken`` has ``limit``."""
+        for row in found_rows:
+            if len(taken) >= limit:
+                break
+            found = rows.decode_task(row)
+            if not is_claimable(found, now):
+                continue
+            names = frozenset() if ledger is None else ledger.needs(found.tags)
+            if names:
+                assert ledger is not None
+                if not ledger.fits(names):
+                    continue  # full meanwhile (this claim took its last slot)
+            held = found.replace(owner=owner, lease_owner=owner, lease_until=lease_until)
+            update = rows.task_params(held, self._instant, self._array)
+            update["expect_version"] = found.status_version
+            if not self._write_task(cur, "update_task_unheld", update, []):
+                continue
+            if names:
+                assert ledger is not None
+                ledger.take(names)
+                for name in sorted(names):
+                    slot = {
+                        "name": name,
+                        "task_id": found.task_id,
+                        "owner": owner,
+                        "now": self._instant(now),
+                        "lease_until": self._instant(lease_until),
+                    }
+                    cur.execute(self._sql["insert_slot"], slot)
+            taken.append(held)
+
+    def _slot_ledger(self, cur: Cursor, limits: Mapping[str, int], now: datetime) -> SlotLedger:
+        """Inside a claim's transaction: lock, drop expired slots, count live ones."""
+        self._lock_slots(cur)
+        names = {"names": self._array(sorted(limits)), "now": self._instant(now)}
+        cur.execute(self._sql["purge_slots"], names)
+        counts = cur.execute(self._sql["count_slots"], names).fetchall()
+        return SlotLedger(limits, {str(name): int(n) for name, n in counts})
+
+    def _lock_slots(self, cur: Cursor) -> None:
+        """Serialise slot-taking claims across processes (a dialect without
+        serialised write transactions overrides it)."""
+        return
+
+    def release_global_slots(self, owner: str, task_id: str) -> int:
+        def release(cur: Cursor) -> int:
+            cur.execute(self._sql["release_slots"], {"task_id": task_id, "owner": owner})
+            return int(cur.rowcount)
+
+        released = int(self._run(release, write=True))
+        if released:
+            self.notify_work()
+        return released
+
+    def list_global_slots(self) -> list[GlobalSlot]:
+        found = self._run(
+            lambda cur: cur.execute(self._sql["select_slots"], {}).fetchall(), write=False
+        )
+        return [
+            GlobalSlot(
+                name=str(name),
+                task_id=str(task_id),
+                owner=str(owner),
+                acquired_at=self._instant_out(acquired),
+                lease_until=self._instant_out(until),
+            )
+            for name, task_id, owner, acquired, until in found
+        ]
 
     def save_unheld(
         self,

@@ -27,7 +27,7 @@ __all__ = ["SCHEMA_VERSION", "Cursor", "SqlBase"]
 #: commands, claimed highest first (workers take urgent submissions before older ones),
 #: and the action index rebuilt on (action, priority DESC, seq) over claimable rows.
 #: Older databases are migrated on open; newer ones are refused.
-SCHEMA_VERSION: Final = 6
+SCHEMA_VERSION: Final = 7
 
 T = TypeVar("T")
 

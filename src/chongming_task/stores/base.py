@@ -35,6 +35,7 @@ from chongming_task.errors import ConcurrencyConflict, ConfigurationError, Store
 from chongming_task.model import Failure, JSONValue, Progress, TaskSnapshot, Transition
 from chongming_task.states import TaskStatus
 from chongming_task.stores._lost import candidate_of, check_lost_query, lost_transition
+from chongming_task.stores.global_slots import GlobalSlot
 from chongming_task.stores.queue_records import WorkerRecord
 from chongming_task.stores.records import (
     OUTCOME_MAX_BYTES,
@@ -116,6 +117,10 @@ class TaskStore(ABC):
     #: ``touch`` takes ``checkpoint_gaps=`` and reads return them. A store written
     #: before that side-channel field existed leaves this False and is never passed it.
     keeps_checkpoint_gaps: ClassVar[bool] = False
+
+    supports_global_limits: ClassVar[bool] = False
+    """Whether :meth:`claim_queued` takes ``global_limits`` (lease-backed slots across
+    processes, with :meth:`release_global_slots` and :meth:`list_global_slots`)."""
 
     def __init__(self, *, clock: Clock | None = None) -> None:
         self.clock = clock if clock is not None else SystemClock()
@@ -370,7 +375,9 @@ class TaskStore(ABC):
         """Set ``lease_until`` on those of ``task_ids`` whose ``lease_owner`` is ``owner``.
 
         One write for a whole supervisor's worth of tasks; a task whose lease another
-        owner has taken is left alone. Returns how many tasks were renewed.
+        owner has taken is left alone. A store with global limits renews the global
+        slots ``owner`` holds for those tasks to the same instant. Returns how many
+        tasks were renewed.
         """
 
     # ------------------------------------------------------------ commands
@@ -471,6 +478,7 @@ class TaskStore(ABC):
         buckets: Collection[int] | None,
         limit: int,
         lease_until: datetime,
+        global_limits: Mapping[str, int] | None = None,
     ) -> list[TaskSnapshot]:
         """Take up to ``limit`` queued unheld tasks for ``owner``, atomically.
 
@@ -483,6 +491,16 @@ class TaskStore(ABC):
         ``status_version`` do not change (the claimer's state machine takes the next
         edge). No task is ever returned to two callers: a row another claimer holds
         is skipped, and a stop written first (:meth:`save_unheld`) wins.
+
+        ``global_limits`` (tag -> slots; only on a store whose
+        ``supports_global_limits`` is true) limits holders across processes: a task
+        carrying such a tag is taken only if every such limit has fewer live holders
+        (:class:`~chongming_task.stores.global_slots.GlobalSlot` rows whose
+        ``lease_until`` has not passed) than its number, and then gets one slot of each,
+        leased until ``lease_until``, in the same atomic write. A task that does not fit
+        is skipped (it stays queued and unheld) and the scan goes on past it, so it
+        never holds back tasks of other limits. Claims that involve global limits are
+        serialised, so two claimers never both take the last slot.
 
         Returns the snapshots as stored. The default raises ``ConfigurationError``:
         a store without it cannot feed workers.
@@ -510,6 +528,20 @@ class TaskStore(ABC):
         if stored.owner is not None:
             raise ConcurrencyConflict(snapshot.task_id, expect_version, stored.status_version)
         self.save(snapshot, expect_version=expect_version, transitions=transitions)
+
+    def release_global_slots(self, owner: str, task_id: str) -> int:
+        """Give back the global slots ``task_id`` holds for ``owner`` (the task ended).
+
+        Returns how many were released and wakes waiting claimers when any was. A
+        holder that never calls it gives them back when their lease passes. The
+        default holds none (returns 0).
+        """
+        return 0
+
+    def list_global_slots(self) -> list[GlobalSlot]:
+        """Every slot row of the global limits, expired ones included (see
+        :meth:`GlobalSlot.live`), by name then acquisition. Empty by default."""
+        return []
 
     def put_worker(self, record: WorkerRecord) -> None:
         """Insert or replace a worker's registry record (its heartbeat)."""

@@ -10,7 +10,8 @@ JSON so a caller can never alias the stored state. Treat returned objects as rea
 from __future__ import annotations
 
 import itertools
-from collections.abc import Collection, Iterable, Sequence
+from collections import Counter
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -28,6 +29,7 @@ from chongming_task.states import TERMINAL, TaskStatus
 from chongming_task.stores._memory_control import MemoryControl
 from chongming_task.stores.base import TaskHead, TaskNotFound, TaskQuery, refuse_repeated_ids
 from chongming_task.stores.codec import check_outcome, require_aware
+from chongming_task.stores.global_slots import GlobalSlot, SlotLedger
 from chongming_task.stores.queue_records import WorkerRecord, is_claimable
 
 __all__ = ["InMemoryTaskStore"]
@@ -51,6 +53,7 @@ class InMemoryTaskStore(MemoryControl):
     """Dictionaries behind one lock: for single-process use, unit tests and as the reference."""
 
     keeps_checkpoint_gaps = True
+    supports_global_limits = True
 
     def __init__(self, *, clock: Clock | None = None) -> None:
         super().__init__(clock=clock)
@@ -60,6 +63,7 @@ class InMemoryTaskStore(MemoryControl):
         # task costs three times as much and 100,000 queued tasks are a normal load.
         self._history: dict[str, list[Transition]] = {}
         self._workers: dict[str, WorkerRecord] = {}
+        self._slots: dict[tuple[str, str], GlobalSlot] = {}  # (name, task_id) -> holder
 
     # ------------------------------------------------------------ snapshots
 
@@ -285,6 +289,11 @@ class InMemoryTaskStore(MemoryControl):
                 if row is not None and row.snapshot.lease_owner == owner:
                     row.snapshot = replace(row.snapshot, lease_until=lease_until)
                     renewed += 1
+            if self._slots:
+                ids = set(task_ids)
+                for key, slot in self._slots.items():
+                    if slot.owner == owner and slot.task_id in ids:
+                        self._slots[key] = replace(slot, lease_until=lease_until)
         return renewed
 
     # ------------------------------------------------------------ work queue
@@ -299,6 +308,7 @@ class InMemoryTaskStore(MemoryControl):
         buckets: Collection[int] | None,
         limit: int,
         lease_until: datetime,
+        global_limits: Mapping[str, int] | None = None,
     ) -> list[TaskSnapshot]:
         require_aware(lease_until, "lease_until")
         if limit < 1 or (buckets is not None and not buckets):
@@ -307,6 +317,11 @@ class InMemoryTaskStore(MemoryControl):
         now = self.clock.now()
         key, _ = _sort_key("priority")
         with self._locked():
+            ledger = None
+            if global_limits:
+                for slot_key in [k for k, v in self._slots.items() if not v.live(now)]:
+                    del self._slots[slot_key]
+                ledger = SlotLedger(global_limits, Counter(name for name, _ in self._slots))
             candidates = sorted(
                 (
                     row
@@ -323,11 +338,39 @@ class InMemoryTaskStore(MemoryControl):
                     break
                 if not is_claimable(row.snapshot, now):
                     continue
+                names = frozenset() if ledger is None else ledger.needs(row.snapshot.tags)
+                if names:
+                    assert ledger is not None
+                    if not ledger.fits(names):
+                        continue
+                    ledger.take(names)
+                    for name in names:
+                        self._slots[(name, row.snapshot.task_id)] = GlobalSlot(
+                            name=name,
+                            task_id=row.snapshot.task_id,
+                            owner=owner,
+                            acquired_at=now,
+                            lease_until=lease_until,
+                        )
                 row.snapshot = replace(
                     row.snapshot, owner=owner, lease_owner=owner, lease_until=lease_until
                 )
                 taken.append(row.snapshot)
             return taken
+
+    def release_global_slots(self, owner: str, task_id: str) -> int:
+        with self._locked():
+            mine = [k for k, v in self._slots.items() if v.task_id == task_id and v.owner == owner]
+            for slot_key in mine:
+                del self._slots[slot_key]
+        if mine:
+            self._signal.notify()
+        return len(mine)
+
+    def list_global_slots(self) -> list[GlobalSlot]:
+        with self._locked():
+            slots = list(self._slots.values())
+        return sorted(slots, key=lambda s: (s.name, s.acquired_at, s.task_id))
 
     def save_unheld(
         self,

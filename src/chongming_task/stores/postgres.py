@@ -158,6 +158,8 @@ class PostgresTaskStore(SqlTaskStore):
         self._listener_lock = threading.Lock()
         self._pool: psycopg_pool.ConnectionPool[Any] | None = None
         self._channel_name = self._prepare_schema()
+        digest = hashlib.blake2b(f"slots:{self._channel_name}".encode(), digest_size=8)
+        self._slot_lock = int.from_bytes(digest.digest(), "big", signed=True)
         self._pool = pool_module.ConnectionPool(
             dsn,
             kwargs={
@@ -330,6 +332,12 @@ class PostgresTaskStore(SqlTaskStore):
         with copy_cursor.copy(f"COPY ct_tasks ({', '.join(TASK_COLUMNS)}) FROM STDIN") as copy:
             for row in batch:
                 copy.write_row([row[column] for column in TASK_COLUMNS])
+
+    def _lock_slots(self, cur: Cursor) -> None:
+        # READ COMMITTED lets two claims count the same holders: one advisory lock per
+        # schema (its NOTIFY channel names it) makes the count-then-insert a critical
+        # section.
+        cur.execute(self._sql["lock_slots"], {"key": self._slot_lock})
 
     def _instant(self, value: datetime) -> datetime:
         return value

@@ -37,9 +37,9 @@ from __future__ import annotations
 
 from chongming_task.testing._store_contract._support import WatchedClock, assert_same_json
 from chongming_task.testing._store_contract.commands import CommandCases
+from chongming_task.testing._store_contract.global_limits import GlobalLimitCases
 from chongming_task.testing._store_contract.lost import LostCases
 from chongming_task.testing._store_contract.queries import QueryCases
-from chongming_task.testing._store_contract.queue import QueueCases
 from chongming_task.testing._store_contract.races import RaceCases
 from chongming_task.testing._store_contract.schedules import ScheduleCases
 from chongming_task.testing._store_contract.snapshots import SnapshotCases
@@ -56,6 +56,6 @@ class StoreContract(
     CommandCases,
     ScheduleCases,
     RaceCases,
-    QueueCases,
+    GlobalLimitCases,
 ):
     """Every contract case; subclass it and implement ``make_store()``."""

@@ -26,8 +26,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
+from chongming_task._validation import check_global_limits
 from chongming_task.errors import ConfigurationError, TaskError
 from chongming_task.model import Failure, FailureKind
 from chongming_task.states import OCCUPYING, TERMINAL, TaskStatus
@@ -81,9 +83,14 @@ class Worker:
             on shutdown, so no firing starts while the worker stops its tasks.
         log_tail: Keep each task's last log lines in its stored metadata, so
             ``status`` in another process can show them (:class:`LogTail`).
+        global_limits: Tag -> how many tasks carrying it may run at once across every
+            worker of the store (``{"db": 4}``); a queued task whose limit is full
+            stays queued until a slot frees (lease-backed slots, docs/queue.md).
 
     Raises:
-        ConfigurationError: The controller has no store (nothing could be submitted).
+        ConfigurationError: The controller has no store (nothing could be submitted),
+            ``global_limits`` is malformed (a name that is not a tag, a number that is
+            not an integer >= 1), or the store keeps no global slots.
     """
 
     def __init__(
@@ -96,11 +103,20 @@ class Worker:
         log_tail: bool = True,
         heartbeat_interval: float = 1.0,
         reconcile_interval: float | None = None,
+        global_limits: Mapping[str, int] | None = None,
     ) -> None:
         if controller.store is None:
             raise ConfigurationError("a Worker needs a Controller with a store")
         if max_parallel < 1:
             raise ConfigurationError(f"max_parallel must be >= 1, got {max_parallel!r}")
+        limits = check_global_limits(global_limits)
+        if limits and not controller.store.supports_global_limits:
+            raise ConfigurationError(
+                f"global_limits need a store that keeps global slots; "
+                f"{type(controller.store).__name__} does not (supports_global_limits)"
+            )
+        self.global_limits: Mapping[str, int] = MappingProxyType(limits)
+        """Tag -> holders allowed across every worker of the store (docs/queue.md)."""
         self.controller = controller
         self.store = controller.store
         self.owner: str = controller.owner
@@ -114,7 +130,6 @@ class Worker:
         self._stop = threading.Event()
         self._slot_freed = threading.Event()
         self._thread: threading.Thread | None = None
-        self._unsubscribe = controller.subscribe(self._on_transition)
         self._want_log_tail = log_tail
         self._log_tail: LogTail | None = None
         self._foreign_ahead = 0  # other nodes' submissions the last poll handed back
@@ -127,6 +142,7 @@ class Worker:
         self.claimed = 0
         """Queued tasks this worker claimed from the work queue."""
         self._queue = WorkQueueDuty(self)
+        self._unsubscribe = controller.subscribe(self._on_transition)
         self._store_error: str | None = None  # the last intake poll's failure, if it failed
 
     # ------------------------------------------------------------ lifecycle
@@ -203,6 +219,8 @@ class Worker:
         unfinished = [task_id for task_id, status in after.items() if status not in _TERMINAL]
         if unfinished:
             after.update(self._mark_abandoned(unfinished, timeout))
+            for task_id in unfinished:  # else they would count until their lease passes
+                self._queue.release_slots(task_id)
         self._queue.heartbeat(stopped=True)
         tasks = tuple(
             StoppedTask(
@@ -328,6 +346,7 @@ class Worker:
     def _on_transition(self, transition: Transition, snapshot: TaskSnapshot) -> None:
         status = transition.to_status
         if status.is_terminal:
+            self._queue.release_slots(transition.task_id)
             self._slot_freed.set()
         level = logging.INFO if status in _LOGGED or status.is_terminal else logging.DEBUG
         if log.isEnabledFor(level):

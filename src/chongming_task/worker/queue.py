@@ -2,7 +2,9 @@
 
 * **claim** (``claim(free)``): queued unheld tasks of the buckets it owns, highest
   priority first, only as many as it has free slots (``TaskStore.claim_queued``), each
-  then run by the controller exactly as a local submit (``Controller.run_claimed``).
+  then run by the controller exactly as a local submit (``Controller.run_claimed``);
+  with ``global_limits`` the claim also takes the tasks' global slots, given back when
+  they end (``release_slots``; a dead worker's slots free when their lease passes).
 * **heartbeat**: its :class:`WorkerRecord` in the store's registry every
   ``heartbeat_interval`` (``chongming-task workers``, ``health``).
 * **recovery**, every ``reconcile_interval``: ``reconcile()`` (expired leases of
@@ -18,6 +20,7 @@ import contextlib
 import logging
 import os
 import socket
+import threading
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -55,6 +58,25 @@ class WorkQueueDuty:
         self._next_reconcile = self.clock.monotonic() + worker.reconcile_interval
         self.supported = True
         self.revived = 0
+        self._slotted: set[str] = set()  # claimed holding global slots, not yet released
+        self._slotted_lock = threading.Lock()
+
+    def release_slots(self, task_id: str) -> None:
+        """Give back the global slots of a claimed task that ended (once)."""
+        with self._slotted_lock:
+            if task_id not in self._slotted:
+                return
+            self._slotted.discard(task_id)
+        try:
+            self.store.release_global_slots(self.worker.owner, task_id)
+        except Exception as exc:  # its lease runs out instead: the slot frees itself
+            log.warning(
+                "could not release the global slots of %s (they free when its lease "
+                "passes): %s: %s",
+                task_id,
+                type(exc).__name__,
+                exc,
+            )
 
     def _buckets(self) -> frozenset[int] | None:
         controller = self.controller
@@ -65,15 +87,28 @@ class WorkQueueDuty:
         if not self.supported or free <= 0:
             return 0
         until = self.clock.now() + timedelta(seconds=self.controller.lease_ttl)
+        limits = self.worker.global_limits
         try:
-            claimed = self.store.claim_queued(
-                self.worker.owner, buckets=self._buckets(), limit=free, lease_until=until
-            )
+            if limits:
+                claimed = self.store.claim_queued(
+                    self.worker.owner,
+                    buckets=self._buckets(),
+                    limit=free,
+                    lease_until=until,
+                    global_limits=limits,
+                )
+            else:
+                claimed = self.store.claim_queued(
+                    self.worker.owner, buckets=self._buckets(), limit=free, lease_until=until
+                )
         except ConfigurationError as exc:
             self.supported = False
             log.warning("no work queue on this store: %s", exc)
             return 0
         for snapshot in claimed:
+            if limits and any(tag in limits for tag in snapshot.tags):
+                with self._slotted_lock:
+                    self._slotted.add(snapshot.task_id)
             try:
                 self.controller.run_claimed(snapshot)
             except ConfigurationError as exc:
@@ -103,6 +138,7 @@ class WorkQueueDuty:
                 expect_version=snapshot.status_version,
                 transitions=machine.transitions,
             )
+        self.release_slots(task_id)
 
     # ------------------------------------------------------------ periodic
 

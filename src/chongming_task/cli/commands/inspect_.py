@@ -108,7 +108,26 @@ def status_lines(snapshot: TaskSnapshot, now: datetime | None = None) -> list[tu
         if short_type and not failure.message.startswith(short_type):
             kind = f"{kind} ({failure.exception_type})"
         pairs.append(("failure", f"{kind}: {failure.message}"))
+    late = _late_result(snapshot)
+    if late is not None:
+        pairs.append(("late result", late))
     return pairs
+
+
+def _late_result(snapshot: TaskSnapshot) -> str | None:
+    """The newest late result (a lost attempt that finished after all), as one line."""
+    from chongming_task.controller.late_results import LATE_RESULTS_KEY
+
+    records = snapshot.metadata.get(LATE_RESULTS_KEY)
+    if not isinstance(records, list) or not records or not isinstance(records[-1], dict):
+        return None
+    last = records[-1]
+    more = f"; {len(records)} recorded" if len(records) > 1 else ""
+    return (
+        f"attempt {last.get('attempt')} ended {last.get('status')} at "
+        f"{last.get('finished_at')} on {last.get('by')}, after the store called it "
+        f"{last.get('stored_status')} (the status stands{more})"
+    )
 
 
 def cmd_status(args: argparse.Namespace, session: Session) -> int:

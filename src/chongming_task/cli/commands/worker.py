@@ -118,6 +118,14 @@ def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
         "per line (env CHONGMING_LOG_FORMAT; default text)",
     )
     parser.add_argument(
+        "--global-limit",
+        action="append",
+        default=None,
+        metavar="TAG=N",
+        help="at most N tasks tagged TAG run at once across every worker of the store "
+        "(repeatable; env CHONGMING_GLOBAL_LIMITS, comma-separated)",
+    )
+    parser.add_argument(
         "--poll-interval",
         type=seconds,
         default=0.5,
@@ -211,6 +219,34 @@ def _max_parallel(args: argparse.Namespace) -> int:
     return value
 
 
+def _global_limits(args: argparse.Namespace) -> dict[str, int]:
+    """``--global-limit TAG=N`` (repeated) or ``CHONGMING_GLOBAL_LIMITS=db=4,gpu=1``."""
+    from chongming_task._validation import check_global_limits
+
+    items: list[str] = list(args.global_limit or [])
+    if not items:
+        items = [part for part in (env("GLOBAL_LIMITS") or "").split(",") if part.strip()]
+    limits: dict[str, Any] = {}
+    for item in items:
+        tag, sep, raw = item.partition("=")
+        tag, raw = tag.strip(), raw.strip()
+        try:
+            number: Any = int(raw)
+        except ValueError:
+            number = raw
+        if not sep or not tag or isinstance(number, str):
+            raise UsageError(
+                f"--global-limit must be TAG=N with N a positive integer (db=4), got {item!r}"
+            )
+        if tag in limits:
+            raise UsageError(f"--global-limit {tag!r} is given twice")
+        limits[tag] = number
+    try:
+        return check_global_limits(limits, "--global-limit")
+    except ConfigurationError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def _scheduler(controller: Any, module: Any, spec: str) -> tuple[Any, list[str]]:
     """A Scheduler with the module's schedules, or ``(None, [])`` if it declares none."""
     apply = module_schedules(module)
@@ -256,6 +292,7 @@ def _expose_metrics(controller: Any, scheduler: Any, port: int, host: str, worke
 
 def cmd_worker(args: argparse.Namespace, session: Session) -> int:
     max_parallel = _max_parallel(args)
+    global_limits = _global_limits(args)
     metrics_port = _metrics_port(args)
     metrics_host = args.metrics_host or env("METRICS_HOST", "127.0.0.1") or "127.0.0.1"
     if args.shutdown_timeout <= 0 or args.poll_interval <= 0:
@@ -282,6 +319,7 @@ def cmd_worker(args: argparse.Namespace, session: Session) -> int:
             executor=executor,
             retention=retention,
             metrics=(metrics_port, metrics_host),
+            global_limits=global_limits,
         )
 
 
@@ -295,6 +333,7 @@ def _serve(  # noqa: C901 (the worker's start-up sequence, one step per option; 
     executor: str,
     retention: Any,
     metrics: tuple[int | None, str],
+    global_limits: dict[str, int],
 ) -> int:
     from chongming_task.stores.queue_health import split_waiting
     from chongming_task.worker import Worker
@@ -318,6 +357,7 @@ def _serve(  # noqa: C901 (the worker's start-up sequence, one step per option; 
         max_parallel=max_parallel,
         poll_interval=args.poll_interval,
         scheduler=scheduler,
+        global_limits=global_limits,
     )
     endpoint = None
     metrics_port, metrics_host = metrics
@@ -336,6 +376,9 @@ def _serve(  # noqa: C901 (the worker's start-up sequence, one step per option; 
         "all" if owned is None else format_buckets(owned),
         session.options.num_buckets,
     )
+    if global_limits:
+        shown = ", ".join(f"{tag}={n}" for tag, n in sorted(global_limits.items()))
+        log.info("global limits (across workers): %s", shown)
     if schedule_names:
         log.info("schedules: %s", ", ".join(schedule_names))
     if endpoint is not None:

@@ -154,6 +154,22 @@ CREATE TABLE IF NOT EXISTS ct_workers (
 -- column like progress: written by save and touch, never moving status_version.
 ALTER TABLE ct_tasks ADD COLUMN IF NOT EXISTS checkpoint_gaps json;
 
+-- name: migrate_7
+-- Version 7: global limits (docs/queue.md, "Limits across workers"). One row per
+-- holder of a slot of a named limit. A row counts while its lease_until (renewed with
+-- the task's lease) has not passed, so a dead holder's slot frees itself. Every
+-- statement may run again on a migrated schema.
+CREATE TABLE IF NOT EXISTS ct_slots (
+    name text COLLATE "C" NOT NULL,
+    task_id text COLLATE "C" NOT NULL,
+    owner text NOT NULL,
+    acquired_at timestamptz NOT NULL,
+    lease_until timestamptz NOT NULL,
+    PRIMARY KEY (name, task_id)
+);
+
+CREATE INDEX IF NOT EXISTS ct_slots_task ON ct_slots (task_id);
+
 -- name: schema_exists
 SELECT count(*) FROM (SELECT to_regclass('ct_meta') AS t) r WHERE r.t IS NOT NULL;
 
@@ -491,6 +507,7 @@ WITH task AS (
 SELECT count(*) FROM task;
 
 -- name: claim_queued
+-- %(full)s: the global limits with no free slot; their tasks are passed over.
 SELECT t.doc::text, t.progress::text, t.heartbeat_at, t.lease_owner, t.lease_until, t.pid,
   t.task_id, t.checkpoint_gaps::text
 FROM ct_tasks t WHERE t.status = 'queued' AND t.owner IS NULL
@@ -498,6 +515,7 @@ FROM ct_tasks t WHERE t.status = 'queued' AND t.owner IS NULL
     AND (t.doc->'metadata'->'recipe'->>'not_before' IS NULL OR (CASE
         WHEN t.doc->'metadata'->'recipe'->>'not_before' ~ '^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?([+-]\d\d:\d\d|Z)$'
         THEN (t.doc->'metadata'->'recipe'->>'not_before')::timestamptz END) <= %(now)s::timestamptz)
+    AND NOT (t.tags && %(full)s::text[])
 ORDER BY t.priority DESC, t.created_at, t.seq LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 
@@ -509,9 +527,39 @@ FROM ct_tasks t WHERE t.status = 'queued' AND t.owner IS NULL
     AND (t.doc->'metadata'->'recipe'->>'not_before' IS NULL OR (CASE
         WHEN t.doc->'metadata'->'recipe'->>'not_before' ~ '^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?([+-]\d\d:\d\d|Z)$'
         THEN (t.doc->'metadata'->'recipe'->>'not_before')::timestamptz END) <= %(now)s::timestamptz)
-    AND t.bucket = ANY(%(buckets)s)
+    AND t.bucket = ANY(%(buckets)s) AND NOT (t.tags && %(full)s::text[])
 ORDER BY t.priority DESC, t.created_at, t.seq LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
+
+-- name: lock_slots
+-- Serialises the claims that take global slots (count, then insert) across every
+-- process: a transaction-level advisory lock, released at COMMIT.
+SELECT pg_advisory_xact_lock(%(key)s);
+
+-- name: purge_slots
+DELETE FROM ct_slots WHERE name = ANY(%(names)s) AND lease_until <= %(now)s;
+
+-- name: count_slots
+SELECT name, count(*) FROM ct_slots
+WHERE name = ANY(%(names)s) AND lease_until > %(now)s GROUP BY name;
+
+-- name: insert_slot
+INSERT INTO ct_slots (name, task_id, owner, acquired_at, lease_until)
+VALUES (%(name)s, %(task_id)s, %(owner)s, %(now)s, %(lease_until)s)
+ON CONFLICT (name, task_id) DO UPDATE SET
+    owner = excluded.owner, acquired_at = excluded.acquired_at,
+    lease_until = excluded.lease_until;
+
+-- name: renew_slots
+UPDATE ct_slots SET lease_until = %(slot_until)s
+WHERE owner = %(owner)s AND task_id = ANY(%(task_ids)s);
+
+-- name: release_slots
+DELETE FROM ct_slots WHERE task_id = %(task_id)s AND owner = %(owner)s;
+
+-- name: select_slots
+SELECT name, task_id, owner, acquired_at, lease_until FROM ct_slots
+ORDER BY name, acquired_at, task_id;
 
 -- name: notify_work
 SELECT pg_notify(%(channel)s, 'queue');

@@ -188,6 +188,22 @@ CREATE TABLE IF NOT EXISTS ct_workers (
 -- store skips the ADD COLUMN on a file that has the column already.
 ALTER TABLE ct_tasks ADD COLUMN checkpoint_gaps TEXT;
 
+-- name: migrate_7
+-- Version 7: global limits (docs/queue.md, "Limits across workers"). One row per
+-- holder of a slot of a named limit. A row counts while its lease_until (renewed with
+-- the task's lease) has not passed, so a dead holder's slot frees itself. Every
+-- statement may run again on a migrated file.
+CREATE TABLE IF NOT EXISTS ct_slots (
+    name TEXT NOT NULL,
+    task_id TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    acquired_at INTEGER NOT NULL,
+    lease_until INTEGER NOT NULL,
+    PRIMARY KEY (name, task_id)
+) WITHOUT ROWID;
+
+CREATE INDEX IF NOT EXISTS ct_slots_task ON ct_slots (task_id);
+
 -- name: schema_exists
 SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'ct_meta';
 
@@ -524,12 +540,16 @@ WHERE task_id = :task_id AND status_version = :expect_version AND owner IS NULL;
 -- statistics the planner sorts every queued row instead) and stops at the limit; rows
 -- not due yet (recipe.not_before, compared as an instant) or without a recipe are
 -- passed over in the walk, so any number of delayed tasks cannot hide a due one.
+-- :full: the global limits with no free slot (a JSON array); their tasks are passed over.
 SELECT t.doc, t.progress, t.heartbeat_at, t.lease_owner, t.lease_until, t.pid, t.task_id,
   t.checkpoint_gaps
 FROM ct_tasks t INDEXED BY ct_tasks_claimable WHERE t.status = 'queued' AND t.owner IS NULL
     AND json_type(t.doc, '$.metadata.recipe') = 'object'
     AND (json_extract(t.doc, '$.metadata.recipe.not_before') IS NULL
         OR julianday(json_extract(t.doc, '$.metadata.recipe.not_before')) <= julianday(:now))
+    AND (:full = '[]' OR NOT EXISTS (
+        SELECT 1 FROM ct_task_tags g
+        WHERE g.seq = t.seq AND g.tag IN (SELECT value FROM json_each(:full))))
 ORDER BY t.priority DESC, t.created_at, t.seq LIMIT :limit;
 
 -- name: claim_queued_buckets
@@ -540,7 +560,37 @@ FROM ct_tasks t INDEXED BY ct_tasks_claimable WHERE t.status = 'queued' AND t.ow
     AND (json_extract(t.doc, '$.metadata.recipe.not_before') IS NULL
         OR julianday(json_extract(t.doc, '$.metadata.recipe.not_before')) <= julianday(:now))
     AND t.bucket IN (SELECT value FROM json_each(:buckets))
+    AND (:full = '[]' OR NOT EXISTS (
+        SELECT 1 FROM ct_task_tags g
+        WHERE g.seq = t.seq AND g.tag IN (SELECT value FROM json_each(:full))))
 ORDER BY t.priority DESC, t.created_at, t.seq LIMIT :limit;
+
+-- name: purge_slots
+-- (Claims run inside BEGIN IMMEDIATE: SQLite serialises them, no lock is needed.)
+DELETE FROM ct_slots
+WHERE name IN (SELECT value FROM json_each(:names)) AND lease_until <= :now;
+
+-- name: count_slots
+SELECT name, count(*) FROM ct_slots
+WHERE name IN (SELECT value FROM json_each(:names)) AND lease_until > :now GROUP BY name;
+
+-- name: insert_slot
+INSERT INTO ct_slots (name, task_id, owner, acquired_at, lease_until)
+VALUES (:name, :task_id, :owner, :now, :lease_until)
+ON CONFLICT (name, task_id) DO UPDATE SET
+    owner = excluded.owner, acquired_at = excluded.acquired_at,
+    lease_until = excluded.lease_until;
+
+-- name: renew_slots
+UPDATE ct_slots SET lease_until = :slot_until
+WHERE owner = :owner AND task_id IN (SELECT value FROM json_each(:task_ids));
+
+-- name: release_slots
+DELETE FROM ct_slots WHERE task_id = :task_id AND owner = :owner;
+
+-- name: select_slots
+SELECT name, task_id, owner, acquired_at, lease_until FROM ct_slots
+ORDER BY name, acquired_at, task_id;
 
 -- name: notify_work
 UPDATE ct_meta SET value = value + 1 WHERE key = 'commands_rev';

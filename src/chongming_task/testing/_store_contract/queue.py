@@ -63,6 +63,18 @@ class QueueCases(ContractHarness):
         got = self.store.claim_queued("w", buckets=None, limit=5, lease_until=until)
         assert [s.task_id for s in got] == ["later"]
 
+    def test_claim_looks_past_rows_it_cannot_take(self) -> None:
+        later = self.clock.now() + timedelta(seconds=60)
+        self.queued("not-due", priority=9, recipe=Recipe(not_before=later))
+        self.queued("no-recipe", priority=8, recipe=None)
+        self.queued("due", priority=1)
+        until = self.clock.now() + timedelta(seconds=30)
+        got = self.store.claim_queued("w", buckets=None, limit=1, lease_until=until)
+        assert [s.task_id for s in got] == ["due"]
+        not_due = self.store.get("not-due")
+        assert not_due is not None
+        assert not_due.owner is None
+
     def test_save_unheld_loses_to_a_claim(self) -> None:
         self.queued("race")
         before = self.store.get("race")

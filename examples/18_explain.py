@@ -12,7 +12,7 @@ Three questions an operator asks about a task that ``status`` alone cannot answe
 
 Plus the static check behind ``chongming-task lint``. Every claim is asserted.
 
-    python examples/16_explain.py
+    python examples/18_explain.py
 """
 
 from __future__ import annotations
