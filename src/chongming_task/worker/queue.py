@@ -4,7 +4,9 @@
   priority first, only as many as it has free slots (``TaskStore.claim_queued``), each
   then run by the controller exactly as a local submit (``Controller.run_claimed``).
 * **heartbeat**: its :class:`WorkerRecord` in the store's registry every
-  ``heartbeat_interval`` (``chongming-task workers``, ``health``).
+  ``heartbeat_interval`` (``chongming-task workers``, ``health``): its bucket
+  declaration, with a lease of three intervals; handoffs addressed to it are applied
+  between two claims (:mod:`chongming_task.buckets`).
 * **recovery**, every ``reconcile_interval``: ``reconcile()`` (expired leases of
   occupying tasks -> ``lost``), queued tasks claimed by a worker that died before
   starting them go back to the queue (claimable again, never both), and a ``lost``
@@ -21,6 +23,7 @@ import socket
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from chongming_task.buckets.agent import BucketAgent, declaration_lease
 from chongming_task.controller.reconcile import reconcile
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.errors import ConcurrencyConflict, ConfigurationError, InvalidTransition
@@ -55,6 +58,8 @@ class WorkQueueDuty:
         self._next_reconcile = self.clock.monotonic() + worker.reconcile_interval
         self.supported = True
         self.revived = 0
+        #: Declares the buckets in the registry and applies handoffs (docs/buckets.md).
+        self.buckets = BucketAgent(self.controller, kind="worker", heartbeat=self.heartbeat)
 
     def _buckets(self) -> frozenset[int] | None:
         controller = self.controller
@@ -107,6 +112,7 @@ class WorkQueueDuty:
     # ------------------------------------------------------------ periodic
 
     def periodic(self) -> None:
+        self.buckets.poll()  # here, between claims: a released bucket is claimed no more
         now = self.clock.monotonic()
         if now >= self._next_beat:
             self._next_beat = now + self.worker.heartbeat_interval
@@ -134,6 +140,10 @@ class WorkQueueDuty:
             heartbeat_at=now,
             heartbeat_interval=self.worker.heartbeat_interval,
             stopped_at=now if stopped else None,
+            kind="worker",
+            lease_until=now + timedelta(seconds=declaration_lease(self.worker.heartbeat_interval)),
+            num_buckets=controller.bucket_policy.num_buckets,
+            draining=self.buckets.draining,
         )
         try:
             self.store.put_worker(record)
