@@ -61,6 +61,8 @@ ADOPT: Final = "adopt_buckets"
 ACTIONS: Final = (RELEASE, ADOPT)
 #: How long a claimed handoff command stays ours; extended while a release drains.
 COMMAND_LEASE: Final = 30.0
+#: Longest wait between two looks at the handoff commands of a declared controller.
+POLL_INTERVAL: Final = 0.2
 
 
 def declaration_lease(heartbeat_interval: float) -> float:
@@ -343,10 +345,9 @@ class Declaration:
                     self.heartbeat()
                 except Exception as exc:  # a store hiccup must not end the declaration
                     log.warning("bucket declaration failed: %s: %s", type(exc).__name__, exc)
-            try:
-                self.controller.store.wait_for_commands(min(self.heartbeat_interval, 0.5))
-            except Exception:
-                clock.wait(self._stop, min(self.heartbeat_interval, 0.5))
+            # Its own stop event, not the store's command wake-up: close() must never
+            # wait for a store (or a clock) to deliver one.
+            clock.wait(self._stop, min(self.heartbeat_interval, POLL_INTERVAL))
 
     def close(self) -> None:
         """Stop renewing and withdraw the declaration (a clean shutdown, not stale)."""

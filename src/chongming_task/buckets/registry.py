@@ -215,7 +215,7 @@ def ownership_report(
     Args:
         store: Any store with a worker registry (``list_workers``).
         num_buckets: The deployment's bucket count; default: what the live nodes
-            declare (the most common value), else 64.
+            declare (the most common value), else what any node declared, else 64.
         now: The instant leases are judged at (default ``store.clock.now()``).
     """
     now = now or store.clock.now()
@@ -234,7 +234,9 @@ def ownership_report(
         for r in records
     )
     live = [n for n in nodes if n.state == "live"]
-    declared = [n.num_buckets for n in live if n.num_buckets is not None]
+    declared = [n.num_buckets for n in live if n.num_buckets is not None] or [
+        n.num_buckets for n in nodes if n.num_buckets is not None
+    ]
     if num_buckets is None:
         num_buckets = (
             max(set(declared), key=lambda n: (declared.count(n), n))
