@@ -338,3 +338,34 @@ def test_cli_owners_json_and_health(
         a.close()
         b.close()
         store.close()
+
+
+def test_prometheus_gauges_carry_the_verdicts(store: TaskStore, clock: FakeClock) -> None:
+    pytest.importorskip("prometheus_client")
+    from chongming_task.observability import PrometheusExporter
+
+    exporter = PrometheusExporter(store=store)
+    registry = exporter.registry
+
+    def sample(name: str, labels: dict[str, str] | None = None) -> float | None:
+        value: float | None = registry.get_sample_value(name, labels or {})
+        return value
+
+    assert sample("chongming_bucket_holes") is None  # nothing declared: nothing exported
+    client = make_client(store)
+    client.enqueue("job", 1, bucket_key=key_in(15), task_id="in-15")
+    client.enqueue("job", 2, bucket_key=key_in(15), task_id="in-15b")
+    a = node(store, "node-a", range(0, 8), clock)
+    b = node(store, "node-b", [7, *range(8, 14)], clock)
+    with declare_buckets(a), declare_buckets(b):
+        assert sample("chongming_bucket_owners", {"bucket": "7"}) == 2
+        assert sample("chongming_bucket_owners", {"bucket": "0"}) == 1
+        assert sample("chongming_bucket_owners", {"bucket": "15"}) == 0
+        assert sample("chongming_bucket_duplicates") == 1
+        assert sample("chongming_bucket_holes") == 2
+        assert sample("chongming_bucket_orphaned_tasks") == 2
+        assert sample("chongming_bucket_stale_declarations") == 0
+        assert sample("chongming_bucket_draining") == 0
+    exporter.close()
+    a.close()
+    b.close()
