@@ -6,7 +6,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from chongming_task.cli.commands._common import new_parser
-from chongming_task.cli.errors import CommandFailed, ExitCode
+from chongming_task.cli.errors import CommandFailed, ExitCode, UsageError
 from chongming_task.cli.parsing import format_buckets, parse_bucket_ranges
 from chongming_task.cli.schema import document
 
@@ -88,9 +88,9 @@ def cmd_owners(args: argparse.Namespace, session: Session) -> int:
     output.table(
         ["NODE", "KIND", "STATE", "BUCKETS", "DRAINING", "LEASE_UNTIL"], rows, status_column=None
     )
-    if report.healthy and not report.holes:
+    if report.healthy and not report.holes and not report.draining:
         output.print("every bucket has a live owner; no partition is declared twice")
-    elif report.healthy:
+    elif report.healthy and report.holes:
         output.print(f"no live owner (not a partition): buckets {format_buckets(report.holes)}")
     for bucket, node_id in sorted(report.draining.items()):
         output.print(f"bucket {bucket}: being handed off by {node_id} (its tasks are finishing)")
@@ -100,8 +100,11 @@ def cmd_owners(args: argparse.Namespace, session: Session) -> int:
 
 
 def cmd_handoff(args: argparse.Namespace, session: Session) -> int:
-    from chongming_task.buckets import HandoffRefused, HandoffTimeout, handoff
+    from chongming_task.buckets import HandoffError, handoff
+    from chongming_task.errors import ConfigurationError
 
+    if not args.timeout > 0 or args.timeout == float("inf"):
+        raise UsageError(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
     store = session.open_store(create=False)
     buckets = parse_bucket_ranges(
         args.buckets, num_buckets=session.options.num_buckets, option="BUCKETS"
@@ -116,7 +119,8 @@ def cmd_handoff(args: argparse.Namespace, session: Session) -> int:
             drain=not args.no_drain,
             actor=session.options.owner,
         )
-    except (HandoffRefused, HandoffTimeout) as exc:
+    except (HandoffError, ConfigurationError) as exc:
+        # The command line was well formed; the registry or a node said no (exit 1).
         raise CommandFailed(str(exc)) from exc
     if session.json:
         session.output.json(document("bucket-handoff", **result.to_dict()))
