@@ -243,7 +243,7 @@ def test_declare_and_handoff_refuse_bad_input(store: TaskStore, clock: FakeClock
         declare_buckets(a, heartbeat_interval=5, lease=1)
     b = node(store, "node-b", range(8, NUM), clock)
     with declare_buckets(a), declare_buckets(b):
-        before = ownership_report(store).to_dict()
+        before = [(n.node_id, n.buckets, n.draining) for n in ownership_report(store).nodes]
         for kwargs, match in [
             ({"buckets": [9]}, r"node-a does not declare bucket\(s\) \[9\]"),
             ({"buckets": [99]}, "outside 0..15"),
@@ -257,8 +257,10 @@ def test_declare_and_handoff_refuse_bad_input(store: TaskStore, clock: FakeClock
             args.update(kwargs)
             with pytest.raises(ConfigurationError, match=match):
                 handoff(store, **args)
-        after = ownership_report(store).to_dict()
-        assert after["nodes"] == before["nodes"]  # nothing changed, nobody was told
+        after = [(n.node_id, n.buckets, n.draining) for n in ownership_report(store).nodes]
+        assert after == before  # nothing changed
+        assert a.owned_buckets == frozenset(range(0, 8))
+        assert b.owned_buckets == frozenset(range(8, NUM))
     a.close()
     b.close()
 
@@ -369,3 +371,40 @@ def test_prometheus_gauges_carry_the_verdicts(store: TaskStore, clock: FakeClock
     exporter.close()
     a.close()
     b.close()
+
+
+def test_cli_handoff_refusals_are_one_line_and_write_nothing(tmp_path: Path) -> None:
+    from chongming_task.cli.app import main
+
+    db = str(tmp_path / "cli.db")
+    store = SqliteTaskStore(db)
+    a = node(store, "node-a", range(0, 8), None)
+    b = node(store, "node-b", range(8, NUM), None)
+    try:
+        with declare_buckets(a, lease=60), declare_buckets(b, lease=60):
+
+            def declared() -> list[tuple[str, Any, Any]]:
+                return [(n.node_id, n.buckets, n.draining) for n in ownership_report(store).nodes]
+
+            before = declared()
+            for args, code, message in [
+                (["--from", "node-a", "--to", "node-b", "9"], 1, "node-a does not declare"),
+                (["--from", "ghost", "--to", "node-b", "1"], 1, "not in the node registry"),
+                (["--from", "node-a", "--to", "node-b", "1", "--timeout", "0"], 2, "--timeout"),
+                (["--from", "node-a", "--to", "node-b", "x-y"], 2, "BUCKETS"),
+                (["--from", "node-a", "1"], 2, "--to"),
+            ]:
+                out, err = io.StringIO(), io.StringIO()
+                argv = ["--db", db, "--num-buckets", str(NUM), "buckets", "handoff", *args]
+                assert main(argv, stdout=out, stderr=err) == code, (args, err.getvalue())
+                assert message in err.getvalue()
+                assert len(err.getvalue().strip().splitlines()) == 1
+                assert "Traceback" not in err.getvalue()
+            assert declared() == before
+            # The plain command still counts tasks per bucket.
+            out = io.StringIO()
+            assert main(["--db", db, "buckets"], stdout=out, stderr=io.StringIO()) == 0
+    finally:
+        a.close()
+        b.close()
+        store.close()

@@ -75,6 +75,7 @@ class _Drain:
     command: Command
     buckets: frozenset[int]
     to: str
+    extended_at: float = 0.0
 
 
 class BucketAgent:
@@ -192,7 +193,7 @@ class BucketAgent:
             return
         # From here on this node claims and accepts no task of these buckets.
         controller.owned_buckets = current - buckets
-        self._drains.append(_Drain(command, buckets, to))
+        self._drains.append(_Drain(command, buckets, to, self.controller.clock.monotonic()))
         log.info(
             "releasing bucket(s) %s to %s (requested by %s)",
             sorted(buckets),
@@ -227,7 +228,10 @@ class BucketAgent:
         for drain in self._drains:
             held = self.held_in(drain.buckets)
             if held and not force:
-                self._extend(drain.command)
+                now = self.controller.clock.monotonic()
+                if now - drain.extended_at >= COMMAND_LEASE / 3:
+                    drain.extended_at = now
+                    self._extend(drain.command)
                 waiting.append(drain)
                 continue
             adopt = Command.new(

@@ -38,6 +38,10 @@ __all__ = ["WorkQueueDuty", "is_idempotent"]
 
 log = logging.getLogger("chongming_task.worker")
 
+#: Longest wait between two looks at the handoff commands addressed to the worker (a
+#: claim round trip each; the intake loop itself may spin much faster when busy).
+HANDOFF_POLL = 0.25
+
 
 def is_idempotent(fn: object) -> bool:
     """Whether a task function opted in to re-execution after ``lost``."""
@@ -60,6 +64,7 @@ class WorkQueueDuty:
         self.revived = 0
         #: Declares the buckets in the registry and applies handoffs (docs/buckets.md).
         self.buckets = BucketAgent(self.controller, kind="worker", heartbeat=self.heartbeat)
+        self._next_handoff_poll = 0.0
 
     def _buckets(self) -> frozenset[int] | None:
         controller = self.controller
@@ -112,8 +117,11 @@ class WorkQueueDuty:
     # ------------------------------------------------------------ periodic
 
     def periodic(self) -> None:
-        self.buckets.poll()  # here, between claims: a released bucket is claimed no more
         now = self.clock.monotonic()
+        if now >= self._next_handoff_poll:
+            # Here, between two claims: a released bucket is claimed no more.
+            self._next_handoff_poll = now + min(HANDOFF_POLL, self.worker.heartbeat_interval)
+            self.buckets.poll()
         if now >= self._next_beat:
             self._next_beat = now + self.worker.heartbeat_interval
             self.heartbeat()
