@@ -31,7 +31,12 @@ from chongming_task.buckets.agent import RELEASE
 from chongming_task.buckets.registry import OwnershipReport, ownership_report
 from chongming_task.controller.buckets import format_buckets
 from chongming_task.controller.options import default_owner
-from chongming_task.errors import ConfigurationError, TaskError
+from chongming_task.errors import (
+    ConfigurationError,
+    HandoffError,
+    HandoffRefused,
+    HandoffTimeout,
+)
 from chongming_task.model import JSONValue
 from chongming_task.policies import BucketPolicy
 from chongming_task.stores.base import Command, TaskStore
@@ -40,23 +45,6 @@ __all__ = ["HandoffError", "HandoffRefused", "HandoffResult", "HandoffTimeout", 
 
 #: How often the caller reads the commands while waiting.
 POLL_INTERVAL: Final = 0.05
-
-
-class HandoffError(TaskError):
-    """A handoff that did not complete; ``command_id`` is the command it waited for."""
-
-    def __init__(self, message: str, *, stage: str, command_id: str | None) -> None:
-        super().__init__(message)
-        self.stage = stage
-        self.command_id = command_id
-
-
-class HandoffRefused(HandoffError, ConfigurationError):
-    """A node refused the handoff (it does not own the buckets...); nothing changed."""
-
-
-class HandoffTimeout(HandoffError, TimeoutError):
-    """The wait ended first; the handoff goes on in the store (see ``stage``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
