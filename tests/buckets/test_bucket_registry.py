@@ -408,3 +408,30 @@ def test_cli_handoff_refusals_are_one_line_and_write_nothing(tmp_path: Path) -> 
         a.close()
         b.close()
         store.close()
+
+
+def test_handoff_refused_by_the_node_changes_nothing(store: TaskStore) -> None:
+    """The registry is a moment behind the node: the node's own refusal is the answer."""
+    from chongming_task.errors import HandoffRefused
+
+    store.clock = SystemClock()  # the declarations' threads poll on the wall clock
+    a = node(store, "node-a", range(0, 8), None)
+    b = node(store, "node-b", range(8, NUM), None)
+    try:
+        with (
+            declare_buckets(a, heartbeat_interval=30, lease=60),
+            declare_buckets(b, heartbeat_interval=30, lease=60),
+        ):
+            a.owned_buckets = frozenset(range(0, 3))  # not declared again before the call
+            with pytest.raises(HandoffRefused, match=r"node-a does not own bucket\(s\) \[5\]") as e:
+                handoff(store, [5], from_node="node-a", to_node="node-b", timeout=10)
+            assert e.value.stage == "release"
+            command = store.get_command(e.value.command_id or "")
+            assert command is not None
+            assert command.status == "completed"
+            assert command.claimed_by == "node-a"
+            assert a.owned_buckets == frozenset(range(0, 3))
+            assert b.owned_buckets == frozenset(range(8, NUM))
+    finally:
+        a.close()
+        b.close()

@@ -121,7 +121,7 @@ def handoff(
     store.submit_command(release)
     deadline = time.monotonic() + float(timeout)
     what = f"bucket(s) {format_buckets(wanted)}"
-    released = _wait(
+    released, result = _confirmed(
         store,
         release.command_id,
         deadline,
@@ -130,16 +130,10 @@ def handoff(
             f"{from_node} has not confirmed the release of {what} within {timeout:g}s "
             f"(command {release.command_id}); "
         ),
+        refused=f"{from_node} refused the handoff of {what}: <error>",
     )
-    result = released.result if isinstance(released.result, dict) else {}
-    if not result.get("applied"):
-        raise HandoffRefused(
-            f"{from_node} refused the handoff of {what}: {result.get('error', 'no reason given')}",
-            stage="release",
-            command_id=release.command_id,
-        )
     adopt_id = str(result.get("adopt_command"))
-    adopted = _wait(
+    adopted, _ = _confirmed(
         store,
         adopt_id,
         deadline,
@@ -148,15 +142,11 @@ def handoff(
             f"{from_node} released {what}, but {to_node} has not adopted them within "
             f"{timeout:g}s (command {adopt_id}); until it does, nobody claims them; "
         ),
+        refused=(
+            f"{to_node} refused to adopt {what}: <error>; {from_node} no longer owns "
+            "them: hand them to another node"
+        ),
     )
-    adopt_result = adopted.result if isinstance(adopted.result, dict) else {}
-    if not adopt_result.get("applied"):
-        raise HandoffRefused(
-            f"{to_node} refused to adopt {what}: {adopt_result.get('error', 'no reason given')}; "
-            f"{from_node} no longer owns them: hand them to another node",
-            stage="adopt",
-            command_id=adopt_id,
-        )
     running = result.get("still_running")
     return HandoffResult(
         buckets=wanted,
@@ -204,6 +194,25 @@ def _check(
                 f"(it declares {format_buckets(source.buckets)})"
             )
     return wanted
+
+
+def _confirmed(
+    store: TaskStore, command_id: str, deadline: float, *, stage: str, pending: str, refused: str
+) -> tuple[Command, dict[str, JSONValue]]:
+    """Wait for the command of one step; its result when the node applied it.
+
+    Raises:
+        HandoffTimeout: Not completed by ``deadline`` (``pending`` says what is missing).
+        HandoffRefused: The node completed it without applying it (``refused`` names
+            the ``<error>`` it gave).
+    """
+    command = _wait(store, command_id, deadline, stage=stage, pending=pending)
+    result = dict(command.result) if isinstance(command.result, dict) else {}
+    if not result.get("applied"):
+        error = result.get("error", "no reason given")
+        message = refused.replace("<error>", str(error))
+        raise HandoffRefused(message, stage=stage, command_id=command_id)
+    return command, result
 
 
 def _wait(
