@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Final
 from chongming_task._validation import check_seconds
 from chongming_task.errors import ConfigurationError
 from chongming_task.model import JSONValue
+from chongming_task.stores._claiming import claim_actions
 from chongming_task.stores.base import ClaimLost, Command
 from chongming_task.stores.queue_records import WorkerRecord
 
@@ -125,8 +126,13 @@ class BucketAgent:
         if not self.supported:
             return 0
         try:
-            claimed = self.store.claim_commands(
-                self.node_id, lease=COMMAND_LEASE, limit=10, kinds=("node",), actions=ACTIONS
+            claimed = claim_actions(
+                self.store,
+                self.node_id,
+                lease=COMMAND_LEASE,
+                limit=10,
+                kinds=("node",),
+                actions=ACTIONS,
             )
         except ConfigurationError as exc:
             self.supported = False
@@ -145,6 +151,10 @@ class BucketAgent:
         return len(claimed)
 
     def _apply(self, command: Command) -> None:
+        if command.action not in ACTIONS:
+            # Only from a store without the ``actions`` filter: not ours to answer.
+            self.store.release_command(command.command_id, command.claim_token or "")
+            return
         if command.target != self.node_id:
             self._complete(
                 command,
