@@ -215,6 +215,7 @@ def generate() -> str:
             blocks["health"], _ = walk.run(*db, "health")
             blocks["stats"], _ = walk.run(*db, "stats")
             blocks["buckets"], _ = walk.run(*db, "buckets")
+            blocks["bucket_owners"], _ = walk.run(*db, "buckets", "--owners")
             blocks["reconcile"], _ = walk.run(*db, "reconcile", "--dry-run")
         finally:
             worker.send_signal(signal.SIGTERM)

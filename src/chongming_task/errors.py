@@ -11,6 +11,9 @@
     │  └─ ChildError            ... one that could not be pickled back from a child process
     ├─ CarrierCrashed           the process carrying an attempt died without a result
     ├─ AttemptsExhausted        the retry budget is used up
+    ├─ HandoffError             a bucket handoff did not complete (``stage``, ``command_id``)
+    │  ├─ HandoffRefused        ... a node refused it; nothing changed (also a ConfigurationError)
+    │  └─ HandoffTimeout        ... not confirmed in time; it goes on (also a TimeoutError)
     ├─ ConcurrencyConflict      an optimistic-concurrency write lost the race
     │  ├─ ClaimLost             a command claim is no longer ours
     │  └─ ScheduleConflict      a schedule's revision moved on (compare-and-set lost)
@@ -59,6 +62,9 @@ __all__ = [
     "CorruptRows",
     "DependencyFailed",
     "DuplicateTaskId",
+    "HandoffError",
+    "HandoffRefused",
+    "HandoffTimeout",
     "InvalidState",
     "InvalidTransition",
     "ScheduleConflict",
@@ -353,6 +359,36 @@ class ChildError(TaskExecutionError):
 
     def __reduce__(self) -> tuple[type[ChildError], tuple[str, str | None]]:
         return (type(self), (str(self), self.exception_type))
+
+
+class HandoffError(TaskError):
+    """A bucket handoff (``chongming_task.buckets.handoff``) that did not complete.
+
+    ``stage`` is the step it stopped at (``"release"`` by the old owner or ``"adopt"``
+    by the new one) and ``command_id`` the command of that step, in the store.
+    """
+
+    def __init__(self, message: str, *, stage: str, command_id: str | None) -> None:
+        super().__init__(message)
+        self.stage = stage
+        self.command_id = command_id
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuild_handoff, (type(self), str(self), self.stage, self.command_id))
+
+
+class HandoffRefused(HandoffError, ConfigurationError):
+    """A node refused the handoff (it does not own the buckets...); nothing changed."""
+
+
+class HandoffTimeout(HandoffError, TimeoutError):
+    """The wait ended first; the nodes finish the handoff in the store (see ``stage``)."""
+
+
+def _rebuild_handoff(
+    cls: type[HandoffError], message: str, stage: str, command_id: str | None
+) -> HandoffError:
+    return cls(message, stage=stage, command_id=command_id)
 
 
 class TaskSkipped(Exception):

@@ -39,6 +39,7 @@ from chongming_task.observability.collectors import (
     require_prometheus,
 )
 from chongming_task.observability.events import TransitionObserver
+from chongming_task.observability.ownership import BucketOwnershipCollector
 from chongming_task.states import TaskStatus
 
 if TYPE_CHECKING:
@@ -149,6 +150,7 @@ class PrometheusExporter(TransitionObserver):
         self._detach_commands: Callable[[], None] | None = None
         if store is not None:
             self._register(StoreCollector(store))
+            self._register(BucketOwnershipCollector(store))
         if controller is not None:
             self._register(ControllerCollector(controller))
         if scheduler is not None:

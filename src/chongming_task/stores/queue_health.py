@@ -63,7 +63,8 @@ def queue_health(store: TaskStore, now: datetime | None = None) -> QueueHealth:
     workers = tuple(store.list_workers())
     live = tuple(w.worker_id for w in workers if w.alive(now))
     dead = tuple(w.worker_id for w in workers if w.stopped_at is None and not w.alive(now))
-    live_records = [w for w in workers if w.alive(now)]
+    # Only workers claim queued work: a controller that declared buckets runs its own.
+    live_records = [w for w in workers if w.alive(now) and w.kind == "worker"]
     depth: dict[str, int] = {}
     oldest: dict[str, float] = {}
     orphaned: list[str] = []

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 from chongming_task.errors import ConfigurationError, StoreError
@@ -100,18 +100,35 @@ class WorkerRecord:
     heartbeat_interval: float = 1.0
     stopped_at: datetime | None = None
     """Set by a clean shutdown: the worker is gone on purpose, not dead."""
+    kind: str = "worker"
+    """``"worker"`` (claims queued work) or ``"controller"`` (a node declared with
+    :func:`chongming_task.buckets.declare_buckets`; it claims nothing from the queue)."""
+    lease_until: datetime | None = None
+    """When its bucket declaration expires unless renewed (with the heartbeat); ``None``
+    in a record written before declarations had a lease: three heartbeat intervals."""
+    num_buckets: int | None = None
+    """The node's ``BucketPolicy.num_buckets`` (holes are counted in ``0..num_buckets-1``)."""
+    draining: tuple[int, ...] = ()
+    """Buckets being handed off: no longer claimed, held tasks of them still finishing."""
 
     def owns(self, bucket: int | None) -> bool:
         if self.buckets is None:
             return True
         return bucket is not None and bucket in self.buckets
 
+    def expires_at(self) -> datetime:
+        """The end of its declaration lease (a legacy record: three heartbeat intervals)."""
+        if self.lease_until is not None:
+            return self.lease_until
+        return self.heartbeat_at + timedelta(seconds=max(3 * self.heartbeat_interval, 2.0))
+
     def alive(self, now: datetime, *, grace: float | None = None) -> bool:
-        """Heart-beating: its last beat is within ``grace`` (3 intervals by default)."""
+        """Heart-beating: its lease has not expired (``grace``: seconds since its last beat)."""
         if self.stopped_at is not None:
             return False
-        window = grace if grace is not None else max(3 * self.heartbeat_interval, 2.0)
-        return (now - self.heartbeat_at).total_seconds() <= window
+        if grace is not None:
+            return (now - self.heartbeat_at).total_seconds() <= grace
+        return now <= self.expires_at()
 
     def to_dict(self) -> dict[str, JSONValue]:
         return {
@@ -125,6 +142,10 @@ class WorkerRecord:
             "heartbeat_at": self.heartbeat_at.isoformat(),
             "heartbeat_interval": self.heartbeat_interval,
             "stopped_at": None if self.stopped_at is None else self.stopped_at.isoformat(),
+            "kind": self.kind,
+            "lease_until": None if self.lease_until is None else self.lease_until.isoformat(),
+            "num_buckets": self.num_buckets,
+            "draining": list(self.draining),
         }
 
     @classmethod
@@ -146,6 +167,10 @@ class WorkerRecord:
                 heartbeat_at=beat,
                 heartbeat_interval=float(data.get("heartbeat_interval", 1.0)),
                 stopped_at=parse_datetime(data.get("stopped_at"), "stopped_at"),
+                kind=str(data.get("kind") or "worker"),
+                lease_until=parse_datetime(data.get("lease_until"), "lease_until"),
+                num_buckets=None if data.get("num_buckets") is None else int(data["num_buckets"]),
+                draining=tuple(int(b) for b in data.get("draining") or ()),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise StoreError(f"corrupt worker record: {exc!r}") from exc

@@ -48,7 +48,7 @@ __all__ = [
 OUTCOME_MAX_BYTES: Final = _OUTCOME_MAX_BYTES
 
 Order = Literal["created", "-created", "updated", "-updated", "priority"]
-CommandKind = Literal["task", "schedule"]
+CommandKind = Literal["task", "schedule", "node"]
 CommandStatus = Literal["pending", "claimed", "completed"]
 
 _ORDERS: Final = frozenset({"created", "-created", "updated", "-updated", "priority"})
@@ -268,7 +268,8 @@ class Command:
     command_id: str
     kind: CommandKind
     target: str
-    """The task id (``kind="task"``) or the schedule name (``kind="schedule"``)."""
+    """The task id (``kind="task"``), the schedule name (``kind="schedule"``) or the
+    node id (``kind="node"``: a bucket handoff, ``chongming_task.buckets``)."""
     action: str
     payload: Mapping[str, JSONValue]
     issued_by: str
@@ -305,9 +306,9 @@ class Command:
         return min(max(value, CLAIM_PRIORITY_MIN), CLAIM_PRIORITY_MAX)
 
     def __post_init__(self) -> None:
-        if self.kind not in ("task", "schedule"):
+        if self.kind not in ("task", "schedule", "node"):
             raise ConfigurationError(
-                f"Command.kind must be 'task' or 'schedule', got {self.kind!r}"
+                f"Command.kind must be 'task', 'schedule' or 'node', got {self.kind!r}"
             )
         if self.status not in ("pending", "claimed", "completed"):
             raise ConfigurationError(f"Command.status is invalid: {self.status!r}")

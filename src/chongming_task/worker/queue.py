@@ -6,7 +6,9 @@
   with ``global_limits`` the claim also takes the tasks' global slots, given back when
   they end (``release_slots``; a dead worker's slots free when their lease passes).
 * **heartbeat**: its :class:`WorkerRecord` in the store's registry every
-  ``heartbeat_interval`` (``chongming-task workers``, ``health``).
+  ``heartbeat_interval`` (``chongming-task workers``, ``health``): its bucket
+  declaration, with a lease of three intervals; handoffs addressed to it are applied
+  between two claims (:mod:`chongming_task.buckets`).
 * **recovery**, every ``reconcile_interval``: ``reconcile()`` (expired leases of
   occupying tasks -> ``lost``), queued tasks claimed by a worker that died before
   starting them go back to the queue (claimable again, never both), and a ``lost``
@@ -24,6 +26,7 @@ import threading
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from chongming_task.buckets.agent import BucketAgent, declaration_lease
 from chongming_task.controller.reconcile import reconcile
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.errors import ConcurrencyConflict, ConfigurationError, InvalidTransition
@@ -37,6 +40,10 @@ if TYPE_CHECKING:
 __all__ = ["WorkQueueDuty", "is_idempotent"]
 
 log = logging.getLogger("chongming_task.worker")
+
+#: Longest wait between two looks at the handoff commands addressed to the worker (a
+#: claim round trip each; the intake loop itself may spin much faster when busy).
+HANDOFF_POLL = 0.25
 
 
 def is_idempotent(fn: object) -> bool:
@@ -60,6 +67,9 @@ class WorkQueueDuty:
         self.revived = 0
         self._slotted: set[str] = set()  # claimed holding global slots, not yet released
         self._slotted_lock = threading.Lock()
+        #: Declares the buckets in the registry and applies handoffs (docs/buckets.md).
+        self.buckets = BucketAgent(self.controller, kind="worker", heartbeat=self.heartbeat)
+        self._next_handoff_poll = 0.0
 
     def release_slots(self, task_id: str) -> None:
         """Give back the global slots of a claimed task that ended (once)."""
@@ -144,6 +154,10 @@ class WorkQueueDuty:
 
     def periodic(self) -> None:
         now = self.clock.monotonic()
+        if now >= self._next_handoff_poll:
+            # Here, between two claims: a released bucket is claimed no more.
+            self._next_handoff_poll = now + min(HANDOFF_POLL, self.worker.heartbeat_interval)
+            self.buckets.poll()
         if now >= self._next_beat:
             self._next_beat = now + self.worker.heartbeat_interval
             self.heartbeat()
@@ -170,6 +184,10 @@ class WorkQueueDuty:
             heartbeat_at=now,
             heartbeat_interval=self.worker.heartbeat_interval,
             stopped_at=now if stopped else None,
+            kind="worker",
+            lease_until=now + timedelta(seconds=declaration_lease(self.worker.heartbeat_interval)),
+            num_buckets=controller.bucket_policy.num_buckets,
+            draining=self.buckets.draining,
         )
         try:
             self.store.put_worker(record)

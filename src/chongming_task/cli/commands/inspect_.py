@@ -53,7 +53,15 @@ def _stats_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
 
 
 def _buckets_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
-    new_parser(subparsers, "buckets", help="task counts per bucket", handler=cmd_buckets)
+    from chongming_task.cli.commands.owners import add_owner_parsers
+
+    parser = new_parser(
+        subparsers,
+        "buckets",
+        help="task counts per bucket; --owners: who owns them; handoff: move them",
+        handler=cmd_buckets,
+    )
+    add_owner_parsers(parser)
 
 
 def _when(value: Any) -> str:
@@ -247,6 +255,10 @@ def cmd_stats(args: argparse.Namespace, session: Session) -> int:
 
 
 def cmd_buckets(args: argparse.Namespace, session: Session) -> int:
+    if getattr(args, "owners", False):
+        from chongming_task.cli.commands.owners import cmd_owners
+
+        return cmd_owners(args, session)
     controller = console_controller(session, session.open_store(create=False, read_only=True))
     counts = controller.bucket_counts()
     options = session.options

@@ -133,11 +133,16 @@ def cmd_list(args: argparse.Namespace, session: Session) -> int:
 
 
 def cmd_health(args: argparse.Namespace, session: Session) -> int:
+    from chongming_task.buckets import ownership_report
     from chongming_task.stores.queue_health import queue_health
 
     health = admin_for(session).health()
-    queue = queue_health(session.open_store(create=False))
-    healthy = health.healthy and queue.healthy
+    store = session.open_store(create=False)
+    queue = queue_health(store)
+    owners = ownership_report(store)
+    healthy = health.healthy and queue.healthy and owners.healthy
+    problems = list(health.problems) + queue.problems
+    problems += owners.problems_besides(orphaned=queue.orphaned, dead=queue.dead)
     if session.json:
         session.output.json(
             document(
@@ -155,7 +160,7 @@ def cmd_health(args: argparse.Namespace, session: Session) -> int:
                 stale_runs=health.stale_runs,
                 blocked=list(health.blocked),
                 error=health.error,
-                problems=list(health.problems) + queue.problems,
+                problems=problems,
                 checked_at=when(health.checked_at),
                 queue={
                     "healthy": queue.healthy,
@@ -166,6 +171,7 @@ def cmd_health(args: argparse.Namespace, session: Session) -> int:
                     "orphaned_buckets": list(queue.orphaned),
                     "lease_expired": list(queue.expired),
                 },
+                buckets=owners.to_dict(),
             )
         )
     else:
@@ -182,6 +188,12 @@ def cmd_health(args: argparse.Namespace, session: Session) -> int:
             f"queue: {len(queue.live)} live worker(s), {len(queue.dead)} dead, "
             f"{sum(queue.depth.values())} queued task(s)"
         )
-        for problem in list(health.problems) + queue.problems:
+        if owners.declared:
+            output.print(
+                f"buckets: {len(owners.holes)} without a live owner, "
+                f"{len(owners.duplicates)} declared twice, {owners.orphaned_tasks} orphaned "
+                f"task(s), {len(owners.stale)} stale declaration(s)"
+            )
+        for problem in problems:
             output.print(f"problem: {problem}")
     return ExitCode.OK if healthy else ExitCode.FAILED

@@ -8,6 +8,7 @@ from datetime import timedelta
 from chongming_task.errors import ConcurrencyConflict, ConfigurationError
 from chongming_task.states import TaskStatus
 from chongming_task.stores.queue_records import RECIPE_KEY, Recipe, WorkerRecord
+from chongming_task.stores.records import Command
 from chongming_task.testing._store_contract._support import ContractHarness, raises
 
 __all__ = ["QueueCases"]
@@ -127,3 +128,44 @@ class QueueCases(ContractHarness):
         assert found[0].buckets == (1, 2)
         assert self.store.delete_worker("w1") is True
         assert self.store.list_workers() == []
+
+    def test_bucket_declarations_round_trip(self) -> None:
+        """A node's bucket declaration (kind, lease, num_buckets, draining) comes back
+        as written, and a ``kind="node"`` handoff command is claimed by its node only."""
+        self.require_queue()
+        now = self.clock.now()
+        record = WorkerRecord(
+            worker_id="node-a",
+            host="h",
+            pid=7,
+            version="1",
+            buckets=(0, 1, 3),
+            slots=2,
+            started_at=now,
+            heartbeat_at=now,
+            kind="controller",
+            lease_until=now + timedelta(seconds=5),
+            num_buckets=16,
+            draining=(2,),
+        )
+        self.store.put_worker(record)
+        assert self.store.list_workers() == [record]
+        assert record.alive(now + timedelta(seconds=5))
+        assert not record.alive(now + timedelta(seconds=5.001))
+        command = self.store.submit_command(
+            Command.new(
+                kind="node",
+                target="node-a",
+                action="release_buckets",
+                issued_by="op",
+                issued_at=now,
+                payload={"buckets": [2], "to": "node-b"},
+                target_owner="node-a",
+            )
+        )
+        assert self.store.claim_commands("node-b", lease=5, kinds=("node",)) == []
+        assert self.store.claim_commands("node-a", lease=5, kinds=("task",)) == []
+        claimed = self.store.claim_commands("node-a", lease=5, kinds=("node",))
+        assert [(c.command_id, c.kind, c.target, dict(c.payload)) for c in claimed] == [
+            (command.command_id, "node", "node-a", {"buckets": [2], "to": "node-b"})
+        ]

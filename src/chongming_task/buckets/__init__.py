@@ -1,0 +1,40 @@
+"""The bucket ownership registry: who owns which bucket, and moving buckets between nodes.
+
+See ``docs/buckets.md``. Nodes declare the buckets they own in the store, with a lease
+renewed with their heartbeat (a worker does it by itself; a plain controller with
+:func:`declare_buckets`); :func:`ownership_report` judges the declarations (duplicate
+owners, holes, orphaned tasks, stale declarations) and :func:`handoff` moves buckets
+from one live node to another through commands in the store.
+"""
+
+from __future__ import annotations
+
+from chongming_task.buckets.agent import BucketAgent, Declaration, declare_buckets
+from chongming_task.buckets.handoff import (
+    HandoffError,
+    HandoffRefused,
+    HandoffResult,
+    HandoffTimeout,
+    handoff,
+)
+from chongming_task.buckets.registry import (
+    NodeDeclaration,
+    OrphanedBucket,
+    OwnershipReport,
+    ownership_report,
+)
+
+__all__ = [
+    "BucketAgent",
+    "Declaration",
+    "HandoffError",
+    "HandoffRefused",
+    "HandoffResult",
+    "HandoffTimeout",
+    "NodeDeclaration",
+    "OrphanedBucket",
+    "OwnershipReport",
+    "declare_buckets",
+    "handoff",
+    "ownership_report",
+]
