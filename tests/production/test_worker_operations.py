@@ -16,6 +16,7 @@ import sys
 import threading
 import urllib.error
 import urllib.request
+from contextlib import closing
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -487,7 +488,8 @@ def test_read_commands_never_create_the_schema_in_sqlite(tmp_path: Path) -> None
     code, _, err = run("--db", str(db), "ps")
     assert code == 1
     assert "no chongming-task schema here" in err
-    tables = sqlite3.connect(db).execute("SELECT name FROM sqlite_master").fetchall()
+    with closing(sqlite3.connect(db)) as conn:
+        tables = conn.execute("SELECT name FROM sqlite_master").fetchall()
     assert tables == []
 
 

@@ -6,6 +6,7 @@ import json
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -174,9 +175,8 @@ def test_a_version_3_file_gets_claim_priorities_and_keeps_its_data(
             "below",
         ]
         assert submits[0].payload["priority"] == 10**30  # the payload itself is untouched
-    priorities = dict(
-        sqlite3.connect(path).execute("SELECT command_id, priority FROM ct_commands").fetchall()
-    )
+    with closing(sqlite3.connect(path)) as conn:
+        priorities = dict(conn.execute("SELECT command_id, priority FROM ct_commands").fetchall())
     assert priorities == {
         "low": 1,
         "unset": 0,
@@ -194,8 +194,9 @@ def test_a_version_3_file_gets_claim_priorities_and_keeps_its_data(
     raw(path, "UPDATE ct_meta SET value = 3 WHERE key = 'schema_version'")
     SqliteTaskStore(path).close()
     assert schema_of(path) == schema_of(fresh)
-    found = sqlite3.connect(path).execute("SELECT value FROM ct_meta WHERE key = 'schema_version'")
-    assert found.fetchone()[0] == SCHEMA_VERSION == 7
+    with closing(sqlite3.connect(path)) as conn:
+        found = conn.execute("SELECT value FROM ct_meta WHERE key = 'schema_version'").fetchone()
+    assert found[0] == SCHEMA_VERSION == 7
 
 
 def _claim_plan(store: SqliteTaskStore, path: str, section: str, **params: object) -> str:
@@ -448,3 +449,19 @@ def test_command_poll_interval_is_how_often_other_processes_commands_are_looked_
     for bad in (0, -1, float("nan"), float("inf"), True):
         with pytest.raises(ConfigurationError, match="command_poll_interval"):
             SqliteTaskStore(tmp_path / "bad.db", command_poll_interval=bad)
+
+
+def test_a_store_dropped_without_close_closes_its_connections(tmp_path: Path) -> None:
+    """``Controller(store=SqliteTaskStore(...))`` as the guide writes it never closes
+    the store; collecting it closes its connections (sqlite3 would warn otherwise)."""
+    import gc
+
+    dropped = SqliteTaskStore(tmp_path / "dropped.db")
+    assert dropped.query() == []  # a reader connection too
+    connections = list(dropped._connections)
+    assert len(connections) >= 2
+    del dropped
+    gc.collect()
+    for conn in connections:
+        with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+            conn.execute("SELECT 1")

@@ -35,6 +35,7 @@ import os
 import re
 import sqlite3
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from datetime import datetime
@@ -125,6 +126,11 @@ class SqliteTaskStore(SqliteLost):
         self._connections: list[sqlite3.Connection] = []
         self._idle: list[sqlite3.Connection] = []
         self._local = threading.local()
+        # A store dropped without close() (``Controller(store=SqliteTaskStore(...))``
+        # as the guide writes it: a controller closes only a store it made) closes its
+        # connections when it is collected, instead of leaving them to sqlite3's own
+        # finalizer, which warns (Python 3.13) and may run while a page is mapped.
+        weakref.finalize(self, _close_all, self._connections, self._pool_lock)
         self._writer = self._connect(writer=True)
         self._group = GroupCommitter(self._writer, self._write_lock, self._describe)
         try:
@@ -344,3 +350,13 @@ class SqliteTaskStore(SqliteLost):
 
     def __repr__(self) -> str:
         return f"SqliteTaskStore({self._path!r})"
+
+
+def _close_all(connections: list[sqlite3.Connection], lock: threading.Lock) -> None:
+    """Close every connection of a store that was collected without ``close()``."""
+    with lock:
+        doomed = list(connections)
+        connections.clear()
+    for conn in doomed:
+        with suppress(sqlite3.Error):
+            conn.close()
