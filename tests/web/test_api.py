@@ -630,3 +630,20 @@ def test_fingerprint_counts_catch_what_the_heads_miss(store: TaskStore) -> None:
     later = [data.fingerprint() for _ in range(FULL_EVERY)]
     assert later[0] == first
     assert later[-1] != first
+
+
+def test_the_task_page_says_why_a_task_waits(client: TestClient, store: TaskStore) -> None:
+    """The explain reasons, from the store's view, on the page and in the JSON API."""
+    from chongming_task import Client
+
+    handle = Client(store).enqueue("quick", bucket_key="nobody-owns-this")
+    assert handle.pause() is True
+    page = client.get(f"/tasks/{handle.task_id}", headers=BEARER)
+    assert page.status_code == 200
+    assert 'id="why"' in page.text
+    assert 'data-kind="paused"' in page.text
+    api = client.get(f"/api/tasks/{handle.task_id}", headers=BEARER).json()
+    assert api["explain"]["source"] == "store"
+    kinds = [reason["kind"] for reason in api["explain"]["reasons"]]
+    assert kinds[0] == "paused"
+    assert store.get(handle.task_id).status is TaskStatus.PAUSED  # type: ignore[union-attr]

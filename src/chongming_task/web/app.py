@@ -681,6 +681,7 @@ class _Handlers:
                 doc=task_doc(snapshot, full=True),
                 timeline=self.config.data.time_in_states(snapshot, history),
                 controls=controls_of(snapshot),
+                why=self.config.data.explain(snapshot),
                 flash=_task_flash(request),
             )
 
@@ -703,6 +704,7 @@ class _Handlers:
                         {**transition_doc(t), "seconds_in_state": seconds}
                         for t, seconds in timeline
                     ],
+                    "explain": self.config.data.explain(snapshot).to_dict(),
                 }
             )
 

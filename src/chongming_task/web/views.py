@@ -22,9 +22,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Final, Protocol
 
+from chongming_task.controller.explaining import store_facts
 from chongming_task.core.clock import Clock
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.errors import ConfigurationError
+from chongming_task.explain import Explanation, explain
 from chongming_task.model import TaskSnapshot, Transition
 from chongming_task.redact import redact, redact_secrets, redact_traceback
 from chongming_task.schedule.admin import ScheduleAdmin
@@ -427,6 +429,11 @@ class Dashboard:
 
     def history(self, task_id: str) -> list[Transition]:
         return self.store.history(task_id)
+
+    def explain(self, snapshot: TaskSnapshot) -> Explanation:
+        """Why the task is where it is, from what the store knows (``chongming-task
+        explain``'s store view: holder, lease, history, queue order, worker registry)."""
+        return explain(store_facts(self.store, snapshot, now=self.clock.now()))
 
     def tasks(
         self, filters: TaskFilters, *, limit: int = DEFAULT_PAGE_SIZE, cursor: str | None = None
