@@ -129,8 +129,10 @@ class SqliteTaskStore(SqliteLost):
         # A store dropped without close() (``Controller(store=SqliteTaskStore(...))``
         # as the guide writes it: a controller closes only a store it made) closes its
         # connections when it is collected, instead of leaving them to sqlite3's own
-        # finalizer, which warns (Python 3.13) and may run while a page is mapped.
-        weakref.finalize(self, _close_all, self._connections, self._pool_lock)
+        # finalizer, which warns (Python 3.13). Not at interpreter exit: daemon threads
+        # (a scheduler loop, a command poller) may still be inside a statement then,
+        # and closing a connection under them crashes the process.
+        weakref.finalize(self, _close_all, self._connections, self._pool_lock).atexit = False
         self._writer = self._connect(writer=True)
         self._group = GroupCommitter(self._writer, self._write_lock, self._describe)
         try:
