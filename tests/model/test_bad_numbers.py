@@ -15,6 +15,7 @@ from chongming_task import (
     InMemoryTaskStore,
     ProcessExecutor,
     Scheduler,
+    SqliteTaskStore,
 )
 
 BAD_SECONDS = [math.nan, math.inf, -math.inf, -1, 0, True, "5", 1e300]
@@ -30,11 +31,16 @@ CASES: list[tuple[str, Callable[[Any], Any]]] = [
     ("misfire_tolerance", lambda v: scheduler(misfire_tolerance=v)),
     ("lead", lambda v: scheduler(lead=v)),
     ("lease", lambda v: InMemoryTaskStore().claim_commands("owner", lease=v)),
+    ("lease", lambda v: SqliteTaskStore(":memory:").claim_commands("owner", lease=v)),
 ]
 
 
 @pytest.mark.parametrize("value", BAD_SECONDS, ids=repr)
-@pytest.mark.parametrize(("option", "make"), CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(
+    ("option", "make"),
+    CASES,
+    ids=["tick", "misfire_tolerance", "lead", "lease-memory", "lease-sqlite"],
+)
 def test_bad_durations_are_refused(option: str, make: Callable[[Any], Any], value: Any) -> None:
     with pytest.raises(ConfigurationError, match=option):
         make(value)
