@@ -50,8 +50,13 @@ class GroupCommitter:
         conn: sqlite3.Connection,
         lock: threading.Lock,
         describe: Callable[[BaseException], StoreError],
+        *,
+        after_commit: Callable[[], None] | None = None,
     ) -> None:
+        """``after_commit``: called after each commit, under the write lock (the
+        checkpointer counts them)."""
         self._conn = conn
+        self._after_commit = after_commit
         self._lock = lock
         self._describe = describe
         self._queue: list[_Operation] = []
@@ -101,6 +106,9 @@ class GroupCommitter:
         except BaseException as exc:
             self._rollback()
             operation.error = self._describe(exc) if isinstance(exc, sqlite3.Error) else exc
+        else:
+            if self._after_commit is not None:
+                self._after_commit()
         operation.done = True
 
     def _together(self, batch: list[_Operation]) -> None:
@@ -153,6 +161,8 @@ class GroupCommitter:
         for operation in applied:
             operation.done = True
         applied.clear()
+        if self._after_commit is not None:
+            self._after_commit()
 
     def _lost(self, applied: list[_Operation], cause: BaseException) -> None:
         for operation in applied:

@@ -19,8 +19,10 @@ Durability
     than write throughput.
 
 Checkpoints
-    SQLite's own automatic checkpoint (``wal_autocheckpoint``, 1,000 pages by default)
-    copies the WAL back into the database file, in the commit that fills it.
+    A thread of the store copies the WAL back into the database file every few hundred
+    commits (``PASSIVE``, on its own connection), so no writer pays for it inside its
+    commit; SQLite's own automatic checkpoint stays on as a safety valve at a larger
+    WAL (``_sqlite_checkpoint``).
 
 Cross-process command wake-ups
     SQLite has no notifications, so ``wait_for_commands`` polls one counter row
@@ -47,6 +49,7 @@ from chongming_task.errors import ConfigurationError, SchemaMissing, StoreError
 from chongming_task.model import dumps, parse_datetime
 from chongming_task.stores._sql import SCHEMA_VERSION, Cursor, _schema_missing
 from chongming_task.stores._sqlfile import split_statements
+from chongming_task.stores._sqlite_checkpoint import VALVE, Checkpointer
 from chongming_task.stores._sqlite_group import GroupCommitter
 from chongming_task.stores._sqlite_lost import SqliteLost
 from chongming_task.stores.codec import from_micros, to_micros
@@ -132,9 +135,19 @@ class SqliteTaskStore(SqliteLost):
         # finalizer, which warns (Python 3.13). Not at interpreter exit: daemon threads
         # (a scheduler loop, a command poller) may still be inside a statement then,
         # and closing a connection under them crashes the process.
-        weakref.finalize(self, _close_all, self._connections, self._pool_lock).atexit = False
+        self._checkpointer: Checkpointer | None = None
+        if not self._memory:
+            self._checkpointer = _checkpointer_of(self)
+        weakref.finalize(
+            self, _close_all, self._connections, self._pool_lock, self._checkpointer
+        ).atexit = False
         self._writer = self._connect(writer=True)
-        self._group = GroupCommitter(self._writer, self._write_lock, self._describe)
+        self._group = GroupCommitter(
+            self._writer,
+            self._write_lock,
+            self._describe,
+            after_commit=None if self._checkpointer is None else self._checkpointer.committed,
+        )
         try:
             self._migrate()
         except BaseException:
@@ -166,6 +179,8 @@ class SqliteTaskStore(SqliteLost):
             conn.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
             if not self._memory:
                 conn.execute(f"PRAGMA mmap_size={_MMAP_BYTES}")
+            if writer and not self._memory:
+                conn.execute(f"PRAGMA wal_autocheckpoint={VALVE}")
         except sqlite3.Error as exc:
             conn.close()
             raise StoreError(f"cannot configure SQLite database {self._path!r}: {exc}") from exc
@@ -274,6 +289,9 @@ class SqliteTaskStore(SqliteLost):
         return changed
 
     def _close_resources(self) -> None:
+        checkpointer: Checkpointer | None = getattr(self, "_checkpointer", None)
+        if checkpointer is not None:  # first: it closes a connection of the store's
+            checkpointer.stop()
         with self._write_lock, self._pool_lock:
             doomed = [*self._idle, self._writer] if hasattr(self, "_writer") else []
             self._idle.clear()
@@ -354,8 +372,36 @@ class SqliteTaskStore(SqliteLost):
         return f"SqliteTaskStore({self._path!r})"
 
 
-def _close_all(connections: list[sqlite3.Connection], lock: threading.Lock) -> None:
+def _checkpointer_of(store: SqliteTaskStore) -> Checkpointer:
+    """The store's checkpointer, holding only a weak reference to it (see the module
+    ``_sqlite_checkpoint``): its connection is one of the store's, closed with them."""
+    ref = weakref.ref(store)
+    connections, lock = store._connections, store._pool_lock
+
+    def connect() -> sqlite3.Connection:
+        alive = ref()
+        if alive is None or alive._closed:
+            raise StoreError("the store was closed")
+        return alive._connect(writer=False)
+
+    def release(conn: sqlite3.Connection) -> None:
+        with lock:
+            if conn in connections:
+                connections.remove(conn)
+        with suppress(sqlite3.Error):
+            conn.close()
+
+    return Checkpointer(connect, release)
+
+
+def _close_all(
+    connections: list[sqlite3.Connection],
+    lock: threading.Lock,
+    checkpointer: Checkpointer | None,
+) -> None:
     """Close every connection of a store that was collected without ``close()``."""
+    if checkpointer is not None:
+        checkpointer.stop(timeout=0)
     with lock:
         doomed = list(connections)
         connections.clear()
