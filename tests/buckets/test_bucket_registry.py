@@ -330,7 +330,13 @@ def test_cli_owners_json_and_health(
             out = io.StringIO()
             assert main(["--db", db, "health", "--json"], stdout=out, stderr=err) == 1
             health = json.loads(out.getvalue())
+            # The top-level verdict is the exit code's, not scheduling's alone.
+            assert (health["healthy"], health["status"]) == (False, "unhealthy")
+            assert (health["schedules_healthy"], health["schedules_status"]) == (True, "ok")
             assert health["buckets"]["duplicates"] == {"9": ["node-a", "node-b"]}
+            out = io.StringIO()
+            assert main(["--db", db, "health"], stdout=out, stderr=err) == 1
+            assert out.getvalue().startswith("unhealthy:"), out.getvalue()
             assert "bucket 9 is declared by 2 live nodes: node-a, node-b" in health["problems"]
     finally:
         a.close()

@@ -141,14 +141,18 @@ def cmd_health(args: argparse.Namespace, session: Session) -> int:
     queue = queue_health(store)
     owners = ownership_report(store)
     healthy = health.healthy and queue.healthy and owners.healthy
+    # The verdict of the whole command (its exit code): schedules, queue and buckets.
+    status = health.status if healthy or not health.healthy else "unhealthy"
     problems = list(health.problems) + queue.problems
     problems += owners.problems_besides(orphaned=queue.orphaned, dead=queue.dead)
     if session.json:
         session.output.json(
             document(
                 "health",
-                status=health.status,
-                healthy=health.healthy,
+                status=status,
+                healthy=healthy,
+                schedules_status=health.status,
+                schedules_healthy=health.healthy,
                 schedules=health.schedules,
                 active=health.active,
                 paused=health.paused,
@@ -176,8 +180,6 @@ def cmd_health(args: argparse.Namespace, session: Session) -> int:
         )
     else:
         output = session.output
-        # The first word is the verdict of the whole command (its exit code), queue included.
-        status = health.status if queue.healthy or not health.healthy else "unhealthy"
         output.print(
             f"{status}: {health.schedules} schedule(s), {health.active} active, "
             f"{health.paused} paused, {health.running} run(s) unfinished"
