@@ -122,8 +122,8 @@ def test_worker_refuses_what_it_cannot_run(
         worker.shutdown(timeout=5)
     refused = find_submission(store, "r1")
     assert refused is not None
-    assert refused.result["accepted"] is False  # type: ignore[index]
-    assert "not registered" in refused.result["error"]  # type: ignore[index]
+    assert refused.result["accepted"] is False
+    assert "not registered" in refused.result["error"]
     assert worker.refused >= 1
     status = invoke("--db", str(tmp_path / "w.db"), "status", "r1")
     assert status.code == 0

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from _status import status_now
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.errors import ConcurrencyConflict, ConfigurationError, StoreError
 from chongming_task.stores.memory import InMemoryTaskStore
@@ -102,7 +103,7 @@ def test_s4_5_pause_rather_than_stop(backend: Backend) -> None:
     assert run.status is S.PAUSED
     assert controller.active_count == 1  # a paused task keeps its execution slot
     assert controller.resume("orders-worker") is True  # 继续跑
-    assert run.status is S.RUNNING
+    assert status_now(run) is S.RUNNING
     assert controller.stop("orders-worker", reason="发布窗口") is True  # 彻底结束
 
     # Right after resume the body may still be inside checkpoint(): then the stop

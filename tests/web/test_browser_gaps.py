@@ -12,9 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.web.conftest import TOKEN, USER
-from tests.web.test_api import seed
-from tests.web.test_browser import LiveServer, browser, playwright_sync, shots  # noqa: F401
 
 from chongming_task.model import TaskSnapshot
 from chongming_task.schedule import CronTrigger, Schedule
@@ -23,6 +20,10 @@ from chongming_task.states import TaskStatus
 from chongming_task.stores.base import TaskQuery, TaskStore
 from chongming_task.testing import FakeClock
 from chongming_task.web import create_app
+
+from .conftest import TOKEN, USER
+from .test_api import seed
+from .test_browser import LiveServer, browser, playwright_sync, shots  # noqa: F401
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
 

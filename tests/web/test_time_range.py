@@ -7,14 +7,15 @@ from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
-from tests.web.conftest import BEARER
-from tests.web.test_api import seed
 
 from chongming_task.model import TaskSnapshot
 from chongming_task.states import TaskStatus
 from chongming_task.stores.base import TaskStore
 from chongming_task.testing import FakeClock
 from chongming_task.web.views import _CURSOR_SLACK
+
+from .conftest import BEARER
+from .test_api import seed
 
 DAY0 = datetime(2026, 1, 1, tzinfo=UTC)  # seed(): task i is created at DAY0 + i seconds
 
