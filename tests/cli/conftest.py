@@ -131,18 +131,18 @@ def store_dump(db: str) -> Any:
             }
     if not Path(db).exists():
         return None
-    conn = sqlite3.connect(db)
+    lite = sqlite3.connect(db)
     try:
         tables = [
             row[0]
-            for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY 1")
+            for row in lite.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY 1")
         ]
         return {
-            table: sorted(map(repr, conn.execute(f'SELECT * FROM "{table}"').fetchall()))
+            table: sorted(map(repr, lite.execute(f'SELECT * FROM "{table}"').fetchall()))
             for table in tables
         }
     finally:
-        conn.close()
+        lite.close()
 
 
 _PEEKERS: dict[str, Any] = {}

@@ -114,7 +114,8 @@ def test_worker_refuses_what_it_cannot_run(
         Submission(name="add", task_id="r2", kwargs={"zzz": 1}).submit(store, issued_by="me")
         for task_id in ("r1", "r2"):
             wait_until(
-                lambda task_id=task_id: (
+                # mypy infers no type for a lambda with a default argument:
+                lambda task_id=task_id: (  # type: ignore[misc]
                     (c := find_submission(store, task_id)) is not None and c.status == "completed"
                 )
             )

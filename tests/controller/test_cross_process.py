@@ -175,13 +175,15 @@ def test_one_process_runs_another_watches_and_controls(
         assert len(written) == 5  # stop, pause, resume, stop, stop
         for command in written:
             stored = wait_until(
-                lambda command=command: (
+                # mypy infers no type for a lambda with a default argument:
+                lambda command=command: (  # type: ignore[misc]
                     (c := store.get_command(command.command_id)) is not None
                     and c.status == "completed"
                     and c
                 ),
                 timeout=30,
             )
+            assert isinstance(stored, Command)
             assert stored.target_owner == "worker-1"
             assert stored.claimed_by == "worker-1"
             assert stored.claims == 1

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from chongming_task import Controller
+from chongming_task import Controller, ReconcileReport
 from chongming_task.controller.reconcile import RECONCILE_TRIGGER
 from chongming_task.model import FailureKind
 from chongming_task.states import TaskStatus
@@ -102,6 +102,7 @@ def test_sigkill_then_reconcile(
         )
         # The dead worker's tasks: the live node keeps renewing its own leases meanwhile.
         before = {s.task_id: s for s in store.query() if s.task_id.startswith("job-")}
+        assert isinstance(dry, ReconcileReport)
         assert dry.dry_run
         assert sorted(dry.lost) == ["job-1", "job-2"]
         assert sorted(dry.adoptable) == ["job-3", "job-4"]

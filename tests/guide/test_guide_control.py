@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from _status import status_now
-from chongming_task import Controller, task
+from chongming_task import Controller, TaskContext, task
 from chongming_task.model import FailureKind
 from chongming_task.policies import FixedBackoff, RetryPolicy, Timeout
 from chongming_task.testing import FakeClock, GatedExecutor, wait_until
@@ -211,7 +211,7 @@ def test_s4_3_resume_after_pause_in_retry_wait_goes_to_queued() -> None:
     clock = FakeClock()
     attempts: list[int] = []
 
-    def flaky(ctx: Any) -> int:
+    def flaky(ctx: TaskContext) -> int:
         attempts.append(ctx.attempt)
         if ctx.attempt == 1:
             raise OSError("transient")

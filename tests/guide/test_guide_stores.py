@@ -387,7 +387,7 @@ def test_s8_9_a_command_for_someone_else_is_handed_back(backend: Backend, work: 
             )
         )
         done = wait_until(
-            lambda c=command: (
+            lambda c=command: (  # type: ignore[misc]  # mypy infers no lambda with a default
                 (x := store.get_command(c.command_id)) and x.status == "completed" and x
             ),
             timeout=PATIENCE,

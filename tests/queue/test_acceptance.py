@@ -159,7 +159,8 @@ def scenario(store: TaskStore, db: str, tmp_path: Path) -> None:
         # No command typed: w-b's periodic reconcile marks w-a's running tasks lost.
         for task_id in running_a:
             wait_until(
-                lambda task_id=task_id: (
+                # mypy infers no type for a lambda with a default argument:
+                lambda task_id=task_id: (  # type: ignore[misc]
                     store.get(task_id).status  # type: ignore[union-attr]
                     is TaskStatus.LOST
                 ),
