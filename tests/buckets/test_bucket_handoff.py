@@ -201,6 +201,7 @@ def test_handoff_times_out_honestly_while_the_old_owner_drains(store: TaskStore)
         # may have adopted a moment before).
         release_id = caught.value.command_id or ""
         command = wait_until(lambda: store.get_command(release_id), timeout=DEADLINE)
+        assert command is not None
         wait_until(
             lambda: store.get_command(release_id).status == "completed",  # type: ignore[union-attr]
             timeout=DEADLINE,

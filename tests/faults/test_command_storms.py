@@ -84,10 +84,8 @@ def test_command_storm_from_another_process(store_spec: str) -> None:
             raise AssertionError(
                 f"last commands not applied (expected, actual, tail): {wrong}"
             ) from None
-        rolled_back = sum(
-            1
-            for t in ids
-            if store.get(t).status is not expected[t]  # type: ignore[union-attr]
+        rolled_back = len(
+            [t for t in ids if store.get(t).status is not expected[t]]  # type: ignore[union-attr]
         )
         for task_id in ids:
             console.stop(task_id, reason="end of storm")

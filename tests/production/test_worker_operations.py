@@ -439,7 +439,8 @@ def test_compact_history_keeps_first_last_and_failures(tmp_path: Path) -> None:
                 "succeeded"]  # fmt: skip
         transitions = [
             Transition(task_id="c1", from_status=None if a is None else TaskStatus(a),
-                       to_status=TaskStatus(b), version=v, at=EPOCH, trigger="test")
+                       to_status=TaskStatus(b),  # type: ignore[arg-type]  # only path[0] is None
+                       version=v, at=EPOCH, trigger="test")
             for v, (a, b) in enumerate(itertools.pairwise(path), start=1)
         ]  # fmt: skip
         store.create(snapshot.replace(status_version=len(transitions)), transitions)

@@ -161,7 +161,12 @@ def test_task_page_shows_the_last_log_lines(store: TaskStore, browser: Any) -> N
     with LiveServer(app) as server:
         page = logged_in(browser, server)
         dialogs: list[str] = []
-        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+
+        def dismiss(dialog: Any) -> None:
+            dialogs.append(dialog.message)
+            dialog.dismiss()
+
+        page.on("dialog", dismiss)
         page.goto(f"{server.url}/tasks/chatty")
         logs = page.locator('[data-testid="logs"]')
         expect(logs).to_contain_text("09:00:00 INFO started")

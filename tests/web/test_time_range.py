@@ -119,7 +119,7 @@ def test_pages_of_a_window_are_keyset_reads_and_stable(
         reads.append(query.limit)
         return real(query)
 
-    store.query_heads = counting  # type: ignore[method-assign]
+    store.query_heads = counting  # type: ignore[method-assign,assignment]
     window = {
         "created_after": (DAY0 + timedelta(seconds=10)).isoformat(),
         "limit": "20",
