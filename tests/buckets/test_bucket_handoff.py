@@ -12,10 +12,8 @@ worker's declaration then goes stale.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from _workers import cli, cli_env, on_path, spawn_worker, stop_workers
 from chongming_task import Client, Controller, InMemoryTaskStore, SqliteTaskStore, TaskStatus
 from chongming_task.buckets import HandoffResult, HandoffTimeout, handoff, ownership_report
 from chongming_task.policies import BucketPolicy
@@ -217,63 +216,25 @@ def test_handoff_times_out_honestly_while_the_old_owner_drains(store: TaskStore)
 # ------------------------------------------------------------------ real processes
 
 
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CHONGMING_")}
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(Path(__file__).resolve().parents[2] / "src"), str(HERE), env.get("PYTHONPATH", "")]
-    )
-    env["NO_COLOR"] = "1"
-    return env
-
-
 def _cli(db: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "chongming_task.cli", "--db", db, "--num-buckets", "8", *args],
-        check=False,
-        capture_output=True,
-        text=True,
-        env=_env(),
-        timeout=60,
-    )
+    return cli(db, "--num-buckets", "8", *args, env=cli_env(HERE))
 
 
 def _worker(db: str, owner: str, buckets: str, log: Path) -> subprocess.Popen[bytes]:
-    with log.open("wb") as out:
-        return subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "chongming_task.cli",
-                "--db",
-                db,
-                "--num-buckets",
-                "8",
-                "--owner",
-                owner,
-                "--owned-buckets",
-                buckets,
-                "worker",
-                "--tasks",
-                str(HERE / "btasks.py"),
-                "--max-parallel",
-                "2",
-                "--poll-interval",
-                "0.1",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=_env(),
-        )
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+    return spawn_worker(
+        db,
+        log,
+        options=["--num-buckets", "8", "--owner", owner, "--owned-buckets", buckets],
+        worker=[
+            "--tasks",
+            str(HERE / "btasks.py"),
+            "--max-parallel",
+            "2",
+            "--poll-interval",
+            "0.1",
+        ],
+        env=cli_env(HERE),
+    )
 
 
 def _owners(db: str) -> dict[str, Any]:
@@ -283,11 +244,8 @@ def _owners(db: str) -> dict[str, Any]:
 
 
 def scenario(store: TaskStore, db: str, tmp_path: Path) -> None:
-    sys.path.insert(0, str(HERE))
-    try:
+    with on_path(HERE):
         import btasks
-    finally:
-        sys.path.remove(str(HERE))
     gates = tmp_path / "gates"
     gates.mkdir()
     logs = tmp_path / "logs"
@@ -353,10 +311,7 @@ def scenario(store: TaskStore, db: str, tmp_path: Path) -> None:
         assert json.loads(health.stdout)["buckets"]["stale"] == ["w-b"]
     finally:
         (gates / "release").write_text("go")
-        for proc in procs.values():
-            _stop(proc)
-        for log in sorted(logs.glob("*.log")):
-            sys.stderr.write(f"--- {log.name}\n{log.read_text()[-3000:]}\n")
+        stop_workers(procs.values(), logs)
 
 
 def test_handoff_between_worker_processes_sqlite(tmp_path: Path) -> None:
