@@ -10,9 +10,14 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 import pytest
+
+if TYPE_CHECKING:
+    from chongming_task import TaskStore
 
 POSTGRES_ENV = "CHONGMING_TEST_POSTGRES"
 
@@ -46,3 +51,36 @@ def postgres_dsn() -> Iterator[str]:
     finally:
         with psycopg.connect(base, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def _open(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> tuple[TaskStore, str]:
+    """A store of ``kind`` and the ``--db`` by which another process opens it."""
+    from chongming_task import InMemoryTaskStore, PostgresTaskStore, SqliteTaskStore
+
+    if kind == "memory":
+        return InMemoryTaskStore(), ""
+    if kind == "sqlite":
+        db = str(tmp_path / "tasks.db")
+        return SqliteTaskStore(db), db
+    dsn: str = request.getfixturevalue("postgres_dsn")
+    return PostgresTaskStore(dsn), dsn
+
+
+@pytest.fixture(
+    params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.external_service)]
+)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TaskStore]:
+    """Each store in turn: memory, SQLite, PostgreSQL, closed after the test (for the
+    tests that ask for a ``store`` where neither their module nor folder has one)."""
+    made, _ = _open(request.param, request, tmp_path)
+    with made:
+        yield made
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.external_service)])
+def shared_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[TaskStore, str]]:
+    """A store that other processes open too (SQLite, PostgreSQL), with the ``--db``
+    by which they open it; closed after the test."""
+    made, db = _open(request.param, request, tmp_path)
+    with made:
+        yield made, db

@@ -15,14 +15,13 @@ import json
 import signal
 import subprocess
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from _workers import cli, cli_env, on_path, spawn_worker, stop_workers
-from chongming_task import Client, Controller, InMemoryTaskStore, SqliteTaskStore, TaskStatus
+from chongming_task import Client, Controller, TaskStatus
 from chongming_task.buckets import HandoffResult, HandoffTimeout, handoff, ownership_report
 from chongming_task.policies import BucketPolicy
 from chongming_task.stores.base import TaskStore
@@ -37,23 +36,6 @@ DEADLINE = 20.0
 def key_in(bucket: int, num: int = NUM) -> str:
     policy = BucketPolicy(num_buckets=num)
     return next(f"k{i}" for i in range(10_000) if policy.bucket_for(f"k{i}") == bucket)
-
-
-@pytest.fixture(
-    params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.external_service)]
-)
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TaskStore]:
-    opened: TaskStore
-    if request.param == "memory":
-        opened = InMemoryTaskStore()
-    elif request.param == "sqlite":
-        opened = SqliteTaskStore(tmp_path / "h.db")
-    else:
-        from chongming_task.stores.postgres import PostgresTaskStore
-
-        opened = PostgresTaskStore(request.getfixturevalue("postgres_dsn"))
-    yield opened
-    opened.close()
 
 
 GATE = threading.Event()
@@ -314,15 +296,7 @@ def scenario(store: TaskStore, db: str, tmp_path: Path) -> None:
         stop_workers(procs.values(), logs)
 
 
-def test_handoff_between_worker_processes_sqlite(tmp_path: Path) -> None:
-    db = str(tmp_path / "handoff.db")
-    with SqliteTaskStore(db) as store:
-        scenario(store, db, tmp_path)
-
-
-@pytest.mark.external_service
-def test_handoff_between_worker_processes_postgres(tmp_path: Path, postgres_dsn: str) -> None:
-    from chongming_task import PostgresTaskStore
-
-    with PostgresTaskStore(postgres_dsn) as store:
-        scenario(store, postgres_dsn, tmp_path)
+def test_handoff_between_worker_processes(
+    shared_store: tuple[TaskStore, str], tmp_path: Path
+) -> None:
+    scenario(*shared_store, tmp_path)

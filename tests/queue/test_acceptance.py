@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from _workers import cli, on_path, spawn_worker, stop_workers
-from chongming_task import Client, SqliteTaskStore, TaskStatus
+from chongming_task import Client, TaskStatus
 from chongming_task.policies import BucketPolicy
 from chongming_task.stores.base import TaskStore
 from chongming_task.testing import wait_until
@@ -154,15 +154,5 @@ def _tasks_on_path() -> Iterator[None]:
         yield
 
 
-def test_acceptance_sqlite(tmp_path: Path) -> None:
-    db = str(tmp_path / "queue.db")
-    with SqliteTaskStore(db) as store:
-        scenario(store, db, tmp_path)
-
-
-@pytest.mark.external_service
-def test_acceptance_postgres(tmp_path: Path, postgres_dsn: str) -> None:
-    from chongming_task import PostgresTaskStore
-
-    with PostgresTaskStore(postgres_dsn) as store:
-        scenario(store, postgres_dsn, tmp_path)
+def test_acceptance(shared_store: tuple[TaskStore, str], tmp_path: Path) -> None:
+    scenario(*shared_store, tmp_path)

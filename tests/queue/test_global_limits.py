@@ -133,32 +133,16 @@ def _tasks_on_path() -> Iterator[None]:
         yield
 
 
-def test_two_workers_never_exceed_the_limit_sqlite(tmp_path: Path) -> None:
-    db = str(tmp_path / "limits.db")
-    with SqliteTaskStore(db) as store:
-        two_workers_never_exceed_the_limit(store, db, tmp_path)
+def test_two_workers_never_exceed_the_limit(
+    shared_store: tuple[TaskStore, str], tmp_path: Path
+) -> None:
+    two_workers_never_exceed_the_limit(*shared_store, tmp_path)
 
 
-@pytest.mark.external_service
-def test_two_workers_never_exceed_the_limit_postgres(tmp_path: Path, postgres_dsn: str) -> None:
-    from chongming_task import PostgresTaskStore
-
-    with PostgresTaskStore(postgres_dsn) as store:
-        two_workers_never_exceed_the_limit(store, postgres_dsn, tmp_path)
-
-
-def test_a_killed_holders_slot_comes_back_sqlite(tmp_path: Path) -> None:
-    db = str(tmp_path / "limits.db")
-    with SqliteTaskStore(db) as store:
-        a_killed_holders_slot_comes_back(store, db, tmp_path)
-
-
-@pytest.mark.external_service
-def test_a_killed_holders_slot_comes_back_postgres(tmp_path: Path, postgres_dsn: str) -> None:
-    from chongming_task import PostgresTaskStore
-
-    with PostgresTaskStore(postgres_dsn) as store:
-        a_killed_holders_slot_comes_back(store, postgres_dsn, tmp_path)
+def test_a_killed_holders_slot_comes_back(
+    shared_store: tuple[TaskStore, str], tmp_path: Path
+) -> None:
+    a_killed_holders_slot_comes_back(*shared_store, tmp_path)
 
 
 @pytest.mark.parametrize(
