@@ -84,3 +84,12 @@ def shared_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tup
     made, db = _open(request.param, request, tmp_path)
     with made:
         yield made, db
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.external_service)])
+def store_spec(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh store named for another process: ``sqlite:PATH`` or ``postgres:DSN``
+    (``_store_spec.open_store`` opens it)."""
+    if request.param == "sqlite":
+        return f"sqlite:{tmp_path / 'tasks.db'}"
+    return f"postgres:{request.getfixturevalue('postgres_dsn')}"

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from _store_spec import open_store
 from chongming_task import Controller
 from chongming_task.states import TaskStatus
 from chongming_task.stores.base import Command, TaskStore
@@ -24,25 +25,6 @@ pytestmark = pytest.mark.timeout(120)
 
 S = TaskStatus
 WORKER = Path(__file__).with_name("proc_worker.py")
-
-
-def open_store(spec: str) -> TaskStore:
-    kind, _, target = spec.partition(":")
-    if kind == "sqlite":
-        from chongming_task.stores.sqlite import SqliteTaskStore
-
-        return SqliteTaskStore(target)
-    from chongming_task.stores.postgres import PostgresTaskStore
-
-    return PostgresTaskStore(target)
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.external_service)])
-def store_spec(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:{tmp_path / 'tasks.db'}"
-    dsn = request.getfixturevalue("postgres_dsn")
-    return f"postgres:{dsn}"
 
 
 class Worker:

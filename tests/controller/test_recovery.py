@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from _store_spec import open_store
 from chongming_task import Controller, ReconcileReport
 from chongming_task.controller.reconcile import RECONCILE_TRIGGER
 from chongming_task.model import FailureKind
@@ -19,7 +20,7 @@ from chongming_task.stores.base import TaskStore
 from chongming_task.testing import wait_until
 
 from ._helpers import Gate
-from .test_cross_process import WORKER, open_store, status_of
+from .test_cross_process import WORKER, status_of
 
 pytestmark = [
     pytest.mark.timeout(120),
@@ -28,13 +29,6 @@ pytestmark = [
 
 S = TaskStatus
 LEASE_TTL = 1.0
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.external_service)])
-def store_spec(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:{tmp_path / 'tasks.db'}"
-    return f"postgres:{request.getfixturevalue('postgres_dsn')}"
 
 
 @pytest.fixture

@@ -10,20 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from chongming_task.stores.base import TaskStore
-
 WORKER = Path(__file__).with_name("fault_worker.py")
-
-
-def open_store(spec: str) -> TaskStore:
-    kind, _, target = spec.partition(":")
-    if kind == "sqlite":
-        from chongming_task.stores.sqlite import SqliteTaskStore
-
-        return SqliteTaskStore(target)
-    from chongming_task.stores.postgres import PostgresTaskStore
-
-    return PostgresTaskStore(target)
 
 
 def _env() -> dict[str, str]:

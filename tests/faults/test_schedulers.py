@@ -14,26 +14,19 @@ from pathlib import Path
 
 import pytest
 
+from _store_spec import open_store
 from chongming_task.model import TaskSnapshot
 from chongming_task.states import TaskStatus
 from chongming_task.stores.base import TaskQuery
 from chongming_task.testing import wait_until
 
 from ._checks import check_store
-from ._procs import open_store
 from .conftest import SCALE, record
 
 pytestmark = pytest.mark.timeout(240)
 
 NODE = Path(__file__).resolve().parents[1] / "schedule" / "proc_scheduler.py"
 T0 = datetime(2026, 1, 5, 0, 0, tzinfo=UTC)
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.external_service)])
-def store_spec(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:{tmp_path / 'tasks.db'}"
-    return f"postgres:{request.getfixturevalue('postgres_dsn')}"
 
 
 def _set_time(path: Path, when: datetime) -> None:

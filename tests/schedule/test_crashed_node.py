@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from _store_spec import open_store
 from chongming_task.controller.reconcile import RECONCILE_TRIGGER
 from chongming_task.model import TaskSnapshot
 from chongming_task.states import TaskStatus
-from chongming_task.stores.base import TaskStore
 from chongming_task.testing import wait_until
 
 from .file_clock import FileClock
@@ -26,24 +26,6 @@ NODE = Path(__file__).with_name("proc_forbid.py")
 T0 = datetime(2026, 1, 5, 0, 0, tzinfo=UTC)
 FIRST = "slow@20260105T000100Z"
 SECOND = "slow@20260105T000200Z"
-
-
-def open_store(spec: str) -> TaskStore:
-    kind, _, target = spec.partition(":")
-    if kind == "sqlite":
-        from chongming_task.stores.sqlite import SqliteTaskStore
-
-        return SqliteTaskStore(target)
-    from chongming_task.stores.postgres import PostgresTaskStore
-
-    return PostgresTaskStore(target)
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.external_service)])
-def store_spec(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:{tmp_path / 'tasks.db'}"
-    return f"postgres:{request.getfixturevalue('postgres_dsn')}"
 
 
 @pytest.fixture

@@ -16,11 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from _store_spec import open_store
 from chongming_task.core.clock import SystemClock
 from chongming_task.model import TaskSnapshot
 from chongming_task.schedule import ScheduleAdmin
 from chongming_task.states import TaskStatus
-from chongming_task.stores.base import TaskQuery, TaskStore
+from chongming_task.stores.base import TaskQuery
 from chongming_task.testing import wait_until
 
 from .file_clock import FileClock
@@ -30,25 +31,6 @@ pytestmark = pytest.mark.timeout(120)
 NODE = Path(__file__).with_name("proc_scheduler.py")
 T0 = datetime(2026, 1, 5, 0, 0, tzinfo=UTC)
 FIRINGS = 20
-
-
-def open_store(spec: str) -> TaskStore:
-    kind, _, target = spec.partition(":")
-    if kind == "sqlite":
-        from chongming_task.stores.sqlite import SqliteTaskStore
-
-        return SqliteTaskStore(target)
-    from chongming_task.stores.postgres import PostgresTaskStore
-
-    return PostgresTaskStore(target)
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.external_service)])
-def store_spec(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:{tmp_path / 'tasks.db'}"
-    dsn = request.getfixturevalue("postgres_dsn")
-    return f"postgres:{dsn}"
 
 
 class Node:
