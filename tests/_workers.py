@@ -1,10 +1,13 @@
-"""``chongming-task`` worker processes for the cross-process tests.
+"""Worker processes for the cross-process tests.
 
-The queue, global-limit and bucket-handoff tests each run real worker processes on
-one store: spawned from this checkout's ``src`` without the test run's
+The queue, global-limit and bucket-handoff tests run real ``chongming-task worker``
+processes on one store: spawned from this checkout's ``src`` without the test run's
 ``CHONGMING_*`` settings, their output in one log file each (a pipe nobody reads
 would fill and block the child), stopped with SIGTERM and killed only if they do not
 exit, their logs' tails shown on stderr so that a failure says what the workers did.
+
+The fault, scheduling and recovery tests run scripts of their own instead, which
+print one line when they are ready: :func:`start_ready` waits for it.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import sys
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+
+import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 CLI = (sys.executable, "-m", "chongming_task.cli")
@@ -77,6 +82,22 @@ def stop_workers(procs: Iterable[subprocess.Popen[bytes]], logs: Path) -> None:
             proc.wait(5)
     for log in sorted(logs.glob("*.log")):
         sys.stderr.write(f"--- {log.name}\n{log.read_text()[-3000:]}\n")
+
+
+def start_ready(
+    argv: Sequence[str], name: str, *, ready: str = "ready", env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
+    """``argv`` started with its stdout and stderr piped, once its first line is
+    ``ready``; otherwise it is killed and the test fails with its stderr."""
+    process = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    assert process.stdout is not None
+    line = process.stdout.readline().strip()
+    if line != ready:
+        process.kill()
+        pytest.fail(f"{name} did not start: {line!r}\n{process.communicate(timeout=30)[1]}")
+    return process
 
 
 @contextmanager

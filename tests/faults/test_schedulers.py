@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from _store_spec import open_store
+from _workers import start_ready
 from chongming_task.model import TaskSnapshot
 from chongming_task.states import TaskStatus
 from chongming_task.stores.base import TaskQuery
@@ -40,19 +41,8 @@ def _start(store_spec: str, owner: str, clock: Path, work: Path) -> subprocess.P
     env = dict(os.environ)
     src = str(Path(__file__).resolve().parents[2] / "src")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [src, env.get("PYTHONPATH")]))
-    process = subprocess.Popen(
-        [sys.executable, str(NODE), store_spec, owner, str(clock), str(work)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    assert process.stdout is not None
-    line = process.stdout.readline().strip()
-    if line != "ready":
-        process.kill()
-        pytest.fail(f"{owner} did not start: {line!r}\n{process.communicate(timeout=30)[1]}")
-    return process
+    argv = [sys.executable, str(NODE), store_spec, owner, str(clock), str(work)]
+    return start_ready(argv, owner, env=env)
 
 
 def _acked(work: Path, owner: str, at: datetime) -> bool:

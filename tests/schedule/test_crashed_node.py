@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from _store_spec import open_store
+from _workers import start_ready
 from chongming_task.controller.reconcile import RECONCILE_TRIGGER
 from chongming_task.model import TaskSnapshot
 from chongming_task.states import TaskStatus
@@ -42,18 +43,9 @@ def processes(tmp_path: Path) -> Iterator[list[subprocess.Popen[str]]]:
 def spawn(
     started: list[subprocess.Popen[str]], spec: str, owner: str, work: Path, *extra: str
 ) -> subprocess.Popen[str]:
-    process = subprocess.Popen(
-        [sys.executable, str(NODE), spec, owner, str(work / "clock"), str(work), *extra],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    argv = [sys.executable, str(NODE), spec, owner, str(work / "clock"), str(work), *extra]
+    process = start_ready(argv, owner)
     started.append(process)
-    assert process.stdout is not None
-    line = process.stdout.readline().strip()
-    if line != "ready":
-        process.kill()
-        pytest.fail(f"{owner} did not start: {line!r}\n{process.communicate(timeout=30)[1]}")
     return process
 
 

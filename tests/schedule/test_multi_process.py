@@ -8,7 +8,6 @@ each second, and then checks that each of the twenty firings ran exactly once.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from _store_spec import open_store
+from _workers import start_ready
 from chongming_task.core.clock import SystemClock
 from chongming_task.model import TaskSnapshot
 from chongming_task.schedule import ScheduleAdmin
@@ -38,18 +38,8 @@ class Node:
 
     def __init__(self, store_spec: str, owner: str, clock: str, work: Path) -> None:
         self.owner = owner
-        self.process = subprocess.Popen(
-            [sys.executable, str(NODE), store_spec, owner, clock, str(work)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline().strip()
-        if line != "ready":
-            self.process.kill()
-            _, stderr = self.process.communicate(timeout=30)
-            pytest.fail(f"{owner} did not start: {line!r}\n{stderr}")
+        argv = [sys.executable, str(NODE), store_spec, owner, clock, str(work)]
+        self.process = start_ready(argv, owner)
 
     def finish(self, timeout: float = 60) -> dict[str, int]:
         stdout, stderr = self.process.communicate(timeout=timeout)
