@@ -7,7 +7,9 @@ would fill and block the child), stopped with SIGTERM and killed only if they do
 exit, their logs' tails shown on stderr so that a failure says what the workers did.
 
 The fault, scheduling and recovery tests run scripts of their own instead, which
-print one line when they are ready: :func:`start_ready` waits for it.
+print one line when they are ready: :func:`start_ready` waits for it. The CLI,
+operations and metrics tests read a worker's output while it runs: a :class:`Pump`
+per pipe.
 """
 
 from __future__ import annotations
@@ -16,14 +18,18 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
 import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 CLI = (sys.executable, "-m", "chongming_task.cli")
+#: What a ``chongming-task worker`` prints once it polls (``ready; stop with ...``).
+READY = "ready; stop with"
 
 
 def cli_env(*paths: Path) -> dict[str, str]:
@@ -98,6 +104,38 @@ def start_ready(
         process.kill()
         pytest.fail(f"{name} did not start: {line!r}\n{process.communicate(timeout=30)[1]}")
     return process
+
+
+class Pump:
+    """One pipe of a running child, read to its end by a thread of its own.
+
+    One reader per pipe and nobody else reading it: ``communicate()`` would read it
+    too and take lines away from :attr:`lines`; a pipe nobody reads fills and blocks
+    the child.
+    """
+
+    def __init__(self, pipe: IO[str] | None, *, keepends: bool = False) -> None:
+        assert pipe is not None
+        self.lines: list[str] = []
+        """What it printed so far, one entry a line (without its newline unless
+        ``keepends``)."""
+        self.ready = threading.Event()
+        """Set at the first line that says the worker is ready (:data:`READY`)."""
+        self._pipe = pipe
+        self._keepends = keepends
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        for line in self._pipe:
+            self.lines.append(line if self._keepends else line.rstrip("\n"))
+            if READY in line:
+                self.ready.set()
+
+    def close(self, timeout: float = 10) -> None:
+        """Once the child has exited: the rest of its output read, the pipe closed."""
+        self._thread.join(timeout)  # EOF follows the exit
+        self._pipe.close()
 
 
 @contextmanager
