@@ -1,8 +1,13 @@
-"""Shared fixtures: the PostgreSQL DSN policy and per-test isolated schemas.
+"""Shared fixtures: the PostgreSQL DSN policy and per-test isolated schemas, and the
+stores built on them (``store``, ``shared_store``, ``store_spec``).
 
 PostgreSQL tests are marked ``external_service``. Without ``CHONGMING_TEST_POSTGRES``
 they are skipped locally and fail in CI (``CI`` set), so CI can never pass by
 silently skipping them.
+
+This folder is on ``sys.path`` (pytest's default import mode puts it there for this
+file), so the tests import the helpers beside it by name: ``_workers``,
+``_store_spec``, ``_status``.
 """
 
 from __future__ import annotations
