@@ -23,8 +23,9 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check src tests examples bench
 	$(BIN)/lint-imports
 
+## mypy --strict on the package and on tests/ (the files and flags: pyproject's [tool.mypy]).
 typecheck: $(STAMP)
-	$(BIN)/mypy --strict src/chongming_task
+	$(BIN)/mypy
 
 check: test lint typecheck
 

@@ -1,8 +1,13 @@
-"""Shared fixtures: the PostgreSQL DSN policy and per-test isolated schemas.
+"""Shared fixtures: the PostgreSQL DSN policy and per-test isolated schemas, and the
+stores built on them (``store``, ``shared_store``, ``store_spec``).
 
 PostgreSQL tests are marked ``external_service``. Without ``CHONGMING_TEST_POSTGRES``
 they are skipped locally and fail in CI (``CI`` set), so CI can never pass by
 silently skipping them.
+
+This folder is on ``sys.path`` (pytest's default import mode puts it there for this
+file), so the tests import the helpers beside it by name: ``_workers``,
+``_store_spec``, ``_status``.
 """
 
 from __future__ import annotations
@@ -10,9 +15,14 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 import pytest
+
+if TYPE_CHECKING:
+    from chongming_task import TaskStore
 
 POSTGRES_ENV = "CHONGMING_TEST_POSTGRES"
 
@@ -46,3 +56,45 @@ def postgres_dsn() -> Iterator[str]:
     finally:
         with psycopg.connect(base, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def _open(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> tuple[TaskStore, str]:
+    """A store of ``kind`` and the ``--db`` by which another process opens it."""
+    from chongming_task import InMemoryTaskStore, PostgresTaskStore, SqliteTaskStore
+
+    if kind == "memory":
+        return InMemoryTaskStore(), ""
+    if kind == "sqlite":
+        db = str(tmp_path / "tasks.db")
+        return SqliteTaskStore(db), db
+    dsn: str = request.getfixturevalue("postgres_dsn")
+    return PostgresTaskStore(dsn), dsn
+
+
+@pytest.fixture(
+    params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.external_service)]
+)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TaskStore]:
+    """Each store in turn: memory, SQLite, PostgreSQL, closed after the test (for the
+    tests that ask for a ``store`` where neither their module nor folder has one)."""
+    made, _ = _open(request.param, request, tmp_path)
+    with made:
+        yield made
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.external_service)])
+def shared_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[TaskStore, str]]:
+    """A store that other processes open too (SQLite, PostgreSQL), with the ``--db``
+    by which they open it; closed after the test."""
+    made, db = _open(request.param, request, tmp_path)
+    with made:
+        yield made, db
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.external_service)])
+def store_spec(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh store named for another process: ``sqlite:PATH`` or ``postgres:DSN``
+    (``_store_spec.open_store`` opens it)."""
+    if request.param == "sqlite":
+        return f"sqlite:{tmp_path / 'tasks.db'}"
+    return f"postgres:{request.getfixturevalue('postgres_dsn')}"

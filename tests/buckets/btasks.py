@@ -6,11 +6,11 @@ import os
 import time
 from pathlib import Path
 
-from chongming_task import task
+from chongming_task import TaskContext, task
 
 
 @task
-def gated(ctx, gates: str) -> str:  # type: ignore[no-untyped-def]
+def gated(ctx: TaskContext, gates: str) -> str:
     """Record the start (and the worker's pid), wait for the gate file, return."""
     root = Path(gates)
     (root / f"started-{ctx.task_id}").write_text(str(os.getpid()))

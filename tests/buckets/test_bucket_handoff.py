@@ -12,18 +12,16 @@ worker's declaration then goes stale.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from chongming_task import Client, Controller, InMemoryTaskStore, SqliteTaskStore, TaskStatus
+from _workers import cli, cli_env, on_path, spawn_worker, stop_workers
+from chongming_task import Client, Controller, TaskStatus
 from chongming_task.buckets import HandoffResult, HandoffTimeout, handoff, ownership_report
 from chongming_task.policies import BucketPolicy
 from chongming_task.stores.base import TaskStore
@@ -38,23 +36,6 @@ DEADLINE = 20.0
 def key_in(bucket: int, num: int = NUM) -> str:
     policy = BucketPolicy(num_buckets=num)
     return next(f"k{i}" for i in range(10_000) if policy.bucket_for(f"k{i}") == bucket)
-
-
-@pytest.fixture(
-    params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.external_service)]
-)
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TaskStore]:
-    opened: TaskStore
-    if request.param == "memory":
-        opened = InMemoryTaskStore()
-    elif request.param == "sqlite":
-        opened = SqliteTaskStore(tmp_path / "h.db")
-    else:
-        from chongming_task.stores.postgres import PostgresTaskStore
-
-        opened = PostgresTaskStore(request.getfixturevalue("postgres_dsn"))
-    yield opened
-    opened.close()
 
 
 GATE = threading.Event()
@@ -201,6 +182,7 @@ def test_handoff_times_out_honestly_while_the_old_owner_drains(store: TaskStore)
         # may have adopted a moment before).
         release_id = caught.value.command_id or ""
         command = wait_until(lambda: store.get_command(release_id), timeout=DEADLINE)
+        assert command is not None
         wait_until(
             lambda: store.get_command(release_id).status == "completed",  # type: ignore[union-attr]
             timeout=DEADLINE,
@@ -216,63 +198,25 @@ def test_handoff_times_out_honestly_while_the_old_owner_drains(store: TaskStore)
 # ------------------------------------------------------------------ real processes
 
 
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CHONGMING_")}
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(Path(__file__).resolve().parents[2] / "src"), str(HERE), env.get("PYTHONPATH", "")]
-    )
-    env["NO_COLOR"] = "1"
-    return env
-
-
 def _cli(db: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "chongming_task.cli", "--db", db, "--num-buckets", "8", *args],
-        check=False,
-        capture_output=True,
-        text=True,
-        env=_env(),
-        timeout=60,
-    )
+    return cli(db, "--num-buckets", "8", *args, env=cli_env(HERE))
 
 
 def _worker(db: str, owner: str, buckets: str, log: Path) -> subprocess.Popen[bytes]:
-    with log.open("wb") as out:
-        return subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "chongming_task.cli",
-                "--db",
-                db,
-                "--num-buckets",
-                "8",
-                "--owner",
-                owner,
-                "--owned-buckets",
-                buckets,
-                "worker",
-                "--tasks",
-                str(HERE / "btasks.py"),
-                "--max-parallel",
-                "2",
-                "--poll-interval",
-                "0.1",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=_env(),
-        )
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+    return spawn_worker(
+        db,
+        log,
+        options=["--num-buckets", "8", "--owner", owner, "--owned-buckets", buckets],
+        worker=[
+            "--tasks",
+            str(HERE / "btasks.py"),
+            "--max-parallel",
+            "2",
+            "--poll-interval",
+            "0.1",
+        ],
+        env=cli_env(HERE),
+    )
 
 
 def _owners(db: str) -> dict[str, Any]:
@@ -282,11 +226,8 @@ def _owners(db: str) -> dict[str, Any]:
 
 
 def scenario(store: TaskStore, db: str, tmp_path: Path) -> None:
-    sys.path.insert(0, str(HERE))
-    try:
+    with on_path(HERE):
         import btasks
-    finally:
-        sys.path.remove(str(HERE))
     gates = tmp_path / "gates"
     gates.mkdir()
     logs = tmp_path / "logs"
@@ -352,21 +293,10 @@ def scenario(store: TaskStore, db: str, tmp_path: Path) -> None:
         assert json.loads(health.stdout)["buckets"]["stale"] == ["w-b"]
     finally:
         (gates / "release").write_text("go")
-        for proc in procs.values():
-            _stop(proc)
-        for log in sorted(logs.glob("*.log")):
-            sys.stderr.write(f"--- {log.name}\n{log.read_text()[-3000:]}\n")
+        stop_workers(procs.values(), logs)
 
 
-def test_handoff_between_worker_processes_sqlite(tmp_path: Path) -> None:
-    db = str(tmp_path / "handoff.db")
-    with SqliteTaskStore(db) as store:
-        scenario(store, db, tmp_path)
-
-
-@pytest.mark.external_service
-def test_handoff_between_worker_processes_postgres(tmp_path: Path, postgres_dsn: str) -> None:
-    from chongming_task import PostgresTaskStore
-
-    with PostgresTaskStore(postgres_dsn) as store:
-        scenario(store, postgres_dsn, tmp_path)
+def test_handoff_between_worker_processes(
+    shared_store: tuple[TaskStore, str], tmp_path: Path
+) -> None:
+    scenario(*shared_store, tmp_path)

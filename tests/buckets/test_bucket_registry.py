@@ -240,7 +240,7 @@ def test_declare_and_handoff_refuse_bad_input(store: TaskStore, clock: FakeClock
     b = node(store, "node-b", range(8, NUM), clock)
     with declare_buckets(a), declare_buckets(b):
         before = [(n.node_id, n.buckets, n.draining) for n in ownership_report(store).nodes]
-        for kwargs, match in [
+        refusals: list[tuple[dict[str, Any], str]] = [
             ({"buckets": [9]}, r"node-a does not declare bucket\(s\) \[9\]"),
             ({"buckets": [99]}, "outside 0..15"),
             ({"buckets": []}, "at least one bucket"),
@@ -248,7 +248,8 @@ def test_declare_and_handoff_refuse_bad_input(store: TaskStore, clock: FakeClock
             ({"buckets": [1], "to_node": "node-a"}, "both 'node-a'"),
             ({"buckets": [1], "to_node": "ghost"}, "'ghost' is not in the node registry"),
             ({"buckets": [1], "timeout": 0}, "timeout must be a positive"),
-        ]:
+        ]
+        for kwargs, match in refusals:
             args: dict[str, Any] = {"from_node": "node-a", "to_node": "node-b", "timeout": 1}
             args.update(kwargs)
             with pytest.raises(ConfigurationError, match=match):

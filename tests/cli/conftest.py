@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from _workers import Pump
 from chongming_task.cli import main
 
 MODULES = Path(__file__).resolve().parent / "modules"
@@ -131,18 +132,18 @@ def store_dump(db: str) -> Any:
             }
     if not Path(db).exists():
         return None
-    conn = sqlite3.connect(db)
+    lite = sqlite3.connect(db)
     try:
         tables = [
             row[0]
-            for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY 1")
+            for row in lite.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY 1")
         ]
         return {
-            table: sorted(map(repr, conn.execute(f'SELECT * FROM "{table}"').fetchall()))
+            table: sorted(map(repr, lite.execute(f'SELECT * FROM "{table}"').fetchall()))
             for table in tables
         }
     finally:
-        conn.close()
+        lite.close()
 
 
 _PEEKERS: dict[str, Any] = {}
@@ -186,29 +187,24 @@ class WorkerProcess:
     """A ``chongming-task worker`` subprocess and the lines it printed so far."""
 
     process: subprocess.Popen[str]
-    lines: list[str] = field(default_factory=list)
-    ready: threading.Event = field(default_factory=threading.Event)
-    reader: threading.Thread | None = None
+    pump: Pump = field(init=False)
 
-    def start_reading(self) -> None:
-        def pump() -> None:
-            assert self.process.stdout is not None
-            for line in self.process.stdout:
-                self.lines.append(line.rstrip("\n"))
-                if "ready; stop with" in line:
-                    self.ready.set()
+    def __post_init__(self) -> None:
+        self.pump = Pump(self.process.stdout)
 
-        self.reader = threading.Thread(target=pump, daemon=True)
-        self.reader.start()
+    @property
+    def lines(self) -> list[str]:
+        return self.pump.lines
+
+    @property
+    def ready(self) -> threading.Event:
+        return self.pump.ready
 
     def terminate(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
         if self.process.poll() is None:
             self.process.send_signal(sig)
         code = self.process.wait(timeout=timeout)
-        if self.reader is not None:
-            self.reader.join(timeout=5)
-        assert self.process.stdout is not None
-        self.process.stdout.close()
+        self.pump.close(timeout=5)
         return code
 
     @property
@@ -231,7 +227,6 @@ def start_worker(tmp_path: Path) -> Iterator[Callable[..., WorkerProcess]]:
             text=True,
         )
         worker = WorkerProcess(process)
-        worker.start_reading()
         started.append(worker)
         assert worker.ready.wait(30), f"worker not ready:\n{worker.output}"
         return worker

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import time
+from typing import Any
 
 import pytest
 
@@ -122,7 +123,7 @@ def test_bucket_usage_is_tracked_without_a_bucket_limit() -> None:
         {"max_parallel": 2, "max_parallel_per_bucket": 0},
     ],
 )
-def test_bad_limits_are_refused(kwargs: dict[str, int]) -> None:
+def test_bad_limits_are_refused(kwargs: dict[str, Any]) -> None:
     with pytest.raises(ConfigurationError):
         Admission(**kwargs)
 

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -23,8 +21,6 @@ from chongming_task.run import TaskRun
 from chongming_task.runtime.context import TaskContext
 from chongming_task.states import TaskStatus
 from chongming_task.stores.base import TaskStore
-from chongming_task.stores.memory import InMemoryTaskStore
-from chongming_task.stores.sqlite import SqliteTaskStore
 from chongming_task.testing import FakeClock, wait_until
 
 S = TaskStatus
@@ -49,23 +45,6 @@ class Stepper:
     def step(self) -> None:
         self.go.release()
         assert self.reached.acquire(timeout=PATIENCE)
-
-
-@pytest.fixture(
-    params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.external_service)]
-)
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TaskStore]:
-    made: TaskStore
-    if request.param == "memory":
-        made = InMemoryTaskStore()
-    elif request.param == "sqlite":
-        made = SqliteTaskStore(tmp_path / "tasks.db")
-    else:
-        from chongming_task.stores.postgres import PostgresTaskStore
-
-        made = PostgresTaskStore(request.getfixturevalue("postgres_dsn"))
-    with made:
-        yield made
 
 
 def test_a_2s_gap_under_a_1s_window_gets_the_warning(store: TaskStore) -> None:

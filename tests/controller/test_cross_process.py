@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from _store_spec import open_store
 from chongming_task import Controller
 from chongming_task.states import TaskStatus
 from chongming_task.stores.base import Command, TaskStore
@@ -24,25 +25,6 @@ pytestmark = pytest.mark.timeout(120)
 
 S = TaskStatus
 WORKER = Path(__file__).with_name("proc_worker.py")
-
-
-def open_store(spec: str) -> TaskStore:
-    kind, _, target = spec.partition(":")
-    if kind == "sqlite":
-        from chongming_task.stores.sqlite import SqliteTaskStore
-
-        return SqliteTaskStore(target)
-    from chongming_task.stores.postgres import PostgresTaskStore
-
-    return PostgresTaskStore(target)
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.external_service)])
-def store_spec(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:{tmp_path / 'tasks.db'}"
-    dsn = request.getfixturevalue("postgres_dsn")
-    return f"postgres:{dsn}"
 
 
 class Worker:
@@ -175,13 +157,15 @@ def test_one_process_runs_another_watches_and_controls(
         assert len(written) == 5  # stop, pause, resume, stop, stop
         for command in written:
             stored = wait_until(
-                lambda command=command: (
+                # mypy infers no type for a lambda with a default argument:
+                lambda command=command: (  # type: ignore[misc]
                     (c := store.get_command(command.command_id)) is not None
                     and c.status == "completed"
                     and c
                 ),
                 timeout=30,
             )
+            assert isinstance(stored, Command)
             assert stored.target_owner == "worker-1"
             assert stored.claimed_by == "worker-1"
             assert stored.claims == 1

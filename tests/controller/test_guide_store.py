@@ -106,7 +106,7 @@ def test_8_9_store_failures_never_fail_a_task() -> None:
     def locked(*args: object, **kwargs: object) -> None:
         raise StoreError("database is locked")
 
-    store.save = locked  # type: ignore[assignment]
+    store.save = locked  # type: ignore[method-assign]
     store.save_many = locked  # type: ignore[assignment]  # the write-through batches saves
     run = controller.submit("noop", task_id="t")
     outcome = run.wait(10)

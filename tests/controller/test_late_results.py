@@ -99,7 +99,7 @@ def test_a_late_success_is_audited_and_the_status_stays_lost(handles: Handles) -
     assert after.failure == lost.failure
     assert after.outcome is None
     assert other.history("t") == history  # nothing added to the trail
-    (record,) = after.metadata[LATE_RESULTS_KEY]  # type: ignore[misc]
+    (record,) = after.metadata[LATE_RESULTS_KEY]
     assert record["status"] == "succeeded"
     assert record["outcome"] == {"rows": 7}
     assert record["attempt"] == 1
@@ -139,7 +139,7 @@ def test_a_late_failure_is_audited_too_and_records_stay_bounded(handles: Handles
     releases["f"].set()
     assert run.wait(10).status is S.FAILED
     wait_until(
-        lambda: other.get("f").metadata[LATE_RESULTS_KEY][-1].get("status") == "failed",  # type: ignore[union-attr,index]
+        lambda: other.get("f").metadata[LATE_RESULTS_KEY][-1].get("status") == "failed",  # type: ignore[union-attr]
         message="the late failure recorded",
     )
     after = other.get("f")
@@ -149,7 +149,7 @@ def test_a_late_failure_is_audited_too_and_records_stay_bounded(handles: Handles
     assert isinstance(records, list)
     assert len(records) == MAX_LATE_RESULTS
     assert records[0] == stale[1]
-    assert "disk full" in str(records[-1]["failure"])  # type: ignore[index]
+    assert "disk full" in str(records[-1]["failure"])
     controller.close(close_store=False)
 
 
@@ -201,6 +201,6 @@ def test_the_end_is_audited_after_an_earlier_write_was_given_up(handles: Handles
     assert after is not None
     assert after.status is S.LOST
     assert other.history("p") == history
-    (record,) = after.metadata[LATE_RESULTS_KEY]  # type: ignore[misc]
+    (record,) = after.metadata[LATE_RESULTS_KEY]
     assert (record["status"], record["outcome"]) == ("succeeded", 3)
     controller.close(close_store=False)

@@ -58,7 +58,7 @@ def test_controller_and_client_list_a_creation_window(
         clock.advance(600)
     controller = Controller(store, owner="reader")
     try:
-        window = {
+        window: dict[str, Any] = {
             "created_after": START + timedelta(minutes=10),
             "created_before": START + timedelta(minutes=30),
         }
@@ -73,7 +73,7 @@ def test_controller_and_client_list_a_creation_window(
             assert lister(created_after=START + timedelta(hours=1)) == []
         # A write moves a task's updated_at into a window; creation stays where it was.
         assert client.stop("m0", reason="not needed") is True
-        recent = {"updated_after": clock.now()}
+        recent: dict[str, Any] = {"updated_after": clock.now()}
         assert [s.task_id for s in controller.list_tasks(**recent)] == ["m0"]
         assert [s.task_id for s in client.list_tasks(updated_before=clock.now())] == [
             "m10",
@@ -91,6 +91,6 @@ def test_naive_bounds_are_refused(clocked: tuple[TaskStore, FakeClock]) -> None:
         with pytest.raises(ConfigurationError, match="created_after must be a timezone-aware"):
             controller.list_tasks(created_after=datetime(2026, 1, 1))
         with pytest.raises(ConfigurationError, match="updated_before"):
-            Client(store).list_tasks(updated_before="2026-01-01")  # type: ignore[arg-type]
+            Client(store).list_tasks(updated_before="2026-01-01")
     finally:
         controller.close()

@@ -201,7 +201,11 @@ def test_events_in_order_and_subscriber_errors_are_contained() -> None:
 def test_a_slow_subscriber_does_not_block_the_publisher() -> None:
     bus = EventBus()
     gate = threading.Event()
-    bus.subscribe(lambda t, s: gate.wait(5))
+
+    def slow(transition: Transition, snapshot: TaskSnapshot) -> None:
+        gate.wait(5)
+
+    bus.subscribe(slow)
     for version in range(10):
         bus.publish(*transition("a", version))  # returns at once
     assert not bus.flush(0.05)

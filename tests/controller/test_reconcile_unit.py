@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import timedelta
 
 import pytest
@@ -139,7 +139,7 @@ def test_a_holder_that_writes_first_wins(store: InMemoryTaskStore, clock: FakeCl
     original_save = store.save
 
     def holder_comes_back(
-        snapshot: TaskSnapshot, *, expect_version: int, transitions: tuple[Transition, ...] = ()
+        snapshot: TaskSnapshot, *, expect_version: int, transitions: Sequence[Transition] = ()
     ) -> None:
         raise ConcurrencyConflict(snapshot.task_id, expect_version, expect_version + 1)
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from chongming_task import Controller
+from _store_spec import open_store
+from chongming_task import Controller, ReconcileReport
 from chongming_task.controller.reconcile import RECONCILE_TRIGGER
 from chongming_task.model import FailureKind
 from chongming_task.states import TaskStatus
@@ -19,7 +20,7 @@ from chongming_task.stores.base import TaskStore
 from chongming_task.testing import wait_until
 
 from ._helpers import Gate
-from .test_cross_process import WORKER, open_store, status_of
+from .test_cross_process import WORKER, status_of
 
 pytestmark = [
     pytest.mark.timeout(120),
@@ -28,13 +29,6 @@ pytestmark = [
 
 S = TaskStatus
 LEASE_TTL = 1.0
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.external_service)])
-def store_spec(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:{tmp_path / 'tasks.db'}"
-    return f"postgres:{request.getfixturevalue('postgres_dsn')}"
 
 
 @pytest.fixture
@@ -102,6 +96,7 @@ def test_sigkill_then_reconcile(
         )
         # The dead worker's tasks: the live node keeps renewing its own leases meanwhile.
         before = {s.task_id: s for s in store.query() if s.task_id.startswith("job-")}
+        assert isinstance(dry, ReconcileReport)
         assert dry.dry_run
         assert sorted(dry.lost) == ["job-1", "job-2"]
         assert sorted(dry.adoptable) == ["job-3", "job-4"]

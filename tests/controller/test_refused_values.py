@@ -33,7 +33,8 @@ def controller(tmp_path: Path) -> Iterator[Controller]:
     controller.close(close_store=True)
 
 
-CALLS: dict[str, tuple[Callable[[Controller], Any], str]] = {
+# The calls take the controller as Any: most pass wrongly typed values on purpose.
+CALLS: dict[str, tuple[Callable[[Any], Any], str]] = {
     "priority 2**63": (lambda c: c.submit("job", priority=2**63), "9223372036854775807"),
     "priority -2**63-1": (lambda c: c.submit("job", priority=-(2**63) - 1), ">="),
     "tags=5": (lambda c: c.submit("job", tags=5), "tags"),

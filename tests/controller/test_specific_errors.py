@@ -6,8 +6,6 @@ Each is raised where its case arises, on every store, and is still caught by
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,29 +16,11 @@ from chongming_task import (
     Controller,
     ControllerClosed,
     DuplicateTaskId,
-    InMemoryTaskStore,
     InvalidState,
-    SqliteTaskStore,
     UnknownTask,
     UnknownTaskName,
 )
 from chongming_task.stores.base import TaskStore
-
-
-@pytest.fixture(
-    params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.external_service)]
-)
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TaskStore]:
-    if request.param == "memory":
-        opened: TaskStore = InMemoryTaskStore()
-    elif request.param == "sqlite":
-        opened = SqliteTaskStore(tmp_path / "e.db")
-    else:
-        from chongming_task import PostgresTaskStore
-
-        opened = PostgresTaskStore(request.getfixturevalue("postgres_dsn"))
-    yield opened
-    opened.close()
 
 
 def quick(ctx: Any) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
+from collections.abc import Collection
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -95,9 +96,9 @@ def test_a_pending_write_keeps_the_lease_and_is_never_called_lost(tmp_path: Path
     renewed: list[str] = []
     original_renew = store.renew_leases
 
-    def renew(owner: str, task_ids: object, lease_until: datetime) -> int:
-        renewed.extend(task_ids)  # type: ignore[call-overload]
-        return original_renew(owner, task_ids, lease_until)  # type: ignore[arg-type]
+    def renew(owner: str, task_ids: Collection[str], lease_until: datetime) -> int:
+        renewed.extend(task_ids)
+        return original_renew(owner, task_ids, lease_until)
 
     def fail(*args: object, **kwargs: object) -> None:
         raise StoreError("database is locked")

@@ -8,22 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-from chongming_task.stores.base import TaskStore
+from _workers import start_ready
 
 WORKER = Path(__file__).with_name("fault_worker.py")
-
-
-def open_store(spec: str) -> TaskStore:
-    kind, _, target = spec.partition(":")
-    if kind == "sqlite":
-        from chongming_task.stores.sqlite import SqliteTaskStore
-
-        return SqliteTaskStore(target)
-    from chongming_task.stores.postgres import PostgresTaskStore
-
-    return PostgresTaskStore(target)
 
 
 def _env() -> dict[str, str]:
@@ -38,19 +25,8 @@ class Worker:
 
     def __init__(self, store: str, owner: str, *args: str) -> None:
         self.owner = owner
-        self.process = subprocess.Popen(
-            [sys.executable, str(WORKER), "work", store, owner, *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=_env(),
-        )
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline().strip()
-        if line != "READY":
-            self.process.kill()
-            _, err = self.process.communicate(timeout=30)
-            pytest.fail(f"worker {owner} did not start: {line!r}\n{err}")
+        argv = [sys.executable, str(WORKER), "work", store, owner, *args]
+        self.process = start_ready(argv, f"worker {owner}", ready="READY", env=_env())
 
     def sigkill(self) -> None:
         if self.process.poll() is None:

@@ -17,9 +17,14 @@ import random
 import sys
 import threading
 import time
+from pathlib import Path
 
 from chongming_task import Controller, TaskContext
-from chongming_task.stores.base import TaskStore
+
+# Run as a script, this file's directory is on sys.path; tests/, with the helpers the
+# tests share, goes there too.
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
+from _store_spec import open_store
 
 
 def short(ctx: TaskContext, steps: int) -> int:
@@ -34,17 +39,6 @@ def long(ctx: TaskContext) -> None:
     while True:
         ctx.checkpoint()
         time.sleep(0.01)
-
-
-def open_store(spec: str) -> TaskStore:
-    kind, _, target = spec.partition(":")
-    if kind == "sqlite":
-        from chongming_task.stores.sqlite import SqliteTaskStore
-
-        return SqliteTaskStore(target)
-    from chongming_task.stores.postgres import PostgresTaskStore
-
-    return PostgresTaskStore(target)
 
 
 def main() -> int:

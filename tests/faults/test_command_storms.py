@@ -4,29 +4,22 @@ the process holding the task; none is lost."""
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import pytest
 
+from _store_spec import open_store
 from chongming_task import Controller
 from chongming_task.states import TaskStatus
 from chongming_task.testing import wait_until
 
 from ._checks import check_store
-from ._procs import Worker, open_store
+from ._procs import Worker
 from .conftest import SCALE, record
 
 pytestmark = pytest.mark.timeout(240)
 
 S = TaskStatus
 EXPECTED = {"pause": S.PAUSED, "resume": S.RUNNING, "stop": S.STOPPED}
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.external_service)])
-def store_spec(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:{tmp_path / 'tasks.db'}"
-    return f"postgres:{request.getfixturevalue('postgres_dsn')}"
 
 
 def test_command_storm_from_another_process(store_spec: str) -> None:
@@ -84,10 +77,8 @@ def test_command_storm_from_another_process(store_spec: str) -> None:
             raise AssertionError(
                 f"last commands not applied (expected, actual, tail): {wrong}"
             ) from None
-        rolled_back = sum(
-            1
-            for t in ids
-            if store.get(t).status is not expected[t]  # type: ignore[union-attr]
+        rolled_back = len(
+            [t for t in ids if store.get(t).status is not expected[t]]  # type: ignore[union-attr]
         )
         for task_id in ids:
             console.stop(task_id, reason="end of storm")

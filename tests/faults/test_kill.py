@@ -4,31 +4,22 @@ fresh process: the store tells the truth about every task (guide §8.11)."""
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 
+from _store_spec import open_store
 from chongming_task.states import OCCUPYING, TaskStatus
 from chongming_task.stores.base import TaskQuery
 from chongming_task.testing import wait_until
 
 from ._checks import check_store, integrity_ok
-from ._procs import Worker, open_store, reconcile_from_a_fresh_process
+from ._procs import Worker, reconcile_from_a_fresh_process
 from .conftest import SCALE, record
 
 pytestmark = pytest.mark.timeout(300)
 
 S = TaskStatus
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.external_service)])
-def store_spec(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:{tmp_path / 'tasks.db'}"
-    else:
-        yield f"postgres:{request.getfixturevalue('postgres_dsn')}"
 
 
 def test_sigkill_at_random_points_then_reconcile_from_a_fresh_process(store_spec: str) -> None:

@@ -14,26 +14,20 @@ from pathlib import Path
 
 import pytest
 
+from _store_spec import open_store
+from _workers import start_ready
 from chongming_task.model import TaskSnapshot
 from chongming_task.states import TaskStatus
 from chongming_task.stores.base import TaskQuery
 from chongming_task.testing import wait_until
 
 from ._checks import check_store
-from ._procs import open_store
 from .conftest import SCALE, record
 
 pytestmark = pytest.mark.timeout(240)
 
 NODE = Path(__file__).resolve().parents[1] / "schedule" / "proc_scheduler.py"
 T0 = datetime(2026, 1, 5, 0, 0, tzinfo=UTC)
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.external_service)])
-def store_spec(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:{tmp_path / 'tasks.db'}"
-    return f"postgres:{request.getfixturevalue('postgres_dsn')}"
 
 
 def _set_time(path: Path, when: datetime) -> None:
@@ -47,19 +41,8 @@ def _start(store_spec: str, owner: str, clock: Path, work: Path) -> subprocess.P
     env = dict(os.environ)
     src = str(Path(__file__).resolve().parents[2] / "src")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [src, env.get("PYTHONPATH")]))
-    process = subprocess.Popen(
-        [sys.executable, str(NODE), store_spec, owner, str(clock), str(work)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    assert process.stdout is not None
-    line = process.stdout.readline().strip()
-    if line != "ready":
-        process.kill()
-        pytest.fail(f"{owner} did not start: {line!r}\n{process.communicate(timeout=30)[1]}")
-    return process
+    argv = [sys.executable, str(NODE), store_spec, owner, str(clock), str(work)]
+    return start_ready(argv, owner, env=env)
 
 
 def _acked(work: Path, owner: str, at: datetime) -> bool:

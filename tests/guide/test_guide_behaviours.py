@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,36 +24,14 @@ from chongming_task.policies import FixedBackoff, RetryPolicy
 from chongming_task.run import TaskRun
 from chongming_task.states import TaskStatus
 from chongming_task.stores.base import TaskStore
-from chongming_task.stores.memory import InMemoryTaskStore
-from chongming_task.stores.sqlite import SqliteTaskStore
 from chongming_task.testing import FakeClock
 
 from .conftest import PATIENCE, S, path
 
 FAILURE = Failure(kind=FailureKind.EXCEPTION, message="boom", retryable=True)
 
-# ---------------------------------------------------------------- fixtures
-
-
-@pytest.fixture(
-    params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.external_service)]
-)
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TaskStore]:
-    """Each store-backed behaviour once per backend: memory, SQLite, PostgreSQL."""
-    made: TaskStore
-    if request.param == "memory":
-        made = InMemoryTaskStore()
-    elif request.param == "sqlite":
-        made = SqliteTaskStore(tmp_path / "tasks.db")
-    else:
-        from chongming_task.stores.postgres import PostgresTaskStore
-
-        made = PostgresTaskStore(request.getfixturevalue("postgres_dsn"))
-    with made:
-        yield made
-
-
 # ---------------------------------------------------------------- §4.3
+# (``store``: each backend in turn, tests/conftest.py)
 
 #: A run whose first attempt fails, paused in retry_wait, resumed, second attempt ok.
 PAUSED_IN_RETRY_WAIT = [

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from chongming_task import TaskSnapshot
 from chongming_task.errors import ConfigurationError
 
 from .conftest import PATIENCE, S, Work, path, reach
@@ -83,7 +84,10 @@ def test_s8_2_query_interface(work: Work) -> None:
         snapshot = controller.get("e0")
         assert snapshot is not None
         assert snapshot.status is S.RUNNING
-        ids = lambda snaps: [s.task_id for s in snaps]  # noqa: E731
+
+        def ids(snaps: list[TaskSnapshot]) -> list[str]:
+            return [s.task_id for s in snaps]
+
         assert ids(controller.list_tasks(status=S.QUEUED)) == ["t0", "t1"]
         assert ids(controller.list_tasks(name_prefix="trans")) == ["t0", "t1"]
         assert ids(controller.list_tasks(tag="io")) == ["e0"]

@@ -158,15 +158,15 @@ def test_s8_11_table(backend: Backend) -> None:
     dry = controller.reconcile(dry_run=True)  # 先看一眼，不写任何状态
     assert sorted(dry.lost) == ["dead-pausing", "dead-running", "dead-starting", "dead-stopping"]
     assert sorted(dry.adoptable) == ["dead-paused", "dead-queued"]
-    assert {t: store.get(t).status for t in rows} == {t: s for t, (s, _) in rows.items()}
+    assert {t: store.get(t).status for t in rows} == {t: s for t, (s, _) in rows.items()}  # type: ignore[union-attr]
 
     report = controller.reconcile()
     assert sorted(report.lost) == sorted(dry.lost)
     assert sorted(report.adoptable) == sorted(dry.adoptable)
     for task_id, (status, _) in rows.items():
         expected = S.LOST if task_id in report.lost else status
-        assert store.get(task_id).status is expected, task_id
-    assert {store.get(t).status for t in dry.lost} == {S.LOST}
+        assert store.get(task_id).status is expected, task_id  # type: ignore[union-attr]
+    assert {store.get(t).status for t in dry.lost} == {S.LOST}  # type: ignore[union-attr]
     assert {rows[t][0] for t in dry.lost} <= OCCUPYING
     controller.close()
 
@@ -184,7 +184,7 @@ def test_s8_11_table_retry_wait_is_adoptable(backend: Backend) -> None:
     store.create(machine.snapshot, machine.transitions)
     controller = Controller(store=store, owner="worker-2")
     assert controller.reconcile().adoptable == ("dead-retry",)
-    assert store.get("dead-retry").status is S.RETRY_WAIT
+    assert store.get("dead-retry").status is S.RETRY_WAIT  # type: ignore[union-attr]
     controller.close()
 
 
@@ -202,6 +202,7 @@ def test_s8_11_table_the_holder_wrote_first_is_skipped(backend: Backend) -> None
         # The original supervisor comes back and writes between reconcile's judgement
         # and its write (SQLite's write re-reads and writes a page in one transaction).
         current = holder.get("slow-holder")
+        assert current is not None
         renewed = current.replace(lease_until=datetime.now(UTC) + VALID)
         machine = StateMachine(renewed)
         machine.mark_succeeded(outcome=1)
@@ -217,7 +218,7 @@ def test_s8_11_table_the_holder_wrote_first_is_skipped(backend: Backend) -> None
     report = controller.reconcile()
     assert report.skipped == ("slow-holder",)
     assert report.lost == ()
-    assert holder.get("slow-holder").status is S.SUCCEEDED  # the holder's write stands
+    assert holder.get("slow-holder").status is S.SUCCEEDED  # type: ignore[union-attr]  # the holder's write stands
     controller.close()
 
 
@@ -311,7 +312,7 @@ def test_s8_14_reconcile_only_cleans_its_own_buckets(backend: Backend) -> None:
     node = Controller(store=backend.open(), owner="node-a", owned_buckets=range(0, 16))
     report = node.reconcile()
     assert report.lost == ("mine",)
-    assert store.get("theirs").status is S.RUNNING  # another node's business
+    assert store.get("theirs").status is S.RUNNING  # type: ignore[union-attr]  # another node's business
     node.close()
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from _status import status_now
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.errors import ConcurrencyConflict, ConfigurationError, StoreError
 from chongming_task.stores.memory import InMemoryTaskStore
@@ -102,7 +103,7 @@ def test_s4_5_pause_rather_than_stop(backend: Backend) -> None:
     assert run.status is S.PAUSED
     assert controller.active_count == 1  # a paused task keeps its execution slot
     assert controller.resume("orders-worker") is True  # 继续跑
-    assert run.status is S.RUNNING
+    assert status_now(run) is S.RUNNING
     assert controller.stop("orders-worker", reason="发布窗口") is True  # 彻底结束
 
     # Right after resume the body may still be inside checkpoint(): then the stop
@@ -172,7 +173,7 @@ def test_s8_7_sqlite_store_sample(backend: Backend) -> None:
     from chongming_task import Progress, SqliteTaskStore, TaskQuery, TaskStatus
 
     if backend.kind == "postgres":
-        SqliteTaskStore = backend.open  # type: ignore[assignment]  # noqa: N806
+        SqliteTaskStore = backend.open  # type: ignore[assignment,misc]  # noqa: N806
 
     store = SqliteTaskStore("tasks.db")
     store.create(snapshot)
@@ -220,7 +221,7 @@ def test_s8_7_four_kinds_of_data(backend: Backend) -> None:
     assert len(store.history("job-1")) == 1
     # touch never changes status_version.
     assert store.touch("job-1", progress=Progress(done=1, total=2))
-    assert store.get("job-1").status_version == snapshot.status_version
+    assert store.get("job-1").status_version == snapshot.status_version  # type: ignore[union-attr]
     # A claimed command whose lease ran out can be claimed again (crash of the claimant).
     issued = store.submit_command(
         Command.new(
@@ -239,8 +240,9 @@ def test_s8_7_four_kinds_of_data(backend: Backend) -> None:
     second = wait_until(lambda: store.claim_commands("node-b", lease=5), timeout=PATIENCE)
     assert [c.command_id for c in second] == [issued.command_id]
     assert second[0].claim_token != first[0].claim_token
+    assert second[0].claim_token is not None
     store.complete_command(issued.command_id, second[0].claim_token, result="done")
-    assert store.get_command(issued.command_id).status == "completed"
+    assert store.get_command(issued.command_id).status == "completed"  # type: ignore[union-attr]
     assert next_snapshot is not None
 
 
@@ -253,7 +255,7 @@ def test_s8_9_one_process_runs_another_watches_and_controls(backend: Backend, wo
     from chongming_task import Controller, SqliteTaskStore
 
     if backend.kind == "postgres":  # the one-line backend swap of §8.14
-        SqliteTaskStore = backend.open  # type: ignore[assignment]  # noqa: N806
+        SqliteTaskStore = backend.open  # type: ignore[assignment,misc]  # noqa: N806
 
     worker_ = Controller(store=SqliteTaskStore("tasks.db"), max_parallel=2, owner="worker-1")
     worker_.register("sync", sync_tenant)
@@ -325,7 +327,7 @@ def test_s8_9_three_behaviours_pause_is_unconfirmed_across_processes(
 def test_s8_9_three_behaviours_a_query_client_never_takes_commands(
     backend: Backend, work: Work
 ) -> None:
-    from chongming_task import Controller
+    from chongming_task import Command, Controller
 
     store = backend.open()
     issued: list[Any] = []
@@ -349,6 +351,7 @@ def test_s8_9_three_behaviours_a_query_client_never_takes_commands(
         lambda: (c := store.get_command(issued[0].command_id)) and c.status == "completed" and c,
         timeout=PATIENCE,
     )
+    assert isinstance(command, Command)
     assert (command.action, command.target, command.issued_by) == ("stop", "job-1", "ops-console")
     assert command.claimed_by == "worker-1"  # the holder applied it, not the console
     assert not any("ops-console" in t.name for t in threading.enumerate())  # no poller
@@ -386,11 +389,12 @@ def test_s8_9_a_command_for_someone_else_is_handed_back(backend: Backend, work: 
             )
         )
         done = wait_until(
-            lambda c=command: (
+            lambda c=command: (  # type: ignore[misc]  # mypy infers no lambda with a default
                 (x := store.get_command(c.command_id)) and x.status == "completed" and x
             ),
             timeout=PATIENCE,
         )
+        assert isinstance(done, Command)
         assert done.claimed_by == "worker-1"  # the bystander never completes it
         assert done.result == {"applied": True}, run.transitions[-3:]
         assert holder.resume("job-1"), run.transitions[-3:]

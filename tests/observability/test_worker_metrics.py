@@ -8,7 +8,6 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 import urllib.error
 import urllib.request
 from collections import Counter
@@ -18,6 +17,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from _workers import Pump
 from chongming_task.states import TaskStatus
 from chongming_task.stores.base import TaskStore
 from chongming_task.stores.sqlite import SqliteTaskStore
@@ -45,17 +45,8 @@ class Worker:
             stderr=subprocess.STDOUT,
             text=True,
         )  # fmt: skip
-        self.lines: list[str] = []
-        self.ready = threading.Event()
-        self.reader = threading.Thread(target=self._pump, daemon=True)
-        self.reader.start()
-
-    def _pump(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.lines.append(line.rstrip("\n"))
-            if "ready; stop with" in line:
-                self.ready.set()
+        self.pump = Pump(self.process.stdout)
+        self.lines, self.ready = self.pump.lines, self.pump.ready
 
     @property
     def metrics_url(self) -> str:
@@ -69,9 +60,7 @@ class Worker:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
         code = self.process.wait(timeout=30)
-        self.reader.join(timeout=5)
-        assert self.process.stdout is not None
-        self.process.stdout.close()
+        self.pump.close(timeout=5)
         return code
 
 

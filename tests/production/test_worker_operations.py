@@ -13,7 +13,6 @@ import sqlite3
 import stat
 import subprocess
 import sys
-import threading
 import urllib.error
 import urllib.request
 from contextlib import closing
@@ -23,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from _workers import Pump
 from chongming_task.cli import main
 from chongming_task.retention import RetentionLoop, compact_history, parse_age, prune_older_than
 from chongming_task.states import TaskStatus
@@ -61,29 +61,10 @@ class Worker:
             stderr=subprocess.PIPE,
             text=True,
         )  # fmt: skip
-        self.err: list[str] = []
-        self.out: list[str] = []
-        self.ready = threading.Event()
-        # One reader per pipe, and nobody else reads them: ``communicate()`` would also
-        # read stderr and take lines away from ``self.err``.
-        self.readers = [
-            threading.Thread(target=self._pump, daemon=True),
-            threading.Thread(target=self._pump_out, daemon=True),
-        ]
-        for reader in self.readers:
-            reader.start()
+        self.pumps = [Pump(self.process.stderr), Pump(self.process.stdout, keepends=True)]
+        self.err, self.out = self.pumps[0].lines, self.pumps[1].lines
+        self.ready = self.pumps[0].ready
         assert self.ready.wait(30), "\n".join(self.err)
-
-    def _pump(self) -> None:
-        assert self.process.stderr is not None
-        for line in self.process.stderr:
-            self.err.append(line.rstrip("\n"))
-            if "ready; stop with" in line:
-                self.ready.set()
-
-    def _pump_out(self) -> None:
-        assert self.process.stdout is not None
-        self.out.extend(self.process.stdout)
 
     def stop(self) -> tuple[int, str]:
         self.process.send_signal(signal.SIGTERM)
@@ -92,11 +73,8 @@ class Worker:
         return code, "".join(self.out)
 
     def _close(self) -> None:
-        for reader in self.readers:
-            reader.join(10)  # EOF follows the exit
-        for pipe in (self.process.stdout, self.process.stderr):
-            if pipe is not None:
-                pipe.close()
+        for pump in self.pumps:
+            pump.close()
 
     def kill(self) -> None:
         if self.process.poll() is None:
@@ -439,7 +417,8 @@ def test_compact_history_keeps_first_last_and_failures(tmp_path: Path) -> None:
                 "succeeded"]  # fmt: skip
         transitions = [
             Transition(task_id="c1", from_status=None if a is None else TaskStatus(a),
-                       to_status=TaskStatus(b), version=v, at=EPOCH, trigger="test")
+                       to_status=TaskStatus(b),  # type: ignore[arg-type]  # only path[0] is None
+                       version=v, at=EPOCH, trigger="test")
             for v, (a, b) in enumerate(itertools.pairwise(path), start=1)
         ]  # fmt: skip
         store.create(snapshot.replace(status_version=len(transitions)), transitions)

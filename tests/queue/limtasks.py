@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from chongming_task import task
+from chongming_task import TaskContext, task
 
 #: How long a body waits for its peers before going on alone.
 MEET_DEADLINE = 20.0
@@ -18,7 +18,7 @@ def _active(root: Path) -> int:
 
 
 @task(tags=["db"])
-def meet(ctx, gates: str, peers: int, linger: float) -> str:  # type: ignore[no-untyped-def]
+def meet(ctx: TaskContext, gates: str, peers: int, linger: float) -> str:
     """Wait until ``peers`` db tasks run at once, then up to ``linger`` seconds for one more.
 
     The first wait makes the limit's bound reached (no timing involved); the second
@@ -36,7 +36,7 @@ def meet(ctx, gates: str, peers: int, linger: float) -> str:  # type: ignore[no-
 
 
 @task(tags=["db"])
-def hold(ctx, gates: str) -> str:  # type: ignore[no-untyped-def]
+def hold(ctx: TaskContext, gates: str) -> str:
     """Record the start, wait for the release file."""
     root = Path(gates)
     (root / f"started-{ctx.task_id}").write_text("1")
@@ -47,5 +47,5 @@ def hold(ctx, gates: str) -> str:  # type: ignore[no-untyped-def]
 
 
 @task
-def free(ctx) -> str:  # type: ignore[no-untyped-def]
+def free(ctx: TaskContext) -> str:
     return "free"

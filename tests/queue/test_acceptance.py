@@ -12,18 +12,16 @@ owner; a new worker owning it then runs them. SQLite and PostgreSQL.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from chongming_task import Client, SqliteTaskStore, TaskStatus
+from _workers import cli, on_path, spawn_worker, stop_workers
+from chongming_task import Client, TaskStatus
 from chongming_task.policies import BucketPolicy
 from chongming_task.stores.base import TaskStore
 from chongming_task.testing import wait_until
@@ -46,67 +44,16 @@ def _keys() -> tuple[str, str, int, int]:
     return a, b, policy.bucket_for(a), policy.bucket_for(b)
 
 
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CHONGMING_")}
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(Path(__file__).resolve().parents[2] / "src"), env.get("PYTHONPATH", "")]
-    )
-    env["NO_COLOR"] = "1"
-    return env
-
-
-def _cli(db: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "chongming_task.cli", "--db", db, *args],
-        check=False,
-        capture_output=True,
-        text=True,
-        env=_env(),
-        timeout=60,
-    )
-
-
 def _worker(db: str, owner: str, bucket: int, log: Path) -> subprocess.Popen[bytes]:
-    with log.open("wb") as out:  # the child keeps its own copy of the descriptor
-        return _spawn(db, owner, bucket, out)
-
-
-def _spawn(db: str, owner: str, bucket: int, out: Any) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "chongming_task.cli",
-            "--db",
-            db,
-            "--owner",
-            owner,
-            "--owned-buckets",
-            str(bucket),
-            "worker",
-            "--tasks",
-            TASKS,
-            "--max-parallel",
-            "2",
-            "--lease-ttl",
-            str(LEASE_TTL),
-            "--poll-interval",
-            "0.1",
+    return spawn_worker(
+        db,
+        log,
+        options=["--owner", owner, "--owned-buckets", str(bucket)],
+        worker=[
+            *("--tasks", TASKS, "--max-parallel", "2"),
+            *("--lease-ttl", str(LEASE_TTL), "--poll-interval", "0.1"),
         ],
-        stdout=out,
-        stderr=subprocess.STDOUT,
-        env=_env(),
     )
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
 
 
 def scenario(store: TaskStore, db: str, tmp_path: Path) -> None:
@@ -122,7 +69,7 @@ def scenario(store: TaskStore, db: str, tmp_path: Path) -> None:
         for key in (key_a, key_b)
     }
     assert len(client.list_tasks(status="queued")) == 20
-    ps = _cli(db, "ps", "--json")
+    ps = cli(db, "ps", "--json")
     assert ps.returncode == 0, ps.stderr
     assert sum(1 for t in json.loads(ps.stdout)["tasks"] if t["status"] == "queued") == 20
 
@@ -159,7 +106,8 @@ def scenario(store: TaskStore, db: str, tmp_path: Path) -> None:
         # No command typed: w-b's periodic reconcile marks w-a's running tasks lost.
         for task_id in running_a:
             wait_until(
-                lambda task_id=task_id: (
+                # mypy infers no type for a lambda with a default argument:
+                lambda task_id=task_id: (  # type: ignore[misc]
                     store.get(task_id).status  # type: ignore[union-attr]
                     is TaskStatus.LOST
                 ),
@@ -168,12 +116,12 @@ def scenario(store: TaskStore, db: str, tmp_path: Path) -> None:
         elapsed = time.monotonic() - killed_at
         assert elapsed < LEASE_TTL + RECONCILE_PERIOD + SLACK, elapsed
         wait_until(lambda: "w-a" in _dead_workers(db), timeout=DEADLINE)
-        health = _cli(db, "health", "--json")
+        health = cli(db, "health", "--json")
         assert health.returncode == 1, health.stdout
         queue = json.loads(health.stdout)["queue"]
         assert str(bucket_a) in queue["orphaned_buckets"]
         assert "w-a" in queue["workers_dead"]
-        workers_out = _cli(db, "workers")
+        workers_out = cli(db, "workers")
         assert f"bucket {bucket_a}:" in workers_out.stdout, workers_out.stdout
         assert "no live owner" in workers_out.stdout
         # The queued tasks of the orphaned bucket wait.
@@ -192,35 +140,19 @@ def scenario(store: TaskStore, db: str, tmp_path: Path) -> None:
         for task_id in running_a:
             assert store.get(task_id).status is TaskStatus.LOST  # type: ignore[union-attr]
     finally:
-        for proc in workers.values():
-            _stop(proc)
-        for log in sorted(logs.glob("*.log")):
-            sys.stderr.write(f"--- {log.name}\n{log.read_text()[-3000:]}\n")
+        stop_workers(workers.values(), logs)
 
 
 def _dead_workers(db: str) -> list[str]:
-    out = _cli(db, "workers", "--json")
+    out = cli(db, "workers", "--json")
     return [w["worker_id"] for w in json.loads(out.stdout)["workers"] if w["state"] == "dead"]
 
 
 @pytest.fixture(autouse=True)
 def _tasks_on_path() -> Iterator[None]:
-    sys.path.insert(0, str(HERE))
-    try:
+    with on_path(HERE):
         yield
-    finally:
-        sys.path.remove(str(HERE))
 
 
-def test_acceptance_sqlite(tmp_path: Path) -> None:
-    db = str(tmp_path / "queue.db")
-    with SqliteTaskStore(db) as store:
-        scenario(store, db, tmp_path)
-
-
-@pytest.mark.external_service
-def test_acceptance_postgres(tmp_path: Path, postgres_dsn: str) -> None:
-    from chongming_task import PostgresTaskStore
-
-    with PostgresTaskStore(postgres_dsn) as store:
-        scenario(store, postgres_dsn, tmp_path)
+def test_acceptance(shared_store: tuple[TaskStore, str], tmp_path: Path) -> None:
+    scenario(*shared_store, tmp_path)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -50,7 +50,7 @@ def boom(ctx: Any) -> None:
     raise ValueError("boom")
 
 
-TASKS = {"add": add, "gated": gated, "boom": boom}
+TASKS: dict[str, Callable[..., Any]] = {"add": add, "gated": gated, "boom": boom}
 
 
 @pytest.fixture(autouse=True)

@@ -8,34 +8,15 @@ the queued row for the worker that claims it.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from chongming_task import Client, InMemoryTaskStore, SqliteTaskStore, TaskStatus
+from chongming_task import Client, TaskStatus
 from chongming_task.errors import ConfigurationError
 from chongming_task.stores.base import TaskStore
 
 TRACE = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-
-
-@pytest.fixture(
-    params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.external_service)]
-)
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TaskStore]:
-    if request.param == "memory":
-        opened: TaskStore = InMemoryTaskStore()
-    elif request.param == "sqlite":
-        opened = SqliteTaskStore(tmp_path / "q.db")
-    else:
-        from chongming_task.stores.postgres import PostgresTaskStore
-
-        dsn = request.getfixturevalue("postgres_dsn")
-        opened = PostgresTaskStore(dsn)
-    yield opened
-    opened.close()
 
 
 def sync(ctx: Any, tenant: str, limit: int = 10) -> None:

@@ -11,16 +11,15 @@ PostgreSQL; a SIGKILLed holder's slot comes back once its lease has passed.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from _workers import cli, on_path, spawn_worker, stop_workers
 from chongming_task import Client, Controller, SqliteTaskStore, TaskStatus
 from chongming_task.errors import ConfigurationError
 from chongming_task.stores.base import TaskStore
@@ -34,50 +33,13 @@ LIMIT = 2
 LINGER = 1.0  # how long a pair at the limit leaves room for a third to show up
 
 
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CHONGMING_")}
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(Path(__file__).resolve().parents[2] / "src"), env.get("PYTHONPATH", "")]
-    )
-    return env
-
-
 def _worker(db: str, owner: str, log: Path, *extra: str) -> subprocess.Popen[bytes]:
-    with log.open("wb") as out:
-        return subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "chongming_task.cli",
-                "--db",
-                db,
-                "--owner",
-                owner,
-                "worker",
-                "--tasks",
-                TASKS,
-                "--poll-interval",
-                "0.1",
-                *extra,
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=_env(),
-        )
-
-
-def _stop(procs: list[subprocess.Popen[bytes]], logs: Path) -> None:
-    for proc in procs:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-    for proc in procs:
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-    for log in sorted(logs.glob("*.log")):
-        sys.stderr.write(f"--- {log.name}\n{log.read_text()[-3000:]}\n")
+    return spawn_worker(
+        db,
+        log,
+        options=["--owner", owner],
+        worker=["--tasks", TASKS, "--poll-interval", "0.1", *extra],
+    )
 
 
 def max_overlap(store: TaskStore, task_ids: list[str]) -> int:
@@ -115,7 +77,7 @@ def two_workers_never_exceed_the_limit(store: TaskStore, db: str, tmp_path: Path
             outcome = client.wait(task_id, DEADLINE)
             assert outcome.status is TaskStatus.SUCCEEDED, (task_id, outcome)
     finally:
-        _stop(procs, logs)
+        stop_workers(procs, logs)
     # Without the limit six slots would let all six meet at once; with it, exactly two.
     assert max_overlap(store, limited) == LIMIT
     assert store.list_global_slots() == []  # every slot given back at the end
@@ -160,46 +122,27 @@ def a_killed_holders_slot_comes_back(store: TaskStore, db: str, tmp_path: Path) 
         (gates / "release").write_text("go")
         assert second.wait(DEADLINE).status is TaskStatus.SUCCEEDED
     finally:
-        _stop(procs, logs)
+        stop_workers(procs, logs)
     assert first.status is TaskStatus.LOST
     assert store.list_global_slots() == []
 
 
 @pytest.fixture(autouse=True)
 def _tasks_on_path() -> Iterator[None]:
-    sys.path.insert(0, str(HERE))
-    try:
+    with on_path(HERE):
         yield
-    finally:
-        sys.path.remove(str(HERE))
 
 
-def test_two_workers_never_exceed_the_limit_sqlite(tmp_path: Path) -> None:
-    db = str(tmp_path / "limits.db")
-    with SqliteTaskStore(db) as store:
-        two_workers_never_exceed_the_limit(store, db, tmp_path)
+def test_two_workers_never_exceed_the_limit(
+    shared_store: tuple[TaskStore, str], tmp_path: Path
+) -> None:
+    two_workers_never_exceed_the_limit(*shared_store, tmp_path)
 
 
-@pytest.mark.external_service
-def test_two_workers_never_exceed_the_limit_postgres(tmp_path: Path, postgres_dsn: str) -> None:
-    from chongming_task import PostgresTaskStore
-
-    with PostgresTaskStore(postgres_dsn) as store:
-        two_workers_never_exceed_the_limit(store, postgres_dsn, tmp_path)
-
-
-def test_a_killed_holders_slot_comes_back_sqlite(tmp_path: Path) -> None:
-    db = str(tmp_path / "limits.db")
-    with SqliteTaskStore(db) as store:
-        a_killed_holders_slot_comes_back(store, db, tmp_path)
-
-
-@pytest.mark.external_service
-def test_a_killed_holders_slot_comes_back_postgres(tmp_path: Path, postgres_dsn: str) -> None:
-    from chongming_task import PostgresTaskStore
-
-    with PostgresTaskStore(postgres_dsn) as store:
-        a_killed_holders_slot_comes_back(store, postgres_dsn, tmp_path)
+def test_a_killed_holders_slot_comes_back(
+    shared_store: tuple[TaskStore, str], tmp_path: Path
+) -> None:
+    a_killed_holders_slot_comes_back(*shared_store, tmp_path)
 
 
 @pytest.mark.parametrize(
@@ -232,25 +175,7 @@ def test_bad_global_limits_are_refused(limits: Any, message: str, tmp_path: Path
     ],
 )
 def test_the_cli_refuses_bad_global_limits(value: str, message: str, tmp_path: Path) -> None:
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "chongming_task.cli",
-            "--db",
-            str(tmp_path / "cli.db"),
-            "worker",
-            "--tasks",
-            TASKS,
-            "--global-limit",
-            value,
-        ],
-        capture_output=True,
-        text=True,
-        env=_env(),
-        timeout=60,
-        check=False,
-    )
+    done = cli(str(tmp_path / "cli.db"), "worker", "--tasks", TASKS, "--global-limit", value)
     assert done.returncode == 2, done
     assert message in done.stderr
     assert "Traceback" not in done.stderr

@@ -68,7 +68,6 @@ async def async_loop(ctx: TaskContext) -> int:
         await ctx.acheckpoint()
         rounds += 1
         await asyncio.sleep(0.002)
-    return rounds  # pragma: no cover - unreachable, stop raises
 
 
 class Unpicklable(Exception):

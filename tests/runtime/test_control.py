@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from _status import status_now
 from chongming_task.model import FailureKind
 from chongming_task.policies import FixedBackoff, RetryPolicy
 from chongming_task.run import TaskRun
@@ -166,7 +167,7 @@ def test_pause_is_confirmed_at_a_checkpoint_and_resume_goes_back_to_running() ->
     assert run.status is S.PAUSED
     assert run.pause()  # already paused
     assert run.resume(actor="ops")
-    assert run.status is S.RUNNING
+    assert status_now(run) is S.RUNNING
     assert not run.resume()
     run.stop()
     run.wait(PATIENCE)
@@ -240,7 +241,7 @@ def test_a_pause_before_the_start_resumes_to_queued() -> None:
     assert run.pause()
     assert run.status is S.PAUSED
     assert run.resume()
-    assert run.status is S.QUEUED
+    assert status_now(run) is S.QUEUED
     run.stop()
     assert path(run) == [S.PENDING, S.QUEUED, S.PAUSED, S.QUEUED, S.STOPPED]
 

@@ -92,9 +92,9 @@ def test_bad_declarations_are_refused() -> None:
     with pytest.raises(ConfigurationError, match="tags"):
         task(tags=[1])  # type: ignore[list-item]
     with pytest.raises(ConfigurationError, match="RetryPolicy"):
-        task(retry=3)  # type: ignore[arg-type]
+        task(retry=3)  # type: ignore[call-overload]  # the wrong type, on purpose
     with pytest.raises(ConfigurationError, match="Timeout"):
-        task(timeout=60)  # type: ignore[arg-type]
+        task(timeout=60)  # type: ignore[call-overload]  # the wrong type, on purpose
     with pytest.raises(ConfigurationError, match="first positional parameter"):
 
         @task  # type: ignore[arg-type]

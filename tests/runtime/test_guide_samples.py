@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from _status import status_now
 from chongming_task import task
 from chongming_task.errors import TaskCancelled
 from chongming_task.model import FailureKind
@@ -247,7 +248,7 @@ def test_4_2_pause_and_resume() -> None:
     assert run.pause() is True  # → True 表示已确认挂起，状态变为 paused
     assert run.status is S.PAUSED
     run.resume()  # → running
-    assert run.status is S.RUNNING
+    assert status_now(run) is S.RUNNING
     run.stop()
     run.wait(PATIENCE)
 

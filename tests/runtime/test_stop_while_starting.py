@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from _status import status_now
 from chongming_task import TaskRun
 from chongming_task.model import FailureKind
 from chongming_task.runtime.executors.process import ProcessExecutor
@@ -30,11 +31,11 @@ def _path(run: TaskRun) -> list[S]:
 
 def _stopped_while_starting(fn: Callable[..., Any], inner: Any) -> TaskRun:
     executor = GatedExecutor(inner)
-    run = TaskRun(fn, executor=executor, graceful_stop=10)  # type: ignore[arg-type]
+    run = TaskRun(fn, executor=executor, graceful_stop=10)
     run.start()
     assert run.status is S.STARTING
     assert run.stop("release window") is True
-    assert run.status is S.STOPPING
+    assert status_now(run) is S.STOPPING
     executor.go.set()
     return run
 
@@ -68,7 +69,7 @@ def test_a_body_that_checkpoints_first_ends_stopped_after_it_began() -> None:
 def test_a_cancel_while_starting_never_runs_the_body() -> None:
     began: list[str] = []
     executor = GatedExecutor(ThreadExecutor())
-    run = TaskRun(lambda ctx: began.append("ran"), executor=executor)  # type: ignore[arg-type]
+    run = TaskRun(lambda ctx: began.append("ran"), executor=executor)
     run.start()
     assert run.cancel(reason="upstream failed") is True
     executor.go.set()

@@ -28,7 +28,11 @@ from pathlib import Path
 from chongming_task import Controller, TaskContext
 from chongming_task.core.clock import Clock, SystemClock
 from chongming_task.schedule import CronTrigger, Schedule, Scheduler
-from chongming_task.stores.base import TaskStore
+
+# Run as a script, this file's directory is on sys.path; tests/, with the helpers the
+# tests share, goes there too.
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
+from _store_spec import open_store
 
 DEADLINE = 60.0
 
@@ -43,17 +47,6 @@ def beat(ctx: TaskContext) -> str:
 
 def report(ctx: TaskContext, month: str) -> str:
     return f"report for {month}"
-
-
-def open_store(spec: str, clock: Clock) -> TaskStore:
-    kind, _, target = spec.partition(":")
-    if kind == "sqlite":
-        from chongming_task.stores.sqlite import SqliteTaskStore
-
-        return SqliteTaskStore(target, clock=clock)
-    from chongming_task.stores.postgres import PostgresTaskStore
-
-    return PostgresTaskStore(target, clock=clock)
 
 
 def main() -> int:

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from _store_spec import open_store
+from _workers import start_ready
 from chongming_task.controller.reconcile import RECONCILE_TRIGGER
 from chongming_task.model import TaskSnapshot
 from chongming_task.states import TaskStatus
-from chongming_task.stores.base import TaskStore
 from chongming_task.testing import wait_until
 
 from .file_clock import FileClock
@@ -26,24 +27,6 @@ NODE = Path(__file__).with_name("proc_forbid.py")
 T0 = datetime(2026, 1, 5, 0, 0, tzinfo=UTC)
 FIRST = "slow@20260105T000100Z"
 SECOND = "slow@20260105T000200Z"
-
-
-def open_store(spec: str) -> TaskStore:
-    kind, _, target = spec.partition(":")
-    if kind == "sqlite":
-        from chongming_task.stores.sqlite import SqliteTaskStore
-
-        return SqliteTaskStore(target)
-    from chongming_task.stores.postgres import PostgresTaskStore
-
-    return PostgresTaskStore(target)
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.external_service)])
-def store_spec(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:{tmp_path / 'tasks.db'}"
-    return f"postgres:{request.getfixturevalue('postgres_dsn')}"
 
 
 @pytest.fixture
@@ -60,18 +43,9 @@ def processes(tmp_path: Path) -> Iterator[list[subprocess.Popen[str]]]:
 def spawn(
     started: list[subprocess.Popen[str]], spec: str, owner: str, work: Path, *extra: str
 ) -> subprocess.Popen[str]:
-    process = subprocess.Popen(
-        [sys.executable, str(NODE), spec, owner, str(work / "clock"), str(work), *extra],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    argv = [sys.executable, str(NODE), spec, owner, str(work / "clock"), str(work), *extra]
+    process = start_ready(argv, owner)
     started.append(process)
-    assert process.stdout is not None
-    line = process.stdout.readline().strip()
-    if line != "ready":
-        process.kill()
-        pytest.fail(f"{owner} did not start: {line!r}\n{process.communicate(timeout=30)[1]}")
     return process
 
 

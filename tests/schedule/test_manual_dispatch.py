@@ -46,7 +46,7 @@ def test_an_input_payload_reaches_metadata_and_the_tasks_input_parameter(
     local = scheduler.run_now("a", input={"k": 1})
     assert harness.settled(local.task_id).outcome == "input={'k': 1}"
     with pytest.raises(ConfigurationError, match="JSON object"):
-        admin.request_run("a", input=["not", "an", "object"])  # type: ignore[arg-type]
+        admin.request_run("a", input=["not", "an", "object"])
 
 
 def test_a_display_name_is_recorded_and_validated(harness: Harness) -> None:
@@ -71,8 +71,8 @@ def test_an_unclaimed_manual_run_request_can_be_cancelled(harness: Harness) -> N
     drop = admin.request_run("a", reason="drop")
     cancelled = admin.cancel_run(drop.command_id, operator="alice", reason="mistake")
     assert cancelled.status == "completed"
-    assert cancelled.result["cancelled"] is True  # type: ignore[index]
-    assert "alice" in cancelled.result["error"]  # type: ignore[index]
+    assert cancelled.result["cancelled"] is True
+    assert "alice" in cancelled.result["error"]
     # The other request kept its place and runs; the cancelled one never does.
     harness.step(1)
     assert list(scheduler.pending_commands) == [keep.command_id]

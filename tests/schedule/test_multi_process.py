@@ -8,7 +8,6 @@ each second, and then checks that each of the twenty firings ran exactly once.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -16,11 +15,13 @@ from pathlib import Path
 
 import pytest
 
+from _store_spec import open_store
+from _workers import start_ready
 from chongming_task.core.clock import SystemClock
 from chongming_task.model import TaskSnapshot
 from chongming_task.schedule import ScheduleAdmin
 from chongming_task.states import TaskStatus
-from chongming_task.stores.base import TaskQuery, TaskStore
+from chongming_task.stores.base import TaskQuery
 from chongming_task.testing import wait_until
 
 from .file_clock import FileClock
@@ -32,42 +33,13 @@ T0 = datetime(2026, 1, 5, 0, 0, tzinfo=UTC)
 FIRINGS = 20
 
 
-def open_store(spec: str) -> TaskStore:
-    kind, _, target = spec.partition(":")
-    if kind == "sqlite":
-        from chongming_task.stores.sqlite import SqliteTaskStore
-
-        return SqliteTaskStore(target)
-    from chongming_task.stores.postgres import PostgresTaskStore
-
-    return PostgresTaskStore(target)
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.external_service)])
-def store_spec(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:{tmp_path / 'tasks.db'}"
-    dsn = request.getfixturevalue("postgres_dsn")
-    return f"postgres:{dsn}"
-
-
 class Node:
     """A ``proc_scheduler.py`` process."""
 
     def __init__(self, store_spec: str, owner: str, clock: str, work: Path) -> None:
         self.owner = owner
-        self.process = subprocess.Popen(
-            [sys.executable, str(NODE), store_spec, owner, clock, str(work)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline().strip()
-        if line != "ready":
-            self.process.kill()
-            _, stderr = self.process.communicate(timeout=30)
-            pytest.fail(f"{owner} did not start: {line!r}\n{stderr}")
+        argv = [sys.executable, str(NODE), store_spec, owner, clock, str(work)]
+        self.process = start_ready(argv, owner)
 
     def finish(self, timeout: float = 60) -> dict[str, int]:
         stdout, stderr = self.process.communicate(timeout=timeout)

@@ -33,9 +33,9 @@ def schema_name(dsn: str) -> str:
     return options.split("search_path=", 1)[1]
 
 
-def admin(dsn: str, *statements: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+def admin(dsn: str, *statements: str, params: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
     """Run statements as the DSN's (super)user; returns the last one's rows."""
-    rows: list[tuple[object, ...]] = []
+    rows: list[tuple[Any, ...]] = []
     with psycopg.connect(dsn, autocommit=True) as conn:
         for statement in statements:
             cursor = conn.execute(statement, params or None)

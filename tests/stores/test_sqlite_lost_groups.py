@@ -181,7 +181,7 @@ def test_grouped_and_generic_paths_write_the_same(
 ) -> None:
     grouped, generic, ids = stores
     runs: list[str] = []
-    real = _sqlite_lost.lost_change
+    real = _sqlite_lost.lost_change  # type: ignore[attr-defined]  # private, patched below
 
     def counted(representative: object, **kwargs: object) -> object:
         runs.append(representative.task_id)  # type: ignore[attr-defined]

@@ -9,7 +9,6 @@ import pytest
 from starlette.applications import Starlette
 from starlette.routing import Mount
 from starlette.testclient import TestClient
-from tests.web.conftest import BEARER, TOKEN, USER, Holder, login
 
 from chongming_task.model import TaskSnapshot
 from chongming_task.schedule import CronTrigger, Schedule
@@ -18,6 +17,8 @@ from chongming_task.states import TaskStatus
 from chongming_task.stores.base import TaskStore
 from chongming_task.web import create_app
 from chongming_task.web.app import CONTENT_SECURITY_POLICY
+
+from .conftest import BEARER, TOKEN, USER, Holder, login
 
 PAGES = ["/", "/tasks", "/tasks/x", "/schedules", "/schedules/x", "/workers", "/buckets", "/events"]
 API = [

@@ -19,13 +19,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.web.conftest import TOKEN, USER, Holder, require_chromium
 
 from chongming_task.schedule import CronTrigger, Schedule
 from chongming_task.schedule.admin import ScheduleAdmin
 from chongming_task.states import TaskStatus
 from chongming_task.stores.base import TaskStore
 from chongming_task.web import create_app
+
+from .conftest import TOKEN, USER, Holder, require_chromium
 
 playwright_sync = pytest.importorskip("playwright.sync_api")
 uvicorn = pytest.importorskip("uvicorn")

@@ -12,9 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.web.conftest import TOKEN, USER
-from tests.web.test_api import seed
-from tests.web.test_browser import LiveServer, browser, playwright_sync, shots  # noqa: F401
 
 from chongming_task.model import TaskSnapshot
 from chongming_task.schedule import CronTrigger, Schedule
@@ -23,6 +20,10 @@ from chongming_task.states import TaskStatus
 from chongming_task.stores.base import TaskQuery, TaskStore
 from chongming_task.testing import FakeClock
 from chongming_task.web import create_app
+
+from .conftest import TOKEN, USER
+from .test_api import seed
+from .test_browser import LiveServer, browser, playwright_sync, shots  # noqa: F401
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
 
@@ -160,7 +161,12 @@ def test_task_page_shows_the_last_log_lines(store: TaskStore, browser: Any) -> N
     with LiveServer(app) as server:
         page = logged_in(browser, server)
         dialogs: list[str] = []
-        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+
+        def dismiss(dialog: Any) -> None:
+            dialogs.append(dialog.message)
+            dialog.dismiss()
+
+        page.on("dialog", dismiss)
         page.goto(f"{server.url}/tasks/chatty")
         logs = page.locator('[data-testid="logs"]')
         expect(logs).to_contain_text("09:00:00 INFO started")

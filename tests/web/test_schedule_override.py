@@ -7,12 +7,13 @@ from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
-from tests.web.conftest import BEARER, USER, login
 
 from chongming_task.schedule import CronTrigger, Schedule
 from chongming_task.schedule.admin import ScheduleAdmin, StaleScheduleEdit
 from chongming_task.states import TaskStatus
 from chongming_task.stores.base import TaskStore
+
+from .conftest import BEARER, USER, login
 
 
 def nightly(store: TaskStore) -> ScheduleAdmin:

@@ -6,13 +6,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from starlette.testclient import TestClient
-from tests.web.conftest import BEARER, Holder
 
 from chongming_task.model import TaskSnapshot
 from chongming_task.states import TaskStatus
 from chongming_task.stores.base import TaskStore
 from chongming_task.testing import wait_until
 from chongming_task.worker.logtail import LogTail
+
+from .conftest import BEARER, Holder
 
 AT = datetime(2026, 2, 1, tzinfo=UTC)
 

@@ -7,14 +7,15 @@ from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
-from tests.web.conftest import BEARER
-from tests.web.test_api import seed
 
 from chongming_task.model import TaskSnapshot
 from chongming_task.states import TaskStatus
 from chongming_task.stores.base import TaskStore
 from chongming_task.testing import FakeClock
 from chongming_task.web.views import _CURSOR_SLACK
+
+from .conftest import BEARER
+from .test_api import seed
 
 DAY0 = datetime(2026, 1, 1, tzinfo=UTC)  # seed(): task i is created at DAY0 + i seconds
 
@@ -118,7 +119,7 @@ def test_pages_of_a_window_are_keyset_reads_and_stable(
         reads.append(query.limit)
         return real(query)
 
-    store.query_heads = counting  # type: ignore[method-assign]
+    store.query_heads = counting  # type: ignore[method-assign,assignment]
     window = {
         "created_after": (DAY0 + timedelta(seconds=10)).isoformat(),
         "limit": "20",
