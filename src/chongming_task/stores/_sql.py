@@ -36,6 +36,7 @@ from chongming_task.stores.base import (
 from chongming_task.stores.codec import decode_transition, encode_transition, require_aware
 from chongming_task.stores.global_slots import GlobalSlot, SlotLedger
 from chongming_task.stores.queue_records import WorkerRecord, is_claimable
+from chongming_task.stores.queue_store import QueueStore
 from chongming_task.stores.records import CorruptRows
 
 __all__ = ["SCHEMA_VERSION", "Cursor", "SqlTaskStore"]
@@ -81,10 +82,11 @@ def _chains(writes: Sequence[SnapshotWrite]) -> list[list[int]]:
     return chains
 
 
-class SqlTaskStore(SqlControl):
+class SqlTaskStore(SqlControl, QueueStore):
     """The complete SQL store; subclasses are the dialects."""
 
     keeps_checkpoint_gaps = True
+    atomic_create_batch = True
     supports_global_limits = True
 
     # ------------------------------------------------------------ row writers
