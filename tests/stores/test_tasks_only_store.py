@@ -16,7 +16,13 @@ from typing import Any, cast
 
 import pytest
 
-from chongming_task import ConcurrencyConflict, ConfigurationError, Controller, StoreError
+from chongming_task import (
+    ConcurrencyConflict,
+    ConfigurationError,
+    Controller,
+    StoreError,
+    TaskContext,
+)
 from chongming_task.checkpoint_gaps import CheckpointGaps
 from chongming_task.core.clock import Clock
 from chongming_task.model import Progress, TaskSnapshot, Transition
@@ -206,13 +212,14 @@ class TestTasksOnlyStoreContract(TaskRecordStoreContract):
         return TasksOnlyStore(clock=clock)
 
 
-def _spin(ctx: Any) -> None:
+def _spin(ctx: TaskContext) -> None:
+    idle = threading.Event()
     while True:
-        ctx.checkpoint()
-        ctx.sleep(0.01)
+        ctx.checkpoint()  # where the stop lands
+        idle.wait(0.01)
 
 
-def _add(ctx: Any, a: int, b: int) -> int:
+def _add(ctx: TaskContext, a: int, b: int) -> int:
     return a + b
 
 
