@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from chongming_task.controller import Controller
-from chongming_task.controller.commands import issue_command
 from chongming_task.core.clock import SystemClock
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.errors import ConfigurationError
@@ -202,44 +201,6 @@ def test_the_controllers_poller_never_holds_a_submission_from_the_worker() -> No
             assert taken == ["a"], f"the worker took {taken} first, not the oldest submission"
         finally:
             worker.shutdown(timeout=10)
-
-
-class _Legacy(SqliteTaskStore):
-    """A store written before ``claim_commands`` took ``actions``."""
-
-    def claim_commands(  # type: ignore[override]
-        self, owner: str, *, lease: float, limit: int = 10, kinds: Any = None
-    ) -> list[Command]:
-        return super().claim_commands(owner, lease=lease, limit=limit, kinds=kinds)
-
-
-def test_a_store_without_the_action_filter_still_serves_worker_and_poller(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    # Both consumers claim every task command and hand back the other's: slower to
-    # settle and only roughly in order, but nothing is lost or applied by the wrong one.
-    with _Legacy(tmp_path / "legacy.db") as store:
-        _controller, worker = _worker(store)
-        worker.start()
-        try:
-            Submission(name="spin", task_id="long").submit(store, issued_by="me")
-            Submission(name="add", task_id="ok", kwargs={"a": 1}).submit(store, issued_by="me")
-            wait_until(lambda: (s := store.get("long")) is not None and s.status.value == "running")
-            wait_until(lambda: (s := store.get("ok")) is not None and s.status.value == "succeeded")
-            snapshot = store.get("long")
-            assert snapshot is not None
-            # A stop from another process reaches the holder's poller through the store.
-            stop = issue_command(
-                store, snapshot, "stop", issued_by="ops", clock=SystemClock(), reason="done"
-            )
-            wait_until(lambda: (s := store.get("long")) is not None and s.status.value == "stopped")
-            wait_until(
-                lambda: (c := store.get_command(stop.command_id)) and c.status == "completed"
-            )
-        finally:
-            worker.shutdown(timeout=10)
-    assert worker.accepted == 2
-    assert "takes no 'actions' filter" in caplog.text
 
 
 def test_worker_needs_a_sane_configuration() -> None:

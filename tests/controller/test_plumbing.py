@@ -321,15 +321,6 @@ def test_a_command_addressed_to_us_for_a_task_we_lost_is_completed(
     assert stored.result == {"applied": False, "error": "task is not held"}
 
 
-class LegacyStore(InMemoryTaskStore):
-    """A third-party store written before ``claim_commands`` took ``actions``."""
-
-    def claim_commands(  # type: ignore[override]
-        self, owner: str, *, lease: float, limit: int = 10, kinds: Any = None
-    ) -> list[Command]:
-        return super().claim_commands(owner, lease=lease, limit=limit, kinds=kinds)
-
-
 def raw_command(action: str, *, target: str = "job-1", target_owner: str | None) -> Command:
     """A command as another (older or foreign) process may have written it."""
     return Command.new(
@@ -359,30 +350,3 @@ def test_a_poller_never_claims_an_action_it_does_not_apply(store: InMemoryTaskSt
         stored = store.get_command(command.command_id)
         assert stored is not None
         assert (stored.status, stored.claims) == ("pending", 0)
-
-
-def test_a_legacy_store_still_gets_unknown_actions_answered() -> None:
-    with LegacyStore() as store:
-        command = store.submit_command(raw_command("explode", target_owner="w"))
-        assert make_poller(store, "w", {"job-1": FakeRun()}).poll_once() == (1, 0)
-        result = store.get_command(command.command_id).result  # type: ignore[union-attr]
-    assert result == {"applied": False, "error": "unknown action 'explode'"}
-
-
-def test_a_legacy_store_gets_foreign_actions_handed_back_without_spinning() -> None:
-    # Without the ``actions`` filter a worker's "submit" reaches the controller's poller,
-    # which hands it back; it must not keep claiming it in a tight loop (its own release
-    # would wake it again at once).
-    with LegacyStore() as store:
-        command = store.submit_command(raw_command("submit", target="x", target_owner=None))
-        poller = make_poller(store, "worker-1", {})
-        poller.start()
-        try:
-            wait_until(lambda: (c := store.get_command(command.command_id)) and c.claims >= 1)
-            threading.Event().wait(0.3)  # let a spinning loop show itself (interval is 0.05)
-        finally:
-            poller.stop()
-        stored = store.get_command(command.command_id)
-    assert stored is not None
-    assert stored.status == "pending"
-    assert stored.claims <= 10

@@ -58,7 +58,7 @@ class TestSqliteMemoryStore(StoreContract):
 
     def corrupt_status(self, store: TaskStore, task_id: str) -> None:
         assert isinstance(store, SqliteTaskStore)
-        store._writer.execute(  # the only connection to a private in-memory database
+        store._dialect.writer.execute(  # the only connection to a private in-memory database
             "UPDATE ct_tasks SET status = 'exploded', doc = json_set(doc, '$.status', 'exploded')"
             " WHERE task_id = ?",
             (task_id,),

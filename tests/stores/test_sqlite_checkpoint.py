@@ -28,14 +28,14 @@ def _fill(store: SqliteTaskStore, count: int, first: int = 0) -> None:
 
 def _checkpointed(store: SqliteTaskStore) -> int:
     """WAL frames the store's checkpoint thread copied back so far."""
-    checkpointer = store._checkpointer
+    checkpointer = store._dialect._checkpointer
     assert checkpointer is not None
     return checkpointer.copied
 
 
 def test_commits_reach_the_database_file_without_sqlites_own_checkpoint(tmp_path: Path) -> None:
     with SqliteTaskStore(tmp_path / "t.db") as store:
-        autocheckpoint = store._writer.execute("PRAGMA wal_autocheckpoint").fetchone()[0]
+        autocheckpoint = store._dialect.writer.execute("PRAGMA wal_autocheckpoint").fetchone()[0]
         assert autocheckpoint == VALVE  # far beyond what these commits fill
         _fill(store, EVERY - 1)
         assert _checkpointed(store) == 0  # not yet: it is woken every EVERY commits
@@ -62,7 +62,7 @@ def test_a_store_dropped_without_close_stops_its_thread(tmp_path: Path) -> None:
     before = set(_checkpointers())
     store = SqliteTaskStore(tmp_path / "t.db")
     _fill(store, EVERY)
-    checkpointer = store._checkpointer  # holds no reference to the store
+    checkpointer = store._dialect._checkpointer  # holds no reference to the store
     assert checkpointer is not None
     wait_until(lambda: checkpointer.copied, timeout=PATIENCE, message="a checkpoint ran")
     assert set(_checkpointers()) - before

@@ -16,8 +16,8 @@ from store_builders import snap, step
 from chongming_task.errors import ConfigurationError, StoreError
 from chongming_task.model import dumps
 from chongming_task.states import TaskStatus
+from chongming_task.stores._dialect import Cursor
 from chongming_task.stores._sql import SCHEMA_VERSION
-from chongming_task.stores._sqlbase import Cursor
 from chongming_task.stores._sqlfile import load_sections, split_statements
 from chongming_task.stores._sqlite_group import _Operation
 from chongming_task.stores._sqlrows import task_params
@@ -366,10 +366,10 @@ def test_concurrent_writes_succeed_or_fail_independently(store: SqliteTaskStore)
 
 def test_an_operation_that_breaks_the_transaction_fails_its_whole_group(path: str) -> None:
     with SqliteTaskStore(path) as store:
-        group = store._group
+        group = store._dialect.group
 
         def write(task_id: str) -> Callable[[Cursor], int]:
-            return lambda cur: store._write_task(
+            return lambda cur: store._dialect.write_task(
                 cur, "insert_task", task_params(snap(task_id), store._instant, store._array), []
             )
 
@@ -391,10 +391,10 @@ def test_an_operation_that_breaks_the_transaction_fails_its_whole_group(path: st
 
 def test_a_failed_statement_in_a_group_undoes_only_itself(store: SqliteTaskStore) -> None:
     """Non-atomic writes share the group's transaction without a savepoint each."""
-    group = store._group
+    group = store._dialect.group
 
     def write(task_id: str) -> Callable[[Cursor], int]:
-        return lambda cur: store._write_task(
+        return lambda cur: store._dialect.write_task(
             cur, "insert_task", task_params(snap(task_id), store._instant, store._array), []
         )
 
@@ -458,7 +458,7 @@ def test_a_store_dropped_without_close_closes_its_connections(tmp_path: Path) ->
 
     dropped = SqliteTaskStore(tmp_path / "dropped.db")
     assert dropped.query() == []  # a reader connection too
-    connections = list(dropped._connections)
+    connections = list(dropped._dialect.connections)
     assert len(connections) >= 2
     del dropped
     gc.collect()

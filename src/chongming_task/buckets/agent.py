@@ -39,8 +39,8 @@ from typing import TYPE_CHECKING, Final
 from chongming_task._validation import check_seconds
 from chongming_task.errors import ConfigurationError
 from chongming_task.model import JSONValue
-from chongming_task.stores._claiming import claim_actions
-from chongming_task.stores.base import ClaimLost, Command
+from chongming_task.stores.base import ClaimLost, Command, CommandStore, QueueStore
+from chongming_task.stores.capabilities import require_queue
 from chongming_task.stores.queue_records import WorkerRecord
 
 if TYPE_CHECKING:
@@ -94,7 +94,9 @@ class BucketAgent:
         self.kind = kind
         self._heartbeat = heartbeat
         self._drains: list[_Drain] = []
-        self.supported = True
+        #: Handoffs are commands between nodes, declarations live in the worker registry.
+        self._queue = self.store if isinstance(self.store, QueueStore) else None
+        self.supported = isinstance(self.store, CommandStore) and self._queue is not None
         self.released = 0
         """Release commands this node confirmed."""
         self.adopted = 0
@@ -126,18 +128,13 @@ class BucketAgent:
         if not self.supported:
             return 0
         try:
-            claimed = claim_actions(
-                self.store,
+            claimed = self.store.claim_commands(
                 self.node_id,
                 lease=COMMAND_LEASE,
                 limit=10,
                 kinds=("node",),
                 actions=ACTIONS,
             )
-        except ConfigurationError as exc:
-            self.supported = False
-            log.warning("no bucket handoff on this store: %s", exc)
-            return 0
         except Exception as exc:
             log.warning("claiming handoff commands failed: %s: %s", type(exc).__name__, exc)
             return 0
@@ -152,7 +149,7 @@ class BucketAgent:
 
     def _apply(self, command: Command) -> None:
         if command.action not in ACTIONS:
-            # Only from a store without the ``actions`` filter: not ours to answer.
+            # Not ours to answer (a store that ignored the ``actions`` filter).
             self.store.release_command(command.command_id, command.claim_token or "")
             return
         if command.target != self.node_id:
@@ -223,7 +220,8 @@ class BucketAgent:
         self.adopted += 1
         log.info("adopted bucket(s) %s from %s", sorted(buckets), command.payload.get("from"))
         self._complete(command, {"applied": True, "adopted": sorted(buckets)})
-        self.store.notify_work()
+        if self._queue is not None:
+            self._queue.notify_work()
 
     def held_in(self, buckets: frozenset[int]) -> list[str]:
         """Ids of the unfinished tasks this node holds in ``buckets``."""
@@ -305,6 +303,9 @@ class Declaration:
                 "(a controller that owns every bucket is no partition)"
             )
         self.controller = controller
+        self._registry = require_queue(
+            controller.store, "declare_buckets (declarations in the worker registry)"
+        )
         self.heartbeat_interval = check_seconds(heartbeat_interval, "heartbeat_interval")
         self.lease = (
             declaration_lease(self.heartbeat_interval)
@@ -346,7 +347,7 @@ class Declaration:
             num_buckets=controller.bucket_policy.num_buckets,
             draining=self.agent.draining,
         )
-        controller.store.put_worker(record)
+        self._registry.put_worker(record)
 
     def _loop(self) -> None:
         clock = self.controller.clock

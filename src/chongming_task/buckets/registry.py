@@ -31,7 +31,7 @@ from typing import Final
 from chongming_task.controller.buckets import DEFAULT_NUM_BUCKETS, format_buckets
 from chongming_task.model import JSONValue
 from chongming_task.states import TERMINAL, TaskStatus
-from chongming_task.stores.base import TaskQuery, TaskStore
+from chongming_task.stores.base import QueueStore, TaskQuery, TaskStore
 from chongming_task.stores.queue_records import WorkerRecord
 
 __all__ = [
@@ -213,13 +213,13 @@ def ownership_report(
     """Read the node registry (and the tasks of unowned buckets) and judge it.
 
     Args:
-        store: Any store with a worker registry (``list_workers``).
+        store: Any store; one without a worker registry (``QueueStore``) has no nodes.
         num_buckets: The deployment's bucket count; default: what the live nodes
             declare (the most common value), else what any node declared, else 64.
         now: The instant leases are judged at (default ``store.clock.now()``).
     """
     now = now or store.clock.now()
-    records = store.list_workers()
+    records = store.list_workers() if isinstance(store, QueueStore) else []
     nodes = tuple(
         NodeDeclaration(
             node_id=r.worker_id,

@@ -30,8 +30,8 @@ from typing import Protocol
 from chongming_task.core.clock import Clock
 from chongming_task.errors import ConfigurationError
 from chongming_task.model import JSONValue, TaskSnapshot
-from chongming_task.stores._claiming import claim_actions
-from chongming_task.stores.base import ClaimLost, Command, TaskStore
+from chongming_task.stores.base import ClaimLost, Command, CommandStore, TaskStore
+from chongming_task.stores.capabilities import require_commands
 
 __all__ = [
     "ACTIONS",
@@ -90,7 +90,8 @@ def issue_command(
 
     Raises:
         ConfigurationError: ``action`` is not one of ``ACTIONS`` (a ``ValueError``):
-            pollers claim only those, so any other would wait forever unanswered.
+            pollers claim only those, so any other would wait forever unanswered;
+            or the store has no commands (it is no ``CommandStore``).
     """
     check_action(action)
     payload: dict[str, JSONValue] = {}
@@ -105,7 +106,8 @@ def issue_command(
         payload=payload,
         target_owner=snapshot.lease_owner or snapshot.owner,
     )
-    return store.submit_command(command)
+    commands = require_commands(store, f"{action} of a task another controller holds")
+    return commands.submit_command(command)
 
 
 def control_remote(
@@ -193,8 +195,16 @@ class CommandPoller:
         return self._thread is not None and not self._stop.is_set()
 
     def start(self) -> None:
-        """Start polling (idempotent; never after ``stop``)."""
+        """Start polling (idempotent; never after ``stop``).
+
+        Not on a store without commands (no ``CommandStore``): nobody can write one
+        there, and controlling this controller's tasks from elsewhere is refused when
+        asked (:func:`issue_command`).
+        """
         if self._thread is not None:  # started: every submission calls this
+            return
+        given: object = self._store  # typed TaskStore; may hold the task part only
+        if not isinstance(given, CommandStore):
             return
         with self._lock:
             if self._thread is not None or self._stop.is_set():
@@ -221,8 +231,7 @@ class CommandPoller:
 
     def poll_once(self) -> tuple[int, int]:
         """Claim and handle one batch; returns (claimed, handed back) counts."""
-        commands = claim_actions(
-            self._store,
+        commands = self._store.claim_commands(
             self._owner,
             lease=self._lease,
             limit=CLAIM_BATCH,

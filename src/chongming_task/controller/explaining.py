@@ -19,7 +19,7 @@ from chongming_task.model import TaskSnapshot
 from chongming_task.policies import Timeout
 from chongming_task.run import TaskRun
 from chongming_task.states import OCCUPYING, TaskStatus
-from chongming_task.stores.base import TaskQuery, TaskStore
+from chongming_task.stores.base import QueueStore, TaskQuery, TaskStore
 
 __all__ = ["SCAN_LIMIT", "controller_facts", "name_gaps", "store_facts"]
 
@@ -105,7 +105,7 @@ def _queue_facts(store: TaskStore, facts: Facts) -> Facts:
             higher += 1
         elif other.priority == snap.priority:
             ahead.append(other.task_id)
-    workers = tuple(store.list_workers())
+    workers = tuple(store.list_workers()) if isinstance(store, QueueStore) else ()
     worker_running: dict[str, tuple[str, ...]] = {}
     if owner is None:
         for worker in workers:

@@ -27,6 +27,7 @@ from chongming_task.core.clock import Clock
 from chongming_task.errors import ConcurrencyConflict, TaskError
 from chongming_task.model import JSONValue, TaskSnapshot
 from chongming_task.stores.base import TaskStore
+from chongming_task.stores.capabilities import save_unheld
 
 __all__ = ["LATE_RESULTS_KEY", "MAX_LATE_RESULTS", "late_result", "record_late_result"]
 
@@ -103,7 +104,7 @@ def record_late_result(
         audited = stored.replace(metadata={**stored.metadata, LATE_RESULTS_KEY: records})
         try:
             if unheld:
-                store.save_unheld(audited, expect_version=stored.status_version)
+                save_unheld(store, audited, expect_version=stored.status_version)
             else:
                 store.save(audited, expect_version=stored.status_version)
         except ConcurrencyConflict:

@@ -19,6 +19,7 @@ from chongming_task.core.state_machine import StateMachine
 from chongming_task.errors import ConcurrencyConflict, ConfigurationError, InvalidTransition
 from chongming_task.states import TaskStatus
 from chongming_task.stores.base import TaskNotFound, TaskStore
+from chongming_task.stores.capabilities import save_unheld, wake_workers
 from chongming_task.stores.queue_records import recipe_of
 
 __all__ = ["control_task", "control_unheld"]
@@ -67,7 +68,8 @@ def control_unheld(  # noqa: C901 (one branch per action and per race outcome, e
         except InvalidTransition:
             return False
         try:
-            store.save_unheld(
+            save_unheld(
+                store,
                 machine.snapshot,
                 expect_version=snapshot.status_version,
                 transitions=machine.transitions,
@@ -77,7 +79,7 @@ def control_unheld(  # noqa: C901 (one branch per action and per race outcome, e
         except ConcurrencyConflict:
             continue  # claimed or changed meanwhile: look again
         if action == "resume":
-            store.notify_work()
+            wake_workers(store)
         return True
     return None
 

@@ -46,6 +46,7 @@ from chongming_task.runtime.attempt import TaskCall
 from chongming_task.runtime.options import check_signature
 from chongming_task.states import TaskStatus
 from chongming_task.stores.base import TaskStore
+from chongming_task.stores.capabilities import require_queue
 from chongming_task.stores.queue_records import RECIPE_KEY, Recipe
 
 if TYPE_CHECKING:
@@ -261,8 +262,9 @@ class Client:
             not_before=not_before,
             metadata=metadata,
         )
+        queue = require_queue(self.store, "Client.enqueue (workers claim from a queue)")
         self.store.create(snapshot, records)
-        self.store.notify_work()
+        queue.notify_work()
         return TaskHandle(self, snapshot.task_id)
 
     def enqueue_many(
@@ -321,8 +323,9 @@ class Client:
                     f"enqueue_many({name!r}): call {index}: {exc}; nothing was enqueued"
                 ) from None
         if entries:
+            queue = require_queue(self.store, "Client.enqueue_many (workers claim from a queue)")
             self.store.create_batch(entries)
-            self.store.notify_work()
+            queue.notify_work()
         return [TaskHandle(self, snapshot.task_id) for snapshot, _ in entries]
 
     def _prepare(

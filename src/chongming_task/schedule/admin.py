@@ -35,6 +35,7 @@ from chongming_task.schedule.ticks import firing_task_id
 from chongming_task.states import OCCUPYING, TERMINAL, TaskStatus
 from chongming_task.stores._salvage import counts_skipping_corrupt, query_skipping_corrupt
 from chongming_task.stores.base import Command, ScheduleConflict, TaskQuery, TaskStore
+from chongming_task.stores.capabilities import require_commands, require_schedules
 
 __all__ = ["UNFINISHED", "ScheduleAdmin", "StaleScheduleEdit", "check_input"]
 
@@ -66,6 +67,8 @@ class ScheduleAdmin:
     def __init__(
         self, store: TaskStore, *, clock: Clock | None = None, actor: str | None = None
     ) -> None:
+        require_schedules(store, "schedules (Scheduler, ScheduleAdmin)")
+        require_commands(store, "schedules (Scheduler, ScheduleAdmin: their run commands)")
         self.store = store
         self.clock: Clock = clock or SystemClock()
         self.actor = actor

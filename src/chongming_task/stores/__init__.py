@@ -1,7 +1,9 @@
 """Persistence: the :class:`~chongming_task.stores.base.TaskStore` contract and its backends.
 
-The package itself imports nothing heavy: ``stores.base`` holds the contract,
-``stores.memory`` the in-process reference, ``stores.sqlite`` the default file backend
+The contract is split by concern (``stores.base``): the task part
+(``TaskRecordStore``), ``CommandStore``, ``ScheduleStore`` and ``QueueStore``;
+``TaskStore`` is the first three. The package itself imports nothing heavy:
+``stores.memory`` is the in-process reference, ``stores.sqlite`` the default file backend
 and ``stores.postgres`` the shared-server backend (``pip install "chongming-task[postgres]"``).
 See ``docs/store-guide.md`` for the semantics every backend must honour.
 """
@@ -15,9 +17,13 @@ from chongming_task._lazy import lazy_exports
 if TYPE_CHECKING:  # type checkers see the real classes; runtime resolves them lazily
     from chongming_task.stores.base import (
         Command,
+        CommandStore,
+        QueueStore,
         ScheduleRecord,
+        ScheduleStore,
         TaskHead,
         TaskQuery,
+        TaskRecordStore,
         TaskStore,
     )
     from chongming_task.stores.memory import InMemoryTaskStore
@@ -26,12 +32,16 @@ if TYPE_CHECKING:  # type checkers see the real classes; runtime resolves them l
 
 _LAZY: dict[str, str] = {
     "Command": "chongming_task.stores.base",
+    "CommandStore": "chongming_task.stores.command_store",
     "InMemoryTaskStore": "chongming_task.stores.memory",
     "PostgresTaskStore": "chongming_task.stores.postgres",
+    "QueueStore": "chongming_task.stores.queue_store",
     "ScheduleRecord": "chongming_task.stores.base",
+    "ScheduleStore": "chongming_task.stores.schedule_store",
     "SqliteTaskStore": "chongming_task.stores.sqlite",
     "TaskHead": "chongming_task.stores.base",
     "TaskQuery": "chongming_task.stores.base",
+    "TaskRecordStore": "chongming_task.stores.base",
     "TaskStore": "chongming_task.stores.base",
 }
 
@@ -39,11 +49,15 @@ __getattr__, __dir__ = lazy_exports("chongming_task.stores", globals(), _LAZY)
 
 __all__ = [
     "Command",
+    "CommandStore",
     "InMemoryTaskStore",
     "PostgresTaskStore",
+    "QueueStore",
     "ScheduleRecord",
+    "ScheduleStore",
     "SqliteTaskStore",
     "TaskHead",
     "TaskQuery",
+    "TaskRecordStore",
     "TaskStore",
 ]

@@ -13,6 +13,8 @@ that applies it to many rows without decoding each one (SQLite's ``_sqlite_lost`
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, NamedTuple
 
@@ -27,12 +29,25 @@ __all__ = [
     "LOSABLE",
     "LOST_FIELDS",
     "LostChange",
+    "Marking",
     "candidate_of",
     "check_lost_failure",
     "check_lost_query",
     "lost_change",
     "lost_transition",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class Marking:
+    """The arguments of one ``mark_lost_many`` call, for a dialect's own path."""
+
+    query: TaskQuery
+    clock: Clock
+    actor: str
+    trigger: str
+    describe: Callable[[LostCandidate], Failure]
+
 
 #: The statuses with an edge to ``lost`` (the occupying ones: a carrier may hold them).
 LOSABLE: Final = frozenset(

@@ -1,51 +1,87 @@
-"""Tasks on SQL: snapshots, history and the side channel, for SQLite and PostgreSQL.
+"""The SQL store: every method once, for SQLite and PostgreSQL alike.
+
+:class:`SqlStore` implements every part of the store contract (tasks, commands,
+schedules, the work queue) over a :class:`~chongming_task.stores._dialect.Dialect`,
+which holds what differs per database: the SQL (``sql/<dialect>.sql``), connections and
+transactions, binding, and command wake-ups. ``SqliteTaskStore`` and
+``PostgresTaskStore`` are this class with their dialect.
 
 Writes encode each snapshot exactly once (``_sqlrows.task_params``) before taking a
 connection, so no lock is held while JSON is built. A ``save`` is one conditional
 ``UPDATE`` on ``status_version`` plus its transitions, in one transaction; the
 ``UPDATE`` matching nothing is the optimistic-concurrency signal, and one read then
-tells a stale version from an unknown task.
+tells a stale version from an unknown task. Every fenced command write is one
+``UPDATE ... WHERE claim_token = ... AND status = 'claimed'``: the database decides who
+still holds a claim, atomically, whatever the number of processes; when it matches
+nothing, one read says why (unknown command, or a claim that was lost).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from datetime import datetime
-from typing import Any, Final
+from datetime import datetime, timedelta
+from typing import Any, Final, TypeVar
 
+from chongming_task._validation import check_seconds
 from chongming_task.checkpoint_gaps import CheckpointGaps
+from chongming_task.core.clock import Clock
 from chongming_task.errors import (
     ConcurrencyConflict,
     ConfigurationError,
     DuplicateTaskId,
     StoreError,
 )
-from chongming_task.model import Progress, TaskSnapshot, Transition, dumps, loads
+from chongming_task.model import (
+    Failure,
+    JSONValue,
+    Progress,
+    TaskSnapshot,
+    Transition,
+    dumps,
+    loads,
+)
+from chongming_task.redact import redact_text_fields
 from chongming_task.states import TERMINAL, TaskStatus
 from chongming_task.stores import _sqlrows as rows
-from chongming_task.stores._sqlbase import SCHEMA_VERSION, Cursor
-from chongming_task.stores._sqlcontrol import SqlControl
+from chongming_task.stores._dialect import SCHEMA_VERSION, Cursor, Dialect, History
+from chongming_task.stores._lost import Marking, check_lost_query
 from chongming_task.stores.base import (
+    ClaimLost,
+    Command,
+    LostCandidate,
+    LostMark,
+    ScheduleConflict,
+    ScheduleRecord,
     SnapshotWrite,
     TaskHead,
     TaskNotFound,
     TaskQuery,
+    TaskStore,
+    lost_marks,
+    lost_writes,
     refuse_repeated_ids,
+    validate_actions,
 )
-from chongming_task.stores.codec import decode_transition, encode_transition, require_aware
+from chongming_task.stores.codec import (
+    decode_transition,
+    encode_json,
+    encode_transition,
+    require_aware,
+)
 from chongming_task.stores.global_slots import GlobalSlot, SlotLedger
 from chongming_task.stores.queue_records import WorkerRecord, is_claimable
+from chongming_task.stores.queue_store import QueueStore
 from chongming_task.stores.records import CorruptRows
 
-__all__ = ["SCHEMA_VERSION", "Cursor", "SqlTaskStore"]
+__all__ = ["SCHEMA_VERSION", "Cursor", "SqlStore"]
+
+T = TypeVar("T")
 
 _TERMINAL_VALUES: Final = sorted(status.value for status in TERMINAL)
 #: Rows per transaction in ``create_many``: large enough to amortise the commit, small
 #: enough that a batch does not hold the write lock for long.
 CREATE_BATCH: Final = 5_000
-
-History = list[dict[str, Any]]
 
 
 def history_rows(transitions: Sequence[Transition]) -> History:
@@ -81,40 +117,51 @@ def _chains(writes: Sequence[SnapshotWrite]) -> list[list[int]]:
     return chains
 
 
-class SqlTaskStore(SqlControl):
-    """The complete SQL store; subclasses are the dialects."""
+class SqlStore(TaskStore, QueueStore):
+    """Every part of the store contract in SQL; ``dialect`` says how for one database."""
 
     keeps_checkpoint_gaps = True
+    atomic_create_batch = True
     supports_global_limits = True
 
-    # ------------------------------------------------------------ row writers
+    def __init__(self, dialect: Dialect, *, clock: Clock | None = None) -> None:
+        super().__init__(clock=clock)
+        self._dialect = dialect
+        self._sql = dialect.sql
+        self._signal = dialect.signal
+        # Bound once: the row encoders call them for every column of every write.
+        self._instant: Callable[[datetime], Any] = dialect.instant
+        self._instant_out: Callable[[Any], datetime] = dialect.instant_out
+        self._array: Callable[[Sequence[Any]], Any] = dialect.array
 
-    def _write_task(
-        self, cur: Cursor, statement: str, params: dict[str, Any], history: History
-    ) -> int:
-        """Insert or update one task row plus its transitions; returns rows affected.
+    def _run(self, fn: Callable[[Cursor], T], *, write: bool, atomic: bool = False) -> T:
+        """``fn`` with a cursor, on the dialect's connections (see ``Dialect.run``)."""
+        return self._dialect.run(fn, write=write, atomic=atomic)
 
-        The caller holds a transaction when there is history. An update first tries
-        ``update_task_hot`` when the dialect has it: it sets only the columns that
-        change on every transition and matches only if the rarely changing ones (name,
-        tags, owner...) are unchanged, so SQLite rewrites two indexes instead of nine;
-        otherwise the full ``update_task`` runs. PostgreSQL overrides the whole method
-        with one data-modifying statement.
-        """
-        affected = 0
-        if statement == "update_task" and "update_task_hot" in self._sql:
-            cur.execute(self._sql["update_task_hot"], params)
-            affected = cur.rowcount
-        if not affected:
-            cur.execute(self._sql[statement], params)
-            affected = cur.rowcount
-        if affected and history:
-            cur.executemany(self._sql["insert_transition"], history)
-        return affected
+    def _check_open(self) -> None:
+        self._dialect.check_open()
 
-    def _insert_rows(self, cur: Cursor, batch: list[dict[str, Any]]) -> None:
-        """Insert many task rows without history (``create_many``)."""
-        cur.executemany(self._sql["insert_task"], batch)
+    # ------------------------------------------------------------ lifecycle
+
+    def close(self) -> None:
+        dialect = self._dialect
+        if dialect.closed:
+            return
+        dialect.closed = True
+        self._signal.close()
+        dialect.close_resources()
+
+    @property
+    def closed(self) -> bool:
+        """Whether ``close()`` was called."""
+        return self._dialect.closed
+
+    @property
+    def open_connections(self) -> int:
+        """Connections currently open (the contract's teardown checks it drops to 0)."""
+        return self._dialect.open_connections
+
+    # ------------------------------------------------------------ row helpers
 
     def _conflict(
         self, cur: Cursor, snapshot: TaskSnapshot, expect_version: int
@@ -140,9 +187,9 @@ class SqlTaskStore(SqlControl):
 
         def insert(cur: Cursor) -> None:
             try:
-                self._write_task(cur, "insert_task", params, history)
+                self._dialect.write_task(cur, "insert_task", params, history)
             except Exception as exc:
-                if self._is_unique_violation(exc):
+                if self._dialect.is_unique_violation(exc):
                     raise _duplicate(snapshot.task_id) from exc
                 raise
 
@@ -163,9 +210,9 @@ class SqlTaskStore(SqlControl):
         def insert(cur: Cursor) -> None:
             for task_id, params, history in prepared:
                 try:
-                    self._write_task(cur, "insert_task", params, history)
+                    self._dialect.write_task(cur, "insert_task", params, history)
                 except Exception as exc:
-                    if self._is_unique_violation(exc):
+                    if self._dialect.is_unique_violation(exc):
                         raise _duplicate(task_id, batch=True) from exc
                     raise
 
@@ -200,9 +247,9 @@ class SqlTaskStore(SqlControl):
     def _create_batch(self, batch: list[dict[str, Any]]) -> int:
         def insert(cur: Cursor) -> int:
             try:
-                self._insert_rows(cur, batch)
+                self._dialect.insert_rows(cur, batch)
             except Exception as exc:
-                if self._is_unique_violation(exc):
+                if self._dialect.is_unique_violation(exc):
                     raise DuplicateTaskId(
                         str(batch[0]["task_id"]),
                         "create_many: a task id in this batch already exists in the store "
@@ -238,7 +285,7 @@ class SqlTaskStore(SqlControl):
         params, history = self._update_params(snapshot, expect_version, transitions)
 
         def update(cur: Cursor) -> None:
-            if not self._write_task(cur, statement, params, history):
+            if not self._dialect.write_task(cur, statement, params, history):
                 raise self._conflict(cur, snapshot, expect_version)
 
         self._run(update, write=True, atomic=bool(history) if atomic is None else atomic)
@@ -274,7 +321,7 @@ class SqlTaskStore(SqlControl):
         def apply(cur: Cursor) -> list[ConcurrencyConflict | StoreError | None]:
             results: list[ConcurrencyConflict | StoreError | None] = [None] * len(writes)
             for chain, params, history in prepared:
-                if self._write_task(cur, "update_task", params, history):
+                if self._dialect.write_task(cur, "update_task", params, history):
                     continue
                 for index in chain:
                     write = writes[index]
@@ -460,7 +507,7 @@ class SqlTaskStore(SqlControl):
 
     def notify_work(self) -> None:
         self._run(
-            lambda cur: cur.execute(self._sql["notify_work"], {"channel": self._channel()}),
+            lambda cur: cur.execute(self._sql["notify_work"], {"channel": self._dialect.channel}),
             write=True,
         )
         self._signal.notify()
@@ -542,7 +589,7 @@ class SqlTaskStore(SqlControl):
             held = found.replace(owner=owner, lease_owner=owner, lease_until=lease_until)
             update = rows.task_params(held, self._instant, self._array)
             update["expect_version"] = found.status_version
-            if not self._write_task(cur, "update_task_unheld", update, []):
+            if not self._dialect.write_task(cur, "update_task_unheld", update, []):
                 continue
             if names:
                 assert ledger is not None
@@ -560,16 +607,11 @@ class SqlTaskStore(SqlControl):
 
     def _slot_ledger(self, cur: Cursor, limits: Mapping[str, int], now: datetime) -> SlotLedger:
         """Inside a claim's transaction: lock, drop expired slots, count live ones."""
-        self._lock_slots(cur)
+        self._dialect.lock_slots(cur)
         names = {"names": self._array(sorted(limits)), "now": self._instant(now)}
         cur.execute(self._sql["purge_slots"], names)
         counts = cur.execute(self._sql["count_slots"], names).fetchall()
         return SlotLedger(limits, {str(name): int(n) for name, n in counts})
-
-    def _lock_slots(self, cur: Cursor) -> None:
-        """Serialise slot-taking claims across processes (a dialect without
-        serialised write transactions overrides it)."""
-        return
 
     def release_global_slots(self, owner: str, task_id: str) -> int:
         def release(cur: Cursor) -> int:
@@ -628,16 +670,236 @@ class SqlTaskStore(SqlControl):
 
         return bool(self._run(delete, write=True))
 
+    # ------------------------------------------------------------ restart recovery
 
-def _schema_missing(found: int, expected: int) -> str:
-    """The message of ``SchemaMissing``: what was found, and how to get the schema."""
-    if found == 0:
-        return (
-            "no chongming-task schema here: nothing has been run against this database, "
-            "or it is the wrong one (check --db / CHONGMING_DB); a worker, run or submit "
-            "creates the tables"
+    def mark_lost_many(
+        self,
+        query: TaskQuery,
+        *,
+        clock: Clock,
+        actor: str,
+        trigger: str,
+        failure: Callable[[LostCandidate], Failure],
+        snapshots: bool = False,
+    ) -> list[LostMark]:
+        """The contract's path (read, state machine, a guarded write per task), unless
+        the dialect marks the tasks its own way (SQLite, by group; never when the
+        caller wants the snapshots). PostgreSQL sends the writes in one pipeline."""
+        check_lost_query(query)
+        if not snapshots:
+            marking = Marking(query, clock, actor, trigger, failure)
+            marks = self._dialect.mark_lost_grouped(self, marking)
+            if marks is not None:
+                return marks
+        writes = lost_writes(
+            self.query(query), clock=clock, actor=actor, trigger=trigger, failure=failure
         )
-    return (
-        f"the chongming-task schema here is at version {found}, this version needs "
-        f"{expected}; read commands never migrate: start a worker or run once to migrate"
-    )
+        return lost_marks(writes, self._dialect.save_distinct(self, writes) if writes else [])
+
+    # ------------------------------------------------------------ commands
+
+    def submit_command(self, command: Command) -> Command:
+        doc = encode_json(
+            {
+                "payload": dict(command.payload),
+                "issued_by": command.issued_by,
+                "issued_at": command.issued_at.isoformat(),
+            },
+            "command payload",
+        )
+        params = {
+            "command_id": command.command_id,
+            "kind": command.kind,
+            "target": command.target,
+            "action": command.action,
+            "target_owner": command.target_owner,
+            "priority": command.claim_priority,
+            "doc": doc,
+            "channel": self._dialect.channel,
+        }
+
+        def insert(cur: Cursor) -> Any:
+            cur.execute(self._sql["insert_command"], params)
+            return cur.execute(self._sql["select_command"], params).fetchone()
+
+        stored = rows.decode_command(self._run(insert, write=True), self._instant_out)
+        self._signal.notify()
+        return stored
+
+    def claim_commands(
+        self,
+        owner: str,
+        *,
+        lease: float,
+        limit: int = 10,
+        kinds: Collection[str] | None = None,
+        actions: Collection[str] | None = None,
+    ) -> list[Command]:
+        check_seconds(lease, "lease")
+        if isinstance(limit, bool) or limit < 1:
+            raise ConfigurationError(f"limit must be >= 1, got {limit!r}")
+        wanted = validate_actions(actions)
+        self._check_open()
+        self._dialect.before_claim()
+        now = self.clock.now()
+        params = {
+            "owner": owner,
+            "now": self._instant(now),
+            "lease_until": self._instant(now + timedelta(seconds=lease)),
+            "limit": limit,
+            "kinds": None if kinds is None else self._array(sorted(kinds)),
+        }
+        # Filtered by action: a statement of its own, so the index on (action, priority
+        # DESC, seq) serves it (an "IS NULL OR" on the filter would keep the planner off
+        # it); one action (a worker's) has its own again, which reads the index in claim
+        # order and stops at the limit.
+        if wanted is None:
+            section = "claim_commands"
+        elif len(wanted) == 1:
+            section = "claim_commands_one_action"
+            (params["action"],) = wanted
+        else:
+            section = "claim_commands_actions"
+            params["actions"] = self._array(sorted(wanted))
+        statement = self._sql[section]
+        found = self._run(lambda cur: cur.execute(statement, params).fetchall(), write=True)
+        # RETURNING has no order: back to the claim order, priority first, then seq.
+        found.sort(key=lambda row: (-int(row[1]), int(row[0])))
+        return [rows.decode_command(row[2:], self._instant_out) for row in found]
+
+    def complete_command(self, command_id: str, claim_token: str, result: JSONValue = None) -> None:
+        params = {
+            "command_id": command_id,
+            "claim_token": claim_token,
+            "now": self._instant(self.clock.now()),
+            "result": encode_json(redact_text_fields(result), "command result"),
+        }
+        self._settle_claim_or_missing("complete_command", params)
+
+    def release_command(self, command_id: str, claim_token: str) -> None:
+        params = {
+            "command_id": command_id,
+            "claim_token": claim_token,
+            "channel": self._dialect.channel,
+        }
+        self._settle_claim_or_missing("release_command", params)
+        self._signal.notify()
+
+    def extend_command(self, command_id: str, claim_token: str, lease: float) -> None:
+        check_seconds(lease, "lease")
+        until = self.clock.now() + timedelta(seconds=lease)
+        params = {
+            "command_id": command_id,
+            "claim_token": claim_token,
+            "lease_until": self._instant(until),
+        }
+        self._settle_claim_or_missing("extend_command", params)
+
+    def _settle_claim_or_missing(self, statement: str, params: dict[str, Any]) -> None:
+        """Run a fenced update; on no match, say why (missing command or lost claim)."""
+
+        def settle(cur: Cursor) -> tuple[bool, Any]:
+            cur.execute(self._sql[statement], params)
+            if cur.rowcount > 0:
+                return True, None
+            return False, cur.execute(self._sql["select_command"], params).fetchone()
+
+        done, found = self._run(settle, write=True)
+        if done:
+            return
+        if found is None:
+            raise StoreError(f"command {params['command_id']!r} does not exist")
+        current = rows.decode_command(found, self._instant_out)
+        if current.status == "completed":
+            detail = "it is already completed"
+        else:
+            detail = f"it is {current.status}, claimed by {current.claimed_by!r}"
+        raise ClaimLost(current.command_id, params["claim_token"], detail)
+
+    def get_command(self, command_id: str) -> Command | None:
+        found = self._run(
+            lambda cur: cur.execute(
+                self._sql["select_command"], {"command_id": command_id}
+            ).fetchone(),
+            write=False,
+        )
+        return None if found is None else rows.decode_command(found, self._instant_out)
+
+    def wait_for_commands(self, timeout: float) -> None:
+        self._check_open()
+        self._dialect.wait(self.clock, timeout)
+
+    # ------------------------------------------------------------ schedules
+
+    def put_schedule(
+        self, name: str, data: Mapping[str, JSONValue], *, expect_revision: int | None
+    ) -> ScheduleRecord:
+        text = encode_json(dict(data), f"data of schedule {name!r}")
+        now = self.clock.now()
+        params = {
+            "name": name,
+            "data": text,
+            "updated_at": self._instant(now),
+            "expect_revision": expect_revision,
+        }
+        statement = "insert_schedule" if expect_revision is None else "update_schedule"
+
+        def put(cur: Cursor) -> tuple[bool, int | None]:
+            cur.execute(self._sql[statement], params)
+            if cur.rowcount > 0:
+                return True, None
+            found = cur.execute(self._sql["select_schedule"], params).fetchone()
+            return False, None if found is None else int(found[1])
+
+        done, actual = self._run(put, write=True)
+        if not done:
+            raise ScheduleConflict(name, expect_revision, actual)
+        revision = 1 if expect_revision is None else expect_revision + 1
+        return ScheduleRecord(
+            name=name, data=loads(text, "schedule data"), revision=revision, updated_at=now
+        )
+
+    def get_schedule(self, name: str) -> ScheduleRecord | None:
+        found = self._run(
+            lambda cur: cur.execute(self._sql["select_schedule"], {"name": name}).fetchone(),
+            write=False,
+        )
+        return None if found is None else rows.decode_schedule(found, self._instant_out)
+
+    def list_schedules(self) -> list[ScheduleRecord]:
+        found = self._run(
+            lambda cur: cur.execute(self._sql["select_schedules"], {}).fetchall(), write=False
+        )
+        return [rows.decode_schedule(row, self._instant_out) for row in found]
+
+    def delete_schedule(self, name: str) -> bool:
+        def delete(cur: Cursor) -> bool:
+            cur.execute(self._sql["delete_schedule"], {"name": name})
+            return int(cur.rowcount) > 0
+
+        return self._run(delete, write=True)
+
+    def claim_firing(self, schedule: str, scheduled_at: datetime, owner: str, task_id: str) -> bool:
+        require_aware(scheduled_at, "scheduled_at")
+        params = {
+            "schedule": schedule,
+            "scheduled_at": self._instant(scheduled_at),
+            "owner": owner,
+            "task_id": task_id,
+            "now": self._instant(self.clock.now()),
+        }
+
+        def claim(cur: Cursor) -> bool:
+            cur.execute(self._sql["claim_firing"], params)
+            return int(cur.rowcount) == 1
+
+        return self._run(claim, write=True)
+
+    def prune_firings(self, before: datetime) -> int:
+        require_aware(before, "before")
+
+        def delete(cur: Cursor) -> int:
+            cur.execute(self._sql["prune_firings"], {"before": self._instant(before)})
+            return int(cur.rowcount)
+
+        return self._run(delete, write=True)

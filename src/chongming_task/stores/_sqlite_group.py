@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from chongming_task.errors import StoreError
-from chongming_task.stores._sqlbase import Cursor
+from chongming_task.stores._dialect import Cursor
 
 __all__ = ["GroupCommitter"]
 

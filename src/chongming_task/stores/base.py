@@ -1,30 +1,40 @@
-"""The persistence contract: what every store keeps, and how it behaves under concurrency.
+"""The persistence contract, split by concern, and ``TaskStore``, the full store.
 
-Four kinds of data with different write rates live behind one interface (guide §8.7):
+A store keeps data of very different kinds, each its own abstract class (guide §8.7):
 
-* **snapshots** (``create``/``save``/``get``/``query``): optimistic concurrency on
-  ``status_version``, so two writers can never silently overwrite each other;
-* **the audit trail** (``append``/``history``): append-only and idempotent;
-* **the side channel** (``touch``/``renew_leases``): progress, heartbeats, leases and
-  checkpoint gaps, which never move ``status_version`` (they would otherwise race
-  every state write);
-* **commands** (``submit_command``/``claim_commands``/...): cross-process control,
-  claimed under a lease and fenced by a claim token;
+* :class:`TaskRecordStore`, **the task part**: snapshots (``create``/``save``/``get``/
+  ``query``, optimistic concurrency on ``status_version``, so two writers never
+  silently overwrite each other), the audit trail (``append``/``history``, append-only
+  and idempotent) and the side channel (``touch``/``renew_leases``: progress,
+  heartbeats, leases and checkpoint gaps, which never move ``status_version``: they
+  would otherwise race every state write). Every store has it; it is all a controller
+  needs to run, control, wait for and reconcile its own tasks.
+* :class:`~chongming_task.stores.command_store.CommandStore`: cross-process control,
+  claimed under a lease and fenced by a claim token.
+* :class:`~chongming_task.stores.schedule_store.ScheduleStore`: schedule control
+  records (compare-and-set on a revision) and firing claims (exactly once per
+  schedule and scheduled time).
+* :class:`~chongming_task.stores.queue_store.QueueStore`: the work queue (claims of
+  queued unheld tasks, global slots) and the worker registry.
 
-plus two records for the scheduler: schedule control records (compare-and-set on a
-revision) and firing claims (exactly once per schedule and scheduled time).
+:class:`TaskStore` is the first three together: the store the user guide names and
+``examples/07_custom_store.py`` implements. The built-in stores are a ``TaskStore`` and
+a ``QueueStore``. What a store can do is what it declares: the library asks
+``isinstance(store, CommandStore)`` (:func:`chongming_task.stores.capabilities.require`)
+and refuses a feature the store lacks with a ``ConfigurationError`` that names the
+missing part, never by probing methods.
 
 Every method raises :class:`~chongming_task.errors.StoreError` (the driver's exception
 as ``__cause__``) when the backend fails, and a failed write leaves nothing
 half-written. ``docs/store-guide.md`` is the long form of this module; the shipped
-``chongming_task.testing.store_contract.StoreContract`` is its executable form.
+``chongming_task.testing.store_contract`` is its executable form, one contract per part.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import ClassVar, NamedTuple, Self
@@ -32,11 +42,11 @@ from typing import ClassVar, NamedTuple, Self
 from chongming_task.checkpoint_gaps import CheckpointGaps
 from chongming_task.core.clock import Clock, SystemClock
 from chongming_task.errors import ConcurrencyConflict, ConfigurationError, StoreError
-from chongming_task.model import Failure, JSONValue, Progress, TaskSnapshot, Transition
+from chongming_task.model import Failure, Progress, TaskSnapshot, Transition
 from chongming_task.states import TaskStatus
 from chongming_task.stores._lost import candidate_of, check_lost_query, lost_transition
-from chongming_task.stores.global_slots import GlobalSlot
-from chongming_task.stores.queue_records import WorkerRecord
+from chongming_task.stores.command_store import CommandStore, validate_actions
+from chongming_task.stores.queue_store import QueueStore
 from chongming_task.stores.records import (
     OUTCOME_MAX_BYTES,
     ClaimLost,
@@ -50,77 +60,54 @@ from chongming_task.stores.records import (
     TaskNotFound,
     TaskQuery,
 )
+from chongming_task.stores.schedule_store import ScheduleStore
 
 __all__ = [
     "OUTCOME_MAX_BYTES",
     "ClaimLost",
     "Command",
+    "CommandStore",
     "CorruptRows",
     "LostCandidate",
     "LostMark",
+    "QueueStore",
     "ScheduleConflict",
     "ScheduleRecord",
+    "ScheduleStore",
     "SnapshotWrite",
     "TaskHead",
     "TaskNotFound",
     "TaskQuery",
+    "TaskRecordStore",
     "TaskStore",
     "refuse_repeated_ids",
     "validate_actions",
 ]
 
 
-def validate_actions(actions: Collection[str] | None) -> frozenset[str] | None:
-    """The ``actions`` filter of :meth:`TaskStore.claim_commands`, checked and frozen.
-
-    A bare string is refused rather than read as a set of one-letter actions (which
-    would silently claim nothing), and so is an empty collection: a claimer that asks
-    for no action at all would never get a command, and never say why.
-
-    Raises:
-        ConfigurationError: ``actions`` is a string, is empty, or holds anything but
-            non-empty strings.
-    """
-    if actions is None:
-        return None
-    if isinstance(actions, str | bytes):
-        raise ConfigurationError(
-            f"actions must be a collection of action names, not the string {actions!r} "
-            f"(did you mean ({actions!r},)?)"
-        )
-    names = frozenset(actions)
-    if not names:
-        raise ConfigurationError("actions must name at least one action (None claims any)")
-    bad = sorted(repr(name) for name in names if not isinstance(name, str) or not name)
-    if bad:
-        raise ConfigurationError(f"actions must be non-empty strings; got {', '.join(bad)}")
-    return names
-
-
 class SnapshotWrite(NamedTuple):
-    """One ``save`` for :meth:`TaskStore.save_many`."""
+    """One ``save`` for :meth:`TaskRecordStore.save_many`."""
 
     snapshot: TaskSnapshot
     expect_version: int
     transitions: Sequence[Transition] = ()
 
 
-class TaskStore(ABC):
-    """Where snapshots, history, commands and schedule records live.
+class TaskRecordStore(ABC):
+    """The task part: snapshots, their history, the side channel, and lifecycle.
 
     Implementations must be safe to call from many threads at once. Time (lease
-    expiry, ``updated_at`` of schedules, command timestamps) comes from ``self.clock``,
-    read at call time, so a test can swap in a ``FakeClock`` after construction.
+    expiry, timestamps) comes from ``self.clock``, read at call time, so a test can
+    swap in a ``FakeClock`` after construction.
     """
 
     clock: Clock
     #: ``touch`` takes ``checkpoint_gaps=`` and reads return them. A store written
     #: before that side-channel field existed leaves this False and is never passed it.
     keeps_checkpoint_gaps: ClassVar[bool] = False
-
-    supports_global_limits: ClassVar[bool] = False
-    """Whether :meth:`claim_queued` takes ``global_limits`` (lease-backed slots across
-    processes, with :meth:`release_global_slots` and :meth:`list_global_slots`)."""
+    #: ``create_batch`` writes all or none (the default writes one ``create`` at a
+    #: time). Set it where the override is one transaction; the contract then checks it.
+    atomic_create_batch: ClassVar[bool] = False
 
     def __init__(self, *, clock: Clock | None = None) -> None:
         self.clock = clock if clock is not None else SystemClock()
@@ -144,7 +131,8 @@ class TaskStore(ABC):
         submissions cost one commit instead of a thousand. The default calls
         :meth:`create` per entry, which is **not** atomic: if entry *k* fails, the
         entries before it stay stored and the error says how many; a store that can
-        write them in one transaction should override this (the built-in stores do).
+        write them in one transaction should override this and declare
+        ``atomic_create_batch`` (the built-in stores do).
 
         Raises:
             ConfigurationError: an id exists already, or appears twice in ``entries``
@@ -380,221 +368,6 @@ class TaskStore(ABC):
         tasks were renewed.
         """
 
-    # ------------------------------------------------------------ commands
-
-    @abstractmethod
-    def submit_command(self, command: Command) -> Command:
-        """Store a pending command and wake waiters; returns the stored command.
-
-        Submitting a ``command_id`` that already exists is idempotent: the stored
-        command is returned unchanged (a retried submit cannot issue twice).
-        """
-
-    @abstractmethod
-    def claim_commands(
-        self,
-        owner: str,
-        *,
-        lease: float,
-        limit: int = 10,
-        kinds: Collection[str] | None = None,
-        actions: Collection[str] | None = None,
-    ) -> list[Command]:
-        """Claim up to ``limit`` commands for ``owner`` for ``lease`` seconds.
-
-        Eligible: pending commands whose ``target_owner`` is ``owner`` or ``None``, and
-        claimed ones (same owner rule) whose lease has expired; only those of the given
-        ``kinds`` and ``actions`` when these are given. Each returned command has a
-        fresh ``claim_token``, ``claimed_by=owner`` and ``claims`` incremented. No
-        command is ever returned to two callers with overlapping leases.
-
-        Order: highest :attr:`Command.claim_priority` first, then oldest first (in
-        submission order; a released or expired command keeps its place), and the
-        list is returned in that order. Only worker submissions have a priority other
-        than 0, so workers take the most urgent submission first while every other
-        command stays oldest first.
-
-        ``actions`` exists so that a claimer never holds a command it would only hand
-        back: while a controller's poller held a worker's ``submit`` for an instant, a
-        worker claiming then took a later submission first. Check it with
-        :func:`validate_actions`. Callers pass it only to stores whose
-        ``claim_commands`` accepts it, so a store written before it keeps working.
-
-        Raises:
-            ConfigurationError: ``lease <= 0``, ``limit < 1``, or ``actions`` is not
-                ``None`` nor a non-empty collection of non-empty names.
-        """
-
-    @abstractmethod
-    def complete_command(self, command_id: str, claim_token: str, result: JSONValue = None) -> None:
-        """Mark a claimed command done with ``result``.
-
-        Raises:
-            ClaimLost: the token is not the current claim (expired and re-claimed,
-                released, or already completed).
-            StoreError: no such command, or the backend failed.
-        """
-
-    @abstractmethod
-    def release_command(self, command_id: str, claim_token: str) -> None:
-        """Give a claimed command back (pending, no claimant) so its rightful owner gets it.
-
-        Raises ``ClaimLost``/``StoreError`` like ``complete_command``.
-        """
-
-    @abstractmethod
-    def extend_command(self, command_id: str, claim_token: str, lease: float) -> None:
-        """Push the claim's lease to ``now + lease`` while the work is still going on.
-
-        Raises ``ClaimLost``/``StoreError`` like ``complete_command``.
-        """
-
-    @abstractmethod
-    def get_command(self, command_id: str) -> Command | None:
-        """The command as stored, or ``None``."""
-
-    @abstractmethod
-    def wait_for_commands(self, timeout: float) -> None:
-        """Block up to ``timeout`` seconds (of ``self.clock``) until a command may have arrived.
-
-        A hint, not a guarantee: callers claim after it returns either way. Returns at
-        once if a command was submitted since this thread's last ``claim_commands``,
-        and promptly when the store is closed.
-        """
-
-    # ------------------------------------------------------------ work queue
-
-    def notify_work(self) -> None:
-        """Wake the workers waiting in :meth:`wait_for_commands`: queued work arrived.
-
-        A hint like every wake-up (workers poll anyway). The default does nothing.
-        """
-        return
-
-    def claim_queued(
-        self,
-        owner: str,
-        *,
-        buckets: Collection[int] | None,
-        limit: int,
-        lease_until: datetime,
-        global_limits: Mapping[str, int] | None = None,
-    ) -> list[TaskSnapshot]:
-        """Take up to ``limit`` queued unheld tasks for ``owner``, atomically.
-
-        Eligible: status ``queued``, ``owner`` ``None``, a recipe
-        (:func:`~chongming_task.stores.queue_records.recipe_of`) that is due (its
-        ``not_before`` has passed, by ``self.clock``), and a bucket among ``buckets``
-        (``None``: any task, with or without a bucket). Order: highest ``priority``
-        first, oldest first within a priority. Each taken task gets ``owner``,
-        ``lease_owner=owner`` and ``lease_until`` in the same write; its status and
-        ``status_version`` do not change (the claimer's state machine takes the next
-        edge). No task is ever returned to two callers: a row another claimer holds
-        is skipped, and a stop written first (:meth:`save_unheld`) wins.
-
-        ``global_limits`` (tag -> slots; only on a store whose
-        ``supports_global_limits`` is true) limits holders across processes: a task
-        carrying such a tag is taken only if every such limit has fewer live holders
-        (:class:`~chongming_task.stores.global_slots.GlobalSlot` rows whose
-        ``lease_until`` has not passed) than its number, and then gets one slot of each,
-        leased until ``lease_until``, in the same atomic write. A task that does not fit
-        is skipped (it stays queued and unheld) and the scan goes on past it, so it
-        never holds back tasks of other limits. Claims that involve global limits are
-        serialised, so two claimers never both take the last slot.
-
-        Returns the snapshots as stored. The default raises ``ConfigurationError``:
-        a store without it cannot feed workers.
-        """
-        raise ConfigurationError(f"{type(self).__name__} does not support the work queue")
-
-    def save_unheld(
-        self,
-        snapshot: TaskSnapshot,
-        *,
-        expect_version: int,
-        transitions: Sequence[Transition] = (),
-    ) -> None:
-        """:meth:`save`, only if the stored task is still held by nobody (``owner`` None).
-
-        How a stop, pause or resume of a queued unheld task is written from any
-        process: it races :meth:`claim_queued` and exactly one of the two wins.
-
-        Raises:
-            ConcurrencyConflict: The version differs or a worker claimed the task.
-        """
-        stored = self.get(snapshot.task_id)
-        if stored is None:
-            raise TaskNotFound(snapshot.task_id)
-        if stored.owner is not None:
-            raise ConcurrencyConflict(snapshot.task_id, expect_version, stored.status_version)
-        self.save(snapshot, expect_version=expect_version, transitions=transitions)
-
-    def release_global_slots(self, owner: str, task_id: str) -> int:
-        """Give back the global slots ``task_id`` holds for ``owner`` (the task ended).
-
-        Returns how many were released and wakes waiting claimers when any was. A
-        holder that never calls it gives them back when their lease passes. The
-        default holds none (returns 0).
-        """
-        return 0
-
-    def list_global_slots(self) -> list[GlobalSlot]:
-        """Every slot row of the global limits, expired ones included (see
-        :meth:`GlobalSlot.live`), by name then acquisition. Empty by default."""
-        return []
-
-    def put_worker(self, record: WorkerRecord) -> None:
-        """Insert or replace a worker's registry record (its heartbeat)."""
-        raise ConfigurationError(f"{type(self).__name__} has no worker registry")
-
-    def list_workers(self) -> list[WorkerRecord]:
-        """Every registered worker, by id (empty for a store without a registry)."""
-        return []
-
-    def delete_worker(self, worker_id: str) -> bool:
-        """Forget a worker's record; ``False`` if there was none."""
-        return False
-
-    # ------------------------------------------------------------ schedules
-
-    @abstractmethod
-    def put_schedule(
-        self, name: str, data: Mapping[str, JSONValue], *, expect_revision: int | None
-    ) -> ScheduleRecord:
-        """Insert (``expect_revision=None``) or compare-and-set a schedule record.
-
-        Raises:
-            ScheduleConflict: the insert found the record, or the revision differs.
-        """
-
-    @abstractmethod
-    def get_schedule(self, name: str) -> ScheduleRecord | None:
-        """The record, or ``None``."""
-
-    @abstractmethod
-    def list_schedules(self) -> list[ScheduleRecord]:
-        """Every record, ordered by name."""
-
-    @abstractmethod
-    def delete_schedule(self, name: str) -> bool:
-        """Delete the record (its firing claims stay); ``False`` if there was none."""
-
-    @abstractmethod
-    def claim_firing(self, schedule: str, scheduled_at: datetime, owner: str, task_id: str) -> bool:
-        """Claim one firing; ``True`` for exactly one caller per (schedule, instant).
-
-        ``scheduled_at`` is compared as an instant: the same moment in two timezones
-        is the same firing. Exactly once holds across threads and processes.
-        """
-
-    def prune_firings(self, before: datetime) -> int:
-        """Forget firing claims scheduled before ``before``; returns how many.
-
-        Claims only need to outlive the window in which two schedulers could race for
-        the same firing. The default keeps everything (returns 0).
-        """
-        return 0
-
     # ------------------------------------------------------------ lifecycle
 
     @abstractmethod
@@ -614,6 +387,15 @@ class TaskStore(ABC):
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+class TaskStore(TaskRecordStore, CommandStore, ScheduleStore):
+    """The full store of the user guide: tasks, commands and schedules in one backend.
+
+    Subclass it to write a backend with every part but the work queue; add
+    :class:`~chongming_task.stores.queue_store.QueueStore` for workers (the built-in
+    stores do). Its contract is ``StoreContract``.
+    """
 
 
 def refuse_repeated_ids(entries: Sequence[tuple[TaskSnapshot, Sequence[Transition]]]) -> None:

@@ -31,6 +31,7 @@ from chongming_task.stores.base import TaskHead, TaskNotFound, TaskQuery, refuse
 from chongming_task.stores.codec import check_outcome, require_aware
 from chongming_task.stores.global_slots import GlobalSlot, SlotLedger
 from chongming_task.stores.queue_records import WorkerRecord, is_claimable
+from chongming_task.stores.queue_store import QueueStore
 
 __all__ = ["InMemoryTaskStore"]
 
@@ -49,10 +50,11 @@ def _sort_key(order: str) -> tuple[Any, bool]:
     return (lambda row: (-row.snapshot.priority, row.snapshot.created_at, row.seq)), False
 
 
-class InMemoryTaskStore(MemoryControl):
+class InMemoryTaskStore(MemoryControl, QueueStore):
     """Dictionaries behind one lock: for single-process use, unit tests and as the reference."""
 
     keeps_checkpoint_gaps = True
+    atomic_create_batch = True
     supports_global_limits = True
 
     def __init__(self, *, clock: Clock | None = None) -> None:

@@ -43,26 +43,24 @@ from chongming_task.errors import (
     SchemaMissing,
     StoreError,
 )
-from chongming_task.model import Failure
 from chongming_task.redact import scrub_dsn
-from chongming_task.stores._lost import check_lost_query
-from chongming_task.stores._pg_listener import CommandListener
-from chongming_task.stores._sql import (
+from chongming_task.stores._dialect import (
     SCHEMA_VERSION,
     Cursor,
+    Dialect,
     History,
-    SqlTaskStore,
-    _schema_missing,
+    schema_missing,
 )
+from chongming_task.stores._pg_listener import CommandListener
+from chongming_task.stores._sql import SqlStore
 from chongming_task.stores._sqlrows import TASK_COLUMNS
-from chongming_task.stores.base import SnapshotWrite, lost_marks, lost_writes
-from chongming_task.stores.records import LostCandidate, LostMark, TaskQuery
+from chongming_task.stores.base import SnapshotWrite
 
 if TYPE_CHECKING:
     import psycopg
     import psycopg_pool
 
-__all__ = ["INSTALL_HINT", "PostgresTaskStore"]
+__all__ = ["INSTALL_HINT", "PostgresDialect", "PostgresTaskStore"]
 
 T = TypeVar("T")
 
@@ -107,8 +105,10 @@ def _configure(conn: psycopg.Connection[Any]) -> None:
     conn.execute("SET TIME ZONE 'UTC'")
 
 
-class PostgresTaskStore(SqlTaskStore):
+class PostgresTaskStore(SqlStore):
     """A :class:`~chongming_task.stores.base.TaskStore` in a PostgreSQL database.
+
+    The SQL store with :class:`PostgresDialect` (pool, listener, schema).
 
     Args:
         dsn: a libpq connection string or URL; tables live in the first schema of the
@@ -120,9 +120,14 @@ class PostgresTaskStore(SqlTaskStore):
         prepare_threshold: psycopg's server-side prepare threshold; ``None`` disables
             prepared statements (needed behind PgBouncer in transaction mode).
         application_name: shown in ``pg_stat_activity``.
-    """
+        create_schema: ``False``: never run DDL; a database without the current
+            schema raises ``SchemaMissing`` (what the CLI's read commands use).
 
-    dialect = "postgres"
+    Raises:
+        ConfigurationError: psycopg is not installed, or bad pool bounds.
+        SchemaMissing: ``create_schema=False`` and the schema is missing or older.
+        StoreError: The database cannot be reached or prepared.
+    """
 
     def __init__(
         self,
@@ -136,15 +141,46 @@ class PostgresTaskStore(SqlTaskStore):
         application_name: str = "chongming-task",
         create_schema: bool = True,
     ) -> None:
-        """``create_schema=False``: never run DDL; a database without the current
-        schema raises ``SchemaMissing`` (what the CLI's read commands use)."""
+        self._dialect: PostgresDialect
+        dialect = PostgresDialect(
+            dsn,
+            min_connections=min_connections,
+            max_connections=max_connections,
+            connect_timeout=connect_timeout,
+            prepare_threshold=prepare_threshold,
+            application_name=application_name,
+            create_schema=create_schema,
+        )
+        super().__init__(dialect, clock=clock)
+
+    def __repr__(self) -> str:
+        closed = self._dialect.closed
+        return f"PostgresTaskStore(channel={self._dialect.channel!r}, closed={closed})"
+
+
+class PostgresDialect(Dialect):
+    """PostgreSQL's pool, listener, schema and single-statement writes (module docstring)."""
+
+    name = "postgres"
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        min_connections: int,
+        max_connections: int,
+        connect_timeout: float,
+        prepare_threshold: int | None,
+        application_name: str,
+        create_schema: bool,
+    ) -> None:
         driver, pool_module = _import_driver()
         if min_connections < 0 or max_connections < max(1, min_connections):
             raise ConfigurationError(
                 "need 0 <= min_connections <= max_connections and max_connections >= 1, got "
                 f"{min_connections} and {max_connections}"
             )
-        super().__init__(clock=clock)
+        super().__init__()
         self._psycopg = driver
         self._dsn = dsn
         self._connect_kwargs: dict[str, Any] = {
@@ -157,8 +193,8 @@ class PostgresTaskStore(SqlTaskStore):
         self._listener: CommandListener | None = None
         self._listener_lock = threading.Lock()
         self._pool: psycopg_pool.ConnectionPool[Any] | None = None
-        self._channel_name = self._prepare_schema()
-        digest = hashlib.blake2b(f"slots:{self._channel_name}".encode(), digest_size=8)
+        self.channel = self._prepare_schema()
+        digest = hashlib.blake2b(f"slots:{self.channel}".encode(), digest_size=8)
         self._slot_lock = int.from_bytes(digest.digest(), "big", signed=True)
         self._pool = pool_module.ConnectionPool(
             dsn,
@@ -182,7 +218,7 @@ class PostgresTaskStore(SqlTaskStore):
         psycopg = self._psycopg
         try:
             with psycopg.connect(self._dsn, autocommit=True, **self._connect_kwargs) as conn:
-                schema = _scalar(conn.execute(self._sql["current_schema"]).fetchone())
+                schema = _scalar(conn.execute(self.sql["current_schema"]).fetchone())
                 if schema is None:
                     raise StoreError(
                         "PostgreSQL has no current schema for this role (empty search_path?); "
@@ -190,7 +226,7 @@ class PostgresTaskStore(SqlTaskStore):
                     )
                 version = self._schema_version(conn)
                 if version != SCHEMA_VERSION and not self._create_schema:
-                    raise SchemaMissing(_schema_missing(version, SCHEMA_VERSION))
+                    raise SchemaMissing(schema_missing(version, SCHEMA_VERSION))
                 if version != SCHEMA_VERSION:
                     self._refuse_newer(version)
                     self._migrate(conn, schema)
@@ -213,20 +249,20 @@ class PostgresTaskStore(SqlTaskStore):
         return scrub_dsn(str(error), self._dsn)
 
     def _schema_version(self, conn: psycopg.Connection[Any]) -> int:
-        if not _scalar(conn.execute(self._sql["schema_exists"]).fetchone()):
+        if not _scalar(conn.execute(self.sql["schema_exists"]).fetchone()):
             return 0
-        found = conn.execute(self._sql["schema_version"]).fetchone()
+        found = conn.execute(self.sql["schema_version"]).fetchone()
         return 0 if found is None else int(found[0])
 
     def _migrate(self, conn: psycopg.Connection[Any], schema: str) -> None:
         with conn.transaction():
-            conn.execute(self._sql["migration_lock"])
+            conn.execute(self.sql["migration_lock"])
             version = self._schema_version(conn)  # another process may have done it
             self._refuse_newer(version)
             for step in range(version + 1, SCHEMA_VERSION + 1):
-                conn.execute(self._sql[f"migrate_{step}"])
+                conn.execute(self.sql[f"migrate_{step}"])
             if version < SCHEMA_VERSION:
-                conn.execute(self._sql["set_schema_version"], {"version": SCHEMA_VERSION})
+                conn.execute(self.sql["set_schema_version"], {"version": SCHEMA_VERSION})
 
     def _refuse_newer(self, version: int) -> None:
         if version > SCHEMA_VERSION:
@@ -236,14 +272,14 @@ class PostgresTaskStore(SqlTaskStore):
                 "(older versions must not write to it)"
             )
 
-    # ------------------------------------------------------------ dialect hooks
+    # ------------------------------------------------------------ connections
 
-    def _run(self, fn: Callable[[Cursor], T], *, write: bool, atomic: bool = False) -> T:
+    def run(self, fn: Callable[[Cursor], T], *, write: bool, atomic: bool = False) -> T:
         psycopg = self._psycopg
         retried = False
         # Every idle connection may be dead (a server restart): try each once, plus one.
         for _ in range(self._max_connections + 1):
-            self._check_open()
+            self.check_open()
             assert self._pool is not None
             lost = False
             try:
@@ -267,113 +303,92 @@ class PostgresTaskStore(SqlTaskStore):
                 raise StoreError(f"PostgreSQL store failed: {self._scrub(exc)}") from exc
         raise StoreError("PostgreSQL store failed: no live connection in the pool")
 
-    def _write_task(
+    def write_task(
         self, cur: Cursor, statement: str, params: dict[str, Any], history: History
     ) -> int:
-        cur.execute(self._sql[statement], _with_transitions(params, history))
+        """One data-modifying statement writes the row and its transitions."""
+        cur.execute(self.sql[statement], _with_transitions(params, history))
         if statement.startswith("update_task"):
             return int(cur.fetchone()[0])
         return 1
 
-    def mark_lost_many(
-        self,
-        query: TaskQuery,
-        *,
-        clock: Clock,
-        actor: str,
-        trigger: str,
-        failure: Callable[[LostCandidate], Failure],
-        snapshots: bool = False,
-    ) -> list[LostMark]:
-        """The default (read, state machine, a guarded write per task), written in one pipeline.
+    def save_distinct(
+        self, store: SqlStore, writes: Sequence[SnapshotWrite]
+    ) -> list[ConcurrencyConflict | StoreError | None]:
+        """Restart recovery's writes (distinct tasks), every statement in one pipeline.
 
         ``save_many`` waits for each task's statement before sending the next: after
         the crash of a busy node that is tens of thousands of round trips, most of
         reconcile's time on PostgreSQL. The tasks of one call are distinct, so their
-        statements do not depend on each other's results and can all be sent at once.
-        """
-        check_lost_query(query)
-        writes = lost_writes(
-            self.query(query), clock=clock, actor=actor, trigger=trigger, failure=failure
-        )
-        return lost_marks(writes, self._save_distinct(writes) if writes else [])
-
-    def _save_distinct(
-        self, writes: Sequence[SnapshotWrite]
-    ) -> list[ConcurrencyConflict | StoreError | None]:
-        """``save_many`` of writes to distinct tasks: every statement in one pipeline.
-
-        The same statement per task as ``save`` (the row and its transitions), in one
+        statements do not depend on each other's results and can all be sent at once:
+        the same statement per task as ``save`` (the row and its transitions), in one
         transaction; a task whose version moved gets its conflict, read after the
         others were written (nothing else in the batch touches its row).
         """
         params: list[dict[str, Any]] = []
         for write in writes:
             snapshot, version, transitions = write
-            params.append(_with_transitions(*self._update_params(snapshot, version, transitions)))
+            params.append(_with_transitions(*store._update_params(snapshot, version, transitions)))
 
         def apply(cur: Cursor) -> list[ConcurrencyConflict | StoreError | None]:
             driver: Any = cur
-            driver.executemany(self._sql["update_task"], params, returning=True)
+            driver.executemany(self.sql["update_task"], params, returning=True)
             written: list[bool] = []
             while True:
                 written.append(bool(driver.fetchone()[0]))
                 if not driver.nextset():
                     break
             return [
-                None if ok else self._conflict(cur, write.snapshot, write.expect_version)
+                None if ok else store._conflict(cur, write.snapshot, write.expect_version)
                 for ok, write in zip(written, writes, strict=True)
             ]
 
-        return self._run(apply, write=True, atomic=True)
+        return store._run(apply, write=True, atomic=True)
 
-    def _insert_rows(self, cur: Cursor, batch: list[dict[str, Any]]) -> None:
+    def insert_rows(self, cur: Cursor, batch: list[dict[str, Any]]) -> None:
         copy_cursor: Any = cur
         with copy_cursor.copy(f"COPY ct_tasks ({', '.join(TASK_COLUMNS)}) FROM STDIN") as copy:
             for row in batch:
                 copy.write_row([row[column] for column in TASK_COLUMNS])
 
-    def _lock_slots(self, cur: Cursor) -> None:
+    def lock_slots(self, cur: Cursor) -> None:
         # READ COMMITTED lets two claims count the same holders: one advisory lock per
         # schema (its NOTIFY channel names it) makes the count-then-insert a critical
         # section.
-        cur.execute(self._sql["lock_slots"], {"key": self._slot_lock})
+        cur.execute(self.sql["lock_slots"], {"key": self._slot_lock})
 
-    def _instant(self, value: datetime) -> datetime:
+    def instant(self, value: datetime) -> datetime:
         return value
 
-    def _instant_out(self, raw: Any) -> datetime:
+    def instant_out(self, raw: Any) -> datetime:
         value: datetime = raw
         return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
-    def _array(self, values: Sequence[Any]) -> list[Any]:
+    def array(self, values: Sequence[Any]) -> list[Any]:
         return list(values)
 
-    def _is_unique_violation(self, exc: BaseException) -> bool:
+    def is_unique_violation(self, exc: BaseException) -> bool:
         return isinstance(exc, self._psycopg.errors.UniqueViolation)
-
-    def _channel(self) -> str:
-        return self._channel_name
 
     def _ensure_listener(self) -> None:
         """Start LISTENing (once) and wait until it is in place."""
         with self._listener_lock:
-            self._check_open()
+            self.check_open()
             listener = self._listener
             if listener is None:
                 listener = self._listener = CommandListener(
-                    self._dsn, self._channel_name, self._signal, self._connect_kwargs
+                    self._dsn, self.channel, self.signal, self._connect_kwargs
                 )
         if not listener.wait_ready(self._connect_timeout):
             _log.warning("LISTEN is not established yet; waits fall back to their timeout")
 
-    def _before_claim(self) -> None:
+    def before_claim(self) -> None:
         self._ensure_listener()
-        super()._before_claim()
+        super().before_claim()
 
-    def wait_for_commands(self, timeout: float) -> None:
+    def wait(self, clock: Clock, timeout: float) -> None:
         self._ensure_listener()
-        super().wait_for_commands(timeout)
+        super().wait(clock, timeout)
 
     @property
     def open_connections(self) -> int:
@@ -384,16 +399,13 @@ class PostgresTaskStore(SqlTaskStore):
         listening = 1 if self._listener is not None and self._listener.connected else 0
         return int(pooled) + listening
 
-    def _close_resources(self) -> None:
+    def close_resources(self) -> None:
         with self._listener_lock:
             listener, self._listener = self._listener, None
         if listener is not None:
             listener.close()
         if self._pool is not None:
             self._pool.close()
-
-    def __repr__(self) -> str:
-        return f"PostgresTaskStore(channel={self._channel_name!r}, closed={self._closed})"
 
 
 def _with_transitions(params: dict[str, Any], history: History) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from chongming_task.states import OCCUPYING, TaskStatus
-from chongming_task.stores.base import TaskQuery, TaskStore
+from chongming_task.stores.base import QueueStore, TaskQuery, TaskStore
 from chongming_task.stores.queue_records import WorkerRecord, recipe_of
 
 __all__ = ["QueueHealth", "queue_health", "split_waiting"]
@@ -60,7 +60,7 @@ class QueueHealth:
 
 def queue_health(store: TaskStore, now: datetime | None = None) -> QueueHealth:
     now = now or store.clock.now()
-    workers = tuple(store.list_workers())
+    workers = tuple(store.list_workers()) if isinstance(store, QueueStore) else ()
     live = tuple(w.worker_id for w in workers if w.alive(now))
     dead = tuple(w.worker_id for w in workers if w.stopped_at is None and not w.alive(now))
     # Only workers claim queued work: a controller that declared buckets runs its own.

@@ -47,14 +47,17 @@ from chongming_task._validation import check_seconds
 from chongming_task.core.clock import Clock
 from chongming_task.errors import ConfigurationError, SchemaMissing, StoreError
 from chongming_task.model import dumps, parse_datetime
-from chongming_task.stores._sql import SCHEMA_VERSION, Cursor, _schema_missing
+from chongming_task.stores import _sqlite_lost
+from chongming_task.stores._dialect import SCHEMA_VERSION, Cursor, Dialect, schema_missing
+from chongming_task.stores._lost import Marking
+from chongming_task.stores._sql import SqlStore
 from chongming_task.stores._sqlfile import split_statements
 from chongming_task.stores._sqlite_checkpoint import VALVE, Checkpointer
 from chongming_task.stores._sqlite_group import GroupCommitter
-from chongming_task.stores._sqlite_lost import SqliteLost
 from chongming_task.stores.codec import from_micros, to_micros
+from chongming_task.stores.records import LostMark
 
-__all__ = ["SqliteTaskStore"]
+__all__ = ["SqliteDialect", "SqliteTaskStore"]
 
 T = TypeVar("T")
 
@@ -83,8 +86,10 @@ def _lease_expired(lease_until: object, cutoff_micros: object) -> int:
     return int(parsed is None or to_micros(parsed) <= int(cutoff_micros))  # type: ignore[call-overload]
 
 
-class SqliteTaskStore(SqliteLost):
+class SqliteTaskStore(SqlStore):
     """A :class:`~chongming_task.stores.base.TaskStore` in a SQLite file (or ``":memory:"``).
+
+    The SQL store with :class:`SqliteDialect` (connections, group commit, schema).
 
     Args:
         path: the database file, ``":memory:"``, or a ``file:`` URI (e.g. ``?mode=ro``).
@@ -93,9 +98,14 @@ class SqliteTaskStore(SqliteLost):
         synchronous: ``"NORMAL"`` (durable against process crashes) or ``"FULL"``.
         command_poll_interval: how often ``wait_for_commands`` looks for commands from
             other processes.
-    """
+        create_schema: ``False``: never run DDL; a file without the current schema
+            raises ``SchemaMissing`` (read-only access, e.g. a ``file:...?mode=ro`` URI).
 
-    dialect = "sqlite"
+    Raises:
+        ConfigurationError: SQLite older than 3.35, or a bad ``synchronous``.
+        SchemaMissing: ``create_schema=False`` and the schema is missing or older.
+        StoreError: The file cannot be opened, or its schema is newer than this library.
+    """
 
     def __init__(
         self,
@@ -107,8 +117,35 @@ class SqliteTaskStore(SqliteLost):
         command_poll_interval: float = 0.01,
         create_schema: bool = True,
     ) -> None:
-        """``create_schema=False``: never run DDL; a file without the current schema
-        raises ``SchemaMissing`` (read-only access, e.g. a ``file:...?mode=ro`` URI)."""
+        self._dialect: SqliteDialect
+        dialect = SqliteDialect(
+            path,
+            timeout=timeout,
+            synchronous=synchronous,
+            command_poll_interval=command_poll_interval,
+            create_schema=create_schema,
+        )
+        super().__init__(dialect, clock=clock)
+        self._path = dialect.path
+
+    def __repr__(self) -> str:
+        return f"SqliteTaskStore({self._path!r})"
+
+
+class SqliteDialect(Dialect):
+    """SQLite's connections, group commit, schema and wake-ups (see the module docstring)."""
+
+    name = "sqlite"
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        timeout: float,
+        synchronous: Literal["NORMAL", "FULL"],
+        command_poll_interval: float,
+        create_schema: bool,
+    ) -> None:
         if sqlite3.sqlite_version_info < _MIN_SQLITE:
             raise ConfigurationError(
                 f"SqliteTaskStore needs SQLite >= 3.35 (RETURNING); this Python links "
@@ -116,17 +153,17 @@ class SqliteTaskStore(SqliteLost):
             )
         if synchronous not in ("NORMAL", "FULL"):
             raise ConfigurationError(f"synchronous must be 'NORMAL' or 'FULL', got {synchronous!r}")
-        super().__init__(clock=clock)
-        self._path = os.fspath(path)
-        self._uri = self._path.startswith("file:")
-        self._memory = self._path in ("", ":memory:") or "mode=memory" in self._path
+        super().__init__()
+        self.path = os.fspath(path)
+        self._uri = self.path.startswith("file:")
+        self._memory = self.path in ("", ":memory:") or "mode=memory" in self.path
         self._timeout = timeout
         self._synchronous = synchronous
         self._command_poll_interval = check_seconds(command_poll_interval, "command_poll_interval")
         self._create_schema = create_schema
         self._write_lock = threading.Lock()
         self._pool_lock = threading.Lock()
-        self._connections: list[sqlite3.Connection] = []
+        self.connections: list[sqlite3.Connection] = []
         self._idle: list[sqlite3.Connection] = []
         self._local = threading.local()
         # A store dropped without close() (``Controller(store=SqliteTaskStore(...))``
@@ -139,11 +176,11 @@ class SqliteTaskStore(SqliteLost):
         if not self._memory:
             self._checkpointer = _checkpointer_of(self)
         weakref.finalize(
-            self, _close_all, self._connections, self._pool_lock, self._checkpointer
+            self, _close_all, self.connections, self._pool_lock, self._checkpointer
         ).atexit = False
-        self._writer = self._connect(writer=True)
-        self._group = GroupCommitter(
-            self._writer,
+        self.writer = self._connect(writer=True)
+        self.group = GroupCommitter(
+            self.writer,
             self._write_lock,
             self._describe,
             after_commit=None if self._checkpointer is None else self._checkpointer.committed,
@@ -151,8 +188,8 @@ class SqliteTaskStore(SqliteLost):
         try:
             self._migrate()
         except BaseException:
-            self._closed = True
-            self._close_resources()
+            self.closed = True
+            self.close_resources()
             raise
 
     # ------------------------------------------------------------ connections
@@ -160,7 +197,7 @@ class SqliteTaskStore(SqliteLost):
     def _connect(self, *, writer: bool) -> sqlite3.Connection:
         try:
             conn = sqlite3.connect(
-                self._path,
+                self.path,
                 timeout=self._timeout,
                 isolation_level=None,
                 check_same_thread=False,
@@ -168,7 +205,7 @@ class SqliteTaskStore(SqliteLost):
                 cached_statements=256,
             )
         except sqlite3.Error as exc:
-            raise StoreError(f"cannot open SQLite database {self._path!r}: {exc}") from exc
+            raise StoreError(f"cannot open SQLite database {self.path!r}: {exc}") from exc
         try:
             conn.create_function("ct_lease_expired", 2, _lease_expired, deterministic=True)
             if writer and not self._memory:
@@ -183,15 +220,15 @@ class SqliteTaskStore(SqliteLost):
                 conn.execute(f"PRAGMA wal_autocheckpoint={VALVE}")
         except sqlite3.Error as exc:
             conn.close()
-            raise StoreError(f"cannot configure SQLite database {self._path!r}: {exc}") from exc
+            raise StoreError(f"cannot configure SQLite database {self.path!r}: {exc}") from exc
         with self._pool_lock:
-            self._connections.append(conn)
+            self.connections.append(conn)
         return conn
 
     def _discard(self, conn: sqlite3.Connection) -> None:
         with self._pool_lock:
-            if conn in self._connections:
-                self._connections.remove(conn)
+            if conn in self.connections:
+                self.connections.remove(conn)
         conn.close()
 
     def _acquire_reader(self) -> sqlite3.Connection:
@@ -202,23 +239,20 @@ class SqliteTaskStore(SqliteLost):
 
     def _release_reader(self, conn: sqlite3.Connection) -> None:
         with self._pool_lock:
-            if not self._closed:
+            if not self.closed:
                 self._idle.append(conn)
                 return
         self._discard(conn)
 
     @property
     def open_connections(self) -> int:
-        """Connections currently open (the contract's teardown checks it drops to 0)."""
         with self._pool_lock:
-            return len(self._connections)
+            return len(self.connections)
 
-    # ------------------------------------------------------------ dialect hooks
-
-    def _run(self, fn: Callable[[Cursor], T], *, write: bool, atomic: bool = False) -> T:
+    def run(self, fn: Callable[[Cursor], T], *, write: bool, atomic: bool = False) -> T:
         if write or self._memory:
-            return self._group.run(fn, atomic, self._check_open)
-        self._check_open()
+            return self.group.run(fn, atomic, self.check_open)
+        self.check_open()
         conn = self._acquire_reader()
         try:
             return self._call(conn, fn, False)
@@ -243,32 +277,44 @@ class SqliteTaskStore(SqliteLost):
             raise self._describe(exc) from exc
 
     def _describe(self, exc: BaseException) -> StoreError:
-        error = StoreError(f"SQLite store {self._path!r} failed: {exc}")
+        error = StoreError(f"SQLite store {self.path!r} failed: {exc}")
         error.__cause__ = exc
         return error
 
-    def _instant(self, value: datetime) -> int:
+    # ------------------------------------------------------------ binding
+
+    def instant(self, value: datetime) -> int:
         return to_micros(value)
 
-    def _instant_out(self, raw: Any) -> datetime:
+    def instant_out(self, raw: Any) -> datetime:
         return from_micros(int(raw))
 
-    def _array(self, values: Sequence[Any]) -> str:
+    def array(self, values: Sequence[Any]) -> str:
         return dumps(list(values))
 
-    def _is_unique_violation(self, exc: BaseException) -> bool:
+    def is_unique_violation(self, exc: BaseException) -> bool:
         return isinstance(exc, sqlite3.IntegrityError) and "UNIQUE" in str(exc)
 
+    # ------------------------------------------------------------ command wake-ups
+
     def _commands_rev(self) -> int:
-        found = self._run(
-            lambda cur: cur.execute(self._sql["commands_rev"], {}).fetchone(), write=False
+        found = self.run(
+            lambda cur: cur.execute(self.sql["commands_rev"], {}).fetchone(), write=False
         )
         return int(found[0])
 
-    def _before_claim(self) -> None:
-        super()._before_claim()
+    def before_claim(self) -> None:
+        super().before_claim()
         if not self._memory:
             self._local.commands_rev = self._commands_rev()
+
+    def wait(self, clock: Clock, timeout: float) -> None:
+        self.signal.wait(
+            clock,
+            timeout,
+            poll=self._poll_commands(),
+            poll_interval=self._command_poll_interval,
+        )
 
     def _poll_commands(self) -> Callable[[], bool] | None:
         if self._memory:
@@ -288,26 +334,29 @@ class SqliteTaskStore(SqliteLost):
 
         return changed
 
-    def _close_resources(self) -> None:
+    def mark_lost_grouped(self, store: SqlStore, marking: Marking) -> list[LostMark] | None:
+        return _sqlite_lost.mark_lost_grouped(store, marking)
+
+    def close_resources(self) -> None:
         checkpointer: Checkpointer | None = getattr(self, "_checkpointer", None)
-        if checkpointer is not None:  # first: it closes a connection of the store's
+        if checkpointer is not None:  # first: it closes a connection of the dialect's
             checkpointer.stop()
         with self._write_lock, self._pool_lock:
-            doomed = [*self._idle, self._writer] if hasattr(self, "_writer") else []
+            doomed = [*self._idle, self.writer] if hasattr(self, "writer") else []
             self._idle.clear()
             for conn in doomed:
-                if conn in self._connections:
-                    self._connections.remove(conn)
+                if conn in self.connections:
+                    self.connections.remove(conn)
         for conn in doomed:
             conn.close()
 
     # ------------------------------------------------------------ schema
 
     def _schema_version(self) -> int:
-        conn = self._writer
-        if not conn.execute(self._sql["schema_exists"]).fetchone()[0]:
+        conn = self.writer
+        if not conn.execute(self.sql["schema_exists"]).fetchone()[0]:
             return 0
-        found = conn.execute(self._sql["schema_version"]).fetchone()
+        found = conn.execute(self.sql["schema_version"]).fetchone()
         return 0 if found is None else int(found[0])
 
     def _migrate(self) -> None:
@@ -316,28 +365,26 @@ class SqliteTaskStore(SqliteLost):
             if version == SCHEMA_VERSION:
                 return
             if not self._create_schema:
-                raise SchemaMissing(_schema_missing(version, SCHEMA_VERSION))
+                raise SchemaMissing(schema_missing(version, SCHEMA_VERSION))
             self._refuse_newer(version)
-            self._writer.execute("BEGIN IMMEDIATE")
+            self.writer.execute("BEGIN IMMEDIATE")
             try:
                 version = self._schema_version()  # another process may have migrated
                 self._refuse_newer(version)
                 for step in range(version + 1, SCHEMA_VERSION + 1):
-                    for statement in split_statements(self._sql[f"migrate_{step}"]):
+                    for statement in split_statements(self.sql[f"migrate_{step}"]):
                         if not self._column_exists_for(statement):
-                            self._writer.execute(statement)
+                            self.writer.execute(statement)
                 if version < SCHEMA_VERSION:
-                    self._writer.execute(
-                        self._sql["set_schema_version"], {"version": SCHEMA_VERSION}
-                    )
-                self._writer.execute("COMMIT")
+                    self.writer.execute(self.sql["set_schema_version"], {"version": SCHEMA_VERSION})
+                self.writer.execute("COMMIT")
             except BaseException:
                 with suppress(sqlite3.Error):
-                    self._writer.execute("ROLLBACK")
+                    self.writer.execute("ROLLBACK")
                 raise
         except sqlite3.Error as exc:
             raise StoreError(
-                f"cannot create or migrate the schema of SQLite database {self._path!r} "
+                f"cannot create or migrate the schema of SQLite database {self.path!r} "
                 f"to version {SCHEMA_VERSION}: {exc}"
             ) from exc
 
@@ -355,7 +402,7 @@ class SqliteTaskStore(SqliteLost):
         if found is None:
             return False
         table, column = found.groups()
-        row = self._writer.execute(
+        row = self.writer.execute(
             "SELECT count(*) FROM pragma_table_info(?) WHERE name = ?", (table, column)
         ).fetchone()
         return bool(row[0])
@@ -363,24 +410,21 @@ class SqliteTaskStore(SqliteLost):
     def _refuse_newer(self, version: int) -> None:
         if version > SCHEMA_VERSION:
             raise StoreError(
-                f"SQLite database {self._path!r} has schema version {version}, newer than "
+                f"SQLite database {self.path!r} has schema version {version}, newer than "
                 f"this chongming-task understands ({SCHEMA_VERSION}); upgrade chongming-task "
                 "(older versions must not write to it)"
             )
 
-    def __repr__(self) -> str:
-        return f"SqliteTaskStore({self._path!r})"
 
-
-def _checkpointer_of(store: SqliteTaskStore) -> Checkpointer:
-    """The store's checkpointer, holding only a weak reference to it (see the module
-    ``_sqlite_checkpoint``): its connection is one of the store's, closed with them."""
-    ref = weakref.ref(store)
-    connections, lock = store._connections, store._pool_lock
+def _checkpointer_of(dialect: SqliteDialect) -> Checkpointer:
+    """The dialect's checkpointer, holding only a weak reference to it (see the module
+    ``_sqlite_checkpoint``): its connection is one of the dialect's, closed with them."""
+    ref = weakref.ref(dialect)
+    connections, lock = dialect.connections, dialect._pool_lock
 
     def connect() -> sqlite3.Connection:
         alive = ref()
-        if alive is None or alive._closed:
+        if alive is None or alive.closed:
             raise StoreError("the store was closed")
         return alive._connect(writer=False)
 

@@ -1,7 +1,20 @@
-"""The store contract suite: what "a TaskStore" means, as runnable cases (guide §8.7).
+"""The store contract suite: what "a store" means, as runnable cases (guide §8.7).
 
-Subclass :class:`StoreContract` and implement ``make_store()``; every ``test_*``
-method then checks one promise of ``docs/store-guide.md`` against your backend::
+One contract per part of a store (``chongming_task.stores.base``), so a backend runs
+exactly the parts it implements:
+
+==========================  ========================================================
+``TaskRecordStoreContract``  the task part: snapshots, queries, history, side channel,
+                             lost marking, concurrent writers (every store)
+``CommandStoreContract``     commands: claims under a lease, fencing, waits
+``ScheduleStoreContract``    schedule records and exactly-once firing claims
+``QueueStoreContract``       the work queue, global limits and the worker registry
+                             (its cases skip on a store that is no ``QueueStore``)
+``StoreContract``            all of them: what a ``TaskStore`` passes
+==========================  ========================================================
+
+Subclass one and implement ``make_store()``; every ``test_*`` method then checks one
+promise of ``docs/store-guide.md`` against your backend::
 
     from chongming_task.testing.store_contract import StoreContract
 
@@ -10,9 +23,11 @@ method then checks one promise of ``docs/store-guide.md`` against your backend::
         def make_store(self):
             return MyStore(...)
 
+A backend with only the task part subclasses ``TaskRecordStoreContract`` instead.
+
 It is a plain class with ``assert`` statements and no pytest import, so it runs under
 pytest (``setup_method``/``teardown_method``) and unittest (mix in ``TestCase``;
-``setUp``/``tearDown`` are provided). The built-in stores run exactly this suite.
+``setUp``/``tearDown`` are provided). The built-in stores run ``StoreContract``.
 
 Hooks (all optional except ``make_store``):
 
@@ -40,22 +55,43 @@ from chongming_task.testing._store_contract.commands import CommandCases
 from chongming_task.testing._store_contract.global_limits import GlobalLimitCases
 from chongming_task.testing._store_contract.lost import LostCases
 from chongming_task.testing._store_contract.queries import QueryCases
-from chongming_task.testing._store_contract.races import RaceCases
+from chongming_task.testing._store_contract.races import (
+    CommandRaceCases,
+    ScheduleRaceCases,
+    TaskRaceCases,
+)
 from chongming_task.testing._store_contract.schedules import ScheduleCases
 from chongming_task.testing._store_contract.snapshots import SnapshotCases
 from chongming_task.testing._store_contract.trail import TrailCases
 
-__all__ = ["StoreContract", "WatchedClock", "assert_same_json"]
+__all__ = [
+    "CommandStoreContract",
+    "QueueStoreContract",
+    "ScheduleStoreContract",
+    "StoreContract",
+    "TaskRecordStoreContract",
+    "WatchedClock",
+    "assert_same_json",
+]
+
+
+class TaskRecordStoreContract(SnapshotCases, QueryCases, LostCases, TrailCases, TaskRaceCases):
+    """The task part (``TaskRecordStore``); subclass it and implement ``make_store()``."""
+
+
+class CommandStoreContract(CommandCases, CommandRaceCases):
+    """Commands (``CommandStore``); ``make_store()`` returns a store with the task part too."""
+
+
+class ScheduleStoreContract(ScheduleCases, ScheduleRaceCases):
+    """Schedule records and firing claims (``ScheduleStore``)."""
+
+
+class QueueStoreContract(GlobalLimitCases):
+    """The work queue (``QueueStore``), global limits included where declared."""
 
 
 class StoreContract(
-    SnapshotCases,
-    QueryCases,
-    LostCases,
-    TrailCases,
-    CommandCases,
-    ScheduleCases,
-    RaceCases,
-    GlobalLimitCases,
+    TaskRecordStoreContract, CommandStoreContract, ScheduleStoreContract, QueueStoreContract
 ):
     """Every contract case; subclass it and implement ``make_store()``."""

@@ -10,8 +10,7 @@ Life of a worker:
    controller's own poller serves stop/pause/resume for the tasks it holds. Each
    claims only its own actions, so neither ever holds what the other wants: the
    intake takes submissions highest ``priority`` first and oldest first within one
-   priority, the order ``claim_commands`` claims in (a store without the ``actions``
-   filter makes both claim everything and hand back the rest, as they once did).
+   priority, the order ``claim_commands`` claims in.
 3. ``shutdown()`` stops the intake first (pending submissions stay for another
    worker), then closes the controller within the deadline and reports, task by task,
    what it stopped and what did not stop in time.
@@ -33,8 +32,8 @@ from chongming_task._validation import check_global_limits
 from chongming_task.errors import ConfigurationError, TaskError
 from chongming_task.model import Failure, FailureKind
 from chongming_task.states import OCCUPYING, TERMINAL, TaskStatus
-from chongming_task.stores._claiming import claim_actions
-from chongming_task.stores.base import ClaimLost, Command, TaskQuery
+from chongming_task.stores.base import ClaimLost, Command, QueueStore, TaskQuery
+from chongming_task.stores.capabilities import require_commands
 from chongming_task.worker.logtail import LogTail
 from chongming_task.worker.queue import WorkQueueDuty
 from chongming_task.worker.report import ShutdownReport, StoppedTask
@@ -109,11 +108,13 @@ class Worker:
             raise ConfigurationError("a Worker needs a Controller with a store")
         if max_parallel < 1:
             raise ConfigurationError(f"max_parallel must be >= 1, got {max_parallel!r}")
+        require_commands(controller.store, "a Worker (it takes submissions from the store)")
         limits = check_global_limits(global_limits)
-        if limits and not controller.store.supports_global_limits:
+        store = controller.store
+        if limits and not (isinstance(store, QueueStore) and store.supports_global_limits):
             raise ConfigurationError(
                 f"global_limits need a store that keeps global slots; "
-                f"{type(controller.store).__name__} does not (supports_global_limits)"
+                f"{type(store).__name__} does not (QueueStore.supports_global_limits)"
             )
         self.global_limits: Mapping[str, int] = MappingProxyType(limits)
         """Tag -> holders allowed across every worker of the store (docs/queue.md)."""
@@ -286,8 +287,7 @@ class Worker:
         free -= queued
         if free == 0:
             return queued, 0
-        commands = claim_actions(
-            self.store,
+        commands = self.store.claim_commands(
             self.owner,
             lease=CLAIM_LEASE,
             limit=free + min(self._foreign_ahead, LOOK_PAST),
@@ -368,8 +368,8 @@ class Worker:
     def _handle(self, command: Command) -> str:
         token = command.claim_token or ""
         if command.action != SUBMIT_ACTION:
-            # A stop/pause/resume, claimed only from a store without the ``actions``
-            # filter: the controller's own poller applies those.
+            # Not ours (a store that ignored the ``actions`` filter): the controller's
+            # own poller applies stop/pause/resume.
             self._settle(command, token, release=True)
             return _HANDED_BACK
         try:

@@ -33,6 +33,7 @@ from chongming_task.errors import ConcurrencyConflict, ConfigurationError, Inval
 from chongming_task.states import TaskStatus
 from chongming_task.stores.base import TaskQuery
 from chongming_task.stores.queue_records import WorkerRecord, recipe_of
+from chongming_task.stores.queue_store import QueueStore
 
 if TYPE_CHECKING:
     from chongming_task.worker.daemon import Worker
@@ -63,7 +64,16 @@ class WorkQueueDuty:
         self._started = self.clock.now()
         self._next_beat = 0.0
         self._next_reconcile = self.clock.monotonic() + worker.reconcile_interval
-        self.supported = True
+        #: The store's work queue; ``None``: the store has none (it does not implement
+        #: ``QueueStore``), and the worker takes store submissions only.
+        self.queue = self.store if isinstance(self.store, QueueStore) else None
+        self.supported = self.queue is not None
+        if self.queue is None:
+            log.warning(
+                "no work queue on this store: %s does not implement QueueStore; "
+                "this worker takes store submissions only",
+                type(self.store).__name__,
+            )
         self.revived = 0
         self._slotted: set[str] = set()  # claimed holding global slots, not yet released
         self._slotted_lock = threading.Lock()
@@ -77,8 +87,10 @@ class WorkQueueDuty:
             if task_id not in self._slotted:
                 return
             self._slotted.discard(task_id)
+        if self.queue is None:
+            return  # unreachable: slots are only ever taken from a queue
         try:
-            self.store.release_global_slots(self.worker.owner, task_id)
+            self.queue.release_global_slots(self.worker.owner, task_id)
         except Exception as exc:  # its lease runs out instead: the slot frees itself
             log.warning(
                 "could not release the global slots of %s (they free when its lease "
@@ -94,27 +106,23 @@ class WorkQueueDuty:
 
     def claim(self, free: int) -> int:
         """Claim up to ``free`` queued tasks and hand them to the controller."""
-        if not self.supported or free <= 0:
+        queue = self.queue
+        if queue is None or free <= 0:
             return 0
         until = self.clock.now() + timedelta(seconds=self.controller.lease_ttl)
         limits = self.worker.global_limits
-        try:
-            if limits:
-                claimed = self.store.claim_queued(
-                    self.worker.owner,
-                    buckets=self._buckets(),
-                    limit=free,
-                    lease_until=until,
-                    global_limits=limits,
-                )
-            else:
-                claimed = self.store.claim_queued(
-                    self.worker.owner, buckets=self._buckets(), limit=free, lease_until=until
-                )
-        except ConfigurationError as exc:
-            self.supported = False
-            log.warning("no work queue on this store: %s", exc)
-            return 0
+        if limits:
+            claimed = queue.claim_queued(
+                self.worker.owner,
+                buckets=self._buckets(),
+                limit=free,
+                lease_until=until,
+                global_limits=limits,
+            )
+        else:
+            claimed = queue.claim_queued(
+                self.worker.owner, buckets=self._buckets(), limit=free, lease_until=until
+            )
         for snapshot in claimed:
             if limits and any(tag in limits for tag in snapshot.tags):
                 with self._slotted_lock:
@@ -166,7 +174,8 @@ class WorkQueueDuty:
             self.recover()
 
     def heartbeat(self, *, stopped: bool = False) -> None:
-        if not self.supported:
+        queue = self.queue
+        if queue is None:
             return
         controller = self.controller
         from chongming_task import __version__
@@ -190,9 +199,7 @@ class WorkQueueDuty:
             draining=self.buckets.draining,
         )
         try:
-            self.store.put_worker(record)
-        except ConfigurationError:
-            self.supported = False
+            queue.put_worker(record)
         except Exception as exc:  # a store hiccup must not end the worker
             log.warning("worker heartbeat failed: %s: %s", type(exc).__name__, exc)
         del controller
@@ -243,7 +250,11 @@ class WorkQueueDuty:
             except ConcurrencyConflict:
                 continue
             log.warning("released %s: claimed by %s, which died", snapshot.task_id, snapshot.owner)
-            self.store.notify_work()
+            self._wake_workers()
+
+    def _wake_workers(self) -> None:
+        if self.queue is not None:
+            self.queue.notify_work()
 
     def _revive(self, task_id: str) -> None:
         snapshot = self.store.get(task_id)
@@ -273,4 +284,4 @@ class WorkQueueDuty:
             return
         self.revived += 1
         log.warning("revived lost task %s (idempotent): queued again", task_id)
-        self.store.notify_work()
+        self._wake_workers()

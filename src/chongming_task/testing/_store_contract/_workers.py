@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from chongming_task.errors import ConcurrencyConflict
-from chongming_task.stores.base import TaskStore
+from chongming_task.stores.base import CommandStore, ScheduleStore, TaskRecordStore
 
 __all__ = ["run_in_processes"]
 
@@ -25,7 +25,7 @@ _RESULT_SECONDS: Final = 120.0
 FIRING_BASE: Final = datetime(2026, 3, 1, tzinfo=UTC)
 
 
-def _race_saves(store: TaskStore, label: str, items: Sequence[Any]) -> list[str]:
+def _race_saves(store: TaskRecordStore, label: str, items: Sequence[Any]) -> list[str]:
     wins = []
     for task_id in items:
         current = store.get(task_id)
@@ -38,7 +38,8 @@ def _race_saves(store: TaskStore, label: str, items: Sequence[Any]) -> list[str]
     return wins
 
 
-def _race_claims(store: TaskStore, label: str, items: Sequence[Any]) -> list[str]:
+def _race_claims(store: TaskRecordStore, label: str, items: Sequence[Any]) -> list[str]:
+    assert isinstance(store, CommandStore)
     claimed: list[str] = []
     while True:
         batch = store.claim_commands(label, lease=300, limit=3)
@@ -47,7 +48,8 @@ def _race_claims(store: TaskStore, label: str, items: Sequence[Any]) -> list[str
         claimed.extend(command.command_id for command in batch)
 
 
-def _race_firings(store: TaskStore, label: str, items: Sequence[Any]) -> list[int]:
+def _race_firings(store: TaskRecordStore, label: str, items: Sequence[Any]) -> list[int]:
+    assert isinstance(store, ScheduleStore)
     won = []
     for second in items:
         at = FIRING_BASE + timedelta(seconds=second)
@@ -56,7 +58,7 @@ def _race_firings(store: TaskStore, label: str, items: Sequence[Any]) -> list[in
     return won
 
 
-RACES: Final[dict[str, Callable[[TaskStore, str, Sequence[Any]], list[Any]]]] = {
+RACES: Final[dict[str, Callable[[TaskRecordStore, str, Sequence[Any]], list[Any]]]] = {
     "save": _race_saves,
     "claim": _race_claims,
     "firing": _race_firings,
@@ -65,13 +67,13 @@ RACES: Final[dict[str, Callable[[TaskStore, str, Sequence[Any]], list[Any]]]] = 
 
 def _child(
     race: str,
-    factory: Callable[[], TaskStore],
+    factory: Callable[[], TaskRecordStore],
     sync: tuple[Any, Any],
     label: str,
     items: Sequence[Any],
 ) -> None:
     barrier, queue = sync
-    store: TaskStore | None = None
+    store: TaskRecordStore | None = None
     try:
         store = factory()
         barrier.wait(_BARRIER_SECONDS)
@@ -85,7 +87,7 @@ def _child(
 
 
 def run_in_processes(
-    race: str, factory: Callable[[], TaskStore], items: Sequence[Any], processes: int = 2
+    race: str, factory: Callable[[], TaskRecordStore], items: Sequence[Any], processes: int = 2
 ) -> dict[str, list[Any]]:
     """Run ``race`` over ``items`` in ``processes`` children at once; results per child."""
     context = multiprocessing.get_context("spawn")

@@ -10,11 +10,11 @@ from dataclasses import replace
 from typing import Any
 
 from chongming_task.errors import ConfigurationError, StoreError
-from chongming_task.stores._claiming import filters_actions
 from chongming_task.stores.base import ClaimLost, Command
 from chongming_task.testing import wait_until
 from chongming_task.testing._store_contract._support import (
     ContractHarness,
+    as_commands,
     assert_same_json,
     raises,
 )
@@ -39,15 +39,15 @@ class CommandCases(ContractHarness):
             payload={"reason": "发布窗口", "nested": {"ids": [1, 2.5, None, True]}, "n": 1e300},
             target_owner="worker-1",
         )
-        stored = self.store.submit_command(command)
+        stored = self.commands.submit_command(command)
         assert stored == command
-        got = self.store.get_command(command.command_id)
+        got = self.commands.get_command(command.command_id)
         assert got == command
         assert got is not None
         assert_same_json(dict(got.payload), dict(command.payload))
         assert got.status == "pending"
         assert got.claims == 0
-        assert self.store.get_command("missing") is None
+        assert self.commands.get_command("missing") is None
 
     def test_submit_stores_a_fresh_pending_command_whatever_it_is_given(self) -> None:
         forged = uuid.uuid4().hex
@@ -59,29 +59,29 @@ class CommandCases(ContractHarness):
             lease_until=self.clock.now(),
             claims=3,
         )
-        stored = self.store.submit_command(given)
+        stored = self.commands.submit_command(given)
         assert stored.status == "pending"
         assert (stored.claimed_by, stored.claim_token, stored.lease_until) == (None, None, None)
         assert stored.claims == 0
-        assert self.store.get_command(given.command_id) == stored
-        [claimed] = self.store.claim_commands("w", lease=30)
+        assert self.commands.get_command(given.command_id) == stored
+        [claimed] = self.commands.claim_commands("w", lease=30)
         assert claimed.claim_token != forged
 
     def test_submit_is_idempotent_on_command_id(self) -> None:
         command = self.command()
-        self.store.submit_command(command)
-        [claimed] = self.store.claim_commands("w", lease=30)
-        again = self.store.submit_command(command)
+        self.commands.submit_command(command)
+        [claimed] = self.commands.claim_commands("w", lease=30)
+        again = self.commands.submit_command(command)
         assert again.status == "claimed"
         assert again.claim_token == claimed.claim_token
-        assert self.store.claim_commands("w", lease=30) == []
+        assert self.commands.claim_commands("w", lease=30) == []
 
     def test_claim_respects_target_owner_and_kinds(self) -> None:
-        mine = self.store.submit_command(self.command("t1", target_owner="me"))
-        anyone = self.store.submit_command(self.command("t2"))
-        theirs = self.store.submit_command(self.command("t3", target_owner="them"))
-        sched = self.store.submit_command(self.command("nightly", kind="schedule", action="run"))
-        got = self.store.claim_commands("me", lease=30, kinds=["task"])
+        mine = self.commands.submit_command(self.command("t1", target_owner="me"))
+        anyone = self.commands.submit_command(self.command("t2"))
+        theirs = self.commands.submit_command(self.command("t3", target_owner="them"))
+        sched = self.commands.submit_command(self.command("nightly", kind="schedule", action="run"))
+        got = self.commands.claim_commands("me", lease=30, kinds=["task"])
         assert [c.command_id for c in got] == [mine.command_id, anyone.command_id]
         for command in got:
             assert command.status == "claimed"
@@ -89,28 +89,28 @@ class CommandCases(ContractHarness):
             assert command.claim_token
             assert command.claims == 1
             assert command.lease_until is not None
-        assert [c.command_id for c in self.store.claim_commands("me", lease=30)] == [
+        assert [c.command_id for c in self.commands.claim_commands("me", lease=30)] == [
             sched.command_id
         ]
-        assert [c.command_id for c in self.store.claim_commands("them", lease=30)] == [
+        assert [c.command_id for c in self.commands.claim_commands("them", lease=30)] == [
             theirs.command_id
         ]
 
     def test_claims_are_oldest_first_limited_and_tokens_are_unique(self) -> None:
-        ids = [self.store.submit_command(self.command(f"t{i}")).command_id for i in range(7)]
-        first = self.store.claim_commands("w", lease=30, limit=3)
-        second = self.store.claim_commands("w", lease=30, limit=10)
+        ids = [self.commands.submit_command(self.command(f"t{i}")).command_id for i in range(7)]
+        first = self.commands.claim_commands("w", lease=30, limit=3)
+        second = self.commands.claim_commands("w", lease=30, limit=10)
         assert [c.command_id for c in first + second] == ids
         tokens = {c.claim_token for c in first + second}
         assert len(tokens) == 7
-        assert self.store.claim_commands("w", lease=30) == []
+        assert self.commands.claim_commands("w", lease=30) == []
 
     # ------------------------------------------------------------ claim priority
 
     def _submission(self, target: str, priority: Any, **changes: Any) -> Command:
         """A worker submission as ``chongming_task.worker.Submission`` writes one."""
         payload = {"name": "job", "task_id": target, "args": [], "priority": priority}
-        return self.store.submit_command(
+        return self.commands.submit_command(
             self.command(target, action="submit", payload=payload, **changes)
         )
 
@@ -121,60 +121,59 @@ class CommandCases(ContractHarness):
         low1 = self._submission("low1", 1)
         none = self._submission("none", None)
         high1 = self._submission("high1", 5)
-        stop = self.store.submit_command(self.command("t1", payload={"priority": 99}))
+        stop = self.commands.submit_command(self.command("t1", payload={"priority": 99}))
         high2 = self._submission("high2", 5)
         negative = self._submission("negative", -3)
         low2 = self._submission("low2", 1)
         flag = self._submission("flag", True)
         huge = self._submission("huge", 10**30)
-        run = self.store.submit_command(
+        run = self.commands.submit_command(
             self.command("nightly", kind="schedule", action="run", payload={"priority": 50})
         )
         expected = [huge, high1, high2, low1, low2, none, stop, flag, negative]
         assert [c.claim_priority for c in expected] == [2**63 - 1, 5, 5, 1, 1, 0, 0, 0, -3]
         assert run.claim_priority == 0
-        first = self.store.claim_commands("w", lease=30, limit=4, kinds=["task"])
+        first = self.commands.claim_commands("w", lease=30, limit=4, kinds=["task"])
         assert [c.target for c in first] == [c.target for c in expected[:4]], (
             "a claim must take the highest priority first, oldest first within one"
         )
         # Handed back, a command keeps its place: low1 is older than low2.
         back = first[3]
         assert back.claim_token is not None
-        self.store.release_command(back.command_id, back.claim_token)
-        rest = self.store.claim_commands("w", lease=30, limit=10, kinds=["task"])
+        self.commands.release_command(back.command_id, back.claim_token)
+        rest = self.commands.claim_commands("w", lease=30, limit=10, kinds=["task"])
         assert [c.target for c in rest] == [c.target for c in expected[3:]]
         # A claim whose lease expired competes in the same order.
         self.clock.advance(31)
-        again = self.store.claim_commands("w2", lease=30, limit=2, kinds=["task"])
+        again = self.commands.claim_commands("w2", lease=30, limit=2, kinds=["task"])
         assert [c.target for c in again] == ["huge", "high1"]
         assert [c.claims for c in again] == [2, 2]
 
     def test_claim_priority_leaves_other_actions_in_order_and_unheld(self) -> None:
         # The controller's poller claims stop/pause/resume: however urgent the pending
         # submissions, it gets its own commands, oldest first, and touches none of them.
-        self._require_action_filter()
-        stop = self.store.submit_command(self.command("t1", action="stop"))
+        stop = self.commands.submit_command(self.command("t1", action="stop"))
         urgent = self._submission("urgent", 9)
-        pause = self.store.submit_command(self.command("t2", action="pause"))
+        pause = self.commands.submit_command(self.command("t2", action="pause"))
         later = self._submission("later", 100)
-        resume = self.store.submit_command(self.command("t3", action="resume"))
+        resume = self.commands.submit_command(self.command("t3", action="resume"))
         controls = {"stop", "pause", "resume"}
-        [first] = self.store.claim_commands("w", lease=30, limit=1, actions=controls)
+        [first] = self.commands.claim_commands("w", lease=30, limit=1, actions=controls)
         assert first.command_id == stop.command_id
-        rest = self.store.claim_commands("w", lease=30, actions=controls)
+        rest = self.commands.claim_commands("w", lease=30, actions=controls)
         assert [c.command_id for c in rest] == [pause.command_id, resume.command_id]
         for untouched in (urgent, later):
-            got = self.store.get_command(untouched.command_id)
+            got = self.commands.get_command(untouched.command_id)
             assert got is not None
             assert (got.status, got.claims) == ("pending", 0), "claimed a submission"
-        submits = self.store.claim_commands("w", lease=30, actions=["submit"])
+        submits = self.commands.claim_commands("w", lease=30, actions=["submit"])
         assert [c.command_id for c in submits] == [later.command_id, urgent.command_id]
 
     def test_bad_claim_arguments_are_configuration_errors(self) -> None:
         for call in (
-            lambda: self.store.claim_commands("w", lease=0),
-            lambda: self.store.claim_commands("w", lease=-1),
-            lambda: self.store.claim_commands("w", lease=1, limit=0),
+            lambda: self.commands.claim_commands("w", lease=0),
+            lambda: self.commands.claim_commands("w", lease=-1),
+            lambda: self.commands.claim_commands("w", lease=1, limit=0),
         ):
             raises(
                 ConfigurationError, call, "invalid claim arguments must raise ConfigurationError"
@@ -182,177 +181,170 @@ class CommandCases(ContractHarness):
 
     # ------------------------------------------------------------ the action filter
 
-    def _require_action_filter(self) -> None:
-        if not filters_actions(self.store):
-            self.skip(
-                "claim_commands() takes no 'actions' filter (optional, but without it a "
-                "worker can take submissions out of order; see docs/store-guide.md)"
-            )
-
     def test_claim_filters_by_action_oldest_first(self) -> None:
-        self._require_action_filter()
-        stop = self.store.submit_command(self.command("t1", action="stop"))
-        first = self.store.submit_command(self.command("t2", action="submit"))
-        pause = self.store.submit_command(self.command("t3", action="pause", target_owner="w"))
-        second = self.store.submit_command(self.command("t4", action="submit"))
-        run = self.store.submit_command(self.command("s1", kind="schedule", action="run"))
-        controls = self.store.claim_commands(
+        stop = self.commands.submit_command(self.command("t1", action="stop"))
+        first = self.commands.submit_command(self.command("t2", action="submit"))
+        pause = self.commands.submit_command(self.command("t3", action="pause", target_owner="w"))
+        second = self.commands.submit_command(self.command("t4", action="submit"))
+        run = self.commands.submit_command(self.command("s1", kind="schedule", action="run"))
+        controls = self.commands.claim_commands(
             "w", lease=30, kinds=["task"], actions={"stop", "pause", "resume"}
         )
         assert [c.command_id for c in controls] == [stop.command_id, pause.command_id]
         for untouched in (first, second, run):
-            got = self.store.get_command(untouched.command_id)
+            got = self.commands.get_command(untouched.command_id)
             assert got is not None
             assert (got.status, got.claims) == ("pending", 0), "claimed an unwanted action"
-        submits = self.store.claim_commands("w", lease=30, kinds=("task",), actions=("submit",))
+        submits = self.commands.claim_commands("w", lease=30, kinds=("task",), actions=("submit",))
         assert [c.command_id for c in submits] == [first.command_id, second.command_id]
         assert all(c.claimed_by == "w" and c.claim_token for c in submits)
-        assert self.store.claim_commands("w", lease=30, actions=["submit", "stop"]) == []
-        assert [c.command_id for c in self.store.claim_commands("w", lease=30)] == [run.command_id]
+        assert self.commands.claim_commands("w", lease=30, actions=["submit", "stop"]) == []
+        assert [c.command_id for c in self.commands.claim_commands("w", lease=30)] == [
+            run.command_id
+        ]
 
     def test_a_claimer_of_other_actions_never_holds_up_the_oldest_submission(self) -> None:
         # The interleaving that let a worker take a later submission first: a poller
         # claims between two submissions, and a worker claims before it hands back.
-        self._require_action_filter()
-        worker = self.second_store()
-        older = self.store.submit_command(self.command("a", action="submit"))
-        assert self.store.claim_commands("w", lease=30, actions=["stop", "pause", "resume"]) == []
-        newer = self.store.submit_command(self.command("b", action="submit"))
+        worker = as_commands(self.second_store())
+        older = self.commands.submit_command(self.command("a", action="submit"))
+        assert (
+            self.commands.claim_commands("w", lease=30, actions=["stop", "pause", "resume"]) == []
+        )
+        newer = self.commands.submit_command(self.command("b", action="submit"))
         [taken] = worker.claim_commands("w", lease=30, limit=1, actions=["submit"])
         assert taken.command_id == older.command_id
         [then] = worker.claim_commands("w", lease=30, limit=1, actions=["submit"])
         assert then.command_id == newer.command_id
 
     def test_an_expired_claim_is_reclaimed_only_by_its_actions(self) -> None:
-        self._require_action_filter()
-        command = self.store.submit_command(self.command(action="submit"))
-        [first] = self.store.claim_commands("a", lease=5, actions=["submit"])
+        command = self.commands.submit_command(self.command(action="submit"))
+        [first] = self.commands.claim_commands("a", lease=5, actions=["submit"])
         self.clock.advance(6)
-        assert self.store.claim_commands("b", lease=5, actions=["stop"]) == []
-        [again] = self.store.claim_commands("b", lease=5, actions=["submit"])
+        assert self.commands.claim_commands("b", lease=5, actions=["stop"]) == []
+        [again] = self.commands.claim_commands("b", lease=5, actions=["submit"])
         assert again.command_id == command.command_id
         assert again.claims == 2
         assert again.claim_token != first.claim_token
 
     def test_bad_action_filters_are_configuration_errors(self) -> None:
-        self._require_action_filter()
-        command = self.store.submit_command(self.command(action="s"))
+        command = self.commands.submit_command(self.command(action="s"))
         bad: tuple[Any, ...] = ("submit", b"submit", [], ["stop", ""], [None])
         for actions in bad:
 
             def claim(actions: Any = actions) -> object:
-                return self.store.claim_commands("w", lease=5, actions=actions)
+                return self.commands.claim_commands("w", lease=5, actions=actions)
 
             exc = raises(
                 ConfigurationError, claim, f"actions={actions!r} must raise ConfigurationError"
             )
             assert isinstance(exc, ValueError)
-        [claimed] = self.store.claim_commands("w", lease=5, actions=["s"])
+        [claimed] = self.commands.claim_commands("w", lease=5, actions=["s"])
         assert claimed.command_id == command.command_id
         assert claimed.claims == 1, "a refused filter must not have claimed anything"
 
     def test_an_expired_lease_makes_the_command_claimable_again(self) -> None:
-        command = self.store.submit_command(self.command())
-        [first] = self.store.claim_commands("a", lease=30)
+        command = self.commands.submit_command(self.command())
+        [first] = self.commands.claim_commands("a", lease=30)
         self.clock.advance(29.9)
-        assert self.store.claim_commands("b", lease=30) == []
+        assert self.commands.claim_commands("b", lease=30) == []
         self.clock.advance(0.1)
-        [second] = self.store.claim_commands("b", lease=30)
+        [second] = self.commands.claim_commands("b", lease=30)
         assert second.command_id == command.command_id
         assert second.claimed_by == "b"
         assert second.claims == 2
         assert second.claim_token != first.claim_token
 
     def test_a_stale_token_is_fenced_off_everywhere(self) -> None:
-        command = self.store.submit_command(self.command())
-        [old] = self.store.claim_commands("a", lease=5)
+        command = self.commands.submit_command(self.command())
+        [old] = self.commands.claim_commands("a", lease=5)
         self.clock.advance(6)
-        [new] = self.store.claim_commands("b", lease=5)
+        [new] = self.commands.claim_commands("b", lease=5)
         assert old.claim_token is not None
         assert new.claim_token is not None
         stale = old.claim_token
-        lost = _expect_claim_lost(lambda: self.store.complete_command(command.command_id, stale))
+        lost = _expect_claim_lost(lambda: self.commands.complete_command(command.command_id, stale))
         assert lost.command_id == command.command_id
-        _expect_claim_lost(lambda: self.store.release_command(command.command_id, stale))
-        _expect_claim_lost(lambda: self.store.extend_command(command.command_id, stale, 10))
-        self.store.complete_command(command.command_id, new.claim_token, {"applied": True})
-        done = self.store.get_command(command.command_id)
+        _expect_claim_lost(lambda: self.commands.release_command(command.command_id, stale))
+        _expect_claim_lost(lambda: self.commands.extend_command(command.command_id, stale, 10))
+        self.commands.complete_command(command.command_id, new.claim_token, {"applied": True})
+        done = self.commands.get_command(command.command_id)
         assert done is not None
         assert done.status == "completed"
         assert done.result == {"applied": True}
         assert done.claimed_by == "b"
 
     def test_an_expired_but_unclaimed_lease_still_completes(self) -> None:
-        command = self.store.submit_command(self.command())
-        [claim] = self.store.claim_commands("a", lease=5)
+        command = self.commands.submit_command(self.command())
+        [claim] = self.commands.claim_commands("a", lease=5)
         self.clock.advance(60)
         assert claim.claim_token is not None
-        self.store.complete_command(command.command_id, claim.claim_token, "late")
-        done = self.store.get_command(command.command_id)
+        self.commands.complete_command(command.command_id, claim.claim_token, "late")
+        done = self.commands.get_command(command.command_id)
         assert done is not None
         assert done.result == "late"
-        assert self.store.claim_commands("b", lease=5) == []
+        assert self.commands.claim_commands("b", lease=5) == []
 
     def test_completion_is_final(self) -> None:
-        command = self.store.submit_command(self.command())
-        [claim] = self.store.claim_commands("a", lease=5)
+        command = self.commands.submit_command(self.command())
+        [claim] = self.commands.claim_commands("a", lease=5)
         token = claim.claim_token
         assert token is not None
-        self.store.complete_command(command.command_id, token, [1, {"深": None}])
-        done = self.store.get_command(command.command_id)
+        self.commands.complete_command(command.command_id, token, [1, {"深": None}])
+        done = self.commands.get_command(command.command_id)
         assert done is not None
         assert done.completed_at == self.clock.now()
         assert done.result == [1, {"深": None}]
-        _expect_claim_lost(lambda: self.store.complete_command(command.command_id, token))
+        _expect_claim_lost(lambda: self.commands.complete_command(command.command_id, token))
         self.clock.advance(3600)
-        assert self.store.claim_commands("a", lease=5) == []
+        assert self.commands.claim_commands("a", lease=5) == []
 
     def test_release_hands_the_command_back(self) -> None:
-        command = self.store.submit_command(self.command(target_owner=None))
-        [claim] = self.store.claim_commands("console", lease=30)
+        command = self.commands.submit_command(self.command(target_owner=None))
+        [claim] = self.commands.claim_commands("console", lease=30)
         assert claim.claim_token is not None
-        self.store.release_command(command.command_id, claim.claim_token)
-        released = self.store.get_command(command.command_id)
+        self.commands.release_command(command.command_id, claim.claim_token)
+        released = self.commands.get_command(command.command_id)
         assert released is not None
         assert released.status == "pending"
         assert released.claim_token is None
         assert released.claimed_by is None
-        [again] = self.store.claim_commands("worker", lease=30)
+        [again] = self.commands.claim_commands("worker", lease=30)
         assert again.claims == 2
         token = claim.claim_token
-        _expect_claim_lost(lambda: self.store.complete_command(command.command_id, token))
+        _expect_claim_lost(lambda: self.commands.complete_command(command.command_id, token))
 
     def test_extend_keeps_the_claim(self) -> None:
-        command = self.store.submit_command(self.command())
-        [claim] = self.store.claim_commands("a", lease=10)
+        command = self.commands.submit_command(self.command())
+        [claim] = self.commands.claim_commands("a", lease=10)
         assert claim.claim_token is not None
         self.clock.advance(8)
-        self.store.extend_command(command.command_id, claim.claim_token, 10)
+        self.commands.extend_command(command.command_id, claim.claim_token, 10)
         self.clock.advance(8)
-        assert self.store.claim_commands("b", lease=10) == []
-        got = self.store.get_command(command.command_id)
+        assert self.commands.claim_commands("b", lease=10) == []
+        got = self.commands.get_command(command.command_id)
         assert got is not None
         assert got.claim_token == claim.claim_token
         self.clock.advance(2)
-        assert len(self.store.claim_commands("b", lease=10)) == 1
+        assert len(self.commands.claim_commands("b", lease=10)) == 1
 
     def test_unknown_commands_are_store_errors_not_lost_claims(self) -> None:
         for call in (
-            lambda: self.store.complete_command("missing", "token"),
-            lambda: self.store.release_command("missing", "token"),
-            lambda: self.store.extend_command("missing", "token", 5),
+            lambda: self.commands.complete_command("missing", "token"),
+            lambda: self.commands.release_command("missing", "token"),
+            lambda: self.commands.extend_command("missing", "token", 5),
         ):
             exc = raises(StoreError, call, "an unknown command must raise StoreError")
             assert not isinstance(exc, ClaimLost), "an unknown command is not a lost claim"
 
     def test_commands_from_another_connection_are_claimable(self) -> None:
-        other = self.second_store()
+        other = as_commands(self.second_store())
         command = other.submit_command(self.command(target_owner="me"))
-        [claim] = self.store.claim_commands("me", lease=30)
+        [claim] = self.commands.claim_commands("me", lease=30)
         assert claim.command_id == command.command_id
         assert claim.claim_token is not None
         other.complete_command(command.command_id, claim.claim_token, "ok")
-        got = self.store.get_command(command.command_id)
+        got = self.commands.get_command(command.command_id)
         assert got is not None
         assert got.status == "completed"
 
@@ -363,7 +355,7 @@ class CommandCases(ContractHarness):
 
         def wait() -> None:
             started = time.monotonic()
-            self.store.wait_for_commands(timeout)
+            self.commands.wait_for_commands(timeout)
             elapsed.append(time.monotonic() - started)
 
         thread = threading.Thread(target=wait, daemon=True)
@@ -371,7 +363,7 @@ class CommandCases(ContractHarness):
         return thread, elapsed
 
     def test_wait_times_out_on_the_stores_clock(self) -> None:
-        self.store.claim_commands("w", lease=5)
+        self.commands.claim_commands("w", lease=5)
         thread, elapsed = self._waiter(30.0)
         self.clock.wait_for_sleepers(1)
         self.clock.advance(30.0)
@@ -380,22 +372,22 @@ class CommandCases(ContractHarness):
         assert elapsed
 
     def test_wait_returns_when_a_command_arrives(self) -> None:
-        self.store.claim_commands("w", lease=5)
+        self.commands.claim_commands("w", lease=5)
         thread, elapsed = self._waiter(3600.0)
         self.clock.wait_for_sleepers(1)
-        self.store.submit_command(self.command())
+        self.commands.submit_command(self.command())
         thread.join(PROMPT_SECONDS)
         assert not thread.is_alive(), "wait_for_commands slept through a submit"
         assert elapsed[0] < PROMPT_SECONDS
 
     def test_wait_returns_at_once_if_a_command_came_since_the_last_claim(self) -> None:
-        other = self.second_store()
+        other = as_commands(self.second_store())
 
         def poll_once() -> None:
             # A poller's loop: claim, (a command arrives), wait. Same thread throughout.
-            self.store.claim_commands("w", lease=5)
+            self.commands.claim_commands("w", lease=5)
             other.submit_command(self.command())
-            self.store.wait_for_commands(3600.0)
+            self.commands.wait_for_commands(3600.0)
 
         thread = threading.Thread(target=poll_once, daemon=True)
         thread.start()
@@ -403,9 +395,10 @@ class CommandCases(ContractHarness):
         assert not thread.is_alive(), "a command submitted before the wait was missed"
 
     def test_wait_wakes_for_a_command_from_another_connection(self) -> None:
-        other = self.second_store()
-        with self.real_time(self.store, other) as clock:
-            self.store.claim_commands("w", lease=5)
+        second = self.second_store()
+        other = as_commands(second)
+        with self.real_time(self.store, second) as clock:
+            self.commands.claim_commands("w", lease=5)
             thread, elapsed = self._waiter(60.0)
             wait_until(lambda: clock.sleepers >= 1, timeout=PROMPT_SECONDS)
             other.submit_command(self.command())
@@ -415,7 +408,7 @@ class CommandCases(ContractHarness):
 
     def test_close_wakes_waiters_promptly(self) -> None:
         with self.real_time() as clock:
-            self.store.claim_commands("w", lease=5)
+            self.commands.claim_commands("w", lease=5)
             thread, _ = self._waiter(3600.0)
             wait_until(lambda: clock.sleepers >= 1, timeout=PROMPT_SECONDS)
             self.store.close()

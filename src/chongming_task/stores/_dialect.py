@@ -1,0 +1,196 @@
+"""What one SQL database does its own way, held by the one SQL store (``_sql.SqlStore``).
+
+The SQL store writes every method once; a :class:`Dialect` supplies what differs
+between SQLite and PostgreSQL: the SQL itself (``sql/<name>.sql``, the same section and
+parameter names in both), connections and transactions (``run``: SQLite's writer
+connection with group commit and a reader pool, PostgreSQL's pool), how instants and
+lists are bound, how a task row and its history are written, how commands wake a
+waiter (SQLite polls a counter row, PostgreSQL LISTENs), and the two bulk paths of
+restart recovery (SQLite marks tasks lost by group, PostgreSQL pipelines the writes).
+A dialect holds no task logic: each hook has one job, and the defaults here are what
+both would otherwise repeat.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
+
+from chongming_task.core.clock import Clock
+from chongming_task.errors import ConcurrencyConflict, StoreError
+from chongming_task.stores._sqlfile import load_sections
+from chongming_task.stores.signal import CommandSignal
+
+if TYPE_CHECKING:
+    from chongming_task.stores._lost import Marking
+    from chongming_task.stores._sql import SqlStore
+    from chongming_task.stores.base import SnapshotWrite
+    from chongming_task.stores.records import LostMark
+
+__all__ = ["SCHEMA_VERSION", "Cursor", "Dialect", "History", "schema_missing"]
+
+#: The schema this code reads and writes. 1: tasks, history, commands. 2: schedules and
+#: firing claims. 3: an index to claim commands by action (a controller's poller reads
+#: stop/pause/resume without walking a backlog of submissions). 4: a priority column on
+#: commands, claimed highest first (workers take urgent submissions before older ones),
+#: and the action index rebuilt on (action, priority DESC, seq) over claimable rows.
+#: Older databases are migrated on open; newer ones are refused.
+SCHEMA_VERSION: Final = 7
+
+T = TypeVar("T")
+
+#: Transitions as ``insert_transition`` parameters (``task_id``, ``version``, ``doc``).
+History = list[dict[str, Any]]
+
+
+class Cursor(Protocol):
+    """The DB-API subset both drivers provide."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    def execute(self, sql: str, params: Mapping[str, Any] = ..., /) -> Any: ...
+
+    def executemany(self, sql: str, params: Sequence[Mapping[str, Any]], /) -> Any: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+
+class Dialect(ABC):
+    """One database's SQL, connections and wake-ups, for :class:`~._sql.SqlStore`."""
+
+    #: ``sql/<name>.sql`` holds its statements.
+    name: str
+    #: The NOTIFY channel of command wake-ups (PostgreSQL); empty where there is none.
+    channel: str = ""
+
+    def __init__(self) -> None:
+        self.sql: Mapping[str, str] = load_sections(self.name)
+        #: Same-process wake-ups of ``wait_for_commands`` (plus the dialect's own).
+        self.signal = CommandSignal()
+        self.closed = False
+
+    def check_open(self) -> None:
+        """Refuse a call on a closed store.
+
+        Raises:
+            StoreError: ``close()`` was called.
+        """
+        if self.closed:
+            raise StoreError("the store is closed")
+
+    # ------------------------------------------------------------ connections
+
+    @abstractmethod
+    def run(self, fn: Callable[[Cursor], T], *, write: bool, atomic: bool = False) -> T:
+        """Call ``fn`` with a cursor; driver errors become ``StoreError``.
+
+        ``write`` selects the write path; ``atomic`` wraps ``fn`` in one transaction
+        (rolled back if it raises). Without it each statement commits on its own.
+        """
+
+    @abstractmethod
+    def close_resources(self) -> None:
+        """Close connections and threads (``closed`` is already set)."""
+
+    @property
+    @abstractmethod
+    def open_connections(self) -> int:
+        """Connections currently open (the contract's teardown checks it drops to 0)."""
+
+    # ------------------------------------------------------------ binding
+
+    @abstractmethod
+    def instant(self, value: datetime) -> Any:
+        """Bind an instant column (ordering/expiry)."""
+
+    @abstractmethod
+    def instant_out(self, raw: Any) -> datetime:
+        """Read an instant column back as an aware datetime."""
+
+    @abstractmethod
+    def array(self, values: Sequence[Any]) -> Any:
+        """Bind a list parameter (``json_each`` text or a native array)."""
+
+    @abstractmethod
+    def is_unique_violation(self, exc: BaseException) -> bool:
+        """Whether ``exc`` is the driver's unique-constraint error."""
+
+    # ------------------------------------------------------------ task rows
+
+    def write_task(
+        self, cur: Cursor, statement: str, params: dict[str, Any], history: History
+    ) -> int:
+        """Insert or update one task row plus its transitions; returns rows affected.
+
+        The caller holds a transaction when there is history. An update first tries
+        ``update_task_hot`` when the dialect has it: it sets only the columns that
+        change on every transition and matches only if the rarely changing ones (name,
+        tags, owner...) are unchanged, so SQLite rewrites two indexes instead of nine;
+        otherwise the full ``update_task`` runs.
+        """
+        affected = 0
+        if statement == "update_task" and "update_task_hot" in self.sql:
+            cur.execute(self.sql["update_task_hot"], params)
+            affected = cur.rowcount
+        if not affected:
+            cur.execute(self.sql[statement], params)
+            affected = cur.rowcount
+        if affected and history:
+            cur.executemany(self.sql["insert_transition"], history)
+        return affected
+
+    def insert_rows(self, cur: Cursor, batch: list[dict[str, Any]]) -> None:
+        """Insert many task rows without history (``create_many``)."""
+        cur.executemany(self.sql["insert_task"], batch)
+
+    def lock_slots(self, cur: Cursor) -> None:
+        """Serialise slot-taking claims across processes (inside the claim's transaction).
+
+        Nothing by default: a database whose write transactions are serialised
+        (SQLite's ``BEGIN IMMEDIATE``) needs no more.
+        """
+        return
+
+    # ------------------------------------------------------------ command wake-ups
+
+    def before_claim(self) -> None:
+        """Remember what "nothing new" looks like before claiming (see ``wait``)."""
+        self.signal.mark_seen()
+
+    def wait(self, clock: Clock, timeout: float) -> None:
+        """Block up to ``timeout`` (of ``clock``) until a command may have arrived."""
+        self.signal.wait(clock, timeout)
+
+    # ------------------------------------------------------------ restart recovery
+
+    def mark_lost_grouped(self, store: SqlStore, marking: Marking) -> list[LostMark] | None:
+        """Mark ``marking.query``'s tasks lost by a path of the dialect's own.
+
+        ``None`` (the default): the store's path (read, state machine, guarded writes).
+        """
+        return None
+
+    def save_distinct(
+        self, store: SqlStore, writes: Sequence[SnapshotWrite]
+    ) -> list[ConcurrencyConflict | StoreError | None]:
+        """``save_many`` of writes to distinct tasks (restart recovery's writes)."""
+        return store.save_many(writes)
+
+
+def schema_missing(found: int, expected: int) -> str:
+    """The message of ``SchemaMissing``: what was found, and how to get the schema."""
+    if found == 0:
+        return (
+            "no chongming-task schema here: nothing has been run against this database, "
+            "or it is the wrong one (check --db / CHONGMING_DB); a worker, run or submit "
+            "creates the tables"
+        )
+    return (
+        f"the chongming-task schema here is at version {found}, this version needs "
+        f"{expected}; read commands never migrate: start a worker or run once to migrate"
+    )
