@@ -72,10 +72,11 @@ class BackgroundService:
             consecutive failed passes, 1 for the first); reports it and returns the
             wait before the next pass. Default: logged, then :data:`ERROR_DELAY`.
         final: Called once in the thread after the last pass (a last flush).
-        wait: Replaces the clock wait on the wake event (``wait(seconds)``), for a
-            loop that blocks on something else (``store.wait_for_commands``): it is
-            not cut short by :meth:`stop`, so it must be short.
         initial_wait: Seconds (of the clock) the thread waits before its first pass.
+        linger: Real seconds a thread whose step returned :data:`FINISHED` stays, in
+            case it is woken, before it ends: work that comes in bursts (a schedule
+            firing every second) does not start a thread each time. Real time, not the
+            clock's: an idle thread is no sleeper of a ``FakeClock``.
     """
 
     def __init__(
@@ -86,16 +87,16 @@ class BackgroundService:
         clock: Clock,
         on_error: Callable[[Exception, int], float | None] | None = None,
         final: Callable[[], None] | None = None,
-        wait: Callable[[float | None], object] | None = None,
         initial_wait: float = 0.0,
+        linger: float = 0.0,
     ) -> None:
         self.name = name
         self._step = step
         self._clock = clock
         self._on_error = on_error
         self._final = final
-        self._wait = wait
         self._initial_wait = initial_wait
+        self._linger = linger
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -240,6 +241,8 @@ class BackgroundService:
                 failures = 0
                 self.last_error = None
             if delay is FINISHED:
+                if self._linger > 0 and self._wake.wait(self._linger):
+                    continue  # woken while lingering: there is work again
                 with self._lock:
                     if not self._wake.is_set() or self._stop.is_set():
                         self._thread = None  # ensure_started starts a new one
@@ -248,10 +251,7 @@ class BackgroundService:
             if self._stop.is_set():
                 return
             if delay is None or delay > 0:
-                if self._wait is not None:
-                    self._wait(delay)
-                else:
-                    self._clock.wait(self._wake, delay)
+                self._clock.wait(self._wake, delay)
 
     def _failed(self, exc: Exception, failures: int) -> float | None:
         self.errors += 1
