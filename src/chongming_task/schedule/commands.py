@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from chongming_task._consumer import KEEP, RELEASE, CommandConsumer, Outcome
+from chongming_task._consumer import KEEP, RELEASE, CommandConsumer, Complete, Outcome
 from chongming_task.errors import ClaimLost, ConfigurationError
 from chongming_task.model import JSONValue, TaskSnapshot
 from chongming_task.schedule.admin import ScheduleAdmin, manual_runs_disabled
@@ -92,8 +92,13 @@ class ScheduleCommands:
         self._accepts = accepts
         self._start_run = start_run
         self._inflight: dict[str, _Inflight] = {}
-        self.applied = 0
         self.released = 0
+        """Commands handed back for a schedule this scheduler does not have."""
+
+    @property
+    def applied(self) -> int:
+        """Commands completed (whatever their result) while their claim was ours."""
+        return self._consumer.completed
 
     @property
     def inflight(self) -> dict[str, str]:
@@ -143,13 +148,8 @@ class ScheduleCommands:
             snapshot = self._store.get(item.task_id)
             if snapshot is None or not snapshot.is_terminal:
                 continue
-            self._finish(item.command, run_result(snapshot))
+            self._consumer.complete(item.command, run_result(snapshot))
             del self._inflight[command_id]
-
-    def _finish(self, command: Command, result: dict[str, JSONValue]) -> Outcome:
-        """Complete ``command`` now (counted when the claim was still ours)."""
-        self.applied += self._consumer.complete(command, result)
-        return KEEP  # settled here
 
     def _handle(self, command: Command) -> Outcome:
         try:
@@ -172,9 +172,8 @@ class ScheduleCommands:
             control = self._apply(command.action, name, payload, operator)
         except ConfigurationError as exc:
             self._inflight.pop(command.command_id, None)
-            return self._finish(command, {"applied": False, "error": str(exc)})
-        return self._finish(
-            command,
+            return Complete({"applied": False, "error": str(exc)})
+        return Complete(
             {
                 "applied": True,
                 "status": control.status,
