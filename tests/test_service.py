@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -303,3 +304,30 @@ def test_a_base_exception_ends_the_thread_loudly(caplog: pytest.LogCaptureFixtur
         threading.excepthook = previous
     assert caught == [SystemExit]
     assert any("svc-exit ended" in record.getMessage() for record in caplog.records)
+
+
+#: Where a thread may still be created by hand: the base itself, and the threads that
+#: live for one run or one command (carriers, relays, the child's pipe, a pause waiting
+#: for its confirmation), plus the testing helpers.
+_PER_RUN_THREADS = frozenset(
+    {
+        "_service.py",
+        "controller/commands.py",
+        "runtime/executors/carriers.py",
+        "runtime/executors/process.py",
+        "runtime/executors/process_child.py",
+    }
+)
+
+
+def test_every_long_lived_library_thread_is_a_background_service() -> None:
+    import chongming_task
+
+    package = Path(chongming_task.__file__).parent
+    by_hand = {
+        path.relative_to(package).as_posix()
+        for path in package.rglob("*.py")
+        if "threading.Thread(" in path.read_text(encoding="utf-8")
+    }
+    by_hand = {name for name in by_hand if not name.startswith("testing/")}
+    assert by_hand <= _PER_RUN_THREADS, sorted(by_hand - _PER_RUN_THREADS)

@@ -244,7 +244,9 @@ class BackgroundService:
                 if self._linger > 0 and self._wake.wait(self._linger):
                     continue  # woken while lingering: there is work again
                 with self._lock:
-                    if not self._wake.is_set() or self._stop.is_set():
+                    if self._stop.is_set():
+                        return
+                    if not self._wake.is_set():  # not woken since the pass began
                         self._thread = None  # ensure_started starts a new one
                         return
                 continue
