@@ -36,6 +36,20 @@ class Counter:
             assert self.passed.wait_for(lambda: self.passes >= passes, 5.0), self.passes
 
 
+class FailsFirst:
+    """A step whose first ``failures`` passes raise; the later ones wait until woken."""
+
+    def __init__(self, failures: int = 1) -> None:
+        self.failures = failures
+        self.calls = 0
+
+    def __call__(self) -> StepResult:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise RuntimeError(f"bad {self.calls}")
+        return None
+
+
 def test_start_runs_a_pass_then_waits_on_the_clock() -> None:
     clock = FakeClock()
     step = Counter(delay=10.0)
@@ -99,24 +113,16 @@ def test_a_failing_pass_is_reported_and_the_thread_carries_on(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     clock = FakeClock()
-    calls = 0
-
-    def step() -> StepResult:
-        nonlocal calls
-        calls += 1
-        if calls == 1:
-            raise RuntimeError("store went away")
-        return None
-
+    step = FailsFirst()
     service = BackgroundService("svc-fail", step, clock=clock)
     with caplog.at_level(logging.ERROR, logger="chongming_task.service"):
         service.start()
         clock.wait_for_sleepers(1)  # waiting out the error delay
         assert service.errors == 1
-        assert service.last_error == "RuntimeError: store went away"
+        assert service.last_error == "RuntimeError: bad 1"
         assert service.alive
         clock.advance(ERROR_DELAY)
-        wait_until(lambda: calls == 2, timeout=5, message="the next pass")
+        wait_until(lambda: step.calls == 2, timeout=5, message="the next pass")
     service.stop()
     last_error: str | None = service.last_error
     assert last_error is None  # the pass after it went well
@@ -126,14 +132,7 @@ def test_a_failing_pass_is_reported_and_the_thread_carries_on(
 def test_on_error_reports_and_chooses_the_delay() -> None:
     clock = FakeClock()
     reported: list[tuple[str, int]] = []
-    calls = 0
-
-    def step() -> StepResult:
-        nonlocal calls
-        calls += 1
-        if calls <= 2:
-            raise ValueError(f"bad {calls}")
-        return None
+    step = FailsFirst(2)
 
     def on_error(exc: Exception, failures: int) -> float:
         reported.append((str(exc), failures))
@@ -141,7 +140,7 @@ def test_on_error_reports_and_chooses_the_delay() -> None:
 
     service = BackgroundService("svc-report", step, clock=clock, on_error=on_error)
     service.start()
-    wait_until(lambda: calls == 3, timeout=5, message="three passes")
+    wait_until(lambda: step.calls == 3, timeout=5, message="three passes")
     service.stop()
     assert reported == [("bad 1", 1), ("bad 2", 2)]  # consecutive failures counted
     assert service.errors == 2
@@ -149,14 +148,7 @@ def test_on_error_reports_and_chooses_the_delay() -> None:
 
 def test_a_failing_error_report_does_not_kill_the_thread() -> None:
     clock = FakeClock()
-    calls = 0
-
-    def step() -> StepResult:
-        nonlocal calls
-        calls += 1
-        if calls == 1:
-            raise RuntimeError("first")
-        return None
+    step = FailsFirst()
 
     def on_error(exc: Exception, failures: int) -> float:
         raise KeyError("the reporter is broken too")
@@ -165,7 +157,7 @@ def test_a_failing_error_report_does_not_kill_the_thread() -> None:
     service.start()
     clock.wait_for_sleepers(1)
     clock.advance(ERROR_DELAY)
-    wait_until(lambda: calls == 2, timeout=5, message="a pass after the failed report")
+    wait_until(lambda: step.calls == 2, timeout=5, message="a pass after the failed report")
     assert service.alive
     service.stop()
 

@@ -160,23 +160,25 @@ class CommandConsumer:
 
     def complete(self, command: Command, result: JSONValue = None) -> bool:
         """Complete a claimed command with ``result``; ``False`` when the claim was lost."""
-        try:
-            self.store.complete_command(command.command_id, _token(command), result)
-        except ClaimLost as exc:
-            self._log.warning("command %s (%s): %s", command.command_id, command.action, exc)
-            return False
-        except Exception as exc:
-            if self._on_store_error is None:
-                raise
-            self._on_store_error(command, exc)
-            return False
-        self.completed += 1
-        return True
+        done = self._call(
+            command,
+            lambda: self.store.complete_command(command.command_id, _token(command), result),
+        )
+        self.completed += done
+        return done
 
     def release(self, command: Command) -> bool:
         """Hand a claimed command back at once; ``False`` when the claim was lost."""
+        done = self._call(
+            command, lambda: self.store.release_command(command.command_id, _token(command))
+        )
+        self.released += done
+        return done
+
+    def _call(self, command: Command, settle: Callable[[], None]) -> bool:
+        """Run one settling store call; whether it took (see the module docstring)."""
         try:
-            self.store.release_command(command.command_id, _token(command))
+            settle()
         except ClaimLost as exc:
             self._log.warning("command %s (%s): %s", command.command_id, command.action, exc)
             return False
@@ -185,7 +187,6 @@ class CommandConsumer:
                 raise
             self._on_store_error(command, exc)
             return False
-        self.released += 1
         return True
 
     def extend(self, command: Command, lease: float | None = None) -> None:
