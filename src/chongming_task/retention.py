@@ -26,14 +26,15 @@ the growth, and each store would need a second schema to migrate; export with
 
 from __future__ import annotations
 
+import logging
 import math
 import re
-import threading
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Final
 
+from chongming_task._service import BackgroundService
 from chongming_task.errors import ConfigurationError
 from chongming_task.states import TERMINAL, TaskStatus
 from chongming_task.stores.records import TaskQuery
@@ -50,6 +51,8 @@ __all__ = [
     "parse_age",
     "prune_older_than",
 ]
+
+log = logging.getLogger("chongming_task.retention")
 
 #: Tasks read per page while looking for old ones.
 PAGE: Final = 500
@@ -236,25 +239,30 @@ class RetentionLoop:
         self.passes = 0
         self._on_pass = on_pass
         self._on_error = on_error
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="chongming-retention", daemon=True)
-        self._thread.start()
+        self._service = BackgroundService(
+            "chongming-retention", self._pass, clock=clock, on_error=self._failed
+        )
+        self._service.start()
 
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                report = prune_older_than(self.store, self.older_than, clock=self.clock)
-            except Exception as exc:
-                if self._on_error is not None:
-                    self._on_error(exc)
-            else:
-                if self._on_pass is not None:
-                    self._on_pass(report)
+    def _pass(self) -> float:
+        try:
+            report = prune_older_than(self.store, self.older_than, clock=self.clock)
+        except Exception:
             self.passes += 1
-            if self.clock.wait(self._stop, self.interval):
-                return
+            raise  # to _failed
+        if self._on_pass is not None:
+            self._on_pass(report)
+        self.passes += 1
+        return self.interval
+
+    def _failed(self, exc: Exception, failures: int) -> float:
+        """The next pass tries again, one interval later."""
+        if self._on_error is not None:
+            self._on_error(exc)
+        else:
+            log.warning("retention pass failed: %s: %s", type(exc).__name__, exc)
+        return self.interval
 
     def close(self, timeout: float | None = 5.0) -> None:
         """Stop the loop (idempotent); a pass under way finishes first."""
-        self._stop.set()
-        self._thread.join(timeout)
+        self._service.stop(timeout)

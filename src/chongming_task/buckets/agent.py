@@ -30,16 +30,18 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Final
 
+from chongming_task._consumer import KEEP, CommandConsumer, Complete, Outcome
+from chongming_task._consumer import RELEASE as HAND_BACK
+from chongming_task._service import BackgroundService
 from chongming_task._validation import check_seconds
 from chongming_task.errors import ConfigurationError
 from chongming_task.model import JSONValue
-from chongming_task.stores.base import ClaimLost, Command, CommandStore, QueueStore
+from chongming_task.stores.base import Command, CommandStore, QueueStore
 from chongming_task.stores.capabilities import require_queue
 from chongming_task.stores.queue_records import WorkerRecord
 
@@ -97,6 +99,15 @@ class BucketAgent:
         #: Handoffs are commands between nodes, declarations live in the worker registry.
         self._queue = self.store if isinstance(self.store, QueueStore) else None
         self.supported = isinstance(self.store, CommandStore) and self._queue is not None
+        self._consumer = CommandConsumer(
+            controller.store,
+            controller.owner,
+            kinds=("node",),
+            actions=ACTIONS,
+            lease=COMMAND_LEASE,
+            batch=10,
+            logger=log,
+        )
         self.released = 0
         """Release commands this node confirmed."""
         self.adopted = 0
@@ -128,30 +139,27 @@ class BucketAgent:
         if not self.supported:
             return 0
         try:
-            claimed = self.store.claim_commands(
-                self.node_id,
-                lease=COMMAND_LEASE,
-                limit=10,
-                kinds=("node",),
-                actions=ACTIONS,
-            )
+            batch = self._consumer.poll(self._handle)
         except Exception as exc:
-            log.warning("claiming handoff commands failed: %s: %s", type(exc).__name__, exc)
+            log.warning("handoff commands failed: %s: %s", type(exc).__name__, exc)
             return 0
-        for command in claimed:
-            try:
-                self._apply(command)
-            except Exception as exc:  # report it to the caller, keep the node running
-                log.exception("handoff command %s failed", command.command_id)
-                self._complete(command, {"applied": False, "error": f"{type(exc).__name__}: {exc}"})
         self._finish_drains()
-        return len(claimed)
+        return batch.claimed
+
+    def _handle(self, command: Command) -> Outcome:
+        """Apply one handoff command; it completes what it applies itself (in order
+        with the declaration it writes)."""
+        if command.action not in ACTIONS:
+            # Only from a store without the ``actions`` filter: not ours to answer.
+            return HAND_BACK
+        try:
+            self._apply(command)
+        except Exception as exc:  # report it to the caller, keep the node running
+            log.exception("handoff command %s failed", command.command_id)
+            return Complete({"applied": False, "error": f"{type(exc).__name__}: {exc}"})
+        return KEEP
 
     def _apply(self, command: Command) -> None:
-        if command.action not in ACTIONS:
-            # Not ours to answer (a store that ignored the ``actions`` filter).
-            self.store.release_command(command.command_id, command.claim_token or "")
-            return
         if command.target != self.node_id:
             self._complete(
                 command,
@@ -280,15 +288,12 @@ class BucketAgent:
 
     def _extend(self, command: Command) -> None:
         try:
-            self.store.extend_command(command.command_id, command.claim_token or "", COMMAND_LEASE)
+            self._consumer.extend(command)
         except Exception as exc:
             log.warning("handoff %s: could not extend the claim: %s", command.command_id, exc)
 
     def _complete(self, command: Command, result: dict[str, JSONValue]) -> None:
-        try:
-            self.store.complete_command(command.command_id, command.claim_token or "", result)
-        except ClaimLost as exc:
-            log.warning("handoff %s: %s", command.command_id, exc)
+        self._consumer.complete(command, result)
 
 
 class Declaration:
@@ -319,12 +324,13 @@ class Declaration:
             )
         self.agent = BucketAgent(controller, kind="controller", heartbeat=self.heartbeat)
         self._started: datetime = controller.clock.now()
-        self._stop = threading.Event()
+        self._next_beat = 0.0
         self.heartbeat()
-        self._thread = threading.Thread(
-            target=self._loop, name=f"chongming-buckets[{controller.owner}]", daemon=True
+        self._service = BackgroundService(
+            f"chongming-buckets[{controller.owner}]", self._pass, clock=controller.clock
         )
-        self._thread.start()
+        self._next_beat = controller.clock.monotonic() + self.heartbeat_interval
+        self._service.start()
 
     def heartbeat(self, *, stopped: bool = False) -> None:
         """Write the declaration now (renews its lease)."""
@@ -349,27 +355,24 @@ class Declaration:
         )
         self._registry.put_worker(record)
 
-    def _loop(self) -> None:
+    def _pass(self) -> float:
         clock = self.controller.clock
-        next_beat = clock.monotonic() + self.heartbeat_interval
-        while not self._stop.is_set():
-            self.agent.poll()
-            if clock.monotonic() >= next_beat:
-                next_beat = clock.monotonic() + self.heartbeat_interval
-                try:
-                    self.heartbeat()
-                except Exception as exc:  # a store hiccup must not end the declaration
-                    log.warning("bucket declaration failed: %s: %s", type(exc).__name__, exc)
-            # Its own stop event, not the store's command wake-up: close() must never
-            # wait for a store (or a clock) to deliver one.
-            clock.wait(self._stop, min(self.heartbeat_interval, POLL_INTERVAL))
+        self.agent.poll()
+        if clock.monotonic() >= self._next_beat:
+            self._next_beat = clock.monotonic() + self.heartbeat_interval
+            try:
+                self.heartbeat()
+            except Exception as exc:  # a store hiccup must not end the declaration
+                log.warning("bucket declaration failed: %s: %s", type(exc).__name__, exc)
+        # The service's own wake-up, not the store's command signal: close() must never
+        # wait for a store (or a clock) to deliver one.
+        return min(self.heartbeat_interval, POLL_INTERVAL)
 
     def close(self) -> None:
         """Stop renewing and withdraw the declaration (a clean shutdown, not stale)."""
-        if self._stop.is_set():
+        if self._service.stopping:
             return
-        self._stop.set()
-        self._thread.join(5.0)
+        self._service.stop(5.0)
         try:
             self.heartbeat(stopped=True)
         except Exception as exc:

@@ -27,10 +27,12 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Protocol
 
-from chongming_task.core.clock import Clock
+from chongming_task._consumer import KEEP, RELEASE, CommandConsumer, Complete, Outcome
+from chongming_task._service import BackgroundService
+from chongming_task.core.clock import Clock, SystemClock
 from chongming_task.errors import ConfigurationError
 from chongming_task.model import JSONValue, TaskSnapshot
-from chongming_task.stores.base import ClaimLost, Command, CommandStore, TaskStore
+from chongming_task.stores.base import Command, CommandStore, TaskStore
 from chongming_task.stores.capabilities import require_commands
 
 __all__ = [
@@ -149,7 +151,12 @@ def control_remote(
 
 
 class CommandPoller:
-    """Claims and applies the task commands addressed to one controller."""
+    """Claims and applies the task commands addressed to one controller.
+
+    Its waits are real seconds (``SystemClock``), whatever the controller's clock: it
+    waits for another process's writes, not for task time, so a ``FakeClock`` test
+    still sees a command as soon as it is written.
+    """
 
     def __init__(
         self,
@@ -169,11 +176,24 @@ class CommandPoller:
         self._owner = owner
         self._lookup = lookup
         self._interval = interval
-        self._lease = lease
         self._pause_timeout = pause_timeout
         self._on_failure = on_failure
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._consumer = CommandConsumer(
+            store,
+            owner,
+            kinds=("task",),
+            actions=ACTIONS,
+            lease=lease,
+            batch=CLAIM_BATCH,
+            logger=log,
+            on_store_error=lambda command, exc: on_failure(command.target, "command", exc),
+        )
+        self._service = BackgroundService(
+            f"chongming-commands[{owner}]",
+            self._pass,
+            clock=SystemClock(),
+            on_error=self._pass_failed,
+        )
         self._helpers: list[threading.Thread] = []
         self._lock = threading.Lock()
         self.applied = 0
@@ -192,7 +212,7 @@ class CommandPoller:
 
     @property
     def running(self) -> bool:
-        return self._thread is not None and not self._stop.is_set()
+        return self._service.running
 
     def start(self) -> None:
         """Start polling (idempotent; never after ``stop``).
@@ -201,110 +221,83 @@ class CommandPoller:
         there, and controlling this controller's tasks from elsewhere is refused when
         asked (:func:`issue_command`).
         """
-        if self._thread is not None:  # started: every submission calls this
-            return
         given: object = self._store  # typed TaskStore; may hold the task part only
         if not isinstance(given, CommandStore):
             return
-        with self._lock:
-            if self._thread is not None or self._stop.is_set():
-                return
-            self._thread = threading.Thread(
-                target=self._loop, name=f"chongming-commands[{self._owner}]", daemon=True
-            )
-            self._thread.start()
+        if not self._service.started:  # started: every submission calls this
+            self._service.ensure_started()
 
     def request_stop(self) -> None:
         """Ask the thread to end after its current wait (it does not block)."""
-        self._stop.set()
+        self._service.request_stop()
 
     def stop(self, timeout: float | None = 5.0) -> None:
         """End polling and join the thread and any pause helpers."""
+        self._service.request_stop()
         with self._lock:
-            self._stop.set()
-            thread = self._thread
             helpers = list(self._helpers)
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout)
+        self._service.join(timeout)
         for helper in helpers:
             helper.join(timeout)
 
     def poll_once(self) -> tuple[int, int]:
         """Claim and handle one batch; returns (claimed, handed back) counts."""
-        commands = self._store.claim_commands(
-            self._owner,
-            lease=self._lease,
-            limit=CLAIM_BATCH,
-            kinds=("task",),
-            actions=ACTIONS,
-        )
-        released = 0
-        for command in commands:
-            released += self._handle(command)
-        return len(commands), released
+        batch = self._consumer.poll(self._handle)
+        return batch.claimed, batch.handed_back
 
     # ------------------------------------------------------------ internals
 
-    def _loop(self) -> None:
-        failures = 0
-        while not self._stop.is_set():
-            try:
-                claimed, handed_back = self.poll_once()
-                failures = 0
-                if claimed > handed_back:
-                    continue  # there may be more
-                if handed_back:
-                    # Our own release woke every waiter, us included: without a plain
-                    # wait we would claim the same foreign command again at once.
-                    self._stop.wait(self._interval)
-                    continue
-                self._store.wait_for_commands(self._interval)
-            except Exception as exc:
-                if self._stop.is_set():
-                    return  # the store is closing with us
-                failures += 1
-                self._on_failure(None, "command poll", exc)
-                # Back off while the store is down, so a dead database is not hammered.
-                self._stop.wait(min(MAX_BACKOFF, self._interval * 2**failures))
+    def _pass(self) -> float:
+        claimed, handed_back = self.poll_once()
+        if claimed > handed_back:
+            return 0.0  # there may be more
+        if handed_back:
+            # Our own release woke every waiter, us included: without a plain wait we
+            # would claim the same foreign command again at once.
+            return self._interval
+        self._store.wait_for_commands(self._interval)
+        return 0.0
 
-    def _handle(self, command: Command) -> int:
-        """Apply, complete or hand back one claimed command; 1 if handed back."""
-        token = command.claim_token or ""
+    def _pass_failed(self, exc: Exception, failures: int) -> float:
+        """Report, and back off while the store is down, so a dead database is not
+        hammered."""
+        self._on_failure(None, "command poll", exc)
+        return min(MAX_BACKOFF, self._interval * 2.0**failures)
+
+    def _handle(self, command: Command) -> Outcome:
+        """Apply, complete or hand back one claimed command."""
         run = self._lookup(command.target)
         if run is None:
             if command.target_owner == self._owner:
                 # Addressed to us, yet we do not hold it: pruned, or held by an earlier
                 # process under the same owner name. Nobody else will take it.
-                self._finish(command, token, {"applied": False, "error": "task is not held"})
-            else:
-                # Not ours to apply: hand it back at once so the holder still gets it.
-                self._finish(command, token, release=True)
-                return 1
-            return 0
+                return Complete({"applied": False, "error": "task is not held"})
+            # Not ours to apply: hand it back at once so the holder still gets it.
+            self.released += 1
+            return RELEASE
         if command.action not in ACTIONS:
             # Only from a store without the ``actions`` filter (see the module docstring).
             if command.target_owner is None:
                 # An action for another consumer (a worker's "submit"): hand it back.
-                self._finish(command, token, release=True)
-                return 1
-            self._finish(
-                command, token, {"applied": False, "error": f"unknown action {command.action!r}"}
-            )
-            return 0
+                self.released += 1
+                return RELEASE
+            return Complete({"applied": False, "error": f"unknown action {command.action!r}"})
         if command.action == "pause":
             # pause() waits for confirmation; do not hold up other commands meanwhile.
             helper = threading.Thread(
-                target=self._apply, args=(run, command, token), name="chongming-pause", daemon=True
+                target=self._apply_later, args=(run, command), name="chongming-pause", daemon=True
             )
             with self._lock:
                 self._helpers = [t for t in self._helpers if t.is_alive()]
                 self._helpers.append(helper)
             helper.start()
-            return 0
-        self._apply(run, command, token)
-        return 0
+            return KEEP
+        return self._apply(run, command)
 
-    def _apply(self, run: _Controllable, command: Command, token: str) -> None:
+    def _apply_later(self, run: _Controllable, command: Command) -> None:
+        self._consumer.settle(command, self._apply(run, command))
+
+    def _apply(self, run: _Controllable, command: Command) -> Outcome:
         actor = command.issued_by
         reason = command.payload.get("reason")
         text = reason if isinstance(reason, str) else None
@@ -316,29 +309,13 @@ class CommandPoller:
             else:
                 applied = run.resume(actor=actor)
         except Exception as exc:
-            self._finish(
-                command, token, {"applied": False, "error": f"{type(exc).__name__}: {exc}"}
-            )
-            return
+            return Complete({"applied": False, "error": f"{type(exc).__name__}: {exc}"})
         self.applied += 1
         applied_at = self._clock.now()
-        self._finish(command, token, {"applied": bool(applied)})
+        self._consumer.complete(command, {"applied": bool(applied)})
         for listener in self._applied_listeners:
             try:
                 listener(command, applied_at)
             except Exception:
                 log.exception("command listener %r failed (the command was applied)", listener)
-
-    def _finish(
-        self, command: Command, token: str, result: JSONValue = None, *, release: bool = False
-    ) -> None:
-        try:
-            if release:
-                self._store.release_command(command.command_id, token)
-                self.released += 1
-            else:
-                self._store.complete_command(command.command_id, token, result)
-        except ClaimLost as exc:
-            log.warning("command %s: %s", command.command_id, exc)
-        except Exception as exc:
-            self._on_failure(command.target, "command", exc)
+        return KEEP  # completed above, before the listeners hear of it

@@ -21,6 +21,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from chongming_task._service import FINISHED, BackgroundService, StepResult
+from chongming_task.core.clock import SystemClock
 from chongming_task.model import TaskSnapshot, Transition
 
 __all__ = ["EventBus", "Subscriber"]
@@ -46,7 +48,8 @@ class EventBus:
         self._subscriptions: tuple[_Subscription, ...] = ()
         self._has_inline = False
         self._queue: deque[tuple[Transition, TaskSnapshot]] = deque()
-        self._thread: threading.Thread | None = None
+        # The clock is never waited on: the dispatcher blocks on its condition.
+        self._service = BackgroundService(name, self._dispatch_one, clock=SystemClock())
         self._closed = False
         self._busy = False
         self._error_lock = threading.Lock()
@@ -100,7 +103,8 @@ class EventBus:
                 if self._closed:
                     return
                 self._queue.append((transition, snapshot))
-                self._ensure_thread()
+                if not self._service.started:  # it ends only once closed: never again
+                    self._service.ensure_started()
                 self._wake.notify()
 
     def flush(self, timeout: float | None = None) -> bool:
@@ -114,32 +118,29 @@ class EventBus:
         with self._lock:
             self._closed = True
             self._wake.notify_all()
-            thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout)
+        # Joined, not stopped: what flush() left (a subscriber slower than ``timeout``)
+        # is still delivered; the dispatcher ends once the queue is empty.
+        self._service.join(timeout)
 
     # ------------------------------------------------------------ internals
 
-    def _ensure_thread(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._dispatch, name=self._name, daemon=True)
-            self._thread.start()
-
-    def _dispatch(self) -> None:
-        while True:
-            with self._lock:
-                self._busy = False
-                self._wake.notify_all()
-                while not self._queue and not self._closed:
-                    self._wake.wait()
-                if not self._queue:
-                    return
-                transition, snapshot = self._queue.popleft()
-                self._busy = True
-                subscriptions = self._subscriptions
-            for subscription in subscriptions:
-                if not subscription.inline:
-                    self._call(subscription.fn, transition, snapshot)
+    def _dispatch_one(self) -> StepResult:
+        """Deliver the next queued event (waiting for one); finished once closed and
+        drained."""
+        with self._lock:
+            self._busy = False
+            self._wake.notify_all()
+            while not self._queue and not self._closed:
+                self._wake.wait()
+            if not self._queue:
+                return FINISHED
+            transition, snapshot = self._queue.popleft()
+            self._busy = True
+            subscriptions = self._subscriptions
+        for subscription in subscriptions:
+            if not subscription.inline:
+                self._call(subscription.fn, transition, snapshot)
+        return 0.0
 
     def _call(self, fn: Subscriber, transition: Transition, snapshot: TaskSnapshot) -> None:
         try:

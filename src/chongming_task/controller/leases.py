@@ -15,12 +15,12 @@ so one renewal call (``renew_leases``) covers all of them.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from chongming_task._service import BackgroundService
 from chongming_task.checkpoint_gaps import CheckpointGaps
 from chongming_task.core.clock import Clock
 from chongming_task.model import Progress, TaskSnapshot
@@ -94,32 +94,27 @@ class LeaseKeeper:
         self.renew_interval = lease_ttl * RENEW_FRACTION
         self.tick = min(progress_interval, self.renew_interval)
         self._seen: dict[str, _Seen] = {}
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._next_renewal = 0.0
-        self._lock = threading.Lock()
         self._streaks: dict[str, tuple[str, int]] = {}  # operation -> (error, count)
+        self._service = BackgroundService(
+            f"chongming-leases[{owner}]",
+            self._pass,
+            clock=clock,
+            on_error=self._pass_failed,
+            final=self._last_flush,
+            initial_wait=self.tick,
+        )
 
     def start(self) -> None:
-        """Start the thread (idempotent)."""
-        if self._thread is not None:  # started: every submission calls this
+        """Start the thread (idempotent; never after ``stop``)."""
+        if self._service.started:  # started: every submission calls this
             return
-        with self._lock:
-            if self._thread is not None or self._stop.is_set():
-                return
-            self._next_renewal = self._clock.monotonic() + self.renew_interval
-            self._thread = threading.Thread(
-                target=self._loop, name=f"chongming-leases[{self._owner}]", daemon=True
-            )
-            self._thread.start()
+        self._next_renewal = self._clock.monotonic() + self.renew_interval
+        self._service.ensure_started()
 
     def stop(self, timeout: float | None = 5.0) -> None:
         """Stop the thread; one last progress flush runs first so the store is current."""
-        with self._lock:
-            self._stop.set()
-            thread = self._thread
-        if thread is not None:
-            thread.join(timeout)
+        self._service.stop(timeout)
 
     def run_once(self, *, renew: bool) -> None:
         """One pass: flush changed progress/heartbeat/pid, and renew leases if asked."""
@@ -192,17 +187,18 @@ class LeaseKeeper:
                 streak[0],
             )
 
-    def _loop(self) -> None:
-        while not self._clock.wait(self._stop, self.tick):
-            now = self._clock.monotonic()
-            renew = now >= self._next_renewal
-            if renew:
-                self._next_renewal = now + self.renew_interval
-            try:
-                self.run_once(renew=renew)
-            except Exception:  # never let the keeper die: leases would silently expire
-                log.exception("lease keeper pass failed; retrying on the next tick")
-        try:
-            self.run_once(renew=False)
-        except Exception:
-            log.exception("final progress flush failed")
+    def _pass(self) -> float:
+        now = self._clock.monotonic()
+        renew = now >= self._next_renewal
+        if renew:
+            self._next_renewal = now + self.renew_interval
+        self.run_once(renew=renew)
+        return self.tick
+
+    def _pass_failed(self, exc: Exception, failures: int) -> float:
+        """Never let the keeper die: leases would silently expire."""
+        log.error("lease keeper pass failed; retrying on the next tick", exc_info=exc)
+        return self.tick
+
+    def _last_flush(self) -> None:
+        self.run_once(renew=False)

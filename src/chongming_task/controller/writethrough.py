@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from chongming_task._service import FINISHED, BackgroundService, StepResult
 from chongming_task.controller.late_results import record_late_result
 from chongming_task.core.clock import Clock
 from chongming_task.errors import ConcurrencyConflict, ConfigurationError, DuplicateTaskId
@@ -137,9 +138,9 @@ class WriteThrough:
         # than a lock per task: a busy controller holds 100,000 queued tasks.
         self._stripes = tuple(threading.Lock() for _ in range(_STRIPES))
         self._backlog: dict[str, _TaskState] = {}  # pending writes, oldest failure first
-        self._wake = threading.Event()
-        self._stopped = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._retrier = BackgroundService(
+            f"chongming-writes[{owner}]", self._retry_pass, clock=clock, on_error=_pass_failed
+        )
         # Tasks whose non-terminal write was given up while their run goes on here.
         self._given_up: set[str] = set()
 
@@ -373,12 +374,7 @@ class WriteThrough:
         )
         with self._lock:
             self._backlog.setdefault(snapshot.task_id, state)
-            if self._thread is None and not self._stopped.is_set():
-                self._thread = threading.Thread(
-                    target=self._loop, name=f"chongming-writes[{self.owner}]", daemon=True
-                )
-                self._thread.start()
-        self._wake.set()
+        self._retrier.ensure_started()  # after the backlog has it: see _retry_pass
 
     def _give_up(
         self, state: _TaskState, snapshot: TaskSnapshot, operation: str, exc: BaseException
@@ -474,34 +470,19 @@ class WriteThrough:
             remaining = deadline - self.clock.monotonic()
             if remaining <= 0:
                 break
-            self.clock.wait(self._stopped, min(delay, remaining))
+            self.clock.wait(self._retrier.stop_event, min(delay, remaining))
             delay = self.retry()
         return self.pending()
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop the retry thread (pending writes stay listed in :meth:`pending`)."""
-        with self._lock:
-            self._stopped.set()
-            thread = self._thread
-        self._wake.set()
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout)
+        self._retrier.stop(timeout)
 
-    def _loop(self) -> None:
-        while not self._stopped.is_set():
-            self._wake.clear()
-            try:
-                delay = self.retry()
-            except Exception:  # never let the retrier die: the writes would be stuck
-                log.exception("write retry pass failed; retrying")
-                delay = RETRY_MAX
-            with self._lock:
-                if delay is None and not self._wake.is_set():
-                    self._thread = None
-                    return
-            self.clock.wait(self._wake, delay)
-        with self._lock:
-            self._thread = None
+    def _retry_pass(self) -> StepResult:
+        """Retry what is due; wait for the next due one, or end while nothing is pending
+        (a write failing later starts the thread again, :meth:`_failed`)."""
+        delay = self.retry()
+        return FINISHED if delay is None else delay
 
     def is_current(self, task_id: str, version: int) -> bool:
         """Whether the store holds ``version`` of ``task_id`` as far as this writer knows."""
@@ -519,3 +500,9 @@ class WriteThrough:
                 state.forget = True
                 return
             del self._states[task_id]
+
+
+def _pass_failed(exc: Exception, failures: int) -> float:
+    """Never let the retrier die: the writes would be stuck."""
+    log.error("write retry pass failed; retrying", exc_info=exc)
+    return RETRY_MAX

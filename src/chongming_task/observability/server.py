@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 from collections.abc import Callable, Iterable, Mapping
 from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
+from chongming_task._service import FINISHED, BackgroundService, StepResult
 from chongming_task._validation import check_int
+from chongming_task.core.clock import SystemClock
 from chongming_task.errors import ConfigurationError
 from chongming_task.observability.collectors import require_prometheus
 
@@ -84,12 +85,20 @@ class _QuietHandler(WSGIRequestHandler):
 class MetricsServer:
     """A running ``/metrics`` endpoint; ``port`` is the bound one (useful with port 0)."""
 
-    def __init__(self, server: WSGIServer, thread: threading.Thread) -> None:
+    def __init__(self, server: WSGIServer) -> None:
         self._server = server
-        self._thread = thread
         self._closed = False
         self.host: str = str(server.server_address[0])
         self.port: int = int(server.server_address[1])
+        # The clock only paces a retry after serve_forever() failed: real seconds.
+        self._service = BackgroundService(
+            f"chongming-metrics[{self.port}]", self._serve, clock=SystemClock()
+        )
+        self._service.start()
+
+    def _serve(self) -> StepResult:
+        self._server.serve_forever(poll_interval=0.2)
+        return FINISHED  # shut down by close()
 
     @property
     def url(self) -> str:
@@ -109,9 +118,10 @@ class MetricsServer:
         if self._closed:
             return
         self._closed = True
+        self._service.request_stop()
         self._server.shutdown()
         self._server.server_close()
-        self._thread.join(timeout)
+        self._service.join(timeout)
 
     def __enter__(self) -> MetricsServer:
         return self
@@ -153,11 +163,4 @@ def serve_metrics(
             f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}; "
             "choose another --metrics-port (0 picks a free one) or host"
         ) from exc
-    thread = threading.Thread(
-        target=server.serve_forever,
-        kwargs={"poll_interval": 0.2},
-        name=f"chongming-metrics[{port}]",
-        daemon=True,
-    )
-    thread.start()
-    return MetricsServer(server, thread)
+    return MetricsServer(server)

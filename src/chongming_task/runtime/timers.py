@@ -22,6 +22,7 @@ import weakref
 from collections.abc import Callable
 from typing import ClassVar, Final
 
+from chongming_task._service import FINISHED, BackgroundService, StepResult
 from chongming_task.core.clock import Clock
 
 __all__ = ["EPSILON", "TimerEntry", "TimerService"]
@@ -69,8 +70,9 @@ class TimerService:
         self._lock = threading.Lock()
         self._heap: list[TimerEntry] = []
         self._cancelled = 0
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._service = BackgroundService(
+            "chongming-task-timers", self._pass, clock=clock, linger=LINGER
+        )
         self._seq = itertools.count()
 
     @classmethod
@@ -92,13 +94,11 @@ class TimerService:
         entry = TimerEntry(deadline, next(self._seq), callback)
         with self._lock:
             heapq.heappush(self._heap, entry)
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._loop, name="chongming-task-timers", daemon=True
-                )
-                self._thread.start()
-            elif self._heap[0] is entry:
-                self._wake.set()
+            earliest = self._heap[0] is entry
+        if earliest:
+            # Wakes the thread to wait for this one instead, or starts it: it ends only
+            # with an empty heap, so a later deadline always finds it running.
+            self._service.ensure_started()
         return entry
 
     def cancel(self, entry: TimerEntry) -> None:
@@ -110,7 +110,7 @@ class TimerService:
                 return
             self._cancelled += 1
             if self._heap and self._heap[0] is entry:
-                self._wake.set()  # let the thread drop it (and exit if nothing is left)
+                self._service.wake()  # let the thread drop it (and end if nothing is left)
             if self._cancelled > len(self._heap) - self._cancelled + _COMPACT_SLACK:
                 self._heap = [item for item in self._heap if not item.cancelled]
                 heapq.heapify(self._heap)
@@ -122,39 +122,22 @@ class TimerService:
         with self._lock:
             return len(self._heap) - self._cancelled
 
-    def _loop(self) -> None:
-        expired = False  # the last idle wait ran out without a new deadline
-        while True:
-            due: TimerEntry | None = None
-            remaining: float | None = None
-            with self._lock:
-                while self._heap and self._heap[0].cancelled:
-                    heapq.heappop(self._heap).popped = True
-                    self._cancelled -= 1
-                if not self._heap:
-                    if expired:
-                        self._thread = None
-                        return
-                    self._wake.clear()
-                else:
-                    top = self._heap[0]
-                    now = self._clock.monotonic()
-                    if now >= top.deadline - EPSILON:
-                        due = heapq.heappop(self._heap)
-                        due.popped = True
-                    else:
-                        remaining = top.deadline - now
-                        self._wake.clear()
-            expired = False
-            if due is not None:
-                try:
-                    due.callback()
-                except Exception:
-                    log.exception("a supervision callback failed")
-                continue
-            if remaining is None:
-                # Idle: stay a moment before exiting, so runs with a deadline coming one
-                # after another (a schedule firing every second) do not start a thread each.
-                expired = not self._wake.wait(LINGER)
-                continue
-            self._clock.wait(self._wake, max(0.0, remaining - EPSILON))
+    def _pass(self) -> StepResult:
+        """Call the earliest due callback, or say how long until it is due."""
+        with self._lock:
+            while self._heap and self._heap[0].cancelled:
+                heapq.heappop(self._heap).popped = True
+                self._cancelled -= 1
+            if not self._heap:
+                return FINISHED  # after LINGER, unless a deadline comes meanwhile
+            top = self._heap[0]
+            now = self._clock.monotonic()
+            if now < top.deadline - EPSILON:
+                return max(0.0, top.deadline - now - EPSILON)
+            due = heapq.heappop(self._heap)
+            due.popped = True
+        try:
+            due.callback()
+        except Exception:
+            log.exception("a supervision callback failed")
+        return 0.0

@@ -20,12 +20,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from chongming_task.errors import ConfigurationError
+from chongming_task._consumer import KEEP, RELEASE, CommandConsumer, Complete, Outcome
+from chongming_task.errors import ClaimLost, ConfigurationError
 from chongming_task.model import JSONValue, TaskSnapshot
 from chongming_task.schedule.admin import ScheduleAdmin, manual_runs_disabled
 from chongming_task.schedule.control import ScheduleControl
 from chongming_task.states import TaskStatus
-from chongming_task.stores.base import ClaimLost, Command, TaskStore
+from chongming_task.stores.base import Command, TaskStore
 
 __all__ = ["ACTIONS", "ScheduleCommands", "run_result"]
 
@@ -73,14 +74,31 @@ class ScheduleCommands:
         start_run: Callable[[ScheduleControl, Command], str],
     ) -> None:
         self._store = store
-        self._owner = owner
-        self._lease = lease
+        # Every action, on purpose (``actions=None``): only schedulers consume schedule
+        # commands, so no other consumer waits behind one held here, and an unknown
+        # action gets an error result (see ``_apply``) instead of waiting forever
+        # unclaimed. What a scheduler does hand back is by schedule (ones it lacks),
+        # which an action filter could not tell apart.
+        self._consumer = CommandConsumer(
+            store,
+            owner,
+            kinds=("schedule",),
+            actions=None,
+            lease=lease,
+            batch=_BATCH,
+            logger=log,
+        )
         self._admin = admin
         self._accepts = accepts
         self._start_run = start_run
         self._inflight: dict[str, _Inflight] = {}
-        self.applied = 0
         self.released = 0
+        """Commands handed back for a schedule this scheduler does not have."""
+
+    @property
+    def applied(self) -> int:
+        """Commands completed (whatever their result) while their claim was ours."""
+        return self._consumer.completed
 
     @property
     def inflight(self) -> dict[str, str]:
@@ -96,51 +114,29 @@ class ScheduleCommands:
         released = 0
         for command_id, item in list(self._inflight.items()):
             try:
-                self._store.release_command(command_id, _token(item.command))
-                released += 1
+                released += self._consumer.release(item.command)
             except Exception as exc:  # the lease will run out instead
                 log.warning("manual run %s: not handed back on close: %s", command_id, exc)
             del self._inflight[command_id]
         return released
 
     def poll(self) -> int:
-        """Keep claimed runs alive, complete finished ones, claim and apply new commands."""
+        """Keep claimed runs alive, complete finished ones, claim and apply new commands.
+
+        Raises:
+            Exception: The first failure of a command (it was handed back; the rest of
+                the batch was still applied), counted by the tick.
+        """
         self._keep_alive()
         self._complete_finished()
-        # Every action, on purpose: only schedulers consume schedule commands, so no
-        # other consumer waits behind one held here, and an unknown action gets an
-        # error result (see ``_apply``) instead of waiting forever unclaimed. What a
-        # scheduler does hand back is by schedule (ones it lacks), which an action
-        # filter could not tell apart.
-        claimed = self._store.claim_commands(
-            self._owner, lease=self._lease, limit=_BATCH, kinds=("schedule",)
-        )
-        failure: Exception | None = None
-        for command in claimed:
-            try:
-                self._handle(command)
-            except Exception as exc:  # one bad command must not strand the rest
-                failure = failure or exc
-                self._give_back(command, exc)
-        if failure is not None:
-            raise failure  # counted by the tick
-        return len(claimed)
-
-    def _give_back(self, command: Command, exc: Exception) -> None:
-        """Forget a command whose handling failed and release it for a later attempt."""
-        self._inflight.pop(command.command_id, None)
-        log.warning("schedule command %s (%s): %s", command.command_id, command.action, exc)
-        try:
-            self._store.release_command(command.command_id, _token(command))
-        except Exception as release_exc:  # its lease will run out instead
-            log.warning("schedule command %s: not released: %s", command.command_id, release_exc)
+        return self._consumer.poll(self._handle).claimed
 
     # -- internals ----------------------------------------------------------------
 
     def _keep_alive(self) -> None:
         for command_id, item in list(self._inflight.items()):
             try:
-                self._store.extend_command(command_id, _token(item.command), self._lease)
+                self._consumer.extend(item.command)
             except ClaimLost as exc:
                 log.warning(
                     "manual run %s: claim lost, another scheduler took it: %s", command_id, exc
@@ -152,37 +148,32 @@ class ScheduleCommands:
             snapshot = self._store.get(item.task_id)
             if snapshot is None or not snapshot.is_terminal:
                 continue
-            self._finish(item.command, run_result(snapshot))
+            self._consumer.complete(item.command, run_result(snapshot))
             del self._inflight[command_id]
 
-    def _finish(self, command: Command, result: dict[str, JSONValue]) -> None:
+    def _handle(self, command: Command) -> Outcome:
         try:
-            self._store.complete_command(command.command_id, _token(command), result)
-            self.applied += 1
-        except ClaimLost as exc:
-            log.warning(
-                "schedule command %s: claim lost before completion: %s", command.command_id, exc
-            )
+            return self._decide(command)
+        except Exception:
+            self._inflight.pop(command.command_id, None)  # handed back: not ours any more
+            raise
 
-    def _handle(self, command: Command) -> None:
+    def _decide(self, command: Command) -> Outcome:
         if not self._accepts(command.target):
-            self._store.release_command(command.command_id, _token(command))
             self.released += 1
-            return
+            return RELEASE
         payload: dict[str, Any] = dict(command.payload)
         operator = payload.get("operator") or command.issued_by
         name = command.target
         try:
             if command.action == "run":
                 self._run(command)
-                return
+                return KEEP
             control = self._apply(command.action, name, payload, operator)
         except ConfigurationError as exc:
             self._inflight.pop(command.command_id, None)
-            self._finish(command, {"applied": False, "error": str(exc)})
-            return
-        self._finish(
-            command,
+            return Complete({"applied": False, "error": str(exc)})
+        return Complete(
             {
                 "applied": True,
                 "status": control.status,
@@ -221,7 +212,3 @@ class ScheduleCommands:
         self._inflight[command.command_id] = _Inflight(command, "")
         task_id = self._start_run(control, command)
         self._inflight[command.command_id] = _Inflight(command, task_id)
-
-
-def _token(command: Command) -> str:
-    return command.claim_token or ""

@@ -32,6 +32,7 @@ from datetime import datetime
 from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any, Final
 
+from chongming_task._service import BackgroundService
 from chongming_task._validation import check_seconds
 from chongming_task.core.clock import Clock
 from chongming_task.errors import ConfigurationError, ControllerClosed
@@ -125,9 +126,10 @@ class Scheduler:
             command_lease=float(command_lease),
         )
         self._lock = threading.Lock()
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._closed = False
+        self._service = BackgroundService(
+            f"chongming-scheduler[{self.owner}]", self._pass, clock=self.clock
+        )
         self._unsubscribe = controller.subscribe(self._on_transition)
         self._firing.on_lost = self._on_transition
 
@@ -143,7 +145,7 @@ class Scheduler:
         entry = check_schedule(self.controller, schedule)
         control = self.admin.register(schedule, actor=actor)
         self._firing.register(entry)
-        self._wake.set()
+        self._service.wake()
         return control
 
     def cron(
@@ -265,7 +267,7 @@ class Scheduler:
         return self.admin.cancel_run(command_id, operator=operator, reason=reason)
 
     def _woken(self, control: ScheduleControl) -> ScheduleControl:
-        self._wake.set()
+        self._service.wake()
         return control
 
     # -- views --------------------------------------------------------------------------
@@ -294,13 +296,9 @@ class Scheduler:
     def start(self) -> Scheduler:
         """Tick in a background thread until :meth:`close` (idempotent)."""
         with self._lock:
-            if self._stop.is_set():
+            if self._closed:
                 raise ControllerClosed("this scheduler is closed; create a new Scheduler")
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._loop, name=f"chongming-scheduler[{self.owner}]", daemon=True
-                )
-                self._thread.start()
+            self._service.ensure_started()
         return self
 
     def close(self, timeout: float | None = 10.0) -> None:
@@ -308,11 +306,9 @@ class Scheduler:
 
         Runs already submitted keep going: they belong to the controller.
         """
-        self._stop.set()
-        self._wake.set()
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout)
+        with self._lock:
+            self._closed = True
+        self._service.stop(timeout)
         try:
             self._firing.close()
         except Exception as exc:  # a closed store: the leases run out instead
@@ -330,18 +326,14 @@ class Scheduler:
     ) -> None:
         self.close()
 
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            self._wake.clear()
-            soonest = self._firing.next_due()
-            if soonest is not None and self._seconds_to(soonest) <= self._lead():
-                # Arm ahead: claim and create now, start at the instant (loop.py).
-                self._firing.tick(ahead=soonest, stop=self._stop)
-            else:
-                self.tick()
-            if self._stop.is_set():
-                return
-            self.clock.wait(self._wake, self._next_wait())
+    def _pass(self) -> float:
+        soonest = self._firing.next_due()
+        if soonest is not None and self._seconds_to(soonest) <= self._lead():
+            # Arm ahead: claim and create now, start at the instant (loop.py).
+            self._firing.tick(ahead=soonest, stop=self._service.stop_event)
+        else:
+            self.tick()
+        return self._next_wait()
 
     def _lead(self) -> float:
         return min(MAX_LEAD, max(self.lead, 2 * self._firing.arming_seconds))
@@ -413,4 +405,4 @@ class Scheduler:
             ),
         )
         if snapshot.metadata.get("trigger_type") == "manual":
-            self._wake.set()  # a manual-run command may be waiting for this run
+            self._service.wake()  # a manual-run command may be waiting for this run

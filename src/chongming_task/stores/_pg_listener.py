@@ -16,6 +16,8 @@ import logging
 import threading
 from typing import TYPE_CHECKING, Any, Final
 
+from chongming_task._service import BackgroundService
+from chongming_task.core.clock import SystemClock
 from chongming_task.redact import scrub_dsn
 from chongming_task.stores.signal import CommandSignal
 
@@ -43,13 +45,16 @@ class CommandListener:
         self._channel = channel
         self._signal = signal
         self._kwargs = connect_kwargs
-        self._stop = threading.Event()
         self._ready = threading.Event()
-        self._thread = threading.Thread(
-            target=self._loop, name=f"chongming-task-listen-{channel}", daemon=True
-        )
         self._conn: psycopg.Connection[Any] | None = None
-        self._thread.start()
+        # Real seconds: re-connecting is paced for a database, not by the store's clock.
+        self._service = BackgroundService(
+            f"chongming-task-listen-{channel}",
+            self._relay,
+            clock=SystemClock(),
+            on_error=self._failed,
+        )
+        self._service.start()
 
     def _listen(self) -> psycopg.Connection[Any]:
         import psycopg
@@ -59,31 +64,34 @@ class CommandListener:
         conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._channel)))
         return conn
 
-    def _loop(self) -> None:
+    def _relay(self) -> float:
+        """One connection's life: LISTEN, then relay until stopped (or it fails)."""
+        try:
+            self._conn = self._listen()
+            if self._ready.is_set():
+                self._signal.notify()  # re-connected: something may have been missed
+            self._ready.set()
+            while not self._service.stopping:
+                for _ in self._conn.notifies(timeout=_POLL_SECONDS, stop_after=1):
+                    self._signal.notify()
+        finally:
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                conn.close()
+        return 0.0
+
+    def _failed(self, exc: Exception, failures: int) -> float:
         import psycopg
 
-        while not self._stop.is_set():
-            try:
-                self._conn = self._listen()
-                if self._ready.is_set():
-                    self._signal.notify()  # re-connected: something may have been missed
-                self._ready.set()
-                while not self._stop.is_set():
-                    for _ in self._conn.notifies(timeout=_POLL_SECONDS, stop_after=1):
-                        self._signal.notify()
-            except psycopg.Error as exc:
-                if self._stop.is_set():
-                    break
-                _log.warning(
-                    "command listener on %r failed, reconnecting: %s",
-                    self._channel,
-                    scrub_dsn(str(exc), self._conninfo),
-                )
-                self._stop.wait(_RECONNECT_SECONDS)
-            finally:
-                conn, self._conn = self._conn, None
-                if conn is not None:
-                    conn.close()
+        if not isinstance(exc, psycopg.Error):  # a bug, not the database: say so loudly
+            _log.error("command listener on %r failed", self._channel, exc_info=exc)
+            return _RECONNECT_SECONDS
+        _log.warning(
+            "command listener on %r failed, reconnecting: %s",
+            self._channel,
+            scrub_dsn(str(exc), self._conninfo),
+        )
+        return _RECONNECT_SECONDS
 
     def wait_ready(self, timeout: float) -> bool:
         """Block until LISTEN is in place (or ``timeout``); False if it is not (yet)."""
@@ -96,5 +104,4 @@ class CommandListener:
 
     def close(self) -> None:
         """Stop the thread and close its connection (waits at most a poll period)."""
-        self._stop.set()
-        self._thread.join()
+        self._service.stop(None)

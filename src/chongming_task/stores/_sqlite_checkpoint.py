@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-import threading
 from collections.abc import Callable
+
+from chongming_task._service import FINISHED, BackgroundService, StepResult
+from chongming_task.core.clock import SystemClock
 
 __all__ = ["EVERY", "VALVE", "Checkpointer"]
 
@@ -40,8 +42,8 @@ class Checkpointer:
     """Runs ``PASSIVE`` checkpoints on its own connection, woken by the writer's commits.
 
     Args:
-        connect: opens the connection the checkpoints run on (called once, on the
-            thread's first wake-up).
+        connect: opens the connection the checkpoints run on (on the thread's first
+            pass).
         release: closes that connection when the checkpointer stops.
     """
 
@@ -52,63 +54,48 @@ class Checkpointer:
     ) -> None:
         self._connect = connect
         self._release = release
+        self._conn: sqlite3.Connection | None = None
         self._commits = 0
-        self._wake = threading.Event()
-        self._lock = threading.Lock()
-        self._stopped = False
-        self._thread: threading.Thread | None = None
+        # It only ever waits to be woken: no clock times anything here.
+        self._service = BackgroundService(
+            "chongming-sqlite-checkpoint", self._step, clock=SystemClock(), final=self._close
+        )
         self.done = 0
         """Checkpoints run so far."""
         self.copied = 0
         """WAL frames they copied back into the database file."""
 
     def committed(self) -> None:
-        """Count one commit; every ``EVERY``-th wakes the checkpoint thread.
+        """Count one commit; every ``EVERY``-th starts or wakes the checkpoint thread.
 
         Called by the writer after its COMMIT, under the store's write lock.
         """
         self._commits += 1
-        if self._commits < EVERY:
-            return
-        self._commits = 0
-        with self._lock:
-            if self._stopped:
-                return
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._loop, name="chongming-sqlite-checkpoint", daemon=True
-                )
-                self._thread.start()
-        self._wake.set()
+        if self._commits >= EVERY:
+            self._commits = 0
+            self._service.ensure_started()
 
-    def _loop(self) -> None:
+    def _step(self) -> StepResult:
+        if self._conn is None:
+            try:
+                self._conn = self._connect()
+            except Exception as exc:  # the safety valve keeps the WAL bounded meanwhile
+                log.warning("SQLite checkpoints fall back to SQLite's own for now: %s", exc)
+                return FINISHED
         try:
-            conn = self._connect()
-        except Exception as exc:  # the safety valve keeps the WAL bounded meanwhile
-            log.warning("SQLite checkpoints fall back to SQLite's own: %s", exc)
-            return
-        try:
-            while True:
-                self._wake.wait()
-                with self._lock:
-                    if self._stopped:
-                        return
-                    self._wake.clear()
-                try:
-                    busy, _, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-                except sqlite3.Error as exc:  # busy or closed: the next wake-up retries
-                    log.debug("SQLite checkpoint skipped: %s", exc)
-                else:
-                    self.done += 1
-                    self.copied += max(0, int(copied)) if not busy else 0
-        finally:
+            busy, _, copied = self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        except sqlite3.Error as exc:  # busy or closed: the next wake-up retries
+            log.debug("SQLite checkpoint skipped: %s", exc)
+        else:
+            self.done += 1
+            self.copied += 0 if busy else max(0, int(copied))
+        return None  # until the writer wakes it again
+
+    def _close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
             self._release(conn)
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop the thread (idempotent) and wait up to ``timeout`` for it to end."""
-        with self._lock:
-            self._stopped = True
-            thread = self._thread
-        self._wake.set()
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout)
+        self._service.stop(timeout)

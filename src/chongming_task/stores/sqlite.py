@@ -444,8 +444,8 @@ def _close_all(
     checkpointer: Checkpointer | None,
 ) -> None:
     """Close every connection of a store that was collected without ``close()``."""
-    if checkpointer is not None:
-        checkpointer.stop(timeout=0)
+    if checkpointer is not None:  # it closes its own connection, not under its feet
+        checkpointer.stop(timeout=1.0)
     with lock:
         doomed = list(connections)
         connections.clear()

@@ -23,16 +23,18 @@ and would have to stop them all on shutdown.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
+from chongming_task._consumer import RELEASE, CommandConsumer, Complete, Outcome
+from chongming_task._service import BackgroundService
 from chongming_task._validation import check_global_limits
-from chongming_task.errors import ConfigurationError, TaskError
+from chongming_task.core.clock import SystemClock
+from chongming_task.errors import ConfigurationError, InvalidState, TaskError
 from chongming_task.model import Failure, FailureKind
 from chongming_task.states import OCCUPYING, TERMINAL, TaskStatus
-from chongming_task.stores.base import ClaimLost, Command, QueueStore, TaskQuery
+from chongming_task.stores.base import Command, QueueStore, TaskQuery
 from chongming_task.stores.capabilities import require_commands
 from chongming_task.worker.logtail import LogTail
 from chongming_task.worker.queue import WorkQueueDuty
@@ -128,9 +130,23 @@ class Worker:
         """Submissions this worker turned into tasks."""
         self.refused = 0
         """Submissions it completed with an error (unknown task, bad arguments...)."""
-        self._stop = threading.Event()
-        self._slot_freed = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._consumer = CommandConsumer(
+            self.store,
+            self.owner,
+            kinds=("task",),
+            actions=(SUBMIT_ACTION,),
+            lease=CLAIM_LEASE,
+            batch=1,
+            logger=log,
+        )
+        # Real seconds, whatever the controller's clock: the intake waits for other
+        # processes' writes and for its own tasks, not for task time.
+        self._intake = BackgroundService(
+            f"chongming-worker[{self.owner}]",
+            self._intake_pass,
+            clock=SystemClock(),
+            on_error=self._intake_failed,
+        )
         self._want_log_tail = log_tail
         self._log_tail: LogTail | None = None
         self._foreign_ahead = 0  # other nodes' submissions the last poll handed back
@@ -149,22 +165,28 @@ class Worker:
     # ------------------------------------------------------------ lifecycle
 
     def start(self) -> ReconcileReport:
-        """Reconcile, then start the scheduler and the intake; returns the reconcile report."""
+        """Reconcile, then start the scheduler and the intake; returns the reconcile report.
+
+        A shutdown requested meanwhile (a signal during reconcile) leaves the intake
+        unstarted: :meth:`wait` returns at once and :meth:`shutdown` reports as usual.
+
+        Raises:
+            InvalidState: The worker was started already (one intake per worker).
+        """
+        if self._intake.started:
+            raise InvalidState(f"worker {self.owner} is already started")
         report = self.controller.reconcile()
         self._queue.heartbeat()
         if self._want_log_tail and self._log_tail is None:
             self._log_tail = LogTail(self.controller)
         if self.scheduler is not None:
             self.scheduler.start()
-        self._thread = threading.Thread(
-            target=self._intake_loop, name=f"chongming-worker[{self.owner}]", daemon=True
-        )
-        self._thread.start()
+        self._intake.ensure_started()
         return report
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until :meth:`request_shutdown`; True when it was requested."""
-        return self._stop.wait(timeout)
+        return self._intake.stop_event.wait(timeout)
 
     def health(self) -> tuple[bool, dict[str, Any]]:
         """``(healthy, details)`` for a liveness/readiness probe (``/healthz``).
@@ -173,9 +195,9 @@ class Worker:
         alive and its last look at the store succeeded. ``details`` says which of
         these failed, plus the tasks held (a JSON-ready mapping).
         """
-        started = self._thread is not None
-        alive = self._thread is not None and self._thread.is_alive()
-        stopping = self._stop.is_set()
+        started = self._intake.started
+        alive = self._intake.alive
+        stopping = self._intake.stopping
         details: dict[str, Any] = {
             "owner": self.owner,
             "started": started,
@@ -192,8 +214,7 @@ class Worker:
 
     def request_shutdown(self) -> None:
         """Ask the worker to stop taking work (safe from a signal handler)."""
-        self._stop.set()
-        self._slot_freed.set()
+        self._intake.request_stop()
 
     def shutdown(self, *, reason: str = "worker shutdown", timeout: float = 30.0) -> ShutdownReport:
         """Stop intake and scheduler, stop every held task within ``timeout``, report.
@@ -204,12 +225,10 @@ class Worker:
         Its body may have been cut off mid-way, which is what ``lost`` says. A task that
         changed under the write (it finished at the last moment) keeps its own ending.
         """
-        self._stop.set()
-        self._slot_freed.set()
+        self._intake.request_stop()
         if self.scheduler is not None:
             self.scheduler.close()  # first: no firing may start while we stop tasks
-        if self._thread is not None:
-            self._thread.join(timeout)
+        self._intake.join(timeout)
         held = [run for run in self.controller.runs() if not run.done]
         before = {run.task_id: run.status.value for run in held}
         self.controller.close(reason=reason, timeout=timeout, close_store=False)
@@ -287,67 +306,58 @@ class Worker:
         free -= queued
         if free == 0:
             return queued, 0
-        commands = self.store.claim_commands(
-            self.owner,
-            lease=CLAIM_LEASE,
-            limit=free + min(self._foreign_ahead, LOOK_PAST),
-            kinds=("task",),
-            actions=(SUBMIT_ACTION,),
-        )
         taken = handed_back = foreign = 0
-        for command in commands:
+
+        def handle(command: Command) -> Outcome:
+            nonlocal taken, handed_back, foreign
             if taken >= free:  # claimed to look past others' submissions: no slot left
                 foreign += self._not_ours(command)
-                self._settle(command, command.claim_token or "", release=True)
                 handed_back += 1
-                continue
-            outcome = self._handle(command)
-            taken += outcome == _TAKEN
-            handed_back += outcome == _HANDED_BACK
-            foreign += outcome == _HANDED_BACK
+                return RELEASE
+            verdict, outcome = self._handle(command)
+            taken += verdict == _TAKEN
+            handed_back += verdict == _HANDED_BACK
+            foreign += verdict == _HANDED_BACK
+            return outcome
+
+        self._consumer.poll(handle, limit=free + min(self._foreign_ahead, LOOK_PAST))
         self._foreign_ahead = foreign  # still ahead of anything this poll left pending
         return taken + queued, handed_back
 
-    def _intake_loop(self) -> None:
-        while not self._stop.is_set():
-            tail = self._log_tail
-            if tail is not None:
-                tail.flush()
-            self._queue.periodic()
-            if not self.free_slots():
-                # Full: wait for a task to end (or for shutdown), not for commands.
-                self._slot_freed.wait(self.poll_interval)
-                self._slot_freed.clear()
-                continue
-            handed_back = 0
-            try:
-                taken, handed_back = self.poll_once()
-                self._store_error = None
-                if taken:
-                    continue  # there may be more
-            except Exception as exc:
-                # Logged, not raised: a store hiccup must not end a long-lived worker.
-                self._store_error = f"{type(exc).__name__}: {exc}"
-                log.warning("claiming submissions failed: %s: %s", type(exc).__name__, exc)
-                self._stop.wait(self.poll_interval)
-            if self._stop.is_set():
-                return
-            if handed_back:
-                # Our own release wakes every waiter, us included: a plain wait keeps us
-                # from claiming the same foreign command again at once.
-                self._stop.wait(self.poll_interval)
-                continue
-            try:
-                self.store.wait_for_commands(self.poll_interval)
-            except Exception as exc:
-                log.warning("waiting for commands failed: %s: %s", type(exc).__name__, exc)
-                self._stop.wait(self.poll_interval)
+    def _intake_pass(self) -> float:
+        tail = self._log_tail
+        if tail is not None:
+            tail.flush()
+        self._queue.periodic()
+        if not self.free_slots():
+            # Full: wait for a task to end (it wakes us) or for shutdown, not for commands.
+            return self.poll_interval
+        taken, handed_back = self.poll_once()
+        self._store_error = None
+        if taken:
+            return 0.0  # there may be more
+        if handed_back:
+            # Our own release wakes every waiter, us included: a plain wait keeps us
+            # from claiming the same foreign command again at once.
+            return self.poll_interval
+        try:
+            self.store.wait_for_commands(self.poll_interval)
+        except Exception as exc:
+            log.warning("waiting for commands failed: %s: %s", type(exc).__name__, exc)
+            return self.poll_interval
+        return 0.0
+
+    def _intake_failed(self, exc: Exception, failures: int) -> float:
+        """Logged, not raised: a store hiccup must not end a long-lived worker."""
+        self._store_error = f"{type(exc).__name__}: {exc}"
+        log.warning("claiming submissions failed: %s: %s", type(exc).__name__, exc)
+        return self.poll_interval
 
     def _on_transition(self, transition: Transition, snapshot: TaskSnapshot) -> None:
         status = transition.to_status
         if status.is_terminal:
             self._queue.release_slots(transition.task_id)
-            self._slot_freed.set()
+            self._intake.wake()
         level = logging.INFO if status in _LOGGED or status.is_terminal else logging.DEBUG
         if log.isEnabledFor(level):
             source = transition.from_status.value if transition.from_status else "-"
@@ -365,35 +375,28 @@ class Worker:
                 extra={"task_id": transition.task_id, "task_name": snapshot.name},
             )
 
-    def _handle(self, command: Command) -> str:
-        token = command.claim_token or ""
+    def _handle(self, command: Command) -> tuple[str, Outcome]:
+        """What became of one claimed command, and what the consumer does with it."""
         if command.action != SUBMIT_ACTION:
-            # Not ours (a store that ignored the ``actions`` filter): the controller's
-            # own poller applies stop/pause/resume.
-            self._settle(command, token, release=True)
-            return _HANDED_BACK
+            # A stop/pause/resume, claimed only from a store without the ``actions``
+            # filter: the controller's own poller applies those.
+            return _HANDED_BACK, RELEASE
         try:
             submission = Submission.from_payload(command.payload)
         except ConfigurationError as exc:
-            self._refuse(command, token, str(exc))
-            return _REFUSED
+            return _REFUSED, self._refuse(command, str(exc))
         if not self._owns(submission):
-            self._settle(command, token, release=True)
-            return _HANDED_BACK
+            return _HANDED_BACK, RELEASE
         options = submission.options()
         try:
             run = self.controller.submit(
                 submission.name, *submission.args, **options, **dict(submission.kwargs)
             )
         except (TaskError, TypeError, ValueError) as exc:
-            self._refuse(command, token, f"{type(exc).__name__}: {exc}")
-            return _REFUSED
+            return _REFUSED, self._refuse(command, f"{type(exc).__name__}: {exc}")
         self.accepted += 1
         log.info("took %s (%s) from %s", run.task_id, submission.name, command.issued_by)
-        self._settle(
-            command, token, {"accepted": True, "task_id": run.task_id, "worker": self.owner}
-        )
-        return _TAKEN
+        return _TAKEN, Complete({"accepted": True, "task_id": run.task_id, "worker": self.owner})
 
     def _not_ours(self, command: Command) -> bool:
         """Whether ``_handle`` would hand ``command`` back (it stays ahead of ours).
@@ -417,23 +420,7 @@ class Worker:
             self.controller.bucket_policy.bucket_for(submission.bucket_key)
         )
 
-    def _refuse(self, command: Command, token: str, error: str) -> None:
+    def _refuse(self, command: Command, error: str) -> Complete:
         self.refused += 1
         log.warning("worker %s: refused submission of %s: %s", self.owner, command.target, error)
-        self._settle(command, token, {"accepted": False, "error": error, "worker": self.owner})
-
-    def _settle(
-        self,
-        command: Command,
-        token: str,
-        result: Mapping[str, Any] | None = None,
-        *,
-        release: bool = False,
-    ) -> None:
-        try:
-            if release:
-                self.store.release_command(command.command_id, token)
-            else:
-                self.store.complete_command(command.command_id, token, dict(result or {}))
-        except ClaimLost as exc:
-            log.warning("worker %s: %s", self.owner, exc)
+        return Complete({"accepted": False, "error": error, "worker": self.owner})
