@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from chongming_task._validation import check_seconds
 from chongming_task.controller import buckets as bucket_rules
+from chongming_task.controller._internal import ControllerInternals
 from chongming_task.controller.commands import CommandListener, CommandPoller
 from chongming_task.controller.dispatch import Dispatcher
 from chongming_task.controller.events import EventBus, Subscriber
@@ -702,9 +703,10 @@ class Controller:
             on_lost=self._events.publish if self._events.has_subscribers else None,
         )
 
-    def run_claimed(self, stored: TaskSnapshot) -> TaskRun:
-        """Run a task this controller claimed from the work queue (see ``Submission``)."""
-        return self._submission.run_claimed(stored)
+    @property
+    def _internal(self) -> ControllerInternals:
+        """The plumbing the library's own layers use (``controller/_internal.py``)."""
+        return self._submission
 
     # ------------------------------------------------------------ internals
 

@@ -416,7 +416,7 @@ class Submission:
         could not start (a stop raced the submission): it takes the ordinary path.
         """
         try:
-            launch = run.prepare_start()
+            launch = run._prepare_start()
         except ConfigurationError:
             self._dispatch.unreserve(run.task_id)
             return None
