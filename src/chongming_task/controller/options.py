@@ -84,26 +84,27 @@ class ControllerOptions:
     def check(
         cls,
         *,
-        max_parallel: int | None = None,
-        concurrency: ConcurrencyPolicy | None = None,
-        max_parallel_per_bucket: int | None = None,
-        num_buckets: int | None = None,
-        bucket_policy: BucketPolicy | None = None,
-        owned_buckets: Iterable[int] | None = None,
-        owner: str | None = None,
-        executor: Executor | None = None,
-        clock: Clock | None = None,
-        lease_ttl: float = DEFAULT_LEASE_TTL,
-        command_poll_interval: float = DEFAULT_COMMAND_POLL_INTERVAL,
-        graceful_stop: float = 5.0,
-        pause_timeout: float = 5.0,
-        artifact_dir: str | Path | None = None,
-        keep_finished: int | None = None,
+        max_parallel: int | None,
+        concurrency: ConcurrencyPolicy | None,
+        max_parallel_per_bucket: int | None,
+        num_buckets: int | None,
+        bucket_policy: BucketPolicy | None,
+        owned_buckets: Iterable[int] | None,
+        owner: str | None,
+        executor: Executor | None,
+        clock: Clock | None,
+        lease_ttl: float,
+        command_poll_interval: float,
+        graceful_stop: float,
+        pause_timeout: float,
+        artifact_dir: str | Path | None,
+        keep_finished: int | None,
     ) -> ControllerOptions:
         """The options of ``Controller(**arguments)``, each checked and normalised.
 
-        ``max_parallel`` is shorthand for ``concurrency`` and ``num_buckets`` for
-        ``bucket_policy``: given both, they must agree.
+        Every argument is given: the defaults are ``Controller``'s, whose signature is
+        the guide's. ``max_parallel`` is shorthand for ``concurrency`` and
+        ``num_buckets`` for ``bucket_policy``: given both, they must agree.
 
         Raises:
             ConfigurationError: Contradictory or out-of-range settings.
