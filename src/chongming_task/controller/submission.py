@@ -254,10 +254,9 @@ class Submission:
                 # Held before it is visible in the store: a stop command that races the
                 # submission must find the run. Holding refuses an id another submission
                 # took meanwhile (nothing of this submission was stored or announced).
-                if self._dispatch.hold(
+                reserved = self._dispatch.hold(
                     run, priority=common.priority, tags=common.tags, bucket=bucket, reserve=reserve
-                ):
-                    entry.launch = self._prepare_admitted(run, entry.announced)
+                )
             except ConfigurationError as exc:
                 for earlier in entries:
                     self._dispatch.drop(earlier.run.task_id)
@@ -266,6 +265,8 @@ class Submission:
                 raise ConfigurationError(
                     f"{batch}: call {index}: {exc}; nothing was submitted"
                 ) from None
+            if reserved:
+                entry.launch = self._prepare_admitted(run, entry.announced)
             entries.append(entry)
         try:
             if batch is None:
