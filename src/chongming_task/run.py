@@ -301,9 +301,9 @@ class TaskRun(RunControls, QueueOwnerEdges):
             ConfigurationError: The run is not pending or queued, or is already running
                 (a run executes once: create a new ``TaskRun`` to run again).
         """
-        self.prepare_start()()
+        self._prepare_start()()
 
-    def prepare_start(self) -> Callable[[], None]:
+    def _prepare_start(self) -> Callable[[], None]:
         """Take ``-> starting`` now and return the call that launches the body.
 
         For a queue owner that must store the ``starting`` state before anything can

@@ -112,9 +112,9 @@ def test_a_controller_counts_quiet_failures_but_warns_once(
     controller = Controller(store=store, owner="node-b")
     caplog.set_level(logging.DEBUG, logger="chongming_task.controller")
     error = StoreError("the store is closed")
-    controller._record(None, "renew_leases", error)
-    controller._record(None, "renew_leases", error, quiet=True)
-    controller._record(None, "renew_leases", error, quiet=True)
+    controller._writes.record(None, "renew_leases", error)
+    controller._writes.record(None, "renew_leases", error, quiet=True)
+    controller._writes.record(None, "renew_leases", error, quiet=True)
     assert len(controller.persist_failures) == 3
     levels = [r.levelno for r in caplog.records if "renew_leases failed" in r.getMessage()]
     assert levels == [logging.WARNING, logging.DEBUG, logging.DEBUG]

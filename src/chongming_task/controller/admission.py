@@ -27,10 +27,21 @@ from dataclasses import dataclass, field
 from chongming_task._validation import check_int
 from chongming_task.errors import ConfigurationError
 
-__all__ = ["Admission", "SlotClaim"]
+__all__ = ["Admission", "SlotClaim", "check_per_bucket"]
 
 _GroupKey = tuple[int | None, frozenset[str]]
 _NONE: frozenset[str] = frozenset()
+
+
+def check_per_bucket(value: object) -> int | None:
+    """``max_parallel_per_bucket``: an ``int >= 1`` (never a ``bool``), or ``None`` for no limit."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigurationError(
+            f"max_parallel_per_bucket must be an integer >= 1 or None, got {value!r}"
+        )
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,16 +84,9 @@ class Admission:
         max_parallel_per_bucket: int | None = None,
     ) -> None:
         check_int(max_parallel, "max_parallel", minimum=1)
-        per_bucket = max_parallel_per_bucket
-        if per_bucket is not None and (
-            isinstance(per_bucket, bool) or not isinstance(per_bucket, int) or per_bucket < 1
-        ):
-            raise ConfigurationError(
-                f"max_parallel_per_bucket must be an integer >= 1 or None, got {per_bucket!r}"
-            )
         self.max_parallel = max_parallel
         self.limits: Mapping[str, int] = dict(limits or {})
-        self.max_parallel_per_bucket = per_bucket
+        self.max_parallel_per_bucket = check_per_bucket(max_parallel_per_bucket)
         self._seq = itertools.count()
         self._groups: dict[_GroupKey, _Group] = {}
         self._queued: dict[str, _Entry] = {}

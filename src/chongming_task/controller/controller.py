@@ -1,18 +1,19 @@
-"""``Controller``: the management entry of guide §8 -- a thin façade over its parts.
+"""``Controller``: the management entry of guide §8 -- a façade composed of its parts.
 
 It holds the whitelist of task definitions, the runs it supervises and their slots;
-the CLI, the scheduler, pipelines and any dashboard stand on it. Each concern lives
-in its own module and this class only wires them together:
+the CLI, the scheduler, pipelines and any dashboard stand on it. Each concern is an
+object the controller holds, built once from the checked :class:`ControllerOptions`;
+this class only wires them together and answers for them:
 
 ==================  ====================================================
 ``registry``        names -> definitions; ``submit`` only takes names (§8.5)
-``admission``       ready queue, global/tag/bucket limits, priority + FIFO (§8.4, §8.8)
-``dispatch``        held runs, slot accounting per transition, the pump
-``writethrough``    every transition -> the store, failures kept (§8.9)
-``leases``          one thread: lease renewal, progress/heartbeat ``touch``
-``commands``        one thread: control of tasks held by other processes
-``reconcile``       restart recovery by lease (§8.11)
-``events``          transition fan-out to subscribers
+``_dispatch``       held runs, admission (limits, priority + FIFO, §8.4, §8.8), the pump
+``_writes``         every transition -> the store, failures kept (§8.9)
+``_events``         transition fan-out to subscribers
+``_leases``         one thread: lease renewal, progress/heartbeat ``touch``
+``_poller``         one thread: control of tasks held by other processes
+``_submission``     ``submit``/``submit_many``/claimed tasks -> held, stored, started
+``reconcile``       restart recovery by lease (§8.11), a function over the store
 ==================  ====================================================
 """
 
@@ -21,7 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import ModuleType, TracebackType
@@ -29,24 +30,27 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from chongming_task._validation import check_seconds
 from chongming_task.controller import buckets as bucket_rules
-from chongming_task.controller.commands import CommandListener, CommandPoller, control_remote
+from chongming_task.controller._internal import ControllerInternals
+from chongming_task.controller.commands import CommandListener, CommandPoller
 from chongming_task.controller.dispatch import Dispatcher
 from chongming_task.controller.events import EventBus, Subscriber
 from chongming_task.controller.leases import LeaseKeeper
 from chongming_task.controller.options import (
-    check_executor,
-    concurrency_policy,
-    default_owner,
+    DEFAULT_COMMAND_POLL_INTERVAL,
+    DEFAULT_FLUSH_TIMEOUT,
+    DEFAULT_LEASE_TTL,
+    ControllerOptions,
     task_query,
 )
 from chongming_task.controller.reconcile import ReconcileReport, reconcile
 from chongming_task.controller.registry import TaskDefinition, TaskRegistry
 from chongming_task.controller.stats import ControllerStats
 from chongming_task.controller.submission import Submission
+from chongming_task.controller.unheld import control_task
 from chongming_task.controller.waiting import outcome_of, wait_for_runs, wait_in_store
 from chongming_task.controller.writethrough import PendingWrite, PersistFailure, WriteThrough
-from chongming_task.core.clock import Clock, SystemClock
-from chongming_task.errors import ConfigurationError, InvalidState, UnknownTask
+from chongming_task.core.clock import Clock
+from chongming_task.errors import InvalidState
 from chongming_task.model import JSONValue, TaskSnapshot, Transition
 from chongming_task.policies import BucketPolicy, ConcurrencyPolicy, RetryPolicy, Timeout
 from chongming_task.run import TaskOutcome, TaskRun
@@ -62,15 +66,8 @@ __all__ = ["Controller"]
 
 log = logging.getLogger("chongming_task.controller")
 
-DEFAULT_LEASE_TTL = 30.0
-DEFAULT_COMMAND_POLL_INTERVAL = 0.2
-#: How long ``close()`` keeps retrying pending writes by default.
-DEFAULT_FLUSH_TIMEOUT = 10.0
-#: The longest lease (and command poll interval) a controller takes: one year.
-LEASE_TTL_MAX = 365 * 24 * 3600.0
 
-
-class Controller(Submission):
+class Controller:
     """Registers task definitions, runs submissions within limits, and controls them.
 
     Args:
@@ -97,6 +94,9 @@ class Controller(Submission):
             long-lived controller (a worker, a scheduler) sets a limit so its memory
             stays flat however many tasks it runs.
 
+    They are checked once, into a frozen
+    :class:`~chongming_task.controller.options.ControllerOptions` every part is built from.
+
     Raises:
         ConfigurationError: Contradictory or out-of-range settings.
     """
@@ -121,31 +121,33 @@ class Controller(Submission):
         artifact_dir: str | Path | None = None,
         keep_finished: int | None = None,
     ) -> None:
-        check_executor(executor)  # guide §7.2: no InlineExecutor (options.check_executor)
-        self.clock: Clock = clock or SystemClock()
-        self.concurrency = concurrency_policy(max_parallel, concurrency)
-        self.bucket_policy: BucketPolicy = bucket_rules.policy(num_buckets, bucket_policy)
-        self.owned_buckets: frozenset[int] | None = bucket_rules.owned(
-            self.bucket_policy, owned_buckets
+        options = self._options = ControllerOptions.check(
+            max_parallel=max_parallel,
+            concurrency=concurrency,
+            max_parallel_per_bucket=max_parallel_per_bucket,
+            num_buckets=num_buckets,
+            bucket_policy=bucket_policy,
+            owned_buckets=owned_buckets,
+            owner=owner,
+            executor=executor,
+            clock=clock,
+            lease_ttl=lease_ttl,
+            command_poll_interval=command_poll_interval,
+            graceful_stop=graceful_stop,
+            pause_timeout=pause_timeout,
+            artifact_dir=artifact_dir,
+            keep_finished=keep_finished,
         )
-        if owner is not None and (not isinstance(owner, str) or not owner.strip()):
-            raise ConfigurationError(f"owner must be a non-empty string, got {owner!r}")
-        self.owner: str = owner or default_owner()
-        # Finite and bounded: a lease of nan or 1e12 seconds cannot be written (§8.13).
-        self.lease_ttl = check_seconds(lease_ttl, "lease_ttl", maximum=LEASE_TTL_MAX)
-        check_seconds(command_poll_interval, "command_poll_interval", maximum=LEASE_TTL_MAX)
-        check_seconds(graceful_stop, "graceful_stop", allow_zero=True)
-        check_seconds(pause_timeout, "pause_timeout", allow_zero=True)
-        if keep_finished is not None and (
-            isinstance(keep_finished, bool)
-            or not isinstance(keep_finished, int)
-            or keep_finished < 0
-        ):
-            raise ConfigurationError(
-                "keep_finished must be a number of finished runs to hold (an int >= 0) or "
-                f"None to hold them all until prune(), got {keep_finished!r}"
-            )
-        self.keep_finished = keep_finished
+        # The public view of the options; ``owned_buckets`` alone changes later (a
+        # bucket handoff moves buckets between live nodes).
+        self.clock: Clock = options.clock
+        self.concurrency = options.concurrency
+        self.max_parallel_per_bucket = options.max_parallel_per_bucket
+        self.bucket_policy: BucketPolicy = options.bucket_policy
+        self.owned_buckets: frozenset[int] | None = options.owned_buckets
+        self.owner: str = options.owner
+        self.lease_ttl = options.lease_ttl
+        self.keep_finished = options.keep_finished
         self._owns_store = store is None
         if store is None:
             from chongming_task.stores.memory import InMemoryTaskStore
@@ -153,24 +155,15 @@ class Controller(Submission):
             store = InMemoryTaskStore(clock=self.clock)
         self.store: TaskStore = store
         self.registry = TaskRegistry()
-        self._executor = executor
-        self._graceful_stop = graceful_stop
-        self._pause_timeout = pause_timeout
-        self._artifact_dir = artifact_dir
         self._dispatch = Dispatcher(
             max_parallel=self.concurrency.max_parallel,
             limits=self.concurrency.limits,
-            max_parallel_per_bucket=max_parallel_per_bucket,
-            keep_finished=keep_finished,
+            max_parallel_per_bucket=options.max_parallel_per_bucket,
+            keep_finished=options.keep_finished,
         )
-        self._listener = self._on_transition  # one bound method: compared by identity
-        self.max_parallel_per_bucket = max_parallel_per_bucket
         self._events = EventBus(name=f"chongming-events[{self.owner}]")
         self._writes = WriteThrough(
-            store,
-            clock=self.clock,
-            owner=self.owner,
-            lease_ttl=self.lease_ttl,
+            store, clock=self.clock, owner=self.owner, lease_ttl=self.lease_ttl
         )
         self._leases = LeaseKeeper(
             store=store,
@@ -180,19 +173,29 @@ class Controller(Submission):
             held=self._held_ids,
             active=self._dispatch.active_snapshots,
             lease_until=self._writes.lease_until,
-            on_failure=self._record,
+            on_failure=self._writes.record,
         )
         self._poller = CommandPoller(
             store=store,
             owner=self.owner,
             lookup=self._dispatch.get,
-            interval=command_poll_interval,
-            lease=max(self.lease_ttl, pause_timeout * 2),
-            pause_timeout=pause_timeout,
-            on_failure=self._record,
+            interval=options.command_poll_interval,
+            lease=max(self.lease_ttl, options.pause_timeout * 2),
+            pause_timeout=options.pause_timeout,
+            on_failure=self._writes.record,
             clock=self.clock,
         )
-        self._command_poll_interval = command_poll_interval
+        self._submission = Submission(
+            options=options,
+            registry=self.registry,
+            dispatch=self._dispatch,
+            writes=self._writes,
+            events=self._events,
+            listener=self._on_transition,  # one bound method: runs compare it by identity
+            bucket_for=self._bucket_for,
+            started=self._start_background,
+            closed=lambda: self._closed,
+        )
         self._lock = threading.Lock()
         self._closed = False
         if self.owned_buckets is not None:
@@ -200,7 +203,7 @@ class Controller(Submission):
             # stop for one of its queued tasks must not wait for its first submission.
             self._poller.start()
 
-    # ------------------------------------------------------------ registry
+    # ------------------------------------------------------------ registry, submission
 
     def register(
         self,
@@ -230,6 +233,99 @@ class Controller(Submission):
 
     def definitions(self) -> list[TaskDefinition]:
         return self.registry.definitions()
+
+    def submit(
+        self,
+        name: str,
+        /,
+        *args: Any,
+        task_id: str | None = None,
+        label: str | None = None,
+        tags: Iterable[str] | None = None,
+        priority: int | None = None,
+        bucket_key: str | None = None,
+        metadata: Mapping[str, JSONValue] | None = None,
+        blocked: bool | str = False,
+        retry: RetryPolicy | None = None,
+        timeout: Timeout | None = None,
+        skip_reason: str | None = None,
+        **kwargs: Any,
+    ) -> TaskRun:
+        """Submit registered task ``name`` with its arguments; returns its ``TaskRun``.
+
+        The run is written to the store, then queued (or ``blocked`` with
+        ``blocked=True``, for pipeline nodes waiting on upstream: they take no slot
+        until :meth:`release`; a string is the reason recorded on ``-> blocked``, as
+        the scheduler does for a firing armed ahead of its scheduled time). Arguments
+        other than the keyword options go to the task.
+        ``retry``/``timeout`` override the definition's for this run (the scheduler's
+        per-schedule policy); with ``skip_reason`` the run is recorded and ended
+        ``skipped`` at once, never taking a slot (a paused schedule's firing).
+
+        Raises:
+            ConfigurationError: Unregistered name, duplicate ``task_id``, non-string
+                tags, non-JSON metadata, a bucket this node does not own, or a closed
+                controller.
+        """
+        return self._submission.submit(
+            name,
+            args,
+            kwargs,
+            task_id=task_id,
+            label=label,
+            tags=tags,
+            priority=priority,
+            bucket_key=bucket_key,
+            metadata=metadata,
+            blocked=blocked,
+            retry=retry,
+            timeout=timeout,
+            skip_reason=skip_reason,
+        )
+
+    def submit_many(
+        self,
+        name: str,
+        calls: Iterable[tuple[Any, ...] | Mapping[str, Any]],
+        /,
+        *,
+        task_ids: Sequence[str] | None = None,
+        label: str | None = None,
+        tags: Iterable[str] | None = None,
+        priority: int | None = None,
+        bucket_keys: Sequence[str | None] | None = None,
+        metadata: Mapping[str, JSONValue] | None = None,
+        retry: RetryPolicy | None = None,
+        timeout: Timeout | None = None,
+    ) -> list[TaskRun]:
+        """Submit ``name`` once per item of ``calls``, all stored in one write.
+
+        Each item is a tuple of positional arguments or a mapping of keyword arguments
+        (wrap a lone argument in a 1-tuple). ``task_ids`` and ``bucket_keys``, when
+        given, have one entry per item; the other options apply to every run. All or
+        nothing: every item is checked (arguments against the task's signature, ids,
+        buckets) before anything is stored, and the built-in stores write the batch
+        in one transaction, so a thousand submissions cost one commit instead of a
+        thousand. Returns the runs in the order of ``calls``, each already ``queued``.
+
+        Raises:
+            ConfigurationError: As :meth:`submit`, naming the item at fault; nothing
+                of the batch is stored or held then.
+        """
+        return self._submission.submit_many(
+            name,
+            calls,
+            task_ids=task_ids,
+            label=label,
+            tags=tags,
+            priority=priority,
+            bucket_keys=bucket_keys,
+            metadata=metadata,
+            retry=retry,
+            timeout=timeout,
+        )
+
+    # ------------------------------------------------------------ control
 
     def release(
         self,
@@ -269,8 +365,6 @@ class Controller(Submission):
         """Cancel a run on behalf of orchestration (fail_fast), not of a person."""
         self._held(task_id).cancel(reason=reason, actor=self.owner)
 
-    # ------------------------------------------------------------ control
-
     def stop(self, task_id: str, *, reason: str | None = None) -> bool:
         """Request a stop; ``True`` if the task was found (locally or in the store).
 
@@ -291,7 +385,7 @@ class Controller(Submission):
         """
         run = self._dispatch.get(task_id)
         if run is not None:
-            wait = self._pause_timeout if timeout is None else timeout
+            wait = self._options.pause_timeout if timeout is None else timeout
             return run.pause(wait, actor=self.owner)
         self._remote(task_id, "pause")
         return False
@@ -310,12 +404,8 @@ class Controller(Submission):
         stopping a running one frees its slot, and a queued task admitted into it just
         before its own stop would start only to be stopped.
         """
-        issued = 0
         runs = sorted(self._dispatch.live_runs(), key=lambda run: run.status.occupies_slot)
-        for run in runs:
-            if run.stop(reason, actor=self.owner):
-                issued += 1
-        return issued
+        return sum(1 for run in runs if run.stop(reason, actor=self.owner))
 
     def wait(self, task_id: str, timeout: float | None = None) -> TaskOutcome:
         """Wait for a task to settle and return its outcome.
@@ -327,10 +417,8 @@ class Controller(Submission):
         run = self._dispatch.get(task_id)
         if run is not None:
             return run.wait(timeout)
-        snapshot = wait_in_store(
-            self.store, task_id, timeout=timeout, interval=self._command_poll_interval
-        )
-        return outcome_of(snapshot)
+        interval = self._options.command_poll_interval
+        return outcome_of(wait_in_store(self.store, task_id, timeout=timeout, interval=interval))
 
     def wait_all(self, timeout: float | None = None) -> list[TaskOutcome]:
         """Wait until every held run has settled; outcomes in submission order.
@@ -387,7 +475,7 @@ class Controller(Submission):
         if close_store or self._owns_store:
             self.store.close()  # also wakes the poller out of wait_for_commands
         if not already:
-            self._poller.stop(timeout=self._command_poll_interval + 1.0)
+            self._poller.stop(timeout=self._options.command_poll_interval + 1.0)
         return issued
 
     def __enter__(self) -> Controller:
@@ -411,9 +499,7 @@ class Controller(Submission):
         truth, not the store's stale record.
         """
         pending = self._writes.pending_snapshot(task_id)
-        if pending is not None:
-            return pending
-        return self.store.get(task_id)
+        return pending if pending is not None else self.store.get(task_id)
 
     def list_tasks(
         self,
@@ -472,29 +558,18 @@ class Controller(Submission):
                 ``ConfigurationError``).
         """
         from chongming_task.controller import explaining
-        from chongming_task.explain import explain
 
         snapshot = self.get(task_id)
         run = self._dispatch.get(task_id)
-        if snapshot is None and run is not None:
-            snapshot = run.snapshot
-        if snapshot is None:
-            raise UnknownTask(
-                task_id, f"unknown task id {task_id!r}: not in the store and not held here"
-            )
-        definition = self.registry.get(snapshot.name)
-        facts = explaining.store_facts(
+        return explaining.explain_task(
             self.store,
             snapshot,
+            run,
+            self._dispatch.admission_facts(task_id) if run is not None else None,
+            task_id=task_id,
+            registry=self.registry,
             now=self.clock.now(),
-            timeout=None if definition is None else definition.timeout,
-            graceful_stop=None,
         )
-        if run is not None:
-            facts = explaining.controller_facts(
-                self.store, facts, run, self._dispatch.admission_facts(task_id)
-            )
-        return explain(facts)
 
     def stats(self) -> ControllerStats:
         """Counts per status in the store, with ``unfinished``."""
@@ -574,7 +649,7 @@ class Controller(Submission):
     def closed(self) -> bool:
         return self._closed
 
-    # ------------------------------------------------------------ pipelines
+    # ------------------------------------------------------------ pipelines, events, recovery
 
     def submit_pipeline(self, pipeline: Pipeline, *, run_id: str | None = None) -> PipelineRun:
         """Validate ``pipeline`` and run its nodes here; returns a :class:`PipelineRun`.
@@ -585,8 +660,6 @@ class Controller(Submission):
         from chongming_task.pipeline import submit_pipeline
 
         return submit_pipeline(self, pipeline, run_id=run_id)
-
-    # ------------------------------------------------------------ events, recovery
 
     def subscribe(self, fn: Subscriber, *, inline: bool = False) -> Callable[[], None]:
         """Receive every accepted transition (after write-through), in order per task.
@@ -620,16 +693,20 @@ class Controller(Submission):
         read the snapshots after the transitions; with them, SQLite hands over snapshots
         that decode only when a subscriber reads more than the task's id and name.
         """
-        buckets = None if self.owns_all_buckets else self.owned_buckets
         return reconcile(
             self.store,
             clock=self.clock,
             actor=self.owner,
-            buckets=buckets,
+            buckets=None if self.owns_all_buckets else self.owned_buckets,
             held=self._held_ids(),
             dry_run=dry_run,
             on_lost=self._events.publish if self._events.has_subscribers else None,
         )
+
+    @property
+    def _internal(self) -> ControllerInternals:
+        """The plumbing the library's own layers use (``controller/_internal.py``)."""
+        return self._submission
 
     # ------------------------------------------------------------ internals
 
@@ -659,9 +736,11 @@ class Controller(Submission):
         write is pending (the store still shows them unfinished)."""
         pending = self._writes.pending_ids()
         live = self._dispatch.live_ids()
-        if not pending:
-            return live
-        return list(dict.fromkeys([*live, *pending]))
+        return list(dict.fromkeys([*live, *pending])) if pending else live
+
+    def _bucket_for(self, bucket_key: str | None) -> int | None:
+        """A new task's bucket under the node's current ownership (refusing a foreign one)."""
+        return bucket_rules.bucket_for_submit(self.bucket_policy, self.owned_buckets, bucket_key)
 
     def _flush(self, timeout: float) -> None:
         """Retry pending writes for at most ``timeout``; log what stays unwritten."""
@@ -693,22 +772,10 @@ class Controller(Submission):
         return run
 
     def _remote(self, task_id: str, action: str, *, reason: str | None = None) -> bool:
-        # A queued task nobody holds (the work queue) is controlled at once, by anyone.
-        from chongming_task.controller.unheld import control_unheld
-
-        done = control_unheld(
+        """A task this controller does not hold: at once if unheld (§9.2), else a command."""
+        return control_task(
             self.store, task_id, action, actor=self.owner, clock=self.clock, reason=reason
         )
-        if done is not None:
-            return done
-        return control_remote(
-            self.store, task_id, action, issued_by=self.owner, clock=self.clock, reason=reason
-        )
-
-    def _record(
-        self, task_id: str | None, operation: str, error: BaseException, *, quiet: bool = False
-    ) -> None:
-        self._writes.record(task_id, operation, error, quiet=quiet)
 
     def __repr__(self) -> str:
         return (

@@ -14,14 +14,16 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from chongming_task.checkpoint_gaps import CheckpointGaps, merge_gaps
-from chongming_task.explain import AdmissionFacts, Facts
+from chongming_task.controller.registry import TaskRegistry
+from chongming_task.errors import UnknownTask
+from chongming_task.explain import AdmissionFacts, Explanation, Facts, explain
 from chongming_task.model import TaskSnapshot
 from chongming_task.policies import Timeout
 from chongming_task.run import TaskRun
 from chongming_task.states import OCCUPYING, TaskStatus
 from chongming_task.stores.base import QueueStore, TaskQuery, TaskStore
 
-__all__ = ["SCAN_LIMIT", "controller_facts", "name_gaps", "store_facts"]
+__all__ = ["SCAN_LIMIT", "controller_facts", "explain_task", "name_gaps", "store_facts"]
 
 S = TaskStatus
 
@@ -144,3 +146,40 @@ def controller_facts(
         last_checkpoint_at=supervision.last_checkpoint_at,
         gaps=name_gaps(store, snapshot.name, live={snapshot.task_id: snapshot}),
     )
+
+
+def explain_task(
+    store: TaskStore,
+    snapshot: TaskSnapshot | None,
+    run: TaskRun | None,
+    admission: AdmissionFacts | None,
+    *,
+    task_id: str,
+    registry: TaskRegistry,
+    now: datetime,
+) -> Explanation:
+    """``Controller.explain``: the store's facts, completed by the holder's if it holds ``run``.
+
+    ``snapshot`` is the controller's view of the stored task (a pending write counts);
+    a run held here but not yet stored is explained from its own snapshot.
+
+    Raises:
+        UnknownTask: Neither a ``snapshot`` nor a ``run``.
+    """
+    if snapshot is None and run is not None:
+        snapshot = run.snapshot
+    if snapshot is None:
+        raise UnknownTask(
+            task_id, f"unknown task id {task_id!r}: not in the store and not held here"
+        )
+    definition = registry.get(snapshot.name)
+    facts = store_facts(
+        store,
+        snapshot,
+        now=now,
+        timeout=None if definition is None else definition.timeout,
+        graceful_stop=None,
+    )
+    if run is not None:
+        facts = controller_facts(store, facts, run, admission)
+    return explain(facts)

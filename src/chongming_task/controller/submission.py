@@ -1,13 +1,15 @@
-"""Submission: how a task gets from ``submit()`` / ``submit_many()`` into the store.
+"""Submission: how runs get from ``submit()`` / ``submit_many()`` into the store.
 
-A mixin of :class:`~chongming_task.controller.controller.Controller`, kept apart
-because it is the longest path a caller takes: check the name and the options once,
-build each run, take its first edge while nobody else can see it, hold it in the
-dispatcher before the store shows it (a stop command that races the submission must
-find it), store it -- one write per task, or one for a whole batch -- and only then
-announce it and let it start. A run that finds a free slot and an empty queue is
-created already ``starting`` (``_prepare_admitted``): the same durable states in one
-commit fewer.
+One of the controller's parts, kept apart because it is the longest path a caller
+takes. ``submit()`` is a batch of one: both calls check the name and the shared
+options once, build each run, and then take the same path (:meth:`Submission._enter`):
+the first edge while nobody else can see the run, held in the dispatcher before the
+store shows it (a stop command that races the submission must find it), stored -- one
+write per task, or one for a whole batch -- and only then announced and let start.
+A lone run that finds a free slot and an empty queue is created already ``starting``
+(``_prepare_admitted``): the same durable states in one commit fewer. A task claimed
+from the work queue (:meth:`Submission.run_claimed`) is already stored: it joins the
+same path at its last step.
 """
 
 from __future__ import annotations
@@ -15,19 +17,15 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from chongming_task._validation import check_metadata, check_priority, check_task_id
-from chongming_task.controller import buckets as bucket_rules
-from chongming_task.controller.options import check_tags
+from chongming_task.controller.options import ControllerOptions, check_tags
 from chongming_task.controller.registry import TaskDefinition, TaskRegistry
-from chongming_task.core.clock import Clock
 from chongming_task.errors import ConfigurationError, ControllerClosed, DuplicateTaskId
 from chongming_task.model import JSONValue, TaskSnapshot, Transition, ensure_json
-from chongming_task.policies import BucketPolicy, ConcurrencyPolicy, RetryPolicy, Timeout
+from chongming_task.policies import RetryPolicy, Timeout
 from chongming_task.run import TaskRun
-from chongming_task.runtime.executors.base import Executor
 from chongming_task.states import TaskStatus
 from chongming_task.stores.queue_records import recipe_of
 
@@ -38,154 +36,104 @@ if TYPE_CHECKING:
 
 __all__ = ["Submission"]
 
+Listener = Callable[[Transition, TaskSnapshot], None]
+
 
 class Submission:
-    """``submit`` and ``submit_many`` of the controller."""
+    """``submit``, ``submit_many`` and ``run_claimed`` of one controller.
 
-    # Set up by Controller.__init__.
-    registry: TaskRegistry
-    concurrency: ConcurrencyPolicy
-    bucket_policy: BucketPolicy
-    owned_buckets: frozenset[int] | None
-    owner: str
-    clock: Clock
-    _closed: bool
-    _dispatch: Dispatcher
-    _writes: WriteThrough
-    _events: EventBus
-    _executor: Executor | None
-    _graceful_stop: float
-    _pause_timeout: float
-    _artifact_dir: str | Path | None
-    _listener: Callable[[Transition, TaskSnapshot], None]
+    Args:
+        options: The controller's checked settings (owner, clock, executor, windows).
+        registry: The whitelist: only registered names are submitted (§8.5).
+        dispatch: Where runs are held, queued and admitted.
+        writes: The write path; a new task is stored through it before it is announced.
+        events: The subscribers, told of each stored creation.
+        listener: The controller's one write path, attached to every run (by identity).
+        bucket_for: The bucket of a ``bucket_key`` under the node's current ownership
+            (it changes during a bucket handoff), refusing one the node does not own.
+        started: Called once a run is stored: the background threads are needed now.
+        closed: Whether the controller is closed (nothing new is accepted then).
+    """
 
-    if TYPE_CHECKING:  # defined by Controller
-
-        @property
-        def closed(self) -> bool: ...
-
-        def _start_background(self) -> None: ...
+    def __init__(
+        self,
+        *,
+        options: ControllerOptions,
+        registry: TaskRegistry,
+        dispatch: Dispatcher,
+        writes: WriteThrough,
+        events: EventBus,
+        listener: Listener,
+        bucket_for: Callable[[str | None], int | None],
+        started: Callable[[], None],
+        closed: Callable[[], bool],
+    ) -> None:
+        self._options = options
+        self._registry = registry
+        self._dispatch = dispatch
+        self._writes = writes
+        self._events = events
+        self._listener = listener
+        self._bucket_for = bucket_for
+        self._started = started
+        self._closed = closed
 
     def submit(
         self,
         name: str,
-        /,
-        *args: Any,
-        task_id: str | None = None,
-        label: str | None = None,
-        tags: Iterable[str] | None = None,
-        priority: int | None = None,
-        bucket_key: str | None = None,
-        metadata: Mapping[str, JSONValue] | None = None,
-        blocked: bool | str = False,
-        retry: RetryPolicy | None = None,
-        timeout: Timeout | None = None,
-        skip_reason: str | None = None,
-        **kwargs: Any,
+        args: tuple[Any, ...],
+        kwargs: Mapping[str, Any],
+        *,
+        task_id: str | None,
+        label: str | None,
+        tags: Iterable[str] | None,
+        priority: int | None,
+        bucket_key: str | None,
+        metadata: Mapping[str, JSONValue] | None,
+        blocked: bool | str,
+        retry: RetryPolicy | None,
+        timeout: Timeout | None,
+        skip_reason: str | None,
     ) -> TaskRun:
-        """Submit registered task ``name`` with its arguments; returns its ``TaskRun``.
-
-        The run is written to the store, then queued (or ``blocked`` with
-        ``blocked=True``, for pipeline nodes waiting on upstream: they take no slot
-        until :meth:`release`; a string is the reason recorded on ``-> blocked``, as
-        the scheduler does for a firing armed ahead of its scheduled time). Arguments
-        other than the keyword options go to the task.
-        ``retry``/``timeout`` override the definition's for this run (the scheduler's
-        per-schedule policy); with ``skip_reason`` the run is recorded and ended
-        ``skipped`` at once, never taking a slot (a paused schedule's firing).
-
-        Raises:
-            ConfigurationError: Unregistered name, duplicate ``task_id``, non-string
-                tags, non-JSON metadata, a bucket this node does not own, or a closed
-                controller.
-        """
-        common = self._common_options(
+        """One run of ``name`` (see ``Controller.submit``): a batch of one."""
+        common = self._common(
             name, tags=tags, priority=priority, metadata=metadata, retry=retry, timeout=timeout
         )
-        bucket = bucket_rules.bucket_for_submit(self.bucket_policy, self.owned_buckets, bucket_key)
+        bucket = self._bucket_for(bucket_key)
         if task_id is None:
             task_id = f"{name}-{secrets.token_hex(6)}"  # 48 random bits, as before
         check_task_id(task_id)
-        if self._dispatch.get(task_id) is not None:
-            raise DuplicateTaskId(
-                task_id,
-                f"task id {task_id!r} already exists in this controller; submit under a new id",
-            )
         run = self._new_run(
             common, args, kwargs, task_id=task_id, label=label, bucket=bucket, bucket_key=bucket_key
         )
-        priority, all_tags = common.priority, common.tags
-        machine = run.machine  # nobody else sees the run yet: read it without its lock
-        created = machine.snapshot
-        # The first edge is taken while nobody else can see the run, so the store gets
-        # the task already queued (blocked, skipped) in one write with both records.
-        if skip_reason is not None:
-            run.skip(reason=skip_reason)
-        elif blocked:
-            run.block(reason=blocked if isinstance(blocked, str) else "waiting for upstream")
-        else:
-            run.enqueue(actor=self.owner)
-        creation, edge = machine.transitions
-        announced = [(creation, created), (edge, machine.snapshot)]
-        # Held before it is visible in the store: a stop command that races the
-        # submission must find the run. Holding refuses an id another submission took
-        # since the check above (nothing of this one was stored or announced).
-        queued = edge.to_status is TaskStatus.QUEUED
-        launch = None
-        if self._dispatch.hold(
-            run, priority=priority, tags=all_tags, bucket=bucket, reserve=queued
-        ):
-            launch = self._prepare_admitted(run, announced)
-        stored = announced[-1][1]
-        try:
-            self._writes.create(stored, tuple([record for record, _ in announced]))
-        except BaseException:
-            self._dispatch.drop(task_id)
-            if launch is not None:  # never stored, never launched: end it for good
-                run.cancel(reason="the task could not be stored", actor=self.owner)
-            raise
-        run.add_listener(self._listener)
-        self._start_background()
-        for record, snapshot in announced:
-            self._events.publish(record, snapshot)
-        if launch is not None:
-            launch()  # only now, with the store showing it starting
-        elif self._dispatch.on_transition(edge):
-            self._dispatch.pump()
-        if self.closed:  # close() ran meanwhile and did not see this run
-            run.stop("controller closed", actor=self.owner)
-        return run
+        owner = self._options.owner
 
-    def submit_many(  # noqa: C901 (one pass that validates every call before anything is stored)
+        def first_edge(run: TaskRun) -> None:
+            if skip_reason is not None:
+                run.skip(reason=skip_reason)
+            elif blocked:
+                run.block(reason=blocked if isinstance(blocked, str) else "waiting for upstream")
+            else:
+                run.enqueue(actor=owner)
+
+        return self._enter(common, [(run, bucket)], first_edge, batch=None)[0]
+
+    def submit_many(
         self,
         name: str,
         calls: Iterable[tuple[Any, ...] | Mapping[str, Any]],
-        /,
         *,
-        task_ids: Sequence[str] | None = None,
-        label: str | None = None,
-        tags: Iterable[str] | None = None,
-        priority: int | None = None,
-        bucket_keys: Sequence[str | None] | None = None,
-        metadata: Mapping[str, JSONValue] | None = None,
-        retry: RetryPolicy | None = None,
-        timeout: Timeout | None = None,
+        task_ids: Sequence[str] | None,
+        label: str | None,
+        tags: Iterable[str] | None,
+        priority: int | None,
+        bucket_keys: Sequence[str | None] | None,
+        metadata: Mapping[str, JSONValue] | None,
+        retry: RetryPolicy | None,
+        timeout: Timeout | None,
     ) -> list[TaskRun]:
-        """Submit ``name`` once per item of ``calls``, all stored in one write.
-
-        Each item is a tuple of positional arguments or a mapping of keyword arguments
-        (wrap a lone argument in a 1-tuple). ``task_ids`` and ``bucket_keys``, when
-        given, have one entry per item; the other options apply to every run. All or
-        nothing: every item is checked (arguments against the task's signature, ids,
-        buckets) before anything is stored, and the built-in stores write the batch
-        in one transaction, so a thousand submissions cost one commit instead of a
-        thousand. Returns the runs in the order of ``calls``, each already ``queued``.
-
-        Raises:
-            ConfigurationError: As :meth:`submit`, naming the item at fault; nothing
-                of the batch is stored or held then.
-        """
-        common = self._common_options(
+        """One run of ``name`` per call, stored in one write (see ``Controller.submit_many``)."""
+        common = self._common(
             name, tags=tags, priority=priority, metadata=metadata, retry=retry, timeout=timeout
         )
         given: object = calls  # checked at run time: callers pass anything
@@ -207,11 +155,12 @@ class Submission:
             raise ConfigurationError(
                 f"bucket_keys has {len(keys)} entries for {len(items)} calls; give one per call"
             )
-        runs: list[tuple[TaskRun, int | None]] = []
+        batch = f"submit_many({name!r})"
+        built: list[tuple[TaskRun, int | None]] = []
         for index, (item, task_id, key) in enumerate(zip(items, ids, keys, strict=True)):
             try:
                 args, kwargs = _call_arguments(item)
-                bucket = bucket_rules.bucket_for_submit(self.bucket_policy, self.owned_buckets, key)
+                bucket = self._bucket_for(key)
                 run = self._new_run(
                     common,
                     args,
@@ -221,49 +170,13 @@ class Submission:
                     bucket=bucket,
                     bucket_key=key,
                 )
-                runs.append((run, bucket))
             except ConfigurationError as exc:
                 raise ConfigurationError(
-                    f"submit_many({name!r}): call {index} ({item!r}): {exc}; nothing was submitted"
+                    f"{batch}: call {index} ({item!r}): {exc}; nothing was submitted"
                 ) from None
-        # Per run: its creation record and snapshot, then its ``-> queued`` and snapshot.
-        firsts: list[tuple[Transition, TaskSnapshot, Transition, TaskSnapshot]] = []
-        for held, (run, bucket) in enumerate(runs):
-            machine = run.machine  # not held yet: nobody else sees it
-            created = machine.snapshot
-            run.enqueue(actor=self.owner)
-            creation, edge = machine.transitions
-            firsts.append((creation, created, edge, machine.snapshot))
-            try:
-                self._dispatch.hold(run, priority=common.priority, tags=common.tags, bucket=bucket)
-            except ConfigurationError as exc:  # another submission took the id meanwhile
-                for earlier, _ in runs[:held]:
-                    self._dispatch.drop(earlier.task_id)
-                raise ConfigurationError(
-                    f"submit_many({name!r}): call {held}: {exc}; nothing was submitted"
-                ) from None
-        try:
-            self._writes.create_batch(
-                [(queued, (creation, edge)) for creation, _, edge, queued in firsts]
-            )
-        except BaseException:
-            for run, _ in runs:
-                self._dispatch.drop(run.task_id)
-            raise
-        for run, _ in runs:
-            run.add_listener(self._listener)
-        self._start_background()
-        for creation, created, edge, queued in firsts:
-            self._events.publish(creation, created)
-            self._events.publish(edge, queued)
-        # Every run enters the queue (a list, not a generator: no short-circuit).
-        freed = [self._dispatch.on_transition(edge) for _, _, edge, _ in firsts]
-        if any(freed):
-            self._dispatch.pump()  # one round: the runs it admits start with one commit
-        if self.closed:  # close() ran meanwhile and did not see these runs
-            for run, _ in runs:
-                run.stop("controller closed", actor=self.owner)
-        return [run for run, _ in runs]
+            built.append((run, bucket))
+        owner = self._options.owner
+        return self._enter(common, built, lambda run: run.enqueue(actor=owner), batch=batch)
 
     def run_claimed(self, stored: TaskSnapshot) -> TaskRun:
         """Run a task this controller claimed from the work queue, as a local submit would.
@@ -280,7 +193,7 @@ class Submission:
         recipe = recipe_of(stored)
         if recipe is None:
             raise ConfigurationError(f"task {stored.task_id!r} has no work-queue recipe")
-        common = self._common_options(
+        common = self._common(
             stored.name,
             tags=None,
             priority=stored.priority,
@@ -288,21 +201,8 @@ class Submission:
             retry=None,
             timeout=None,
         )
-        run = TaskRun(
-            common.definition.fn,
-            recipe.args,
-            dict(recipe.kwargs or {}),
-            task_id=stored.task_id,
-            name=stored.name,
-            retry=common.retry,
-            timeout=common.timeout,
-            executor=self._executor,
-            graceful_stop=self._graceful_stop,
-            artifact_dir=self._artifact_dir,
-            clock=self.clock,
-            owner=self.owner,
-            pause_timeout=self._pause_timeout,
-            stored=stored,
+        run = self._new_run(
+            common, recipe.args, dict(recipe.kwargs or {}), task_id=stored.task_id, stored=stored
         )
         self._dispatch.hold(run, priority=stored.priority, tags=stored.tags, bucket=stored.bucket)
         try:
@@ -310,24 +210,102 @@ class Submission:
         except BaseException:
             self._dispatch.drop(stored.task_id)
             raise
-        run.add_listener(self._listener)
-        self._start_background()
         entered = Transition(
             task_id=stored.task_id,
             from_status=None,
             to_status=TaskStatus.QUEUED,
             trigger="queue:claimed",
             version=stored.status_version,
-            at=self.clock.now(),
-            actor=self.owner,
+            at=self._options.clock.now(),
+            actor=self._options.owner,
         )  # for the ledger only: the stored history already has its ``-> queued``
-        if self._dispatch.on_transition(entered):
-            self._dispatch.pump()
-        if self.closed:
-            run.stop("controller closed", actor=self.owner)
+        self._go_live([_Entry(run=run, edge=entered, announced=[])])
         return run
 
-    def _common_options(
+    # ------------------------------------------------------------ the one path
+
+    def _enter(
+        self,
+        common: _Common,
+        built: list[tuple[TaskRun, int | None]],
+        first_edge: Callable[[TaskRun], None],
+        *,
+        batch: str | None,
+    ) -> list[TaskRun]:
+        """Take each run's first edge, hold it, store them all, then let them go live.
+
+        ``batch`` names a ``submit_many`` call in its errors (``None``: a lone
+        ``submit``, whose run may take a free slot at once and is stored on its own).
+        All or nothing: a failure holds and stores none of the runs.
+        """
+        entries: list[_Entry] = []
+        for index, (run, bucket) in enumerate(built):
+            machine = run.machine  # nobody else sees the run yet: read it without its lock
+            created = machine.snapshot
+            # Taken while nobody else can see the run, so the store gets the task already
+            # queued (blocked, skipped) in one write with both records.
+            first_edge(run)
+            creation, edge = machine.transitions
+            entry = _Entry(
+                run=run, edge=edge, announced=[(creation, created), (edge, machine.snapshot)]
+            )
+            reserve = batch is None and edge.to_status is TaskStatus.QUEUED
+            try:
+                # Held before it is visible in the store: a stop command that races the
+                # submission must find the run. Holding refuses an id another submission
+                # took meanwhile (nothing of this submission was stored or announced).
+                reserved = self._dispatch.hold(
+                    run, priority=common.priority, tags=common.tags, bucket=bucket, reserve=reserve
+                )
+            except ConfigurationError as exc:
+                for earlier in entries:
+                    self._dispatch.drop(earlier.run.task_id)
+                if batch is None:
+                    raise
+                raise ConfigurationError(
+                    f"{batch}: call {index}: {exc}; nothing was submitted"
+                ) from None
+            if reserved:
+                entry.launch = self._prepare_admitted(run, entry.announced)
+            entries.append(entry)
+        try:
+            if batch is None:
+                self._writes.create(entries[0].stored, entries[0].records)
+            else:
+                self._writes.create_batch([(entry.stored, entry.records) for entry in entries])
+        except BaseException:
+            for entry in entries:
+                self._dispatch.drop(entry.run.task_id)
+                if entry.launch is not None:  # never stored, never launched: end it for good
+                    entry.run.cancel(
+                        reason="the task could not be stored", actor=self._options.owner
+                    )
+            raise
+        self._go_live(entries)
+        return [entry.run for entry in entries]
+
+    def _go_live(self, entries: list[_Entry]) -> None:
+        """Stored runs: listened to, announced, then launched or queued (one pump round)."""
+        for entry in entries:
+            entry.run.add_listener(self._listener)
+        self._started()
+        for entry in entries:
+            for record, snapshot in entry.announced:
+                self._events.publish(record, snapshot)
+        # Every waiting run enters the queue (a list, not a generator: no short-circuit).
+        freed = [self._dispatch.on_transition(e.edge) for e in entries if e.launch is None]
+        for entry in entries:
+            if entry.launch is not None:
+                entry.launch()  # only now, with the store showing it starting
+        if any(freed):
+            self._dispatch.pump()  # one round: the runs it admits start with one commit
+        if self._closed():  # close() ran meanwhile and did not see these runs
+            for entry in entries:
+                entry.run.stop("controller closed", actor=self._options.owner)
+
+    # ------------------------------------------------------------ building blocks
+
+    def _common(
         self,
         name: str,
         *,
@@ -338,12 +316,12 @@ class Submission:
         timeout: Timeout | None,
     ) -> _Common:
         """What every run of one submission shares, checked once."""
-        if self._closed:
+        if self._closed():
             raise ControllerClosed("this controller is closed; create a new Controller")
-        definition = self.registry.require(name)
+        definition = self._registry.require(name)
         all_tags = definition.tags if tags is None else definition.tags | check_tags(tags)
         if priority is None:
-            priority = self.concurrency.priority
+            priority = self._options.concurrency.priority
         check_priority(priority)
         meta: dict[str, JSONValue] = {}
         if metadata is not None:
@@ -366,10 +344,13 @@ class Submission:
         kwargs: Mapping[str, Any],
         *,
         task_id: str,
-        label: str | None,
-        bucket: int | None,
-        bucket_key: str | None,
+        label: str | None = None,
+        bucket: int | None = None,
+        bucket_key: str | None = None,
+        stored: TaskSnapshot | None = None,
     ) -> TaskRun:
+        """The run, still ``pending`` (or, with ``stored``, continuing that queued task)."""
+        options = self._options
         return TaskRun(
             common.definition.fn,
             args,
@@ -379,17 +360,18 @@ class Submission:
             label=label,
             retry=common.retry,
             timeout=common.timeout,
-            executor=self._executor,
-            graceful_stop=self._graceful_stop,
-            artifact_dir=self._artifact_dir,
-            clock=self.clock,
+            executor=options.executor,
+            graceful_stop=options.graceful_stop,
+            artifact_dir=options.artifact_dir,
+            clock=options.clock,
             tags=common.tags,
             priority=common.priority,
             bucket=bucket,
             bucket_key=bucket_key,
-            owner=self.owner,
+            owner=options.owner,
             metadata=common.metadata,
-            pause_timeout=self._pause_timeout,
+            pause_timeout=options.pause_timeout,
+            stored=stored,
         )
 
     def _batch_ids(self, name: str, count: int, task_ids: Sequence[str] | None) -> list[str]:
@@ -435,7 +417,7 @@ class Submission:
         could not start (a stop raced the submission): it takes the ordinary path.
         """
         try:
-            launch = run.prepare_start()
+            launch = run._prepare_start()
         except ConfigurationError:
             self._dispatch.unreserve(run.task_id)
             return None
@@ -455,6 +437,28 @@ class _Common:
     metadata: dict[str, JSONValue]
     retry: RetryPolicy | None
     timeout: Timeout | None
+
+
+@dataclass(slots=True, kw_only=True)
+class _Entry:
+    """One run on its way in: the edge the ledger sees, what is announced, its launch."""
+
+    run: TaskRun
+    edge: Transition
+    """The run's first edge (``-> queued``, ``blocked`` or ``skipped``)."""
+    announced: list[tuple[Transition, TaskSnapshot]]
+    """Every record stored with the creation, each with its snapshot after it."""
+    launch: Callable[[], None] | None = None
+    """Set when the run took a free slot at submission: launches its body."""
+
+    @property
+    def stored(self) -> TaskSnapshot:
+        """The snapshot the store is given: the one after the last announced record."""
+        return self.announced[-1][1]
+
+    @property
+    def records(self) -> tuple[Transition, ...]:
+        return tuple(record for record, _ in self.announced)
 
 
 def _call_arguments(item: object) -> tuple[tuple[Any, ...], Mapping[str, Any]]:

@@ -154,7 +154,7 @@ class Driver:
             with state.transaction(self._supervisor.check_locked) as machine:
                 handed = state.attempt
                 if handed is not None and handed is not previous and handed.live:
-                    # The owner re-admitted the run while we waited (TaskRun.prepare_start
+                    # The owner re-admitted the run while we waited (TaskRun._prepare_start
                     # begins the attempt and hands it to this parked carrier).
                     return handed
                 status = machine.status

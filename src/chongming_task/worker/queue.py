@@ -2,9 +2,10 @@
 
 * **claim** (``claim(free)``): queued unheld tasks of the buckets it owns, highest
   priority first, only as many as it has free slots (``TaskStore.claim_queued``), each
-  then run by the controller exactly as a local submit (``Controller.run_claimed``);
-  with ``global_limits`` the claim also takes the tasks' global slots, given back when
-  they end (``release_slots``; a dead worker's slots free when their lease passes).
+  then run by the controller exactly as a local submit
+  (``Controller._internal.run_claimed``); with ``global_limits`` the claim also takes
+  the tasks' global slots, given back when they end (``release_slots``; a dead
+  worker's slots free when their lease passes).
 * **heartbeat**: its :class:`WorkerRecord` in the store's registry every
   ``heartbeat_interval`` (``chongming-task workers``, ``health``): its bucket
   declaration, with a lease of three intervals; handoffs addressed to it are applied
@@ -128,7 +129,7 @@ class WorkQueueDuty:
                 with self._slotted_lock:
                     self._slotted.add(snapshot.task_id)
             try:
-                self.controller.run_claimed(snapshot)
+                self.controller._internal.run_claimed(snapshot)
             except ConfigurationError as exc:
                 self._refuse(snapshot.task_id, str(exc))
                 continue
