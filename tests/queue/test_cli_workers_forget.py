@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from chongming_task.cli import main
+from chongming_task.stores import QueueStore
 from chongming_task.stores.base import TaskStore
 from chongming_task.stores.queue_records import WorkerRecord
 from chongming_task.stores.sqlite import SqliteTaskStore
@@ -56,6 +57,7 @@ def test_forget_deletes_gone_workers_and_refuses_a_live_one(
     target: tuple[str, TaskStore],
 ) -> None:
     db, store = target
+    assert isinstance(store, QueueStore)  # the worker registry
     now = datetime.now(UTC)
     store.put_worker(_worker("live", heartbeat=now))
     store.put_worker(_worker("dead", heartbeat=now - timedelta(hours=2)))

@@ -20,6 +20,7 @@ import pytest
 from chongming_task import AsyncClient, Client, InMemoryTaskStore, SqliteTaskStore, TaskStatus
 from chongming_task.controller import Controller
 from chongming_task.errors import ConcurrencyConflict, ConfigurationError
+from chongming_task.stores import QueueStore
 from chongming_task.stores.base import TaskStore
 from chongming_task.testing import FakeClock, wait_until
 from chongming_task.worker import Worker
@@ -309,6 +310,7 @@ def test_stop_of_a_running_task_goes_to_its_worker(client: Client, store: TaskSt
 
 
 def test_a_claim_racing_a_cancel_loses_by_status_version(client: Client, store: TaskStore) -> None:
+    assert isinstance(store, QueueStore)  # every built-in store has the work queue
     handle = client.enqueue("add", 1)
     seen = store.get(handle.task_id)  # what a claimer read
     assert seen is not None
@@ -331,6 +333,7 @@ def test_a_claim_racing_a_cancel_loses_by_status_version(client: Client, store: 
 def test_a_cancel_racing_a_claim_becomes_a_command_to_the_holder(
     client: Client, store: TaskStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    assert isinstance(store, QueueStore)  # every built-in store has the work queue
     handle = client.enqueue("add", 1)
     until = store.clock.now() + timedelta(seconds=30)
     real = store.save_unheld

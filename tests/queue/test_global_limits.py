@@ -22,6 +22,7 @@ import pytest
 from _workers import cli, on_path, spawn_worker, stop_workers
 from chongming_task import Client, Controller, SqliteTaskStore, TaskStatus
 from chongming_task.errors import ConfigurationError
+from chongming_task.stores import QueueStore
 from chongming_task.stores.base import TaskStore
 from chongming_task.testing import wait_until
 from chongming_task.worker import Worker
@@ -60,6 +61,7 @@ def max_overlap(store: TaskStore, task_ids: list[str]) -> int:
 
 
 def two_workers_never_exceed_the_limit(store: TaskStore, db: str, tmp_path: Path) -> None:
+    assert isinstance(store, QueueStore)  # the lease-backed slots live there
     gates, logs = tmp_path / "gates", tmp_path / "logs"
     gates.mkdir()
     logs.mkdir()
@@ -86,6 +88,7 @@ def two_workers_never_exceed_the_limit(store: TaskStore, db: str, tmp_path: Path
 
 
 def a_killed_holders_slot_comes_back(store: TaskStore, db: str, tmp_path: Path) -> None:
+    assert isinstance(store, QueueStore)  # the lease-backed slots live there
     gates, logs = tmp_path / "gates", tmp_path / "logs"
     gates.mkdir()
     logs.mkdir()
