@@ -15,6 +15,7 @@ import sys
 import pytest
 
 import chongming_task
+import chongming_task.stores
 
 
 def _module_exists(name: str) -> bool:
@@ -268,3 +269,9 @@ def test_the_stores_namespace_names_every_backend() -> None:
     assert SqliteTaskStore is chongming_task.SqliteTaskStore
     assert issubclass(SqliteTaskStore, TaskStore)
     assert TaskQuery is chongming_task.TaskQuery
+
+
+@pytest.mark.parametrize("name", chongming_task.stores.__all__)
+def test_every_name_of_the_stores_namespace_resolves(name: str) -> None:
+    """What a third-party backend imports from ``chongming_task.stores`` is really there."""
+    assert getattr(chongming_task.stores, name) is not None
