@@ -13,8 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from chongming_task import TaskContext, TaskStatus, task
-from chongming_task.run import TaskRun, run_task
+from chongming_task import TaskContext, TaskRun, TaskStatus, run_task, task
 
 S = TaskStatus
 

@@ -16,8 +16,7 @@ from __future__ import annotations
 import threading
 import time
 
-from chongming_task import TaskContext, TaskStatus
-from chongming_task.run import TaskRun
+from chongming_task import TaskContext, TaskRun, TaskStatus
 from chongming_task.testing import wait_until
 
 S = TaskStatus

@@ -19,10 +19,10 @@ from chongming_task import (
     Jitter,
     RetryPolicy,
     TaskContext,
+    TaskRun,
     TaskStatus,
     Timeout,
 )
-from chongming_task.run import TaskRun
 from chongming_task.testing import FakeClock, wait_until
 
 S = TaskStatus

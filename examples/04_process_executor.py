@@ -18,8 +18,15 @@ import signal
 import threading
 import time
 
-from chongming_task import ConfigurationError, ProcessExecutor, TaskContext, TaskStatus, task
-from chongming_task.run import TaskRun, run_task
+from chongming_task import (
+    ConfigurationError,
+    ProcessExecutor,
+    TaskContext,
+    TaskRun,
+    TaskStatus,
+    run_task,
+    task,
+)
 from chongming_task.testing import wait_until
 
 S = TaskStatus

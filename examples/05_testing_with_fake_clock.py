@@ -18,9 +18,15 @@ from __future__ import annotations
 
 import threading
 
-from chongming_task import FixedBackoff, RetryPolicy, TaskContext, TaskStatus, Timeout
-from chongming_task.run import TaskRun
-from chongming_task.runtime.executors.inline import InlineExecutor
+from chongming_task import (
+    FixedBackoff,
+    InlineExecutor,
+    RetryPolicy,
+    TaskContext,
+    TaskRun,
+    TaskStatus,
+    Timeout,
+)
 from chongming_task.testing import FakeClock, wait_until
 
 S = TaskStatus

@@ -13,8 +13,15 @@ import threading
 import time
 from collections.abc import Callable
 
-from chongming_task import ConcurrencyPolicy, ConfigurationError, TaskContext, TaskStatus, task
-from chongming_task.controller import Controller, render_table
+from chongming_task import (
+    ConcurrencyPolicy,
+    ConfigurationError,
+    Controller,
+    TaskContext,
+    TaskStatus,
+    render_table,
+    task,
+)
 from chongming_task.testing import wait_until
 
 S = TaskStatus

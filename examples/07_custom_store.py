@@ -2,9 +2,9 @@
 
 ``DictTaskStore`` keeps every record as JSON text in plain dictionaries, the way a
 document database or a key-value service would. It reuses the library's codec
-(``chongming_task.stores.codec``) so fidelity is exact, and ``CommandSignal`` for
-``wait_for_commands``. Then ``StoreContract`` checks it: the same cases the built-in
-stores pass. Run: ``python examples/07_custom_store.py``.
+(``encode_snapshot`` and the rest, from ``chongming_task.stores``) so fidelity is
+exact, and ``CommandSignal`` for ``wait_for_commands``. Then ``StoreContract`` checks
+it: the same cases the built-in stores pass. Run: ``python examples/07_custom_store.py``.
 """
 
 from __future__ import annotations
@@ -16,30 +16,37 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from chongming_task import ConcurrencyConflict, ConfigurationError, Progress, StoreError
-from chongming_task.core.clock import Clock
-from chongming_task.model import JSONValue, TaskSnapshot, Transition, dumps, loads
-from chongming_task.states import TERMINAL, TaskStatus
-from chongming_task.stores.base import (
+from chongming_task import (
     ClaimLost,
+    Clock,
     Command,
+    ConcurrencyConflict,
+    ConfigurationError,
+    Progress,
     ScheduleConflict,
     ScheduleRecord,
+    StoreError,
     TaskNotFound,
     TaskQuery,
+    TaskSnapshot,
     TaskStore,
-    validate_actions,
+    Transition,
 )
-from chongming_task.stores.codec import (
+from chongming_task.states import TERMINAL, TaskStatus
+from chongming_task.stores import (
+    CommandSignal,
+    JSONValue,
     decode_snapshot,
     decode_transition,
+    dumps,
     encode_json,
     encode_snapshot,
     encode_transition,
+    loads,
     require_aware,
     to_micros,
+    validate_actions,
 )
-from chongming_task.stores.signal import CommandSignal
 from chongming_task.testing.store_contract import StoreContract
 
 OrderKey = Callable[[TaskSnapshot, int], Any]

@@ -16,8 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from chongming_task import Controller, SqliteTaskStore, TaskContext, TaskStatus
-from chongming_task.controller import render_table
+from chongming_task import Controller, SqliteTaskStore, TaskContext, TaskStatus, render_table
 from chongming_task.testing import wait_until
 
 S = TaskStatus

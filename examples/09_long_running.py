@@ -19,8 +19,7 @@ import threading
 import time
 from pathlib import Path
 
-from chongming_task import Controller, SqliteTaskStore, TaskContext, TaskStatus, task
-from chongming_task.controller import render_table
+from chongming_task import Controller, SqliteTaskStore, TaskContext, TaskStatus, render_table, task
 from chongming_task.testing import wait_until
 
 S = TaskStatus

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import time
 
-from chongming_task import Controller, Pipeline, TaskContext, task
-from chongming_task.policies import AggregationPolicy, JoinMode
+from chongming_task import AggregationPolicy, Controller, JoinMode, Pipeline, TaskContext, task
 
 
 class Demo:

@@ -35,10 +35,10 @@ from chongming_task import (
     RetryPolicy,
     TaskContext,
     TaskStatus,
+    TaskStore,
     task,
 )
 from chongming_task.core.state_machine import StateMachine
-from chongming_task.stores.base import TaskStore
 from chongming_task.testing import wait_until
 
 log = logging.getLogger("best_practice")
@@ -251,7 +251,7 @@ def demo(open_store: Callable[[], TaskStore]) -> None:
 
 @contextlib.contextmanager
 def sqlite_store_factory() -> Iterator[Callable[[], TaskStore]]:
-    from chongming_task.stores.sqlite import SqliteTaskStore
+    from chongming_task import SqliteTaskStore
 
     with tempfile.TemporaryDirectory() as directory:
         path = Path(directory) / "tasks.db"
@@ -263,7 +263,7 @@ def postgres_store_factory(dsn: str) -> Iterator[Callable[[], TaskStore]]:
     """Demo isolation only: a throwaway schema, so repeated runs never meet old tasks."""
     import psycopg
 
-    from chongming_task.stores.postgres import PostgresTaskStore
+    from chongming_task import PostgresTaskStore
 
     schema = f"ct_example_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(dsn, autocommit=True) as conn:

@@ -15,10 +15,18 @@ import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from chongming_task import Controller, TaskContext, task
-from chongming_task.schedule import CronTrigger, IntervalTrigger, Schedule, ScheduleAdmin, Scheduler
-from chongming_task.schedule.admin import StaleScheduleEdit
-from chongming_task.stores.sqlite import SqliteTaskStore
+from chongming_task import (
+    Controller,
+    CronTrigger,
+    IntervalTrigger,
+    Schedule,
+    ScheduleAdmin,
+    Scheduler,
+    SqliteTaskStore,
+    StaleScheduleEdit,
+    TaskContext,
+    task,
+)
 from chongming_task.testing import FakeClock, wait_until
 
 START = datetime(2026, 3, 2, 0, 0, tzinfo=UTC)  # Monday 08:00 in Shanghai

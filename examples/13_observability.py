@@ -18,10 +18,12 @@ import logging
 import sys
 import urllib.request
 
-from chongming_task import FixedBackoff, RetryPolicy, TaskContext
-from chongming_task.controller import Controller
-from chongming_task.observability import (
+from chongming_task import (
+    Controller,
+    FixedBackoff,
     JsonLogFormatter,
+    RetryPolicy,
+    TaskContext,
     TransitionLogger,
     install_prometheus,
     install_tracing,

@@ -14,8 +14,14 @@ from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
-from chongming_task import ConfigurationError, SqliteTaskStore, TaskContext, TaskStatus, task
-from chongming_task.controller import Controller
+from chongming_task import (
+    ConfigurationError,
+    Controller,
+    SqliteTaskStore,
+    TaskContext,
+    TaskStatus,
+    task,
+)
 
 S = TaskStatus
 

@@ -13,8 +13,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from chongming_task import SqliteTaskStore, TaskContext, TaskStatus, task
-from chongming_task.controller import Controller
+from chongming_task import Controller, SqliteTaskStore, TaskContext, TaskStatus, task
 
 S = TaskStatus
 

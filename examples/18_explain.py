@@ -20,11 +20,19 @@ from __future__ import annotations
 import threading
 import time
 
-from chongming_task import ConcurrencyPolicy, TaskContext, TaskStatus, Timeout, task
-from chongming_task.checkpoint_lint import lint_function
-from chongming_task.controller import Controller
-from chongming_task.explain import CheckpointRisk, LimitFull, QueuePosition
-from chongming_task.model import FailureKind
+from chongming_task import (
+    CheckpointRisk,
+    ConcurrencyPolicy,
+    Controller,
+    FailureKind,
+    LimitFull,
+    QueuePosition,
+    TaskContext,
+    TaskStatus,
+    Timeout,
+    lint_function,
+    task,
+)
 from chongming_task.testing import wait_until
 
 S = TaskStatus

@@ -21,12 +21,20 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from chongming_task import Client, Controller, SqliteTaskStore, TaskStatus
-from chongming_task.buckets import HandoffResult, declare_buckets, handoff, ownership_report
-from chongming_task.cli.app import main
-from chongming_task.policies import BucketPolicy
+from chongming_task import (
+    BucketPolicy,
+    Client,
+    Controller,
+    HandoffResult,
+    SqliteTaskStore,
+    TaskStatus,
+    Worker,
+    declare_buckets,
+    handoff,
+    ownership_report,
+)
+from chongming_task.cli import main
 from chongming_task.testing import wait_until
-from chongming_task.worker import Worker
 
 NUM_BUCKETS = 16
 gate = threading.Event()

@@ -36,8 +36,7 @@ from typing import Any
 
 import queue_tasks
 
-from chongming_task import Client, SqliteTaskStore, TaskStatus
-from chongming_task.policies import BucketPolicy
+from chongming_task import BucketPolicy, Client, SqliteTaskStore, TaskStatus
 from chongming_task.testing import wait_until
 
 S = TaskStatus

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import time
 
-from chongming_task import task
-from chongming_task.schedule import CronTrigger, Schedule
+from chongming_task import CronTrigger, Schedule, task
 
 
 @task(tags={"demo"})

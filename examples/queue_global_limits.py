@@ -16,8 +16,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from chongming_task import Client, Controller, SqliteTaskStore, TaskContext, TaskStatus, task
-from chongming_task.worker import Worker
+from chongming_task import (
+    Client,
+    Controller,
+    SqliteTaskStore,
+    TaskContext,
+    TaskStatus,
+    Worker,
+    task,
+)
 
 S = TaskStatus
 

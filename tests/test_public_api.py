@@ -15,6 +15,7 @@ import sys
 import pytest
 
 import chongming_task
+import chongming_task.stores
 
 
 def _module_exists(name: str) -> bool:
@@ -142,6 +143,7 @@ PUBLIC: dict[str, str | None] = {
     "AttemptsExhausted": "chongming_task.errors",
     "BucketPolicy": "chongming_task.policies",
     "CarrierCrashed": "chongming_task.errors",
+    "CheckpointRisk": "chongming_task.explain",
     "CircularDependency": "chongming_task.errors",
     "ClaimLost": "chongming_task.errors",
     "Client": "chongming_task.queue.client",
@@ -160,6 +162,7 @@ PUBLIC: dict[str, str | None] = {
     "Failure": "chongming_task.model",
     "FailureKind": "chongming_task.model",
     "FixedBackoff": "chongming_task.policies",
+    "HandoffResult": "chongming_task.buckets.handoff",
     "InMemoryTaskStore": "chongming_task.stores.memory",
     "InlineExecutor": "chongming_task.runtime.executors.inline",
     "IntervalTrigger": "chongming_task.schedule.triggers",
@@ -167,6 +170,8 @@ PUBLIC: dict[str, str | None] = {
     "InvalidTransition": "chongming_task.errors",
     "Jitter": "chongming_task.policies",
     "JoinMode": "chongming_task.policies",
+    "JsonLogFormatter": "chongming_task.observability.logging",
+    "LimitFull": "chongming_task.explain",
     "NodeOutcome": "chongming_task.pipeline.outcome",
     "PersistFailure": "chongming_task.controller.writethrough",
     "Pipeline": "chongming_task.pipeline.graph",
@@ -175,6 +180,7 @@ PUBLIC: dict[str, str | None] = {
     "PostgresTaskStore": "chongming_task.stores.postgres",
     "ProcessExecutor": "chongming_task.runtime.executors.process",
     "Progress": "chongming_task.model",
+    "QueuePosition": "chongming_task.explain",
     "ReconcileReport": "chongming_task.controller.reconcile",
     "RetryPolicy": "chongming_task.policies",
     "RuntimeContext": "chongming_task.runtime.context",
@@ -184,7 +190,9 @@ PUBLIC: dict[str, str | None] = {
     "ScheduleRecord": "chongming_task.stores.records",
     "Scheduler": "chongming_task.schedule.scheduler",
     "SqliteTaskStore": "chongming_task.stores.sqlite",
+    "StaleScheduleEdit": "chongming_task.errors",
     "StoreError": "chongming_task.errors",
+    "Submission": "chongming_task.worker.submission",
     "SystemClock": "chongming_task.core.clock",
     "TaskCancelled": "chongming_task.errors",
     "TaskContext": "chongming_task.runtime.context",
@@ -192,6 +200,7 @@ PUBLIC: dict[str, str | None] = {
     "TaskError": "chongming_task.errors",
     "TaskExecutionError": "chongming_task.errors",
     "TaskHandle": "chongming_task.queue.client",
+    "TaskNotFound": "chongming_task.errors",
     "TaskOutcome": "chongming_task.run",
     "TaskQuery": "chongming_task.stores.records",
     "TaskRun": "chongming_task.run",
@@ -204,12 +213,24 @@ PUBLIC: dict[str, str | None] = {
     "ThreadExecutor": "chongming_task.runtime.executors.thread",
     "Timeout": "chongming_task.policies",
     "Transition": "chongming_task.model",
+    "TransitionLogger": "chongming_task.observability.logging",
+    "TransitionObserver": "chongming_task.observability.events",
     "UnknownTask": "chongming_task.errors",
     "UnknownTaskName": "chongming_task.errors",
     "Worker": "chongming_task.worker.daemon",
     "__version__": None,
+    "create_app": "chongming_task.web.app",
+    "declare_buckets": "chongming_task.buckets.agent",
+    "handoff": "chongming_task.buckets.handoff",
+    "inject_trace_context": "chongming_task.observability.trace_context",
+    "install_prometheus": "chongming_task.observability.prometheus",
+    "install_tracing": "chongming_task.observability.otel",
+    "lint_function": "chongming_task.checkpoint_lint",
+    "ownership_report": "chongming_task.buckets.registry",
+    "preview": "chongming_task.schedule.preview",
     "render_table": "chongming_task.controller.table",
     "run_task": "chongming_task.run",
+    "serve_metrics": "chongming_task.observability.server",
     "task": "chongming_task.decorator",
 }
 
@@ -248,3 +269,9 @@ def test_the_stores_namespace_names_every_backend() -> None:
     assert SqliteTaskStore is chongming_task.SqliteTaskStore
     assert issubclass(SqliteTaskStore, TaskStore)
     assert TaskQuery is chongming_task.TaskQuery
+
+
+@pytest.mark.parametrize("name", chongming_task.stores.__all__)
+def test_every_name_of_the_stores_namespace_resolves(name: str) -> None:
+    """What a third-party backend imports from ``chongming_task.stores`` is really there."""
+    assert getattr(chongming_task.stores, name) is not None

@@ -31,9 +31,9 @@ def require(module: str, name: str | None = None) -> Any:
     if name is None:
         return mod
     try:
-        return getattr(mod, name)
-    except AttributeError as exc:
-        raise Unavailable(f"{module}.{name} has not landed") from exc
+        return getattr(mod, name)  # a lazy name of the package imports its module here
+    except (AttributeError, ImportError) as exc:
+        raise Unavailable(f"{module}.{name} has not landed ({exc})") from exc
 
 
 def probe(*features: str) -> str | None:
@@ -47,15 +47,17 @@ def probe(*features: str) -> str | None:
     return None
 
 
-CONTROLLER = "chongming_task.controller:Controller"
-RUNTIME = "chongming_task.run:TaskRun"
-RUN_TASK = "chongming_task.run:run_task"
-THREAD_EXECUTOR = "chongming_task.runtime.executors.thread:ThreadExecutor"
-PROCESS_EXECUTOR = "chongming_task.runtime.executors.process:ProcessExecutor"
+# The public namespace: the same spelling on both sides of an A/B (bench/ab.py), whatever
+# the internal modules are called on either.
+CONTROLLER = "chongming_task:Controller"
+RUNTIME = "chongming_task:TaskRun"
+RUN_TASK = "chongming_task:run_task"
+THREAD_EXECUTOR = "chongming_task:ThreadExecutor"
+PROCESS_EXECUTOR = "chongming_task:ProcessExecutor"
 STORE_CLASSES = {
-    "memory": "chongming_task.stores.memory:InMemoryTaskStore",
-    "sqlite": "chongming_task.stores.sqlite:SqliteTaskStore",
-    "postgres": "chongming_task.stores.postgres:PostgresTaskStore",
+    "memory": "chongming_task:InMemoryTaskStore",
+    "sqlite": "chongming_task:SqliteTaskStore",
+    "postgres": "chongming_task:PostgresTaskStore",
 }
 
 

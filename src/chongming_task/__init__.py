@@ -28,10 +28,12 @@ from chongming_task.errors import (
     InvalidState,
     InvalidTransition,
     ScheduleConflict,
+    StaleScheduleEdit,
     StoreError,
     TaskCancelled,
     TaskError,
     TaskExecutionError,
+    TaskNotFound,
     TaskSkipped,
     TaskTimeout,
     UnknownTask,
@@ -52,6 +54,9 @@ from chongming_task.policies import (
 from chongming_task.states import TaskStatus
 
 if TYPE_CHECKING:  # type checkers see the real classes; runtime resolves them lazily
+    from chongming_task.buckets import HandoffResult, declare_buckets, ownership_report
+    from chongming_task.buckets.handoff import handoff
+    from chongming_task.checkpoint_lint import lint_function
     from chongming_task.controller import (
         Controller,
         ControllerStats,
@@ -61,6 +66,16 @@ if TYPE_CHECKING:  # type checkers see the real classes; runtime resolves them l
         render_table,
     )
     from chongming_task.decorator import TaskSpec, task
+    from chongming_task.explain import CheckpointRisk, LimitFull, QueuePosition
+    from chongming_task.observability import (
+        JsonLogFormatter,
+        TransitionLogger,
+        TransitionObserver,
+        inject_trace_context,
+        install_prometheus,
+        install_tracing,
+        serve_metrics,
+    )
     from chongming_task.pipeline import NodeOutcome, Pipeline, PipelineOutcome, PipelineRun
     from chongming_task.run import TaskOutcome, TaskRun, run_task
     from chongming_task.runtime.context import RuntimeContext, TaskContext
@@ -69,13 +84,15 @@ if TYPE_CHECKING:  # type checkers see the real classes; runtime resolves them l
     from chongming_task.runtime.executors.thread import ThreadExecutor
     from chongming_task.schedule.admin import ScheduleAdmin
     from chongming_task.schedule.definition import Schedule
+    from chongming_task.schedule.preview import preview
     from chongming_task.schedule.scheduler import Scheduler
     from chongming_task.schedule.triggers import CronTrigger, IntervalTrigger
     from chongming_task.stores.base import Command, ScheduleRecord, TaskQuery, TaskStore
     from chongming_task.stores.memory import InMemoryTaskStore
     from chongming_task.stores.postgres import PostgresTaskStore
     from chongming_task.stores.sqlite import SqliteTaskStore
-    from chongming_task.worker import Worker
+    from chongming_task.web import create_app
+    from chongming_task.worker import Submission, Worker
 
 __version__ = "0.1.0"
 
@@ -118,6 +135,24 @@ _LAZY: dict[str, str] = {
     "AsyncClient": "chongming_task.queue",
     "TaskHandle": "chongming_task.queue",
     "AsyncTaskHandle": "chongming_task.queue",
+    "Submission": "chongming_task.worker",
+    "preview": "chongming_task.schedule.preview",
+    "declare_buckets": "chongming_task.buckets",
+    "handoff": "chongming_task.buckets",
+    "ownership_report": "chongming_task.buckets",
+    "HandoffResult": "chongming_task.buckets",
+    "CheckpointRisk": "chongming_task.explain",
+    "LimitFull": "chongming_task.explain",
+    "QueuePosition": "chongming_task.explain",
+    "lint_function": "chongming_task.checkpoint_lint",
+    "TransitionObserver": "chongming_task.observability",
+    "TransitionLogger": "chongming_task.observability",
+    "JsonLogFormatter": "chongming_task.observability",
+    "install_prometheus": "chongming_task.observability",
+    "install_tracing": "chongming_task.observability",
+    "serve_metrics": "chongming_task.observability",
+    "inject_trace_context": "chongming_task.observability",
+    "create_app": "chongming_task.web",
 }
 
 
@@ -131,6 +166,7 @@ __all__ = [
     "AttemptsExhausted",
     "BucketPolicy",
     "CarrierCrashed",
+    "CheckpointRisk",
     "CircularDependency",
     "ClaimLost",
     "Client",
@@ -149,6 +185,7 @@ __all__ = [
     "Failure",
     "FailureKind",
     "FixedBackoff",
+    "HandoffResult",
     "InMemoryTaskStore",
     "InlineExecutor",
     "IntervalTrigger",
@@ -156,6 +193,8 @@ __all__ = [
     "InvalidTransition",
     "Jitter",
     "JoinMode",
+    "JsonLogFormatter",
+    "LimitFull",
     "NodeOutcome",
     "PersistFailure",
     "Pipeline",
@@ -164,6 +203,7 @@ __all__ = [
     "PostgresTaskStore",
     "ProcessExecutor",
     "Progress",
+    "QueuePosition",
     "ReconcileReport",
     "RetryPolicy",
     "RuntimeContext",
@@ -173,7 +213,9 @@ __all__ = [
     "ScheduleRecord",
     "Scheduler",
     "SqliteTaskStore",
+    "StaleScheduleEdit",
     "StoreError",
+    "Submission",
     "SystemClock",
     "TaskCancelled",
     "TaskContext",
@@ -181,6 +223,7 @@ __all__ = [
     "TaskError",
     "TaskExecutionError",
     "TaskHandle",
+    "TaskNotFound",
     "TaskOutcome",
     "TaskQuery",
     "TaskRun",
@@ -193,11 +236,23 @@ __all__ = [
     "ThreadExecutor",
     "Timeout",
     "Transition",
+    "TransitionLogger",
+    "TransitionObserver",
     "UnknownTask",
     "UnknownTaskName",
     "Worker",
     "__version__",
+    "create_app",
+    "declare_buckets",
+    "handoff",
+    "inject_trace_context",
+    "install_prometheus",
+    "install_tracing",
+    "lint_function",
+    "ownership_report",
+    "preview",
     "render_table",
     "run_task",
+    "serve_metrics",
     "task",
 ]

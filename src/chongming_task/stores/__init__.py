@@ -5,6 +5,8 @@ The contract is split by concern (``stores.base``): the task part
 ``TaskStore`` is the first three. The package itself imports nothing heavy:
 ``stores.memory`` is the in-process reference, ``stores.sqlite`` the default file backend
 and ``stores.postgres`` the shared-server backend (``pip install "chongming-task[postgres]"``).
+A third-party backend imports everything it needs from here: the contract, the
+records, the codec the built-in stores use, and the in-process command signal.
 See ``docs/store-guide.md`` for the semantics every backend must honour.
 """
 
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING
 from chongming_task._lazy import lazy_exports
 
 if TYPE_CHECKING:  # type checkers see the real classes; runtime resolves them lazily
+    from chongming_task.model import JSONValue, dumps, loads
     from chongming_task.stores.base import (
         Command,
         CommandStore,
@@ -25,9 +28,21 @@ if TYPE_CHECKING:  # type checkers see the real classes; runtime resolves them l
         TaskQuery,
         TaskRecordStore,
         TaskStore,
+        validate_actions,
+    )
+    from chongming_task.stores.codec import (
+        decode_snapshot,
+        decode_transition,
+        encode_json,
+        encode_snapshot,
+        encode_transition,
+        from_micros,
+        require_aware,
+        to_micros,
     )
     from chongming_task.stores.memory import InMemoryTaskStore
     from chongming_task.stores.postgres import PostgresTaskStore
+    from chongming_task.stores.signal import CommandSignal
     from chongming_task.stores.sqlite import SqliteTaskStore
 
 _LAZY: dict[str, str] = {
@@ -43,14 +58,30 @@ _LAZY: dict[str, str] = {
     "TaskQuery": "chongming_task.stores.base",
     "TaskRecordStore": "chongming_task.stores.base",
     "TaskStore": "chongming_task.stores.base",
+    # What a third-party backend needs besides the contract (examples/07_custom_store.py):
+    "validate_actions": "chongming_task.stores.base",
+    "CommandSignal": "chongming_task.stores.signal",
+    "JSONValue": "chongming_task.model",
+    "dumps": "chongming_task.model",
+    "loads": "chongming_task.model",
+    "decode_snapshot": "chongming_task.stores.codec",
+    "decode_transition": "chongming_task.stores.codec",
+    "encode_json": "chongming_task.stores.codec",
+    "encode_snapshot": "chongming_task.stores.codec",
+    "encode_transition": "chongming_task.stores.codec",
+    "from_micros": "chongming_task.stores.codec",
+    "require_aware": "chongming_task.stores.codec",
+    "to_micros": "chongming_task.stores.codec",
 }
 
 __getattr__, __dir__ = lazy_exports("chongming_task.stores", globals(), _LAZY)
 
 __all__ = [
     "Command",
+    "CommandSignal",
     "CommandStore",
     "InMemoryTaskStore",
+    "JSONValue",
     "PostgresTaskStore",
     "QueueStore",
     "ScheduleRecord",
@@ -60,4 +91,15 @@ __all__ = [
     "TaskQuery",
     "TaskRecordStore",
     "TaskStore",
+    "decode_snapshot",
+    "decode_transition",
+    "dumps",
+    "encode_json",
+    "encode_snapshot",
+    "encode_transition",
+    "from_micros",
+    "loads",
+    "require_aware",
+    "to_micros",
+    "validate_actions",
 ]
