@@ -47,8 +47,8 @@ from workloads.w3_lateness import run_schedules
 
 from chongming_task import Controller
 from chongming_task.schedule import Scheduler
-from chongming_task.stores.memory import InMemoryTaskStore
-from chongming_task.stores.sqlite import SqliteTaskStore
+from chongming_task.stores._memory import InMemoryTaskStore
+from chongming_task.stores._sqlite import SqliteTaskStore
 
 SLOTS = 2
 _TASKS = "/proc/self/task"
@@ -188,7 +188,7 @@ def store_replay(n: int, rounds: int, directory: str) -> dict[str, Any]:
 @contextmanager
 def _timestamps(marks: dict[int, list[tuple[str, float]]]) -> Iterator[None]:
     """Record ``(label, time.time())`` at the release, the group commit and each launch."""
-    from chongming_task.runtime.executors import carriers
+    from chongming_task.runtime.executors import _carriers as carriers
     from chongming_task.stores import _sqlite_group
 
     def mark(label: str) -> None:

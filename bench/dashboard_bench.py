@@ -46,9 +46,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from chongming_task.model import Failure, FailureKind, TaskSnapshot  # noqa: E402
+from chongming_task._model import Failure, FailureKind, TaskSnapshot  # noqa: E402
 from chongming_task.states import TaskStatus  # noqa: E402
-from chongming_task.stores.base import TaskStore  # noqa: E402
+from chongming_task.stores._base import TaskStore  # noqa: E402
 
 TOKEN = "bench-token-0123456789abcdef"
 TARGETS_MS = {"tasks": 150.0, "overview": 100.0}
@@ -235,12 +235,12 @@ def live_clients_cpu(db_file: str, clients: int, seconds: float) -> dict[str, An
 
 def open_store(args: argparse.Namespace, workdir: Path) -> TaskStore:
     if args.db == "postgres":
-        from chongming_task.stores.postgres import PostgresTaskStore
+        from chongming_task.stores._postgres import PostgresTaskStore
 
         if not args.dsn:
             raise SystemExit("--db postgres needs --dsn")
         return PostgresTaskStore(args.dsn)
-    from chongming_task.stores.sqlite import SqliteTaskStore
+    from chongming_task.stores._sqlite import SqliteTaskStore
 
     return SqliteTaskStore(args.db_file or str(workdir / "dashboard-bench.db"))
 
@@ -273,7 +273,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from starlette.testclient import TestClient
 
     from chongming_task.web import create_app
-    from chongming_task.web.views import FULL_EVERY, Dashboard
+    from chongming_task.web._views import FULL_EVERY, Dashboard
 
     with tempfile.TemporaryDirectory(prefix="dashboard-bench-") as tmp:
         store = open_store(args, Path(tmp))

@@ -185,7 +185,7 @@ def _schema_file(directory: Path, *, indexes: bool = True) -> Path:
     ``indexes=False`` drops the task table's secondary indexes (what ``ps`` filters and
     sorts with; the unique task id, which ``get`` uses, stays), to show what they cost.
     """
-    from chongming_task.stores.sqlite import SqliteTaskStore
+    from chongming_task.stores._sqlite import SqliteTaskStore
 
     path = directory / "floor.db"
     SqliteTaskStore(path).close()

@@ -58,7 +58,7 @@ from peers import procrastinate_peer  # noqa: E402
 
 from chongming_task import Client, TaskStatus  # noqa: E402
 from chongming_task.policies import BucketPolicy  # noqa: E402
-from chongming_task.stores.base import TaskStore  # noqa: E402
+from chongming_task.stores._base import TaskStore  # noqa: E402
 
 TASKS = str(BENCH / "peers" / "queue_tasks.py")
 SLOTS = 4  # per worker process, ours and procrastinate's

@@ -40,8 +40,8 @@ from typing import Any
 from urllib.parse import quote
 
 from chongming_task import TaskSnapshot, TaskStatus, Transition
-from chongming_task.stores.base import SnapshotWrite, TaskQuery, TaskStore
-from chongming_task.stores.sqlite import SqliteTaskStore
+from chongming_task.stores._base import SnapshotWrite, TaskQuery, TaskStore
+from chongming_task.stores._sqlite import SqliteTaskStore
 
 BASE = datetime(2026, 1, 1, tzinfo=UTC)
 RUNNING = frozenset({TaskStatus.RUNNING})
@@ -286,7 +286,7 @@ def postgres_settings(dsn: str) -> str:
 def postgres(dsn: str, seconds: float) -> None:
     import psycopg
 
-    from chongming_task.stores.postgres import PostgresTaskStore
+    from chongming_task.stores._postgres import PostgresTaskStore
 
     schema = f"ct_store_bench_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(dsn, autocommit=True) as conn:

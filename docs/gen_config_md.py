@@ -64,7 +64,7 @@ def _rows(parser: argparse.ArgumentParser) -> list[str]:
 
 
 def render() -> str:
-    from chongming_task.cli.app import build_parser
+    from chongming_task.cli._app import build_parser
 
     parser = build_parser()
     lines = [HEADER]

@@ -16,7 +16,7 @@ import pytest
 from chongming_task import InMemoryTaskStore, SqliteTaskStore
 from chongming_task._consumer import KEEP, RELEASE, CommandConsumer, Complete, Outcome
 from chongming_task.errors import ClaimLost, StoreError
-from chongming_task.stores.base import Command, TaskStore
+from chongming_task.stores._base import Command, TaskStore
 from chongming_task.testing import FakeClock
 
 log = logging.getLogger("chongming_task.tests.consumer")
@@ -33,7 +33,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TaskStore]
     elif request.param == "sqlite":
         opened = SqliteTaskStore(tmp_path / "consumer.db", clock=clock)
     else:
-        from chongming_task.stores.postgres import PostgresTaskStore
+        from chongming_task.stores._postgres import PostgresTaskStore
 
         opened = PostgresTaskStore(request.getfixturevalue("postgres_dsn"), clock=clock)
     yield opened

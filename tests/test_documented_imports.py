@@ -1,7 +1,7 @@
 """Examples, the README and the docs teach only public import paths.
 
 A user copies what the examples and docs show. If they show an internal module
-(``chongming_task.stores.sqlite``, ``chongming_task.controller.controller``), that
+(``chongming_task.stores._sqlite``, ``chongming_task.controller._controller``), that
 path becomes load-bearing for users and can never move. So every ``chongming_task``
 import they show must come from :data:`PUBLIC_PATHS`: the package root, the modules
 the user guide itself imports from, and the few named below with their reason.
@@ -110,15 +110,15 @@ def test_examples_and_docs_import_only_public_paths() -> None:
 @pytest.mark.parametrize(
     ("snippet", "refused"),
     [
-        ("from chongming_task.stores.sqlite import SqliteTaskStore\n", True),
-        ("import chongming_task.controller.controller\n", True),
+        ("from chongming_task.stores._sqlite import SqliteTaskStore\n", True),
+        ("import chongming_task.controller._controller\n", True),
         ("see `chongming_task.worker.Submission(...)`\n", True),
-        ("python -m chongming_task.worker.daemon\n", True),
-        ("::: chongming_task.controller.controller.Controller\n", True),
+        ("python -m chongming_task.worker._daemon\n", True),
+        ("::: chongming_task.controller._controller.Controller\n", True),
         ("from chongming_task import Controller\n", False),
         ("from chongming_task.testing.store_contract import StoreContract\n", False),
         ("::: chongming_task.Controller\n", False),
-        ("::: chongming_task.observability.server\n", False),
+        ("::: chongming_task.observability._server\n", False),
         ("the `chongming_task.worker` logger\n", False),
         ("python -m chongming_task.cli --help\n", False),
     ],

@@ -31,10 +31,10 @@ MODULES = (
     "chongming_task",
     "chongming_task.states",
     "chongming_task.errors",
-    "chongming_task.model",
+    "chongming_task._model",
     "chongming_task.policies",
-    "chongming_task.redact",
-    "chongming_task.core.clock",
+    "chongming_task._redact",
+    "chongming_task.core._clock",
     "chongming_task.core.state_machine",
     "chongming_task.testing",
 )

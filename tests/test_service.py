@@ -304,10 +304,10 @@ def test_a_base_exception_ends_the_thread_loudly(caplog: pytest.LogCaptureFixtur
 _PER_RUN_THREADS = frozenset(
     {
         "_service.py",
-        "controller/commands.py",
-        "runtime/executors/carriers.py",
-        "runtime/executors/process.py",
-        "runtime/executors/process_child.py",
+        "controller/_commands.py",
+        "runtime/executors/_carriers.py",
+        "runtime/executors/_process.py",
+        "runtime/executors/_process_child.py",
     }
 )
 

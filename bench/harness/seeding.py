@@ -30,7 +30,7 @@ def task_id(i: int) -> str:
 
 def probe(kind: str) -> str | None:
     """Why seeding a ``kind`` store cannot work here, or None."""
-    return ours.probe("chongming_task.model:TaskSnapshot", "chongming_task.states:TaskStatus")
+    return ours.probe("chongming_task._model:TaskSnapshot", "chongming_task.states:TaskStatus")
 
 
 def _status_for(i: int) -> str:
@@ -45,7 +45,7 @@ _EXPIRED = _BASE + dt.timedelta(hours=23)
 
 def snapshot_at(i: int, status_name: str) -> Any:
     """The i-th seeded snapshot (deterministic: created ``i`` ms after a fixed base)."""
-    snapshot_cls = ours.require("chongming_task.model", "TaskSnapshot")
+    snapshot_cls = ours.require("chongming_task._model", "TaskSnapshot")
     status = ours.require("chongming_task.states", "TaskStatus")(status_name)
     created = _BASE + dt.timedelta(milliseconds=i)
     leased = status_name in ("running", "queued")

@@ -21,7 +21,7 @@ from harness.core import Metric, Settings, Target, Variant, Workload
 from harness.stats import latency_metrics
 from peers.aps_peer import measure_lateness
 
-SCHEDULER = "chongming_task.schedule.scheduler:Scheduler"
+SCHEDULER = "chongming_task.schedule._scheduler:Scheduler"
 
 
 class Lateness(Workload):

@@ -129,7 +129,7 @@ class BigStore:
         self.ids = [seeding.task_id(i) for i in random.Random(7).sample(range(n), 1000)]
 
     def measure(self) -> Mapping[str, float]:
-        query_cls = ours.require("chongming_task.stores.base", "TaskQuery")
+        query_cls = ours.require("chongming_task.stores._base", "TaskQuery")
         status = ours.require("chongming_task.states", "TaskStatus")
         q = query_cls(statuses=frozenset({status.RUNNING}), limit=100)
         ps, get = [], []

@@ -14,7 +14,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from chongming_task._lazy import lazy_exports
-from chongming_task.core.clock import Clock, SystemClock
+from chongming_task._model import Failure, FailureKind, Progress, TaskSnapshot, Transition
+from chongming_task.core._clock import Clock, SystemClock
 from chongming_task.errors import (
     AttemptsExhausted,
     CarrierCrashed,
@@ -39,7 +40,6 @@ from chongming_task.errors import (
     UnknownTask,
     UnknownTaskName,
 )
-from chongming_task.model import Failure, FailureKind, Progress, TaskSnapshot, Transition
 from chongming_task.policies import (
     AggregationPolicy,
     BucketPolicy,
@@ -54,9 +54,11 @@ from chongming_task.policies import (
 from chongming_task.states import TaskStatus
 
 if TYPE_CHECKING:  # type checkers see the real classes; runtime resolves them lazily
+    from chongming_task._checkpoint_lint import lint_function
+    from chongming_task._decorator import TaskSpec, task
+    from chongming_task._explain import CheckpointRisk, LimitFull, QueuePosition
     from chongming_task.buckets import HandoffResult, declare_buckets, ownership_report
-    from chongming_task.buckets.handoff import handoff
-    from chongming_task.checkpoint_lint import lint_function
+    from chongming_task.buckets._handoff import handoff
     from chongming_task.controller import (
         Controller,
         ControllerStats,
@@ -65,8 +67,6 @@ if TYPE_CHECKING:  # type checkers see the real classes; runtime resolves them l
         TaskDefinition,
         render_table,
     )
-    from chongming_task.decorator import TaskSpec, task
-    from chongming_task.explain import CheckpointRisk, LimitFull, QueuePosition
     from chongming_task.observability import (
         JsonLogFormatter,
         TransitionLogger,
@@ -78,19 +78,19 @@ if TYPE_CHECKING:  # type checkers see the real classes; runtime resolves them l
     )
     from chongming_task.pipeline import NodeOutcome, Pipeline, PipelineOutcome, PipelineRun
     from chongming_task.run import TaskOutcome, TaskRun, run_task
-    from chongming_task.runtime.context import RuntimeContext, TaskContext
+    from chongming_task.runtime._context import RuntimeContext, TaskContext
+    from chongming_task.runtime.executors._process import ProcessExecutor
     from chongming_task.runtime.executors.inline import InlineExecutor
-    from chongming_task.runtime.executors.process import ProcessExecutor
     from chongming_task.runtime.executors.thread import ThreadExecutor
-    from chongming_task.schedule.admin import ScheduleAdmin
-    from chongming_task.schedule.definition import Schedule
-    from chongming_task.schedule.preview import preview
-    from chongming_task.schedule.scheduler import Scheduler
-    from chongming_task.schedule.triggers import CronTrigger, IntervalTrigger
-    from chongming_task.stores.base import Command, ScheduleRecord, TaskQuery, TaskStore
-    from chongming_task.stores.memory import InMemoryTaskStore
-    from chongming_task.stores.postgres import PostgresTaskStore
-    from chongming_task.stores.sqlite import SqliteTaskStore
+    from chongming_task.schedule._admin import ScheduleAdmin
+    from chongming_task.schedule._definition import Schedule
+    from chongming_task.schedule._preview import preview
+    from chongming_task.schedule._scheduler import Scheduler
+    from chongming_task.schedule._triggers import CronTrigger, IntervalTrigger
+    from chongming_task.stores._base import Command, ScheduleRecord, TaskQuery, TaskStore
+    from chongming_task.stores._memory import InMemoryTaskStore
+    from chongming_task.stores._postgres import PostgresTaskStore
+    from chongming_task.stores._sqlite import SqliteTaskStore
     from chongming_task.web import create_app
     from chongming_task.worker import Submission, Worker
 
@@ -98,34 +98,34 @@ __version__ = "0.1.0"
 
 #: Public names defined above the model layer: name -> module that defines it.
 _LAZY: dict[str, str] = {
-    "TaskContext": "chongming_task.runtime.context",
-    "RuntimeContext": "chongming_task.runtime.context",
+    "TaskContext": "chongming_task.runtime._context",
+    "RuntimeContext": "chongming_task.runtime._context",
     "TaskRun": "chongming_task.run",
     "TaskOutcome": "chongming_task.run",
     "run_task": "chongming_task.run",
-    "task": "chongming_task.decorator",
-    "TaskSpec": "chongming_task.decorator",
+    "task": "chongming_task._decorator",
+    "TaskSpec": "chongming_task._decorator",
     "InlineExecutor": "chongming_task.runtime.executors.inline",
     "ThreadExecutor": "chongming_task.runtime.executors.thread",
-    "ProcessExecutor": "chongming_task.runtime.executors.process",
-    "TaskStore": "chongming_task.stores.base",
-    "TaskQuery": "chongming_task.stores.base",
-    "Command": "chongming_task.stores.base",
-    "ScheduleRecord": "chongming_task.stores.base",
-    "InMemoryTaskStore": "chongming_task.stores.memory",
-    "SqliteTaskStore": "chongming_task.stores.sqlite",
-    "PostgresTaskStore": "chongming_task.stores.postgres",
+    "ProcessExecutor": "chongming_task.runtime.executors._process",
+    "TaskStore": "chongming_task.stores._base",
+    "TaskQuery": "chongming_task.stores._base",
+    "Command": "chongming_task.stores._base",
+    "ScheduleRecord": "chongming_task.stores._base",
+    "InMemoryTaskStore": "chongming_task.stores._memory",
+    "SqliteTaskStore": "chongming_task.stores._sqlite",
+    "PostgresTaskStore": "chongming_task.stores._postgres",
     "Controller": "chongming_task.controller",
     "ControllerStats": "chongming_task.controller",
     "PersistFailure": "chongming_task.controller",
     "TaskDefinition": "chongming_task.controller",
     "ReconcileReport": "chongming_task.controller",
     "render_table": "chongming_task.controller",
-    "Scheduler": "chongming_task.schedule.scheduler",
-    "Schedule": "chongming_task.schedule.definition",
-    "CronTrigger": "chongming_task.schedule.triggers",
-    "IntervalTrigger": "chongming_task.schedule.triggers",
-    "ScheduleAdmin": "chongming_task.schedule.admin",
+    "Scheduler": "chongming_task.schedule._scheduler",
+    "Schedule": "chongming_task.schedule._definition",
+    "CronTrigger": "chongming_task.schedule._triggers",
+    "IntervalTrigger": "chongming_task.schedule._triggers",
+    "ScheduleAdmin": "chongming_task.schedule._admin",
     "Pipeline": "chongming_task.pipeline",
     "PipelineRun": "chongming_task.pipeline",
     "PipelineOutcome": "chongming_task.pipeline",
@@ -136,15 +136,15 @@ _LAZY: dict[str, str] = {
     "TaskHandle": "chongming_task.queue",
     "AsyncTaskHandle": "chongming_task.queue",
     "Submission": "chongming_task.worker",
-    "preview": "chongming_task.schedule.preview",
+    "preview": "chongming_task.schedule._preview",
     "declare_buckets": "chongming_task.buckets",
     "handoff": "chongming_task.buckets",
     "ownership_report": "chongming_task.buckets",
     "HandoffResult": "chongming_task.buckets",
-    "CheckpointRisk": "chongming_task.explain",
-    "LimitFull": "chongming_task.explain",
-    "QueuePosition": "chongming_task.explain",
-    "lint_function": "chongming_task.checkpoint_lint",
+    "CheckpointRisk": "chongming_task._explain",
+    "LimitFull": "chongming_task._explain",
+    "QueuePosition": "chongming_task._explain",
+    "lint_function": "chongming_task._checkpoint_lint",
     "TransitionObserver": "chongming_task.observability",
     "TransitionLogger": "chongming_task.observability",
     "JsonLogFormatter": "chongming_task.observability",

@@ -30,9 +30,9 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from chongming_task._model import JSONValue
 from chongming_task.errors import ClaimLost
-from chongming_task.model import JSONValue
-from chongming_task.stores.base import Command, TaskStore
+from chongming_task.stores._base import Command, TaskStore
 
 __all__ = ["KEEP", "RELEASE", "Batch", "CommandConsumer", "Complete", "Handler", "Outcome"]
 

@@ -46,7 +46,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from chongming_task.model import TaskSnapshot
+    from chongming_task._model import TaskSnapshot
     from chongming_task.states import TaskStatus
 
 __all__ = [
@@ -362,7 +362,7 @@ class ChildError(TaskExecutionError):
 
 
 class HandoffError(TaskError):
-    """A bucket handoff (``chongming_task.buckets.handoff``) that did not complete.
+    """A bucket handoff (``chongming_task.buckets._handoff``) that did not complete.
 
     ``stage`` is the step it stopped at (``"release"`` by the old owner or ``"adopt"``
     by the new one) and ``command_id`` the command of that step, in the store.

@@ -20,19 +20,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from chongming_task.core.clock import Clock, SystemClock
+from chongming_task._decorator import RESERVED_OPTIONS, reserved_collisions, spec_of
+from chongming_task._model import Failure, JSONValue, TaskSnapshot, Transition
+from chongming_task.core._clock import Clock, SystemClock
 from chongming_task.core.state_machine import StateMachine
-from chongming_task.decorator import RESERVED_OPTIONS, reserved_collisions, spec_of
 from chongming_task.errors import ConfigurationError, InvalidState
-from chongming_task.model import Failure, JSONValue, TaskSnapshot, Transition
 from chongming_task.policies import RetryPolicy, Timeout
-from chongming_task.runtime.attempt import TaskCall
-from chongming_task.runtime.context import LogEntry
-from chongming_task.runtime.controls import RunControls
-from chongming_task.runtime.driver import Driver
-from chongming_task.runtime.events import Outbox
-from chongming_task.runtime.executors.base import Executor
-from chongming_task.runtime.options import (
+from chongming_task.runtime._attempt import TaskCall
+from chongming_task.runtime._context import LogEntry
+from chongming_task.runtime._controls import RunControls
+from chongming_task.runtime._driver import Driver
+from chongming_task.runtime._events import Outbox
+from chongming_task.runtime._options import (
     as_args,
     as_kwargs,
     as_upstream,
@@ -41,9 +40,10 @@ from chongming_task.runtime.options import (
     check_options,
     check_signature,
 )
-from chongming_task.runtime.orchestration import QueueOwnerEdges
-from chongming_task.runtime.state import RunState, Supervision
-from chongming_task.runtime.supervisor import Supervisor
+from chongming_task.runtime._orchestration import QueueOwnerEdges
+from chongming_task.runtime._state import RunState, Supervision
+from chongming_task.runtime._supervisor import Supervisor
+from chongming_task.runtime.executors._base import Executor
 from chongming_task.states import TaskStatus
 
 __all__ = ["TaskOutcome", "TaskRun", "run_task"]
@@ -85,9 +85,9 @@ class TaskRun(RunControls, QueueOwnerEdges):
     """A handle on one task run: start it, control it, watch it, wait for it.
 
     Control (``stop``, ``pause``, ``resume``, ``cancel``) comes from
-    :class:`~chongming_task.runtime.controls.RunControls`; the queue owner's edges
+    :class:`~chongming_task.runtime._controls.RunControls`; the queue owner's edges
     (``enqueue``, ``block``, ``release``, ``skip``) from
-    :class:`~chongming_task.runtime.orchestration.QueueOwnerEdges`.
+    :class:`~chongming_task.runtime._orchestration.QueueOwnerEdges`.
     """
 
     # Slots: a busy controller holds many queued runs at once.

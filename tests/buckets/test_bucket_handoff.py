@@ -24,7 +24,7 @@ from _workers import cli, cli_env, on_path, spawn_worker, stop_workers
 from chongming_task import Client, Controller, TaskStatus
 from chongming_task.buckets import HandoffResult, HandoffTimeout, handoff, ownership_report
 from chongming_task.policies import BucketPolicy
-from chongming_task.stores.base import TaskStore
+from chongming_task.stores._base import TaskStore
 from chongming_task.testing import wait_until
 from chongming_task.worker import Worker
 

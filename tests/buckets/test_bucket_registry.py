@@ -24,10 +24,10 @@ from chongming_task.buckets import (
     handoff,
     ownership_report,
 )
-from chongming_task.core.clock import SystemClock
+from chongming_task.core._clock import SystemClock
 from chongming_task.errors import ConfigurationError
 from chongming_task.policies import BucketPolicy
-from chongming_task.stores.base import TaskStore
+from chongming_task.stores._base import TaskStore
 from chongming_task.testing import FakeClock
 
 NUM = 16
@@ -55,7 +55,7 @@ def store(
     elif kind == "sqlite":
         opened = SqliteTaskStore(tmp_path / "b.db", clock=clock)
     else:
-        from chongming_task.stores.postgres import PostgresTaskStore
+        from chongming_task.stores._postgres import PostgresTaskStore
 
         opened = PostgresTaskStore(request.getfixturevalue("postgres_dsn"), clock=clock)
     yield opened
@@ -266,8 +266,8 @@ def test_a_node_refuses_a_release_of_buckets_it_does_not_own(
     store: TaskStore, clock: FakeClock
 ) -> None:
     """The registry said yes, the node says no (it changed meanwhile): refused, unchanged."""
-    from chongming_task.buckets.agent import RELEASE, BucketAgent
-    from chongming_task.stores.base import Command
+    from chongming_task.buckets._agent import RELEASE, BucketAgent
+    from chongming_task.stores._base import Command
 
     a = node(store, "node-a", range(0, 8), clock)
     agent = BucketAgent(a, kind="controller", heartbeat=lambda: None)
@@ -298,14 +298,14 @@ def test_cli_owners_json_and_health(
     """The CLI reads with the wall clock, so these nodes declare with it too."""
     if kind == "memory":
         pytest.skip("the CLI opens a database")
-    from chongming_task.cli.app import main
+    from chongming_task.cli._app import main
 
     db = str(tmp_path / "cli.db") if kind == "sqlite" else request.getfixturevalue("postgres_dsn")
     store: TaskStore
     if kind == "sqlite":
         store = SqliteTaskStore(db)
     else:
-        from chongming_task.stores.postgres import PostgresTaskStore
+        from chongming_task.stores._postgres import PostgresTaskStore
 
         store = PostgresTaskStore(db)
     client = make_client(store)
@@ -377,7 +377,7 @@ def test_prometheus_gauges_carry_the_verdicts(store: TaskStore, clock: FakeClock
 
 
 def test_cli_handoff_refusals_are_one_line_and_write_nothing(tmp_path: Path) -> None:
-    from chongming_task.cli.app import main
+    from chongming_task.cli._app import main
 
     db = str(tmp_path / "cli.db")
     store = SqliteTaskStore(db)

@@ -159,11 +159,11 @@ def peek_status(db: str, task_id: str) -> str | None:
         if not db.startswith("postgresql://") and not Path(db).exists():
             return None
         if db.startswith("postgresql://"):
-            from chongming_task.stores.postgres import PostgresTaskStore
+            from chongming_task.stores._postgres import PostgresTaskStore
 
             store = PostgresTaskStore(db, max_connections=1)
         else:
-            from chongming_task.stores.sqlite import SqliteTaskStore
+            from chongming_task.stores._sqlite import SqliteTaskStore
 
             store = SqliteTaskStore(db)
         _PEEKERS[db] = store

@@ -13,9 +13,9 @@ import pytest
 from chongming_task import Controller
 from chongming_task.errors import StoreError
 from chongming_task.schedule import Schedule
-from chongming_task.schedule.admin import ScheduleAdmin
-from chongming_task.stores.base import CorruptRows
-from chongming_task.stores.sqlite import SqliteTaskStore
+from chongming_task.schedule._admin import ScheduleAdmin
+from chongming_task.stores._base import CorruptRows
+from chongming_task.stores._sqlite import SqliteTaskStore
 
 from .conftest import Result
 

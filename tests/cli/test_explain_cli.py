@@ -14,7 +14,7 @@ from types import ModuleType
 from chongming_task import Controller
 from chongming_task.policies import ConcurrencyPolicy
 from chongming_task.states import TaskStatus
-from chongming_task.stores.base import TaskStore
+from chongming_task.stores._base import TaskStore
 from chongming_task.testing import FakeClock, wait_until
 
 from .conftest import Result
@@ -81,15 +81,15 @@ def load(path: Path) -> ModuleType:
 
 
 def open_store(db: str, clock: FakeClock | None = None) -> TaskStore:
-    from chongming_task.cli.session import is_postgres_url
+    from chongming_task.cli._session import is_postgres_url
 
     store: TaskStore
     if is_postgres_url(db):
-        from chongming_task.stores.postgres import PostgresTaskStore
+        from chongming_task.stores._postgres import PostgresTaskStore
 
         store = PostgresTaskStore(db)
     else:
-        from chongming_task.stores.sqlite import SqliteTaskStore
+        from chongming_task.stores._sqlite import SqliteTaskStore
 
         store = SqliteTaskStore(db)
     if clock is not None:
@@ -214,7 +214,7 @@ def test_lint_flags_a_loop_without_a_checkpoint_and_not_one_with(
 
 
 def test_lint_follows_the_context_into_helpers(tmp_path: Path) -> None:
-    from chongming_task.checkpoint_lint import lint_function
+    from chongming_task._checkpoint_lint import lint_function
 
     path = tmp_path / "helpers.py"
     path.write_text(

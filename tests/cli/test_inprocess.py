@@ -329,7 +329,7 @@ def test_submit_priority_orders_the_queued_tasks_workers_claim(invoke: Invoke, d
     priority, then the oldest (no worker runs here: the order is read from the claim)."""
     from datetime import timedelta
 
-    from chongming_task.stores.sqlite import SqliteTaskStore
+    from chongming_task.stores._sqlite import SqliteTaskStore
 
     for task_id, priority in (("low", None), ("mid", "3"), ("urgent", "9"), ("mid-later", "3")):
         options = ["--priority", priority] if priority is not None else []

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from chongming_task.cli.errors import ExitCode, UsageError, describe, one_line
-from chongming_task.cli.parsing import (
+from chongming_task.cli._errors import ExitCode, UsageError, describe, one_line
+from chongming_task.cli._parsing import (
     format_buckets,
     parse_arg_value,
     parse_bucket_ranges,

@@ -68,8 +68,8 @@ def test_refused_values_are_usage_errors(
     seed = invoke("--db", db, "run", "add", "--tasks", TASKS, "--arg", "a=1", "--task-id", "done")
     assert seed.code == 0, seed.err
     from chongming_task.schedule import Schedule
-    from chongming_task.schedule.admin import ScheduleAdmin
-    from chongming_task.stores.sqlite import SqliteTaskStore
+    from chongming_task.schedule._admin import ScheduleAdmin
+    from chongming_task.stores._sqlite import SqliteTaskStore
 
     with SqliteTaskStore(db) as store:
         # A string trigger is a UTC cron (Schedule.trigger's type does not say so yet).

@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from chongming_task.cli.render import Output, display_width, plain_table
+from chongming_task.cli._render import Output, display_width, plain_table
 
 
 class _Tty(io.StringIO):

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from chongming_task.schedule import CronTrigger, Schedule, ScheduleAdmin
-from chongming_task.stores.sqlite import SqliteTaskStore
+from chongming_task.stores._sqlite import SqliteTaskStore
 
 from .conftest import Result
 

@@ -111,8 +111,8 @@ def test_schedule_errors(cli: Cli, db: str, start_worker: StartWorker) -> None:
 
 def test_health_is_unhealthy_when_a_schedule_is_overdue(invoke: Invoke, tmp_path: Path) -> None:
     from chongming_task.schedule import Schedule
-    from chongming_task.schedule.admin import ScheduleAdmin
-    from chongming_task.stores.sqlite import SqliteTaskStore
+    from chongming_task.schedule._admin import ScheduleAdmin
+    from chongming_task.stores._sqlite import SqliteTaskStore
 
     db = str(tmp_path / "h.db")
     with SqliteTaskStore(db) as store:

@@ -18,7 +18,7 @@ import pytest
 
 from chongming_task.cli import main
 from chongming_task.core.state_machine import StateMachine
-from chongming_task.stores.sqlite import SqliteTaskStore
+from chongming_task.stores._sqlite import SqliteTaskStore
 
 from .conftest import TASKS, Result
 

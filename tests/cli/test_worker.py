@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 
 from chongming_task.controller import Controller
-from chongming_task.core.clock import SystemClock
+from chongming_task.core._clock import SystemClock
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.errors import ConfigurationError
 from chongming_task.policies import BucketPolicy
-from chongming_task.stores.base import Command
-from chongming_task.stores.memory import InMemoryTaskStore
-from chongming_task.stores.sqlite import SqliteTaskStore
+from chongming_task.stores._base import Command
+from chongming_task.stores._memory import InMemoryTaskStore
+from chongming_task.stores._sqlite import SqliteTaskStore
 from chongming_task.testing import wait_until
 from chongming_task.worker import (
     Submission,

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from chongming_task.stores.base import TaskStore
-from chongming_task.stores.memory import InMemoryTaskStore
-from chongming_task.stores.sqlite import SqliteTaskStore
+from chongming_task.stores._base import TaskStore
+from chongming_task.stores._memory import InMemoryTaskStore
+from chongming_task.stores._sqlite import SqliteTaskStore
 from chongming_task.testing.controller_contract import ControllerContract
 
 
@@ -64,16 +64,16 @@ class TestPostgresController(ControllerContract):
         self.close_all()  # before postgres_dsn drops the schema under the controllers
 
     def make_store(self) -> TaskStore:
-        from chongming_task.stores.postgres import PostgresTaskStore
+        from chongming_task.stores._postgres import PostgresTaskStore
 
         return PostgresTaskStore(self.dsn)
 
     def make_second_store(self) -> TaskStore:
-        from chongming_task.stores.postgres import PostgresTaskStore
+        from chongming_task.stores._postgres import PostgresTaskStore
 
         return PostgresTaskStore(self.dsn)
 
     def store_factory(self) -> Callable[[], TaskStore]:
-        from chongming_task.stores.postgres import PostgresTaskStore
+        from chongming_task.stores._postgres import PostgresTaskStore
 
         return functools.partial(PostgresTaskStore, self.dsn)

@@ -6,8 +6,8 @@ import threading
 import time
 from collections.abc import Iterable
 
-from chongming_task.model import Transition
-from chongming_task.runtime.context import TaskContext
+from chongming_task._model import Transition
+from chongming_task.runtime._context import TaskContext
 from chongming_task.states import TaskStatus
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from chongming_task.controller.admission import Admission
+from chongming_task.controller._admission import Admission
 from chongming_task.errors import ConfigurationError
 
 

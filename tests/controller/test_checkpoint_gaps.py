@@ -12,15 +12,15 @@ import threading
 import pytest
 
 from chongming_task import Controller
-from chongming_task.checkpoint_gaps import BOUNDS, CheckpointGaps, GapRecorder, forecast
-from chongming_task.controller.explaining import name_gaps, store_facts
+from chongming_task._checkpoint_gaps import BOUNDS, CheckpointGaps, GapRecorder, forecast
+from chongming_task._explain import CheckpointRisk, explain
+from chongming_task.controller._explaining import name_gaps, store_facts
 from chongming_task.errors import ConfigurationError, StoreError
-from chongming_task.explain import CheckpointRisk, explain
 from chongming_task.policies import Timeout
 from chongming_task.run import TaskRun
-from chongming_task.runtime.context import TaskContext
+from chongming_task.runtime._context import TaskContext
 from chongming_task.states import TaskStatus
-from chongming_task.stores.base import TaskStore
+from chongming_task.stores._base import TaskStore
 from chongming_task.testing import FakeClock, wait_until
 
 S = TaskStatus
@@ -160,8 +160,8 @@ def test_time_paused_in_a_checkpoint_is_not_a_gap() -> None:
 
 
 def test_the_recorder_and_the_value_are_exact() -> None:
-    from chongming_task.runtime.context import RuntimeContext
-    from chongming_task.runtime.control import Control
+    from chongming_task.runtime._context import RuntimeContext
+    from chongming_task.runtime._control import Control
 
     now = [0.0]
     recorder = GapRecorder(last=0.0)

@@ -9,8 +9,8 @@ from datetime import timedelta
 import pytest
 
 from chongming_task import ConfigurationError, Controller, StoreError, TaskContext
-from chongming_task.model import TaskSnapshot, Transition
-from chongming_task.stores.memory import InMemoryTaskStore
+from chongming_task._model import TaskSnapshot, Transition
+from chongming_task.stores._memory import InMemoryTaskStore
 from chongming_task.testing import FakeClock, wait_until
 
 from ._helpers import Gate, S, path
@@ -225,7 +225,7 @@ def test_reconcile_publishes_the_lost_transitions() -> None:
 def test_subscribe_commands_reports_each_applied_command(gate: Gate) -> None:
     from datetime import datetime
 
-    from chongming_task.stores.base import Command
+    from chongming_task.stores._base import Command
 
     with InMemoryTaskStore() as store:
         holder = Controller(store=store, owner="holder")

@@ -16,7 +16,7 @@ import pytest
 from _store_spec import open_store
 from chongming_task import Controller
 from chongming_task.states import TaskStatus
-from chongming_task.stores.base import Command, TaskStore
+from chongming_task.stores._base import Command, TaskStore
 from chongming_task.testing import wait_until
 
 from ._helpers import path

@@ -16,8 +16,8 @@ from collections.abc import Callable
 import pytest
 
 from chongming_task import ConfigurationError, Controller, InMemoryTaskStore, TaskRun
-from chongming_task.runtime.attempt import TaskCall
-from chongming_task.runtime.context import TaskContext
+from chongming_task.runtime._attempt import TaskCall
+from chongming_task.runtime._context import TaskContext
 from chongming_task.runtime.executors.thread import ThreadExecutor
 
 from ._helpers import path

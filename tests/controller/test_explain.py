@@ -15,9 +15,7 @@ from pathlib import Path
 import pytest
 
 from chongming_task import Controller, Pipeline
-from chongming_task.controller.explaining import store_facts
-from chongming_task.errors import ConfigurationError
-from chongming_task.explain import (
+from chongming_task._explain import (
     BlockedUpstream,
     Ended,
     HeldBy,
@@ -32,14 +30,16 @@ from chongming_task.explain import (
     Stopping,
     explain,
 )
+from chongming_task.controller._explaining import store_facts
+from chongming_task.errors import ConfigurationError
 from chongming_task.policies import ConcurrencyPolicy, FixedBackoff, RetryPolicy, Timeout
-from chongming_task.runtime.context import TaskContext
+from chongming_task.runtime._context import TaskContext
 from chongming_task.states import TaskStatus
 from chongming_task.stores import QueueStore
-from chongming_task.stores.base import TaskStore
-from chongming_task.stores.memory import InMemoryTaskStore
-from chongming_task.stores.queue_records import WorkerRecord
-from chongming_task.stores.sqlite import SqliteTaskStore
+from chongming_task.stores._base import TaskStore
+from chongming_task.stores._memory import InMemoryTaskStore
+from chongming_task.stores._queue_records import WorkerRecord
+from chongming_task.stores._sqlite import SqliteTaskStore
 from chongming_task.testing import FakeClock, wait_until
 
 from ._helpers import Gate
@@ -65,7 +65,7 @@ def stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opener]:
         if request.param == "sqlite":
             store = SqliteTaskStore(tmp_path / "tasks.db")
         else:
-            from chongming_task.stores.postgres import PostgresTaskStore
+            from chongming_task.stores._postgres import PostgresTaskStore
 
             store = PostgresTaskStore(request.getfixturevalue("postgres_dsn"))
         opened.append(store)

@@ -324,7 +324,7 @@ def test_submission_validation() -> None:
 
 
 def test_duplicate_ids_are_refused_by_the_store_across_controllers() -> None:
-    from chongming_task.stores.memory import InMemoryTaskStore
+    from chongming_task.stores._memory import InMemoryTaskStore
 
     with InMemoryTaskStore() as store:
         first = Controller(store=store, owner="a")
@@ -374,7 +374,7 @@ def test_8_8_buckets_as_written(gate: Gate) -> None:
 
 
 def test_4_5_long_running_worker_as_written() -> None:
-    from chongming_task.stores.memory import InMemoryTaskStore
+    from chongming_task.stores._memory import InMemoryTaskStore
 
     @task
     def worker(ctx: TaskContext, source: str) -> int:

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from chongming_task import Controller, InMemoryTaskStore, SqliteTaskStore
-from chongming_task.controller.late_results import LATE_RESULTS_KEY, MAX_LATE_RESULTS
-from chongming_task.stores.base import TaskStore
+from chongming_task.controller._late_results import LATE_RESULTS_KEY, MAX_LATE_RESULTS
+from chongming_task.stores._base import TaskStore
 from chongming_task.testing import FakeClock, wait_until
 
 from ._helpers import S, path
@@ -154,7 +154,7 @@ def test_a_late_failure_is_audited_too_and_records_stay_bounded(handles: Handles
 
 
 def test_status_shows_the_late_result(handles: Handles) -> None:
-    from chongming_task.cli.commands.inspect_ import status_lines
+    from chongming_task.cli.commands._inspect_ import status_lines
 
     store, other = handles()
     _partitioned(store)

@@ -15,9 +15,9 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from chongming_task.controller.leases import LeaseKeeper
+from chongming_task._model import TaskSnapshot
+from chongming_task.controller._leases import LeaseKeeper
 from chongming_task.errors import StoreError
-from chongming_task.model import TaskSnapshot
 from chongming_task.testing import FakeClock
 
 

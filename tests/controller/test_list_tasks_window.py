@@ -12,7 +12,7 @@ import pytest
 
 from chongming_task import Client, Controller
 from chongming_task.errors import ConfigurationError
-from chongming_task.stores.base import TaskStore
+from chongming_task.stores._base import TaskStore
 from chongming_task.testing import FakeClock
 
 START = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
@@ -30,15 +30,15 @@ def clocked(
 ) -> Iterator[tuple[TaskStore, FakeClock]]:
     clock = FakeClock(START)
     if request.param == "memory":
-        from chongming_task.stores.memory import InMemoryTaskStore
+        from chongming_task.stores._memory import InMemoryTaskStore
 
         store: TaskStore = InMemoryTaskStore(clock=clock)
     elif request.param == "sqlite":
-        from chongming_task.stores.sqlite import SqliteTaskStore
+        from chongming_task.stores._sqlite import SqliteTaskStore
 
         store = SqliteTaskStore(str(tmp_path / "t.db"), clock=clock)
     else:
-        from chongming_task.stores.postgres import PostgresTaskStore
+        from chongming_task.stores._postgres import PostgresTaskStore
 
         store = PostgresTaskStore(request.getfixturevalue("postgres_dsn"), clock=clock)
     try:

@@ -9,16 +9,16 @@ from typing import Any
 
 import pytest
 
-from chongming_task.controller.commands import CommandPoller, control_remote, issue_command
-from chongming_task.controller.events import EventBus
-from chongming_task.controller.writethrough import MAX_PERSIST_FAILURES, RETRY_MAX, WriteThrough
-from chongming_task.core.clock import SystemClock
+from chongming_task._model import TaskSnapshot, Transition
+from chongming_task.controller._commands import CommandPoller, control_remote, issue_command
+from chongming_task.controller._events import EventBus
+from chongming_task.controller._writethrough import MAX_PERSIST_FAILURES, RETRY_MAX, WriteThrough
+from chongming_task.core._clock import SystemClock
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.errors import ConfigurationError, StoreError
-from chongming_task.model import TaskSnapshot, Transition
 from chongming_task.states import TaskStatus
-from chongming_task.stores.base import Command, TaskStore
-from chongming_task.stores.memory import InMemoryTaskStore
+from chongming_task.stores._base import Command, TaskStore
+from chongming_task.stores._memory import InMemoryTaskStore
 from chongming_task.testing import FakeClock, wait_until
 
 S = TaskStatus

@@ -17,14 +17,14 @@ from typing import Any
 
 import pytest
 
-from chongming_task.controller import reconcile as reconcile_module
-from chongming_task.controller.reconcile import RECONCILE_TRIGGER, reconcile
+from chongming_task._model import FailureKind, TaskSnapshot, Transition
+from chongming_task.controller import _reconcile as reconcile_module
+from chongming_task.controller._reconcile import RECONCILE_TRIGGER, reconcile
 from chongming_task.core.state_machine import StateMachine
-from chongming_task.model import FailureKind, TaskSnapshot, Transition
 from chongming_task.states import TaskStatus
-from chongming_task.stores.base import TaskStore
-from chongming_task.stores.memory import InMemoryTaskStore
-from chongming_task.stores.sqlite import SqliteTaskStore
+from chongming_task.stores._base import TaskStore
+from chongming_task.stores._memory import InMemoryTaskStore
+from chongming_task.stores._sqlite import SqliteTaskStore
 from chongming_task.testing import FakeClock
 
 S = TaskStatus
@@ -56,7 +56,7 @@ def store(request: pytest.FixtureRequest, clock: FakeClock, tmp_path: Path) -> I
     elif request.param == "sqlite":
         made = SqliteTaskStore(tmp_path / "tasks.db", clock=clock)
     else:
-        from chongming_task.stores.postgres import PostgresTaskStore
+        from chongming_task.stores._postgres import PostgresTaskStore
 
         made = PostgresTaskStore(request.getfixturevalue("postgres_dsn"), clock=clock)
     with made:

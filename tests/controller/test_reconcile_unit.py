@@ -7,12 +7,12 @@ from datetime import timedelta
 
 import pytest
 
-from chongming_task.controller.reconcile import RECONCILE_TRIGGER, reconcile
+from chongming_task._model import FailureKind, TaskSnapshot, Transition
+from chongming_task.controller._reconcile import RECONCILE_TRIGGER, reconcile
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.errors import ConcurrencyConflict
-from chongming_task.model import FailureKind, TaskSnapshot, Transition
 from chongming_task.states import TaskStatus
-from chongming_task.stores.memory import InMemoryTaskStore
+from chongming_task.stores._memory import InMemoryTaskStore
 from chongming_task.testing import FakeClock
 
 S = TaskStatus

@@ -13,10 +13,10 @@ import pytest
 
 from _store_spec import open_store
 from chongming_task import Controller, ReconcileReport
-from chongming_task.controller.reconcile import RECONCILE_TRIGGER
-from chongming_task.model import FailureKind
+from chongming_task._model import FailureKind
+from chongming_task.controller._reconcile import RECONCILE_TRIGGER
 from chongming_task.states import TaskStatus
-from chongming_task.stores.base import TaskStore
+from chongming_task.stores._base import TaskStore
 from chongming_task.testing import wait_until
 
 from ._helpers import Gate
@@ -147,7 +147,7 @@ def test_sigkill_then_reconcile(
 
 
 def test_reconcile_touches_only_own_buckets(tmp_path: Path, gate: Gate) -> None:
-    from chongming_task.stores.sqlite import SqliteTaskStore
+    from chongming_task.stores._sqlite import SqliteTaskStore
 
     with SqliteTaskStore(tmp_path / "tasks.db") as store:
         policy_owner = Controller(store=store, owner="dead", lease_ttl=LEASE_TTL)

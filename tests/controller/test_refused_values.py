@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 
 from chongming_task import Controller
+from chongming_task._model import FailureKind
 from chongming_task.errors import ConfigurationError
-from chongming_task.model import FailureKind
 from chongming_task.policies import RetryPolicy, Timeout
-from chongming_task.schedule.triggers import IntervalTrigger, make_trigger
-from chongming_task.stores.base import OUTCOME_MAX_BYTES
-from chongming_task.stores.sqlite import SqliteTaskStore
+from chongming_task.schedule._triggers import IntervalTrigger, make_trigger
+from chongming_task.stores._base import OUTCOME_MAX_BYTES
+from chongming_task.stores._sqlite import SqliteTaskStore
 
 from ._helpers import S, path
 

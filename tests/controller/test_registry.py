@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from chongming_task.controller.registry import SPEC_ATTRIBUTE, TaskRegistry
+from chongming_task.controller._registry import SPEC_ATTRIBUTE, TaskRegistry
 from chongming_task.errors import ConfigurationError
 from chongming_task.policies import RetryPolicy, Timeout
 

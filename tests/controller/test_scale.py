@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from chongming_task import ConcurrencyPolicy, Controller, TaskContext
-from chongming_task.model import TaskSnapshot, Transition
+from chongming_task._model import TaskSnapshot, Transition
 from chongming_task.states import TaskStatus
-from chongming_task.stores.base import TaskStore
-from chongming_task.stores.memory import InMemoryTaskStore
-from chongming_task.stores.sqlite import SqliteTaskStore
+from chongming_task.stores._base import TaskStore
+from chongming_task.stores._memory import InMemoryTaskStore
+from chongming_task.stores._sqlite import SqliteTaskStore
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -20,7 +20,7 @@ from chongming_task import (
     UnknownTask,
     UnknownTaskName,
 )
-from chongming_task.stores.base import TaskStore
+from chongming_task.stores._base import TaskStore
 
 
 def quick(ctx: Any) -> int:

@@ -12,7 +12,7 @@ from typing import Any
 
 from _status import status_now
 from chongming_task import Controller
-from chongming_task.model import FailureKind
+from chongming_task._model import FailureKind
 from chongming_task.policies import Timeout
 from chongming_task.states import TaskStatus as S
 from chongming_task.testing import FakeClock, wait_until

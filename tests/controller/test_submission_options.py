@@ -6,7 +6,7 @@ import pytest
 
 from chongming_task import ConfigurationError, Controller, RetryPolicy, TaskRun
 from chongming_task.policies import FixedBackoff, Timeout
-from chongming_task.runtime.context import TaskContext
+from chongming_task.runtime._context import TaskContext
 
 from ._helpers import path
 

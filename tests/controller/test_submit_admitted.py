@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from chongming_task import ConfigurationError, Controller, SqliteTaskStore
-from chongming_task.runtime.context import TaskContext
-from chongming_task.stores.base import TaskStore
+from chongming_task.runtime._context import TaskContext
+from chongming_task.stores._base import TaskStore
 from chongming_task.testing import wait_until
 
 from ._helpers import Gate, S, path

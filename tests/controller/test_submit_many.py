@@ -16,7 +16,7 @@ import pytest
 from chongming_task import Controller, SqliteTaskStore
 from chongming_task.errors import ConfigurationError
 from chongming_task.states import TaskStatus as S
-from chongming_task.stores.memory import InMemoryTaskStore
+from chongming_task.stores._memory import InMemoryTaskStore
 
 DONE = [S.PENDING, S.QUEUED, S.STARTING, S.RUNNING, S.SUCCEEDED]
 

@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from chongming_task.controller.table import display_width, format_elapsed, render_table
-from chongming_task.model import Failure, FailureKind, Progress, TaskSnapshot
+from chongming_task._model import Failure, FailureKind, Progress, TaskSnapshot
+from chongming_task.controller._table import display_width, format_elapsed, render_table
 from chongming_task.states import TaskStatus
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

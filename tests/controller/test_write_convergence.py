@@ -14,7 +14,7 @@ import pytest
 
 from chongming_task import Controller
 from chongming_task.errors import StoreError
-from chongming_task.stores.sqlite import SqliteTaskStore
+from chongming_task.stores._sqlite import SqliteTaskStore
 from chongming_task.testing import FakeClock, wait_until
 
 from ._helpers import S, path

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from chongming_task import Controller, SqliteTaskStore
-from chongming_task.model import TaskSnapshot, Transition
-from chongming_task.runtime.context import TaskContext
-from chongming_task.stores.base import TaskStore
-from chongming_task.stores.memory import InMemoryTaskStore
+from chongming_task._model import TaskSnapshot, Transition
+from chongming_task.runtime._context import TaskContext
+from chongming_task.stores._base import TaskStore
+from chongming_task.stores._memory import InMemoryTaskStore
 from chongming_task.testing import wait_until
 
 from ._helpers import Gate, S, path

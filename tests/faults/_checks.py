@@ -6,9 +6,9 @@ import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
 
-from chongming_task.model import TaskSnapshot, Transition
+from chongming_task._model import TaskSnapshot, Transition
 from chongming_task.states import TaskStatus, is_legal
-from chongming_task.stores.base import TaskQuery, TaskStore
+from chongming_task.stores._base import TaskQuery, TaskStore
 
 
 def check_trajectory(snapshot: TaskSnapshot, history: list[Transition]) -> None:

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from chongming_task import Controller
 from chongming_task.errors import ConfigurationError
 from chongming_task.policies import RetryPolicy, Timeout
-from chongming_task.schedule.triggers import IntervalTrigger, make_trigger
-from chongming_task.stores.sqlite import SqliteTaskStore
+from chongming_task.schedule._triggers import IntervalTrigger, make_trigger
+from chongming_task.stores._sqlite import SqliteTaskStore
 
 from .conftest import SCALE, record
 

@@ -87,8 +87,8 @@ def command_lines(draw: st.DrawFn) -> list[str]:
 @pytest.fixture(scope="module")
 def seeded(tmp_path_factory: pytest.TempPathFactory) -> str:
     from chongming_task.schedule import Schedule
-    from chongming_task.schedule.admin import ScheduleAdmin
-    from chongming_task.stores.sqlite import SqliteTaskStore
+    from chongming_task.schedule._admin import ScheduleAdmin
+    from chongming_task.stores._sqlite import SqliteTaskStore
 
     db = str(tmp_path_factory.mktemp("fuzz") / "seeded.db")
     out, err = io.StringIO(), io.StringIO()

@@ -10,7 +10,7 @@ import pytest
 
 from _store_spec import open_store
 from chongming_task.states import OCCUPYING, TaskStatus
-from chongming_task.stores.base import TaskQuery
+from chongming_task.stores._base import TaskQuery
 from chongming_task.testing import wait_until
 
 from ._checks import check_store, integrity_ok

@@ -22,7 +22,7 @@ S = TaskStatus
 
 def test_backends_terminated_mid_run_recover_and_converge(postgres_dsn: str) -> None:
     psycopg = pytest.importorskip("psycopg")
-    from chongming_task.stores.postgres import PostgresTaskStore
+    from chongming_task.stores._postgres import PostgresTaskStore
 
     app = f"ct-fault-{uuid.uuid4().hex[:8]}"
     store = PostgresTaskStore(postgres_dsn, application_name=app)

@@ -16,9 +16,9 @@ import pytest
 
 from _store_spec import open_store
 from _workers import start_ready
-from chongming_task.model import TaskSnapshot
+from chongming_task._model import TaskSnapshot
 from chongming_task.states import TaskStatus
-from chongming_task.stores.base import TaskQuery
+from chongming_task.stores._base import TaskQuery
 from chongming_task.testing import wait_until
 
 from ._checks import check_store

@@ -21,7 +21,7 @@ import pytest
 
 from chongming_task import Controller, TaskContext
 from chongming_task.states import TaskStatus
-from chongming_task.stores.sqlite import SqliteTaskStore
+from chongming_task.stores._sqlite import SqliteTaskStore
 from chongming_task.testing import FakeClock, wait_until
 
 from ._checks import check_store, integrity_ok

@@ -17,7 +17,7 @@ import pytest
 
 from chongming_task.run import TaskRun
 from chongming_task.states import TaskStatus
-from chongming_task.stores.base import TaskStore
+from chongming_task.stores._base import TaskStore
 from chongming_task.testing import wait_until
 
 S = TaskStatus

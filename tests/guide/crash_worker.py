@@ -12,7 +12,7 @@ import threading
 from typing import Any
 
 from chongming_task import Controller
-from chongming_task.stores.base import TaskStore
+from chongming_task.stores._base import TaskStore
 from chongming_task.testing import wait_until
 
 

@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 
 from chongming_task import Controller
+from chongming_task._model import Failure, FailureKind, Transition
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.errors import InvalidTransition
-from chongming_task.model import Failure, FailureKind, Transition
 from chongming_task.policies import FixedBackoff, RetryPolicy
 from chongming_task.run import TaskRun
 from chongming_task.states import TaskStatus
-from chongming_task.stores.base import TaskStore
+from chongming_task.stores._base import TaskStore
 from chongming_task.testing import FakeClock
 
 from .conftest import PATIENCE, S, path

@@ -14,7 +14,7 @@ from typing import Any
 
 from _status import status_now
 from chongming_task import Controller, TaskContext, task
-from chongming_task.model import FailureKind
+from chongming_task._model import FailureKind
 from chongming_task.policies import FixedBackoff, RetryPolicy, Timeout
 from chongming_task.testing import FakeClock, GatedExecutor, wait_until
 

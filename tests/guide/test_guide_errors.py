@@ -15,6 +15,7 @@ import pytest
 
 from _status import status_now
 from chongming_task import TaskContext, TaskStatus, errors
+from chongming_task._model import Failure, FailureKind
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.errors import (
     AttemptsExhausted,
@@ -23,7 +24,6 @@ from chongming_task.errors import (
     TaskCancelled,
     TaskError,
 )
-from chongming_task.model import Failure, FailureKind
 from chongming_task.policies import FixedBackoff, RetryPolicy
 from chongming_task.states import TRANSITIONS
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
+from chongming_task._model import FailureKind
 from chongming_task.errors import ConfigurationError
-from chongming_task.model import FailureKind
 from chongming_task.policies import Timeout
 
 from . import guide_tasks

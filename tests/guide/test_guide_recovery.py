@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
+from chongming_task._model import Failure, FailureKind
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.errors import ConfigurationError
-from chongming_task.model import Failure, FailureKind
 from chongming_task.states import OCCUPYING, TaskStatus
 from chongming_task.testing import wait_until
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from chongming_task import Controller
-from chongming_task.model import FailureKind
+from chongming_task._model import FailureKind
 from chongming_task.policies import FixedBackoff, Jitter, RetryPolicy, Timeout
 from chongming_task.testing import FakeClock, wait_until
 

@@ -26,10 +26,10 @@ from typing import Any
 
 import pytest
 
+from chongming_task._model import FailureKind
 from chongming_task.errors import ConfigurationError, InvalidTransition, TaskCancelled
-from chongming_task.model import FailureKind
 from chongming_task.policies import FixedBackoff, RetryPolicy
-from chongming_task.runtime.context import TaskContext
+from chongming_task.runtime._context import TaskContext
 
 from .conftest import HAPPY, PATIENCE, Gate, S, path
 

@@ -6,7 +6,7 @@ reference store, so the whole shipped suite runs against it under pytest.
 
 from __future__ import annotations
 
-from chongming_task.stores.memory import InMemoryTaskStore
+from chongming_task.stores._memory import InMemoryTaskStore
 
 
 class MyStore(InMemoryTaskStore):

@@ -16,7 +16,7 @@ import pytest
 from _status import status_now
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.errors import ConcurrencyConflict, ConfigurationError, StoreError
-from chongming_task.stores.memory import InMemoryTaskStore
+from chongming_task.stores._memory import InMemoryTaskStore
 from chongming_task.testing import wait_until
 
 from .conftest import PATIENCE, Backend, S, Work, path, reach

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from chongming_task import Controller, RetryPolicy, TaskSnapshot, Timeout, task
+from chongming_task._model import FailureKind
 from chongming_task.errors import ConfigurationError
-from chongming_task.model import FailureKind
 from chongming_task.testing import wait_until
 
 from . import guide_tasks
@@ -42,7 +42,7 @@ def load(ctx, rows: int = 0) -> int:  # type: ignore[no-untyped-def]
 
 
 def test_s8_13_task_decorator_spec() -> None:
-    from chongming_task.decorator import spec_of
+    from chongming_task._decorator import spec_of
 
     spec = spec_of(extract)
     assert spec is not None

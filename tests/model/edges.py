@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 
+from chongming_task._model import Failure, FailureKind
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.errors import AttemptsExhausted, InvalidTransition
-from chongming_task.model import Failure, FailureKind
 from chongming_task.states import TaskStatus
 from chongming_task.testing import FakeClock
 

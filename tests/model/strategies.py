@@ -7,7 +7,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from chongming_task.model import Failure, FailureKind, Progress, TaskSnapshot, Transition
+from chongming_task._model import Failure, FailureKind, Progress, TaskSnapshot, Transition
 from chongming_task.states import TaskStatus
 
 #: Any fixed UTC offset Python allows, sub-minute and microsecond offsets included.

@@ -8,8 +8,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 
-from chongming_task.errors import ConfigurationError, StoreError
-from chongming_task.model import (
+from chongming_task._model import (
     FORMAT_VERSION,
     Failure,
     FailureKind,
@@ -21,8 +20,9 @@ from chongming_task.model import (
     loads,
     parse_datetime,
 )
+from chongming_task.errors import ConfigurationError, StoreError
 from chongming_task.states import TaskStatus
-from chongming_task.stores.codec import encode_snapshot
+from chongming_task.stores._codec import encode_snapshot
 
 from .strategies import aware_datetimes, failures, json_values, progresses, snapshots, transitions
 

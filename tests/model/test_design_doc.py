@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from chongming_task.model import FailureKind
+from chongming_task._model import FailureKind
 from chongming_task.states import TRANSITIONS, TaskStatus
 
 from .design_doc import BEGIN, DESIGN, END, generated_block

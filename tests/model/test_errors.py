@@ -94,7 +94,7 @@ def test_no_exception_class_is_defined_outside_errors() -> None:
 
     import chongming_task
 
-    allowed = {"chongming_task.cli.errors", "chongming_task.cli.signals", "chongming_task.errors"}
+    allowed = {"chongming_task.cli._errors", "chongming_task.cli._signals", "chongming_task.errors"}
     found = []
     for info in pkgutil.walk_packages(chongming_task.__path__, "chongming_task."):
         if info.name in allowed or ".web" in info.name or "postgres" in info.name:

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from chongming_task.core.clock import Clock, SystemClock, utc_now
+from chongming_task.core._clock import Clock, SystemClock, utc_now
 from chongming_task.errors import ConfigurationError
 from chongming_task.testing import FakeClock, wait_until
 

@@ -9,9 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chongming_task.errors import ConfigurationError
-from chongming_task.model import Failure, FailureKind
-from chongming_task.redact import (
+from chongming_task._model import Failure, FailureKind
+from chongming_task._redact import (
     MESSAGE_MAX_LENGTH,
     TRACEBACK_MAX_LENGTH,
     mask_dsn,
@@ -23,6 +22,7 @@ from chongming_task.redact import (
     redact_traceback,
     scrub_dsn,
 )
+from chongming_task.errors import ConfigurationError
 
 # A literal port of the Go code (go-scheduler.go.diff, sanitizeTaskError), the reference
 # that redact() must match on every input the Go patterns were written for.
@@ -482,8 +482,8 @@ def test_redact_text_fields_touches_only_reason_and_error() -> None:
 def test_every_transition_reason_is_redacted_where_it_is_made() -> None:
     from datetime import UTC, datetime
 
+    from chongming_task._model import Transition
     from chongming_task.core.state_machine import StateMachine
-    from chongming_task.model import Transition
     from chongming_task.states import TaskStatus
 
     at = datetime(2026, 3, 1, tzinfo=UTC)

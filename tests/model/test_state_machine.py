@@ -6,9 +6,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from chongming_task._model import Failure, FailureKind, Progress
 from chongming_task.core.state_machine import StateMachine, Triggers
 from chongming_task.errors import AttemptsExhausted, ConfigurationError, InvalidTransition
-from chongming_task.model import Failure, FailureKind, Progress
 from chongming_task.states import TaskStatus
 from chongming_task.testing import FakeClock
 

@@ -9,9 +9,9 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from chongming_task._model import TaskSnapshot, Transition
 from chongming_task.core.state_machine import RETRYABLE_TERMINALS, StateMachine, Triggers
 from chongming_task.errors import AttemptsExhausted, ConfigurationError, InvalidTransition
-from chongming_task.model import TaskSnapshot, Transition
 from chongming_task.states import NON_OCCUPYING, OCCUPYING, TERMINAL, TRANSITIONS, TaskStatus
 from chongming_task.testing import FakeClock
 

@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from chongming_task.controller import Controller
-from chongming_task.runtime.context import TaskContext
+from chongming_task.runtime._context import TaskContext
 
 
 class Gate:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from chongming_task.runtime.context import TaskContext
+from chongming_task.runtime._context import TaskContext
 
 
 def fails_first_attempt(ctx: TaskContext) -> int:

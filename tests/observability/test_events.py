@@ -11,16 +11,16 @@ from typing import Any
 
 import pytest
 
+from chongming_task._model import TaskSnapshot, Transition
 from chongming_task.controller import Controller
 from chongming_task.core.state_machine import StateMachine
-from chongming_task.model import TaskSnapshot, Transition
 from chongming_task.observability import TransitionObserver, timeout_scope
 from chongming_task.policies import FixedBackoff, RetryPolicy, Timeout
 from chongming_task.run import TaskRun
-from chongming_task.runtime.context import TaskContext
+from chongming_task.runtime._context import TaskContext
 from chongming_task.states import TaskStatus
-from chongming_task.stores.memory import InMemoryTaskStore
-from chongming_task.stores.sqlite import SqliteTaskStore
+from chongming_task.stores._memory import InMemoryTaskStore
+from chongming_task.stores._sqlite import SqliteTaskStore
 from chongming_task.testing import FakeClock, wait_until
 
 from .conftest import Gate

@@ -13,7 +13,7 @@ import pytest
 from chongming_task.controller import Controller
 from chongming_task.observability import JsonLogFormatter, TransitionLogger
 from chongming_task.policies import FixedBackoff, RetryPolicy
-from chongming_task.runtime.context import TaskContext
+from chongming_task.runtime._context import TaskContext
 from chongming_task.testing import wait_until
 
 

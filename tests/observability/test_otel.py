@@ -15,9 +15,9 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
+from chongming_task._model import Transition
 from chongming_task.controller import Controller
 from chongming_task.errors import ConfigurationError
-from chongming_task.model import Transition
 from chongming_task.observability import (
     TracingObserver,
     extract_trace_context,
@@ -26,8 +26,8 @@ from chongming_task.observability import (
 )
 from chongming_task.policies import FixedBackoff, RetryPolicy
 from chongming_task.run import TaskRun
-from chongming_task.runtime.context import TaskContext
-from chongming_task.runtime.executors.process import ProcessExecutor
+from chongming_task.runtime._context import TaskContext
+from chongming_task.runtime.executors._process import ProcessExecutor
 from chongming_task.states import TaskStatus
 from chongming_task.testing import wait_until
 

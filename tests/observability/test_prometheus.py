@@ -12,15 +12,15 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry
 
+from chongming_task._model import TaskSnapshot, Transition
 from chongming_task.controller import Controller
 from chongming_task.errors import ConfigurationError, StoreError
-from chongming_task.model import TaskSnapshot, Transition
 from chongming_task.observability import PrometheusExporter, StoreCollector, install_prometheus
 from chongming_task.policies import FixedBackoff, RetryPolicy, Timeout
-from chongming_task.runtime.context import TaskContext
+from chongming_task.runtime._context import TaskContext
 from chongming_task.states import TaskStatus
-from chongming_task.stores.base import Command, TaskQuery
-from chongming_task.stores.memory import InMemoryTaskStore
+from chongming_task.stores._base import Command, TaskQuery
+from chongming_task.stores._memory import InMemoryTaskStore
 from chongming_task.testing import wait_until
 
 from .conftest import Gate
@@ -322,7 +322,7 @@ def test_an_abandoned_run_counts_as_lost(
 def test_queue_gauges_from_the_store() -> None:
     """Depth, oldest queued age and orphaned per bucket, workers up/dead: exact, FakeClock."""
     from chongming_task import Client
-    from chongming_task.stores.queue_records import WorkerRecord
+    from chongming_task.stores._queue_records import WorkerRecord
     from chongming_task.testing import FakeClock
 
     clock = FakeClock()

@@ -9,8 +9,8 @@ from prometheus_client import CollectorRegistry
 
 from chongming_task.controller import Controller
 from chongming_task.observability import PrometheusExporter, install_prometheus
-from chongming_task.runtime.context import TaskContext
-from chongming_task.schedule.scheduler import Scheduler
+from chongming_task.runtime._context import TaskContext
+from chongming_task.schedule._scheduler import Scheduler
 from chongming_task.testing import wait_until
 
 

@@ -19,8 +19,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from _workers import Pump
 from chongming_task.states import TaskStatus
-from chongming_task.stores.base import TaskStore
-from chongming_task.stores.sqlite import SqliteTaskStore
+from chongming_task.stores._base import TaskStore
+from chongming_task.stores._sqlite import SqliteTaskStore
 from chongming_task.testing import wait_until
 from chongming_task.worker import Submission
 
@@ -75,7 +75,7 @@ def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 def open_store(db: str) -> TaskStore:
     if db.startswith("postgresql://"):
-        from chongming_task.stores.postgres import PostgresTaskStore
+        from chongming_task.stores._postgres import PostgresTaskStore
 
         return PostgresTaskStore(db)
     return SqliteTaskStore(db)

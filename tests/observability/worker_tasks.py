@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from chongming_task.decorator import task
+from chongming_task._decorator import task
 from chongming_task.policies import FixedBackoff, RetryPolicy
-from chongming_task.runtime.context import TaskContext
+from chongming_task.runtime._context import TaskContext
 
 
 @task

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from chongming_task.controller import reconcile as reconcile_module
-from chongming_task.controller.reconcile import RECONCILE_TRIGGER, reconcile
+from chongming_task._model import FailureKind, TaskSnapshot, Transition
+from chongming_task.controller import _reconcile as reconcile_module
+from chongming_task.controller._reconcile import RECONCILE_TRIGGER, reconcile
 from chongming_task.core.state_machine import StateMachine
-from chongming_task.model import FailureKind, TaskSnapshot, Transition
 from chongming_task.states import TaskStatus
-from chongming_task.stores.base import TaskQuery, TaskStore
-from chongming_task.stores.sqlite import SqliteTaskStore
+from chongming_task.stores._base import TaskQuery, TaskStore
+from chongming_task.stores._sqlite import SqliteTaskStore
 from chongming_task.testing import FakeClock
 
 S = TaskStatus

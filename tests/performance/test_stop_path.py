@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import threading
 
+from chongming_task._model import FailureKind
 from chongming_task.errors import TaskCancelled
-from chongming_task.model import FailureKind
 from chongming_task.run import TaskRun
-from chongming_task.runtime.context import TaskContext
+from chongming_task.runtime._context import TaskContext
+from chongming_task.runtime._failures import end_traceback
 from chongming_task.runtime.executors.inline import InlineExecutor
 from chongming_task.runtime.executors.thread import ThreadExecutor
-from chongming_task.runtime.failures import end_traceback
 from chongming_task.states import TaskStatus
 
 S = TaskStatus

@@ -31,10 +31,10 @@ def make_controller(**options: object) -> Controller:
 def open_store(spec: str, clock: Any = None) -> Any:
     """A store from a spec: ``sqlite:<path>`` or a PostgreSQL DSN."""
     if spec.startswith("sqlite:"):
-        from chongming_task.stores.sqlite import SqliteTaskStore
+        from chongming_task.stores._sqlite import SqliteTaskStore
 
         return SqliteTaskStore(spec.removeprefix("sqlite:"), clock=clock)
-    from chongming_task.stores.postgres import PostgresTaskStore
+    from chongming_task.stores._postgres import PostgresTaskStore
 
     return PostgresTaskStore(spec, clock=clock)
 

@@ -1,6 +1,6 @@
 """A scripted controller port: node tasks move only when the test says so.
 
-It implements :class:`chongming_task.pipeline.port.ControllerPort` on plain state
+It implements :class:`chongming_task.pipeline._port.ControllerPort` on plain state
 machines, so orchestrator tests choose every interleaving (which branch is running,
 which one fails first) without threads racing real task bodies.
 """
@@ -11,11 +11,11 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from chongming_task.core.clock import Clock, SystemClock
+from chongming_task._model import Failure, FailureKind, JSONValue, TaskSnapshot, Transition
+from chongming_task.core._clock import Clock, SystemClock
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.errors import ConfigurationError
-from chongming_task.model import Failure, FailureKind, JSONValue, TaskSnapshot, Transition
-from chongming_task.pipeline.decisions import skip_failure
+from chongming_task.pipeline._decisions import skip_failure
 from chongming_task.states import TaskStatus
 
 S = TaskStatus

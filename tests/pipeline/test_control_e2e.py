@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from chongming_task import ConcurrencyPolicy, Pipeline
+from chongming_task._model import FailureKind
 from chongming_task.controller import Controller
-from chongming_task.model import FailureKind
 from chongming_task.pipeline import PipelineRun
 from chongming_task.policies import AggregationPolicy, JoinMode
 from chongming_task.states import TaskStatus

@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
-from chongming_task.model import FailureKind
-from chongming_task.pipeline.decisions import (
+from chongming_task._model import FailureKind
+from chongming_task.pipeline._decisions import (
     FAIL_FAST_TRIGGERS,
     Verdict,
     decide_join,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from chongming_task import Pipeline
+from chongming_task._model import FailureKind
 from chongming_task.controller import Controller
-from chongming_task.model import FailureKind
 from chongming_task.policies import AggregationPolicy, JoinMode
 from chongming_task.states import TaskStatus
 from chongming_task.testing import wait_until

@@ -7,8 +7,8 @@ import itertools
 import pytest
 
 from chongming_task.errors import CircularDependency, ConfigurationError
-from chongming_task.pipeline.checks import topological_order
-from chongming_task.pipeline.graph import Node, Pipeline
+from chongming_task.pipeline._checks import topological_order
+from chongming_task.pipeline._graph import Node, Pipeline
 from chongming_task.policies import AggregationPolicy, JoinMode
 
 

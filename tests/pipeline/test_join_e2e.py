@@ -7,8 +7,8 @@ One all_settled pipeline holds two source nodes per outcome and one join node pe
 from __future__ import annotations
 
 from chongming_task import Pipeline
+from chongming_task._model import FailureKind
 from chongming_task.controller import Controller
-from chongming_task.model import FailureKind
 from chongming_task.policies import AggregationPolicy, JoinMode
 from chongming_task.states import TaskStatus
 from chongming_task.testing import wait_until

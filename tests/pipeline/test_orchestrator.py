@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from chongming_task._model import FailureKind
 from chongming_task.errors import CircularDependency, ConfigurationError
-from chongming_task.model import FailureKind
 from chongming_task.pipeline import Pipeline, PipelineRun
-from chongming_task.pipeline.submit import submit_to_port
+from chongming_task.pipeline._submit import submit_to_port
 from chongming_task.policies import AggregationPolicy, JoinMode
 from chongming_task.states import TaskStatus
 from chongming_task.testing import wait_until

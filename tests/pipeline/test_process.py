@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from chongming_task import Pipeline
 from chongming_task.policies import AggregationPolicy, JoinMode
-from chongming_task.runtime.executors.process import ProcessExecutor
+from chongming_task.runtime.executors._process import ProcessExecutor
 from chongming_task.states import TaskStatus
 
 from .conftest import make_controller

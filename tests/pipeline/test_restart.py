@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from chongming_task.controller import Controller
-from chongming_task.stores.base import TaskQuery
+from chongming_task.stores._base import TaskQuery
 from chongming_task.testing import FakeClock
 
 from .conftest import open_store

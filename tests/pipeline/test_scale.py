@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from chongming_task import Pipeline
-from chongming_task.model import TaskSnapshot, Transition
+from chongming_task._model import TaskSnapshot, Transition
 from chongming_task.states import TaskStatus
 from chongming_task.testing import wait_until
 

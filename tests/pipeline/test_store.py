@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from chongming_task import BucketPolicy, CircularDependency, ConfigurationError, Pipeline
-from chongming_task.stores.base import TaskQuery
+from chongming_task.stores._base import TaskQuery
 
 from .conftest import make_controller, open_store
 

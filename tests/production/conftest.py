@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from chongming_task.model import TaskSnapshot, Transition
+from chongming_task._model import TaskSnapshot, Transition
 from chongming_task.states import TaskStatus
-from chongming_task.stores.sqlite import SqliteTaskStore
+from chongming_task.stores._sqlite import SqliteTaskStore
 
 #: When the seeded tasks were created: long enough ago for every retention test.
 EPOCH = datetime(2024, 1, 1, tzinfo=UTC)

@@ -91,7 +91,7 @@ def test_the_configuration_reference_is_current() -> None:
 def test_help_texts_cite_no_guide_sections() -> None:
     import argparse
 
-    from chongming_task.cli.app import build_parser
+    from chongming_task.cli._app import build_parser
 
     parser = build_parser()
     texts = [parser.format_help()]

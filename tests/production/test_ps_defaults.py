@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 
 from chongming_task.cli import main
-from chongming_task.cli.app import join_dash_values
+from chongming_task.cli._app import join_dash_values
 
 from .conftest import Seed
 

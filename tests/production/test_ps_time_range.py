@@ -7,7 +7,7 @@ from datetime import UTC, timedelta, timezone
 
 import pytest
 
-from chongming_task.stores.sqlite import SqliteTaskStore
+from chongming_task.stores._sqlite import SqliteTaskStore
 
 from .conftest import Seed
 from .test_ps_defaults import ids, run

@@ -23,10 +23,10 @@ from typing import Any
 import pytest
 
 from _workers import Pump
+from chongming_task._retention import RetentionLoop, compact_history, parse_age, prune_older_than
 from chongming_task.cli import main
-from chongming_task.retention import RetentionLoop, compact_history, parse_age, prune_older_than
 from chongming_task.states import TaskStatus
-from chongming_task.stores.sqlite import SqliteTaskStore
+from chongming_task.stores._sqlite import SqliteTaskStore
 from chongming_task.testing import FakeClock, wait_until
 
 from .conftest import EPOCH, Seed, finished
@@ -187,7 +187,7 @@ def test_healthz_reflects_the_worker_and_unknown_paths_are_404(tmp_path: Path) -
 
 
 def test_healthz_is_503_when_the_worker_is_unhealthy() -> None:
-    from chongming_task.observability.server import routed_app
+    from chongming_task.observability._server import routed_app
 
     statuses: list[str] = []
     app = routed_app(lambda e, s: [b""], lambda: (False, {"status": "unhealthy"}))
@@ -260,7 +260,7 @@ def test_submit_carries_traceparent_from_the_environment(
 
 
 def test_no_otel_variables_no_tracing() -> None:
-    from chongming_task.observability.otel_env import wants_tracing
+    from chongming_task.observability._otel_env import wants_tracing
 
     assert not wants_tracing({})
     assert wants_tracing({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"})
@@ -359,7 +359,7 @@ def test_prune_refuses_unfinished_statuses_and_bad_ages(seed: Seed) -> None:
 
 
 def test_prune_pages_through_more_than_one_page(tmp_path: Path) -> None:
-    from chongming_task import retention
+    from chongming_task import _retention as retention
 
     store = SqliteTaskStore(str(tmp_path / "pages.db"))
     clock = FakeClock(start=EPOCH + timedelta(days=100))
@@ -407,7 +407,7 @@ def test_worker_keep_finished_for_prunes(seed: Seed) -> None:
 
 
 def test_compact_history_keeps_first_last_and_failures(tmp_path: Path) -> None:
-    from chongming_task.model import Transition
+    from chongming_task._model import Transition
 
     store = SqliteTaskStore(str(tmp_path / "c.db"))
     clock = FakeClock(start=EPOCH + timedelta(days=30))

@@ -23,7 +23,7 @@ import pytest
 from _workers import cli, on_path, spawn_worker, stop_workers
 from chongming_task import Client, TaskStatus
 from chongming_task.policies import BucketPolicy
-from chongming_task.stores.base import TaskStore
+from chongming_task.stores._base import TaskStore
 from chongming_task.testing import wait_until
 
 HERE = Path(__file__).parent

@@ -13,9 +13,9 @@ import pytest
 
 from chongming_task.cli import main
 from chongming_task.stores import QueueStore
-from chongming_task.stores.base import TaskStore
-from chongming_task.stores.queue_records import WorkerRecord
-from chongming_task.stores.sqlite import SqliteTaskStore
+from chongming_task.stores._base import TaskStore
+from chongming_task.stores._queue_records import WorkerRecord
+from chongming_task.stores._sqlite import SqliteTaskStore
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.external_service)])
@@ -25,7 +25,7 @@ def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str
         db = str(tmp_path / "w.db")
         store = SqliteTaskStore(db)
     else:
-        from chongming_task.stores.postgres import PostgresTaskStore
+        from chongming_task.stores._postgres import PostgresTaskStore
 
         db = request.getfixturevalue("postgres_dsn")
         store = PostgresTaskStore(db)

@@ -21,7 +21,7 @@ from chongming_task import AsyncClient, Client, InMemoryTaskStore, SqliteTaskSto
 from chongming_task.controller import Controller
 from chongming_task.errors import ConcurrencyConflict, ConfigurationError
 from chongming_task.stores import QueueStore
-from chongming_task.stores.base import TaskStore
+from chongming_task.stores._base import TaskStore
 from chongming_task.testing import FakeClock, wait_until
 from chongming_task.worker import Worker
 
@@ -67,7 +67,7 @@ def open_store(kind: str, tmp_path: Path, request: pytest.FixtureRequest, **opti
         return InMemoryTaskStore(**options)
     if kind == "sqlite":
         return SqliteTaskStore(tmp_path / "q.db", **options)
-    from chongming_task.stores.postgres import PostgresTaskStore
+    from chongming_task.stores._postgres import PostgresTaskStore
 
     return PostgresTaskStore(request.getfixturevalue("postgres_dsn"), **options)
 
@@ -491,8 +491,8 @@ def test_async_client_twin(store: TaskStore) -> None:
 
 
 def test_unclaimed_queued_work_is_waiting_not_adoptable(fake: Any) -> None:
-    from chongming_task.controller.reconcile import reconcile
-    from chongming_task.stores.queue_health import split_waiting
+    from chongming_task.controller._reconcile import reconcile
+    from chongming_task.stores._queue_health import split_waiting
 
     store, clock = fake
     client = Client(store, tasks=definitions())

@@ -14,7 +14,7 @@ import pytest
 
 from chongming_task import Client, TaskStatus
 from chongming_task.errors import ConfigurationError
-from chongming_task.stores.base import TaskStore
+from chongming_task.stores._base import TaskStore
 
 TRACE = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 

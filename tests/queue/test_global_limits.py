@@ -23,7 +23,7 @@ from _workers import cli, on_path, spawn_worker, stop_workers
 from chongming_task import Client, Controller, SqliteTaskStore, TaskStatus
 from chongming_task.errors import ConfigurationError
 from chongming_task.stores import QueueStore
-from chongming_task.stores.base import TaskStore
+from chongming_task.stores._base import TaskStore
 from chongming_task.testing import wait_until
 from chongming_task.worker import Worker
 

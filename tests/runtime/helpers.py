@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable
 
 from chongming_task.run import TaskRun
-from chongming_task.runtime.context import TaskContext
+from chongming_task.runtime._context import TaskContext
 from chongming_task.states import TaskStatus
 from chongming_task.testing import FakeClock, wait_until
 

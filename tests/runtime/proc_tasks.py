@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from chongming_task import task
-from chongming_task.runtime.context import TaskContext
+from chongming_task.runtime._context import TaskContext
 
 
 def count(ctx: TaskContext, n: int) -> dict[str, Any]:

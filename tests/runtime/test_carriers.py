@@ -5,10 +5,10 @@ from __future__ import annotations
 import contextvars
 import threading
 
-from chongming_task.model import FailureKind
+from chongming_task._model import FailureKind
 from chongming_task.run import TaskRun, run_task
-from chongming_task.runtime.context import TaskContext
-from chongming_task.runtime.executors.carriers import IDLE_NAME, CarrierPool
+from chongming_task.runtime._context import TaskContext
+from chongming_task.runtime.executors._carriers import IDLE_NAME, CarrierPool
 from chongming_task.runtime.executors.thread import ThreadExecutor
 from chongming_task.states import TaskStatus
 from chongming_task.testing import wait_until

@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 
 import chongming_task
+from chongming_task._model import FailureKind
 from chongming_task.errors import ConfigurationError, TaskCancelled
-from chongming_task.model import FailureKind
 from chongming_task.policies import FixedBackoff, RetryPolicy
 from chongming_task.run import TaskRun, run_task
 from chongming_task.runtime import RuntimeContext, TaskContext, TaskSkipped
-from chongming_task.runtime.context import ArtifactDirUnavailable
+from chongming_task.runtime._context import ArtifactDirUnavailable
 from chongming_task.runtime.executors.inline import InlineExecutor
 from chongming_task.testing import FakeClock, wait_until
 

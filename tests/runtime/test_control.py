@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from _status import status_now
-from chongming_task.model import FailureKind
+from chongming_task._model import FailureKind
 from chongming_task.policies import FixedBackoff, RetryPolicy
 from chongming_task.run import TaskRun
-from chongming_task.runtime.context import TaskContext
+from chongming_task.runtime._context import TaskContext
 from chongming_task.runtime.executors.inline import InlineExecutor
 from chongming_task.testing import FakeClock, wait_until
 
@@ -408,7 +408,7 @@ def test_plain_run_is_the_happy_path() -> None:
 def test_first_requests_racing_from_many_threads_share_one_condition() -> None:
     """The condition is made on first use; threads asking at once must get the same one,
     or a paused body would wait on a condition the stop never notifies."""
-    from chongming_task.runtime.control import Control
+    from chongming_task.runtime._control import Control
 
     control = Control()
     start = threading.Barrier(8)
@@ -430,7 +430,7 @@ def test_first_requests_racing_from_many_threads_share_one_condition() -> None:
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_a_forked_child_can_make_a_condition_the_parent_was_making_at_the_fork() -> None:
     """A lock held by a parent's thread at the fork would stay held in the child forever."""
-    from chongming_task.runtime.control import Control
+    from chongming_task.runtime._control import Control
 
     held = Control._making
     held.acquire()  # as if another thread were making a condition right now

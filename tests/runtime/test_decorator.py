@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 import chongming_task
-from chongming_task.decorator import RESERVED_OPTIONS, TaskSpec, reserved_collisions, spec_of, task
+from chongming_task._decorator import RESERVED_OPTIONS, TaskSpec, reserved_collisions, spec_of, task
 from chongming_task.errors import ConfigurationError
 from chongming_task.policies import RetryPolicy, Timeout
 from chongming_task.run import run_task
-from chongming_task.runtime.context import TaskContext
+from chongming_task.runtime._context import TaskContext
 from chongming_task.runtime.executors.inline import InlineExecutor
 
 
@@ -119,7 +119,7 @@ def test_reserved_collisions_skip_ctx_and_catch_all_keywords() -> None:
 
 def test_the_public_task_name_is_the_decorator_even_after_the_runtime_loaded() -> None:
     code = (
-        "import chongming_task.run, chongming_task.decorator\n"
+        "import chongming_task.run, chongming_task._decorator\n"
         "from chongming_task import task, TaskSpec\n"
         "assert callable(task) and task.__name__ == 'task', task\n"
         "assert TaskSpec.__name__ == 'TaskSpec'\n"

@@ -16,10 +16,10 @@ import pytest
 
 from _status import status_now
 from chongming_task import task
+from chongming_task._model import FailureKind
 from chongming_task.errors import TaskCancelled
-from chongming_task.model import FailureKind
 from chongming_task.policies import ExponentialBackoff, FixedBackoff, Jitter, RetryPolicy, Timeout
-from chongming_task.runtime.context import TaskContext
+from chongming_task.runtime._context import TaskContext
 from chongming_task.runtime.executors.inline import InlineExecutor
 from chongming_task.runtime.executors.thread import ThreadExecutor
 from chongming_task.states import TaskStatus

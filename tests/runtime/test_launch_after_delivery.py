@@ -12,8 +12,8 @@ from __future__ import annotations
 import threading
 
 from chongming_task import InlineExecutor, TaskRun, ThreadExecutor
-from chongming_task.model import TaskSnapshot, Transition
-from chongming_task.runtime.context import TaskContext
+from chongming_task._model import TaskSnapshot, Transition
+from chongming_task.runtime._context import TaskContext
 from chongming_task.states import TaskStatus
 from chongming_task.testing import wait_until
 

@@ -7,11 +7,11 @@ import threading
 
 import pytest
 
+from chongming_task._model import FailureKind
 from chongming_task.errors import ConfigurationError
-from chongming_task.model import FailureKind
 from chongming_task.policies import FixedBackoff, RetryPolicy, Timeout
 from chongming_task.run import TaskRun
-from chongming_task.runtime.context import TaskContext
+from chongming_task.runtime._context import TaskContext
 from chongming_task.testing import FakeClock, wait_until
 
 from .helpers import PATIENCE, S, path, settle, triggers

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from chongming_task import ProcessExecutor
+from chongming_task._model import FailureKind
 from chongming_task.errors import ConfigurationError
-from chongming_task.model import FailureKind
 from chongming_task.policies import FixedBackoff, RetryPolicy, Timeout
 from chongming_task.run import TaskRun, run_task
-from chongming_task.runtime.context import TaskContext
+from chongming_task.runtime._context import TaskContext
 from chongming_task.testing import wait_until
 
 from . import proc_tasks

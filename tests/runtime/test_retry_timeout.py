@@ -7,12 +7,12 @@ import threading
 import pytest
 
 from _status import status_now
+from chongming_task._model import FailureKind
 from chongming_task.errors import TaskCancelled
-from chongming_task.model import FailureKind
 from chongming_task.policies import ExponentialBackoff, FixedBackoff, Jitter, RetryPolicy, Timeout
 from chongming_task.run import TaskRun
-from chongming_task.runtime.context import TaskContext
-from chongming_task.runtime.timers import TimerService
+from chongming_task.runtime._context import TaskContext
+from chongming_task.runtime._timers import TimerService
 from chongming_task.testing import FakeClock, wait_until
 
 from .helpers import PATIENCE, TICK, S, Stuck, busy, path, reach, settle

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
+from chongming_task._model import FailureKind, TaskSnapshot, Transition
 from chongming_task.errors import ConfigurationError
-from chongming_task.model import FailureKind, TaskSnapshot, Transition
 from chongming_task.run import TaskOutcome, TaskRun, run_task
-from chongming_task.runtime.context import TaskContext
+from chongming_task.runtime._context import TaskContext
+from chongming_task.runtime._timers import TimerService
 from chongming_task.runtime.executors.inline import InlineExecutor
-from chongming_task.runtime.timers import TimerService
 from chongming_task.states import TRANSITIONS
 from chongming_task.testing import FakeClock
 

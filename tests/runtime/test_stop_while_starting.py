@@ -16,8 +16,8 @@ import pytest
 
 from _status import status_now
 from chongming_task import TaskRun
-from chongming_task.model import FailureKind
-from chongming_task.runtime.executors.process import ProcessExecutor
+from chongming_task._model import FailureKind
+from chongming_task.runtime.executors._process import ProcessExecutor
 from chongming_task.runtime.executors.thread import ThreadExecutor
 from chongming_task.states import TaskStatus as S
 from chongming_task.testing import GatedExecutor

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from chongming_task.runtime.timers import TimerService
+from chongming_task.runtime._timers import TimerService
 from chongming_task.testing import FakeClock, wait_until
 
 from .helpers import PATIENCE

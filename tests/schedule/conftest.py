@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 from chongming_task import Controller
-from chongming_task.model import TaskSnapshot
-from chongming_task.schedule.scheduler import Scheduler
-from chongming_task.schedule.ticks import TickReport
+from chongming_task._model import TaskSnapshot
+from chongming_task.schedule._scheduler import Scheduler
+from chongming_task.schedule._ticks import TickReport
 from chongming_task.states import TaskStatus
-from chongming_task.stores.base import TaskStore
-from chongming_task.stores.memory import InMemoryTaskStore
+from chongming_task.stores._base import TaskStore
+from chongming_task.stores._memory import InMemoryTaskStore
 from chongming_task.testing import FakeClock, wait_until
 
 T0 = datetime(2026, 1, 5, tzinfo=UTC)  # a Monday, 00:00 UTC
@@ -66,7 +66,7 @@ class Harness:
         return reports
 
     def runs(self, schedule: str) -> list[TaskSnapshot]:
-        from chongming_task.stores.base import TaskQuery
+        from chongming_task.stores._base import TaskQuery
 
         return self.store.query(TaskQuery(metadata_eq={"schedule": schedule}))
 

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from chongming_task import Controller, TaskContext
-from chongming_task.core.clock import Clock, SystemClock
+from chongming_task.core._clock import Clock, SystemClock
 from chongming_task.schedule import CronTrigger, Schedule, Scheduler
 
 # Run as a script, this file's directory is on sys.path; tests/, with the helpers the

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from chongming_task.schedule.admin import ScheduleAdmin
-from chongming_task.schedule.definition import Schedule
-from chongming_task.schedule.triggers import CronTrigger
-from chongming_task.stores.memory import InMemoryTaskStore
+from chongming_task.schedule._admin import ScheduleAdmin
+from chongming_task.schedule._definition import Schedule
+from chongming_task.schedule._triggers import CronTrigger
+from chongming_task.stores._memory import InMemoryTaskStore
 from chongming_task.testing import FakeClock
 
 

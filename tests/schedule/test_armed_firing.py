@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from chongming_task._model import TaskSnapshot
 from chongming_task.core.state_machine import StateMachine
-from chongming_task.model import TaskSnapshot
 from chongming_task.runtime import TaskContext
-from chongming_task.schedule.launcher import ORPHAN_TRIGGER
-from chongming_task.schedule.loop import RELEASE_TRIGGER
-from chongming_task.schedule.scheduler import DEFAULT_LEAD
+from chongming_task.schedule._launcher import ORPHAN_TRIGGER
+from chongming_task.schedule._loop import RELEASE_TRIGGER
+from chongming_task.schedule._scheduler import DEFAULT_LEAD
 from chongming_task.states import TaskStatus
 from chongming_task.testing import wait_until
 
@@ -201,7 +201,7 @@ def test_a_released_run_is_stored_as_starting_before_its_body_runs(tmp_path: Pat
     """The armed path starts runs through ``release``: the store must know a body may
     run before it does (reconcile would otherwise call a crashed run adoptable)."""
     from chongming_task import Controller
-    from chongming_task.stores.sqlite import SqliteTaskStore
+    from chongming_task.stores._sqlite import SqliteTaskStore
 
     store = SqliteTaskStore(str(tmp_path / "tasks.db"))
     seen: dict[str, str] = {}
@@ -227,7 +227,7 @@ def test_a_released_run_is_stored_as_starting_before_its_body_runs(tmp_path: Pat
 def test_the_lead_is_bounded(harness: Harness) -> None:
 
     from chongming_task.errors import ConfigurationError
-    from chongming_task.schedule.scheduler import MAX_LEAD, Scheduler
+    from chongming_task.schedule._scheduler import MAX_LEAD, Scheduler
 
     controller = harness.node({"beat": Bodies(harness)}).controller
     with pytest.raises(ConfigurationError, match="lead must be at most"):

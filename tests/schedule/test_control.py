@@ -10,9 +10,9 @@ import pytest
 
 from chongming_task.errors import ConfigurationError, StoreError
 from chongming_task.schedule import CronTrigger, IntervalTrigger, Schedule, ScheduleControl
-from chongming_task.schedule.control import COUNTED_MEMORY
+from chongming_task.schedule._control import COUNTED_MEMORY
 from chongming_task.states import TaskStatus
-from chongming_task.stores.memory import InMemoryTaskStore
+from chongming_task.stores._memory import InMemoryTaskStore
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 LATER = NOW + timedelta(hours=1)
@@ -184,8 +184,8 @@ def test_corrupt_records_are_store_errors(mutate: Any, message: str) -> None:
 
 def test_pause_reasons_and_errors_are_recorded_redacted() -> None:
     """However a reason reaches the record (with_paused, replace, an old stored record)."""
-    from chongming_task.schedule.admin import ScheduleAdmin
-    from chongming_task.schedule.firing import firing_metadata
+    from chongming_task.schedule._admin import ScheduleAdmin
+    from chongming_task.schedule._firing import firing_metadata
 
     secret = "maintenance: postgresql://app:S3cretPw@db/x, token=abc123"
     clean = "maintenance: postgresql://app:[REDACTED]@db/x, token=[REDACTED]"

@@ -14,8 +14,8 @@ import pytest
 
 from _store_spec import open_store
 from _workers import start_ready
-from chongming_task.controller.reconcile import RECONCILE_TRIGGER
-from chongming_task.model import TaskSnapshot
+from chongming_task._model import TaskSnapshot
+from chongming_task.controller._reconcile import RECONCILE_TRIGGER
 from chongming_task.states import TaskStatus
 from chongming_task.testing import wait_until
 

@@ -93,7 +93,7 @@ def test_limits_are_inclusive_and_names_allow_a_useful_charset() -> None:
 
 
 def test_policy_dict_is_json() -> None:
-    from chongming_task.model import ensure_json
+    from chongming_task._model import ensure_json
 
     policy = make(kwargs={"day": "2026-01-01"}, tags={"b", "a"}).policy()
     ensure_json(policy)

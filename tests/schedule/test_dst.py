@@ -1,6 +1,6 @@
 """The DST rule, in Europe/Berlin (and friends), checked by hand and by brute force.
 
-Rule (``chongming_task.schedule.triggers``): intervals ignore DST; an expression whose
+Rule (``chongming_task.schedule._triggers``): intervals ignore DST; an expression whose
 hour field is ``*`` follows elapsed time (gap times skipped, the repeated hour fired
 in both passes); every other expression names wall-clock hours (a time missing on a
 spring-forward day fires once at the first instant after the gap, a time occurring
@@ -18,9 +18,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chongming_task.schedule.firing import plan_firings
-from chongming_task.schedule.triggers import CronTrigger, IntervalTrigger
-from chongming_task.schedule.walltime import instants_of
+from chongming_task.schedule._firing import plan_firings
+from chongming_task.schedule._triggers import CronTrigger, IntervalTrigger
+from chongming_task.schedule._walltime import instants_of
 from chongming_task.testing import FakeClock
 
 BERLIN = ZoneInfo("Europe/Berlin")

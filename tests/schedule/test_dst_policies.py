@@ -8,7 +8,7 @@ import pytest
 
 from chongming_task.errors import ConfigurationError
 from chongming_task.schedule import CronTrigger, Schedule, ScheduleAdmin
-from chongming_task.schedule.preview import parse_count, parse_start, preview
+from chongming_task.schedule._preview import parse_count, parse_start, preview
 
 from .conftest import Harness
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from chongming_task.model import ensure_json
+from chongming_task._model import ensure_json
 from chongming_task.schedule import CronTrigger, IntervalTrigger, Schedule, ScheduleControl
-from chongming_task.schedule.definition import Misfire
-from chongming_task.schedule.firing import (
+from chongming_task.schedule._definition import Misfire
+from chongming_task.schedule._firing import (
     METADATA_SCHEMA,
     DueFiring,
     firing_metadata,

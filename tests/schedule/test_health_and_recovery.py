@@ -6,12 +6,12 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from chongming_task.controller.reconcile import RECONCILE_TRIGGER
+from chongming_task.controller._reconcile import RECONCILE_TRIGGER
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.errors import StoreError
 from chongming_task.schedule import IntervalTrigger, Schedule, ScheduleAdmin
 from chongming_task.states import TaskStatus
-from chongming_task.stores.memory import InMemoryTaskStore
+from chongming_task.stores._memory import InMemoryTaskStore
 from chongming_task.testing import FakeClock, wait_until
 
 from .conftest import T0, Harness

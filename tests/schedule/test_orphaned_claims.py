@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from chongming_task.schedule import CronTrigger, Schedule
-from chongming_task.schedule.ticks import firing_task_id
-from chongming_task.stores.memory import InMemoryTaskStore
-from chongming_task.stores.sqlite import SqliteTaskStore
+from chongming_task.schedule._ticks import firing_task_id
+from chongming_task.stores._memory import InMemoryTaskStore
+from chongming_task.stores._sqlite import SqliteTaskStore
 from chongming_task.testing import FakeClock, wait_until
 
 from .conftest import T0, Harness
@@ -41,7 +41,7 @@ def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]
             return InMemoryTaskStore(clock=clock)
         if request.param == "sqlite":
             return SqliteTaskStore(tmp_path / "s.db", clock=clock)
-        from chongming_task.stores.postgres import PostgresTaskStore
+        from chongming_task.stores._postgres import PostgresTaskStore
 
         return PostgresTaskStore(request.getfixturevalue("postgres_dsn"), clock=clock)
 

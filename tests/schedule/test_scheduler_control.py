@@ -8,12 +8,12 @@ from datetime import timedelta
 
 import pytest
 
-from chongming_task.core.clock import SystemClock
+from chongming_task.core._clock import SystemClock
 from chongming_task.errors import ConfigurationError, StoreError
 from chongming_task.schedule import CronTrigger, IntervalTrigger, Schedule
-from chongming_task.schedule.admin import ScheduleAdmin
+from chongming_task.schedule._admin import ScheduleAdmin
 from chongming_task.states import TaskStatus
-from chongming_task.stores.base import Command
+from chongming_task.stores._base import Command
 from chongming_task.testing import wait_until
 
 from .conftest import T0, Harness

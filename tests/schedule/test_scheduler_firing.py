@@ -13,7 +13,7 @@ from chongming_task.errors import ConfigurationError
 from chongming_task.policies import BucketPolicy
 from chongming_task.runtime import TaskContext
 from chongming_task.schedule import CronTrigger, IntervalTrigger, Schedule
-from chongming_task.schedule.admin import ScheduleAdmin
+from chongming_task.schedule._admin import ScheduleAdmin
 from chongming_task.testing import wait_until
 
 from .conftest import T0, Harness

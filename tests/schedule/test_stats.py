@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from chongming_task.model import Failure, FailureKind, TaskSnapshot
+from chongming_task._model import Failure, FailureKind, TaskSnapshot
 from chongming_task.schedule import CronTrigger, Schedule, ScheduleControl
-from chongming_task.schedule.stats import RECENT_RUNS, schedule_statistics, scheduler_health
+from chongming_task.schedule._stats import RECENT_RUNS, schedule_statistics, scheduler_health
 from chongming_task.states import TaskStatus
 
 T0 = datetime(2026, 1, 5, tzinfo=UTC)

@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from chongming_task.errors import ConfigurationError
-from chongming_task.schedule.durations import format_duration, parse_duration
-from chongming_task.schedule.triggers import (
+from chongming_task.schedule._durations import format_duration, parse_duration
+from chongming_task.schedule._triggers import (
     EPOCH,
     CronTrigger,
     IntervalTrigger,

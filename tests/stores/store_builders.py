@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from chongming_task.model import TaskSnapshot, Transition
+from chongming_task._model import TaskSnapshot, Transition
 from chongming_task.states import TaskStatus
 
 NOW = datetime(2026, 3, 1, tzinfo=UTC)

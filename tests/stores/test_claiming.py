@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from chongming_task.errors import ConfigurationError
-from chongming_task.stores.base import validate_actions
+from chongming_task.stores._base import validate_actions
 
 
 @pytest.mark.parametrize(

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from chongming_task.core.clock import Clock
-from chongming_task.stores.base import TaskStore
+from chongming_task.core._clock import Clock
+from chongming_task.stores._base import TaskStore
 from chongming_task.testing.store_contract import StoreContract
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "07_custom_store.py"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from chongming_task.core.clock import Clock
-from chongming_task.stores.memory import InMemoryTaskStore
+from chongming_task.core._clock import Clock
+from chongming_task.stores._memory import InMemoryTaskStore
 from chongming_task.testing.store_contract import StoreContract
 
 

@@ -7,9 +7,9 @@ from collections.abc import Callable
 
 import pytest
 
-from chongming_task.core.clock import Clock
-from chongming_task.stores.base import TaskStore
-from chongming_task.stores.postgres import PostgresTaskStore
+from chongming_task.core._clock import Clock
+from chongming_task.stores._base import TaskStore
+from chongming_task.stores._postgres import PostgresTaskStore
 from chongming_task.testing.store_contract import StoreContract
 
 pytestmark = pytest.mark.external_service

@@ -10,9 +10,9 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from chongming_task.core.clock import Clock
-from chongming_task.stores.base import TaskStore
-from chongming_task.stores.sqlite import SqliteTaskStore
+from chongming_task.core._clock import Clock
+from chongming_task.stores._base import TaskStore
+from chongming_task.stores._sqlite import SqliteTaskStore
 from chongming_task.testing.store_contract import StoreContract
 
 

@@ -8,10 +8,10 @@ from datetime import UTC, datetime, timedelta, timezone
 from hypothesis import given
 from hypothesis import strategies as st
 
+from chongming_task.stores._codec import from_micros, to_micros
+from chongming_task.stores._signal import CommandSignal
 from chongming_task.stores._sqlfile import load_sections, split_statements
 from chongming_task.stores._sqlrows import prefix_upper_bound
-from chongming_task.stores.codec import from_micros, to_micros
-from chongming_task.stores.signal import CommandSignal
 from chongming_task.testing import FakeClock
 
 # Storable text: no surrogates (not UTF-8), no NUL (not allowed by either database).

@@ -37,7 +37,7 @@ def test_the_package_imports_without_psycopg() -> None:
 
 
 def test_the_error_is_raised_in_process_too(monkeypatch: pytest.MonkeyPatch) -> None:
-    from chongming_task.stores.postgres import PostgresTaskStore
+    from chongming_task.stores._postgres import PostgresTaskStore
 
     monkeypatch.setitem(sys.modules, "psycopg", None)
     with pytest.raises(ConfigurationError, match=r"chongming-task\[postgres\]"):

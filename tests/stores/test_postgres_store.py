@@ -13,12 +13,12 @@ from store_builders import NOW, snap, step
 
 from chongming_task.errors import StoreError
 from chongming_task.states import TaskStatus
+from chongming_task.stores._base import Command, TaskQuery
+from chongming_task.stores._codec import encode_transition
+from chongming_task.stores._postgres import PostgresTaskStore
 from chongming_task.stores._sql import SCHEMA_VERSION
 from chongming_task.stores._sqlfile import load_sections
 from chongming_task.stores._sqlrows import task_params
-from chongming_task.stores.base import Command, TaskQuery
-from chongming_task.stores.codec import encode_transition
-from chongming_task.stores.postgres import PostgresTaskStore
 from chongming_task.testing import wait_until
 
 psycopg = pytest.importorskip("psycopg")

@@ -19,15 +19,15 @@ from typing import Any
 import pytest
 
 from chongming_task import Controller, TaskContext
-from chongming_task.controller.commands import issue_command
+from chongming_task._model import Failure, FailureKind, Transition
+from chongming_task.controller._commands import issue_command
 from chongming_task.core.state_machine import StateMachine
-from chongming_task.model import Failure, FailureKind, Transition
 from chongming_task.schedule import CronTrigger, Schedule, ScheduleControl
 from chongming_task.states import TaskStatus
-from chongming_task.stores.base import TaskStore
-from chongming_task.stores.memory import InMemoryTaskStore
-from chongming_task.stores.records import Command
-from chongming_task.stores.sqlite import SqliteTaskStore
+from chongming_task.stores._base import TaskStore
+from chongming_task.stores._memory import InMemoryTaskStore
+from chongming_task.stores._records import Command
+from chongming_task.stores._sqlite import SqliteTaskStore
 from chongming_task.testing import FakeClock
 
 pytestmark = pytest.mark.timeout(60)
@@ -63,7 +63,7 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[st
     elif request.param == "sqlite":
         made = SqliteTaskStore(tmp_path / "tasks.db")
     else:
-        from chongming_task.stores.postgres import PostgresTaskStore
+        from chongming_task.stores._postgres import PostgresTaskStore
 
         made = PostgresTaskStore(request.getfixturevalue("postgres_dsn"))
     with made:

@@ -17,13 +17,13 @@ from pathlib import Path
 import pytest
 from store_builders import NOW
 
+from chongming_task._model import Failure, FailureKind, Progress
 from chongming_task.core.state_machine import StateMachine
-from chongming_task.model import Failure, FailureKind, Progress
 from chongming_task.states import OCCUPYING, TaskStatus
 from chongming_task.stores import _sqlite_lost
-from chongming_task.stores.base import LostCandidate, LostMark, TaskQuery, TaskStore
-from chongming_task.stores.sqlite import SqliteTaskStore
-from chongming_task.testing.fake_clock import FakeClock
+from chongming_task.stores._base import LostCandidate, LostMark, TaskQuery, TaskStore
+from chongming_task.stores._sqlite import SqliteTaskStore
+from chongming_task.testing._fake_clock import FakeClock
 
 S = TaskStatus
 ACTOR = "节点-b"

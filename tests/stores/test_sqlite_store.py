@@ -13,16 +13,16 @@ from typing import Any
 import pytest
 from store_builders import snap, step
 
+from chongming_task._model import dumps
 from chongming_task.errors import ConfigurationError, StoreError
-from chongming_task.model import dumps
 from chongming_task.states import TaskStatus
+from chongming_task.stores._codec import encode_transition, to_micros
 from chongming_task.stores._dialect import Cursor
 from chongming_task.stores._sql import SCHEMA_VERSION
 from chongming_task.stores._sqlfile import load_sections, split_statements
+from chongming_task.stores._sqlite import SqliteTaskStore
 from chongming_task.stores._sqlite_group import _Operation
 from chongming_task.stores._sqlrows import task_params
-from chongming_task.stores.codec import encode_transition, to_micros
-from chongming_task.stores.sqlite import SqliteTaskStore
 
 
 @pytest.fixture

@@ -23,12 +23,12 @@ from chongming_task import (
     StoreError,
     TaskContext,
 )
-from chongming_task.checkpoint_gaps import CheckpointGaps
-from chongming_task.core.clock import Clock
-from chongming_task.model import Progress, TaskSnapshot, Transition
+from chongming_task._checkpoint_gaps import CheckpointGaps
+from chongming_task._model import Progress, TaskSnapshot, Transition
+from chongming_task.core._clock import Clock
 from chongming_task.schedule import Scheduler
 from chongming_task.states import TERMINAL, TaskStatus
-from chongming_task.stores.base import (
+from chongming_task.stores._base import (
     CommandStore,
     QueueStore,
     ScheduleStore,
@@ -37,7 +37,7 @@ from chongming_task.stores.base import (
     TaskRecordStore,
     TaskStore,
 )
-from chongming_task.stores.codec import check_outcome, require_aware
+from chongming_task.stores._codec import check_outcome, require_aware
 from chongming_task.testing import wait_until
 from chongming_task.testing.store_contract import TaskRecordStoreContract
 from chongming_task.worker import Worker

@@ -25,7 +25,7 @@ from starlette.testclient import TestClient
 
 from chongming_task import Controller
 from chongming_task.states import TaskStatus
-from chongming_task.stores.base import TaskStore
+from chongming_task.stores._base import TaskStore
 from chongming_task.web import create_app
 
 TOKEN = "test-token-0123456789abcdef"
@@ -48,11 +48,11 @@ def require_chromium() -> str:
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.external_service)])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TaskStore]:
     if request.param == "sqlite":
-        from chongming_task.stores.sqlite import SqliteTaskStore
+        from chongming_task.stores._sqlite import SqliteTaskStore
 
         opened: TaskStore = SqliteTaskStore(str(tmp_path / "tasks.db"))
     else:
-        from chongming_task.stores.postgres import PostgresTaskStore
+        from chongming_task.stores._postgres import PostgresTaskStore
 
         opened = PostgresTaskStore(request.getfixturevalue("postgres_dsn"))
     try:

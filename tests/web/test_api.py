@@ -10,13 +10,13 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 from starlette.testclient import TestClient
 
-from chongming_task.model import TaskSnapshot
+from chongming_task._model import TaskSnapshot
 from chongming_task.schedule import CronTrigger, Schedule
-from chongming_task.schedule.admin import ScheduleAdmin
+from chongming_task.schedule._admin import ScheduleAdmin
 from chongming_task.states import TaskStatus
-from chongming_task.stores.base import TaskStore
+from chongming_task.stores._base import TaskStore
 from chongming_task.web import create_app
-from chongming_task.web.app import CONTENT_SECURITY_POLICY
+from chongming_task.web._app import CONTENT_SECURITY_POLICY
 
 from .conftest import BEARER, TOKEN, USER, Holder, login
 
@@ -587,8 +587,8 @@ def test_event_stream(client: TestClient) -> None:
 def test_broadcaster_reports_a_change_once(store: TaskStore) -> None:
     import asyncio
 
-    from chongming_task.web.live import Broadcaster
-    from chongming_task.web.views import Dashboard
+    from chongming_task.web._live import Broadcaster
+    from chongming_task.web._views import Dashboard
 
     data = Dashboard(store, clock=store.clock)
     live = Broadcaster(data.fingerprint, interval=60)
@@ -622,7 +622,7 @@ def test_mounted_under_a_prefix(store: TaskStore) -> None:
 
 
 def test_fingerprint_counts_catch_what_the_heads_miss(store: TaskStore) -> None:
-    from chongming_task.web.views import FULL_EVERY, Dashboard
+    from chongming_task.web._views import FULL_EVERY, Dashboard
 
     seed(store, 2, day=5)
     data = Dashboard(store, clock=store.clock)

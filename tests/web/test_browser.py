@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 
 from chongming_task.schedule import CronTrigger, Schedule
-from chongming_task.schedule.admin import ScheduleAdmin
+from chongming_task.schedule._admin import ScheduleAdmin
 from chongming_task.states import TaskStatus
-from chongming_task.stores.base import TaskStore
+from chongming_task.stores._base import TaskStore
 from chongming_task.web import create_app
 
 from .conftest import TOKEN, USER, Holder, require_chromium

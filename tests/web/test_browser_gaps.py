@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from chongming_task.model import TaskSnapshot
+from chongming_task._model import TaskSnapshot
 from chongming_task.schedule import CronTrigger, Schedule
-from chongming_task.schedule.admin import ScheduleAdmin
+from chongming_task.schedule._admin import ScheduleAdmin
 from chongming_task.states import TaskStatus
-from chongming_task.stores.base import TaskQuery, TaskStore
+from chongming_task.stores._base import TaskQuery, TaskStore
 from chongming_task.testing import FakeClock
 from chongming_task.web import create_app
 

@@ -10,7 +10,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from chongming_task.cli import main
-from chongming_task.stores.sqlite import SqliteTaskStore
+from chongming_task.stores._sqlite import SqliteTaskStore
 
 
 def run(*argv: str) -> tuple[int, str, str]:

@@ -9,9 +9,9 @@ import pytest
 from starlette.testclient import TestClient
 
 from chongming_task.schedule import CronTrigger, Schedule
-from chongming_task.schedule.admin import ScheduleAdmin, StaleScheduleEdit
+from chongming_task.schedule._admin import ScheduleAdmin, StaleScheduleEdit
 from chongming_task.states import TaskStatus
-from chongming_task.stores.base import TaskStore
+from chongming_task.stores._base import TaskStore
 
 from .conftest import BEARER, USER, login
 

@@ -7,11 +7,11 @@ from typing import Any
 
 from starlette.testclient import TestClient
 
-from chongming_task.model import TaskSnapshot
+from chongming_task._model import TaskSnapshot
 from chongming_task.states import TaskStatus
-from chongming_task.stores.base import TaskStore
+from chongming_task.stores._base import TaskStore
 from chongming_task.testing import wait_until
-from chongming_task.worker.logtail import LogTail
+from chongming_task.worker._logtail import LogTail
 
 from .conftest import BEARER, Holder
 

@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from chongming_task.model import TaskSnapshot
+from chongming_task._model import TaskSnapshot
 from chongming_task.states import TaskStatus
-from chongming_task.stores.base import TaskStore
+from chongming_task.stores._base import TaskStore
 from chongming_task.testing import FakeClock
-from chongming_task.web.views import _CURSOR_SLACK
+from chongming_task.web._views import _CURSOR_SLACK
 
 from .conftest import BEARER
 from .test_api import seed

@@ -9,15 +9,15 @@ from one live node to another through commands in the store.
 
 from __future__ import annotations
 
-from chongming_task.buckets.agent import BucketAgent, Declaration, declare_buckets
-from chongming_task.buckets.handoff import (
+from chongming_task.buckets._agent import BucketAgent, Declaration, declare_buckets
+from chongming_task.buckets._handoff import (
     HandoffError,
     HandoffRefused,
     HandoffResult,
     HandoffTimeout,
     handoff,
 )
-from chongming_task.buckets.registry import (
+from chongming_task.buckets._registry import (
     NodeDeclaration,
     OrphanedBucket,
     OwnershipReport,

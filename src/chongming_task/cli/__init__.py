@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 import sys
 
-from chongming_task.cli.app import main
-from chongming_task.cli.errors import ExitCode
+from chongming_task.cli._app import main
+from chongming_task.cli._errors import ExitCode
 
 __all__ = ["ExitCode", "entry_point", "main"]
 

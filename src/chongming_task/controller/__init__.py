@@ -13,20 +13,20 @@ from typing import TYPE_CHECKING
 from chongming_task._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from chongming_task.controller.controller import Controller
-    from chongming_task.controller.reconcile import ReconcileReport
-    from chongming_task.controller.registry import TaskDefinition
-    from chongming_task.controller.stats import ControllerStats
-    from chongming_task.controller.table import render_table
-    from chongming_task.controller.writethrough import PersistFailure
+    from chongming_task.controller._controller import Controller
+    from chongming_task.controller._reconcile import ReconcileReport
+    from chongming_task.controller._registry import TaskDefinition
+    from chongming_task.controller._stats import ControllerStats
+    from chongming_task.controller._table import render_table
+    from chongming_task.controller._writethrough import PersistFailure
 
 _LAZY = {
-    "Controller": "chongming_task.controller.controller",
-    "ControllerStats": "chongming_task.controller.stats",
-    "PersistFailure": "chongming_task.controller.writethrough",
-    "ReconcileReport": "chongming_task.controller.reconcile",
-    "TaskDefinition": "chongming_task.controller.registry",
-    "render_table": "chongming_task.controller.table",
+    "Controller": "chongming_task.controller._controller",
+    "ControllerStats": "chongming_task.controller._stats",
+    "PersistFailure": "chongming_task.controller._writethrough",
+    "ReconcileReport": "chongming_task.controller._reconcile",
+    "TaskDefinition": "chongming_task.controller._registry",
+    "render_table": "chongming_task.controller._table",
 }
 
 

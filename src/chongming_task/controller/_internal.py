@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from chongming_task.model import TaskSnapshot
+    from chongming_task._model import TaskSnapshot
     from chongming_task.run import TaskRun
 
 __all__ = ["ControllerInternals"]

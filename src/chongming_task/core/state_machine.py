@@ -16,9 +16,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any, Final
 
-from chongming_task.core.clock import Clock, SystemClock
-from chongming_task.errors import AttemptsExhausted, ConfigurationError, InvalidTransition
-from chongming_task.model import (
+from chongming_task._model import (
     Failure,
     FailureKind,
     JSONValue,
@@ -26,7 +24,9 @@ from chongming_task.model import (
     Transition,
     ensure_json,
 )
-from chongming_task.redact import redact_reason
+from chongming_task._redact import redact_reason
+from chongming_task.core._clock import Clock, SystemClock
+from chongming_task.errors import AttemptsExhausted, ConfigurationError, InvalidTransition
 from chongming_task.states import TERMINAL, TRANSITIONS, TaskStatus
 
 __all__ = ["StateMachine", "Triggers"]

@@ -20,18 +20,18 @@ first use: ``prometheus_client`` (``pip install "chongming-task[prometheus]"``) 
 
 from __future__ import annotations
 
-from chongming_task.observability.collectors import (
+from chongming_task.observability._collectors import (
     ControllerCollector,
     SchedulerCollector,
     StoreCollector,
 )
-from chongming_task.observability.endpoint import MetricsEndpoint, expose_metrics
-from chongming_task.observability.events import TransitionObserver, timeout_scope
-from chongming_task.observability.logging import JsonLogFormatter, TransitionLogger, task_extra
-from chongming_task.observability.otel import TracingObserver, install_tracing, span_name
-from chongming_task.observability.prometheus import PrometheusExporter, install_prometheus
-from chongming_task.observability.server import MetricsServer, serve_metrics
-from chongming_task.observability.trace_context import (
+from chongming_task.observability._endpoint import MetricsEndpoint, expose_metrics
+from chongming_task.observability._events import TransitionObserver, timeout_scope
+from chongming_task.observability._logging import JsonLogFormatter, TransitionLogger, task_extra
+from chongming_task.observability._otel import TracingObserver, install_tracing, span_name
+from chongming_task.observability._prometheus import PrometheusExporter, install_prometheus
+from chongming_task.observability._server import MetricsServer, serve_metrics
+from chongming_task.observability._trace_context import (
     extract_trace_context,
     inject_trace_context,
 )

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from chongming_task.pipeline.graph import Node, Pipeline
-from chongming_task.pipeline.outcome import NodeFailure, NodeOutcome, PipelineOutcome
-from chongming_task.pipeline.run import PipelineRun
-from chongming_task.pipeline.submit import submit_to_port
+from chongming_task.pipeline._graph import Node, Pipeline
+from chongming_task.pipeline._outcome import NodeFailure, NodeOutcome, PipelineOutcome
+from chongming_task.pipeline._run import PipelineRun
+from chongming_task.pipeline._submit import submit_to_port
 
 if TYPE_CHECKING:
     from chongming_task.controller import Controller
@@ -32,6 +32,6 @@ def submit_pipeline(
     controller: Controller, pipeline: Pipeline, *, run_id: str | None = None
 ) -> PipelineRun:
     """Validate ``pipeline`` and run it on ``controller``; see ``Controller.submit_pipeline``."""
-    from chongming_task.pipeline.adapter import ControllerAdapter
+    from chongming_task.pipeline._adapter import ControllerAdapter
 
     return submit_to_port(ControllerAdapter(controller), pipeline, run_id=run_id)

@@ -7,10 +7,10 @@ arguments); a worker (``chongming-task worker``) claims it and runs it.
 
 from __future__ import annotations
 
-from chongming_task.controller.unheld import control_task, control_unheld
-from chongming_task.queue.client import AsyncClient, AsyncTaskHandle, Client, TaskHandle
-from chongming_task.stores.global_slots import GlobalSlot
-from chongming_task.stores.queue_records import RECIPE_KEY, Recipe, WorkerRecord, recipe_of
+from chongming_task.controller._unheld import control_task, control_unheld
+from chongming_task.queue._client import AsyncClient, AsyncTaskHandle, Client, TaskHandle
+from chongming_task.stores._global_slots import GlobalSlot
+from chongming_task.stores._queue_records import RECIPE_KEY, Recipe, WorkerRecord, recipe_of
 
 __all__ = [
     "RECIPE_KEY",

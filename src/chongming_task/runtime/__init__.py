@@ -5,6 +5,6 @@ Task authors need two names from here, both also exported at the top level:
 ``skipped``).
 """
 
-from chongming_task.runtime.context import RuntimeContext, TaskContext, TaskSkipped
+from chongming_task.runtime._context import RuntimeContext, TaskContext, TaskSkipped
 
 __all__ = ["RuntimeContext", "TaskContext", "TaskSkipped"]

@@ -12,17 +12,17 @@ side is imported on first use.
 from __future__ import annotations
 
 from chongming_task._lazy import lazy_exports
-from chongming_task.schedule.control import ScheduleControl
-from chongming_task.schedule.definition import Schedule
-from chongming_task.schedule.triggers import CronTrigger, IntervalTrigger, Trigger, make_trigger
+from chongming_task.schedule._control import ScheduleControl
+from chongming_task.schedule._definition import Schedule
+from chongming_task.schedule._triggers import CronTrigger, IntervalTrigger, Trigger, make_trigger
 
 _LAZY: dict[str, str] = {
-    "Scheduler": "chongming_task.schedule.scheduler",
-    "ScheduleAdmin": "chongming_task.schedule.admin",
+    "Scheduler": "chongming_task.schedule._scheduler",
+    "ScheduleAdmin": "chongming_task.schedule._admin",
     "StaleScheduleEdit": "chongming_task.errors",
-    "ScheduleStatistics": "chongming_task.schedule.stats",
-    "SchedulerHealth": "chongming_task.schedule.stats",
-    "RunSummary": "chongming_task.schedule.stats",
+    "ScheduleStatistics": "chongming_task.schedule._stats",
+    "SchedulerHealth": "chongming_task.schedule._stats",
+    "RunSummary": "chongming_task.schedule._stats",
 }
 
 

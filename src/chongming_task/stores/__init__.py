@@ -1,4 +1,4 @@
-"""Persistence: the :class:`~chongming_task.stores.base.TaskStore` contract and its backends.
+"""Persistence: the :class:`~chongming_task.stores._base.TaskStore` contract and its backends.
 
 The contract is split by concern (``stores.base``): the task part
 (``TaskRecordStore``), ``CommandStore``, ``ScheduleStore`` and ``QueueStore``;
@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 from chongming_task._lazy import lazy_exports
 
 if TYPE_CHECKING:  # type checkers see the real classes; runtime resolves them lazily
-    from chongming_task.model import JSONValue, dumps, loads
-    from chongming_task.stores.base import (
+    from chongming_task._model import JSONValue, dumps, loads
+    from chongming_task.stores._base import (
         Command,
         CommandStore,
         QueueStore,
@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # type checkers see the real classes; runtime resolves them l
         TaskStore,
         validate_actions,
     )
-    from chongming_task.stores.codec import (
+    from chongming_task.stores._codec import (
         decode_snapshot,
         decode_transition,
         encode_json,
@@ -40,38 +40,38 @@ if TYPE_CHECKING:  # type checkers see the real classes; runtime resolves them l
         require_aware,
         to_micros,
     )
-    from chongming_task.stores.memory import InMemoryTaskStore
-    from chongming_task.stores.postgres import PostgresTaskStore
-    from chongming_task.stores.signal import CommandSignal
-    from chongming_task.stores.sqlite import SqliteTaskStore
+    from chongming_task.stores._memory import InMemoryTaskStore
+    from chongming_task.stores._postgres import PostgresTaskStore
+    from chongming_task.stores._signal import CommandSignal
+    from chongming_task.stores._sqlite import SqliteTaskStore
 
 _LAZY: dict[str, str] = {
-    "Command": "chongming_task.stores.base",
-    "CommandStore": "chongming_task.stores.command_store",
-    "InMemoryTaskStore": "chongming_task.stores.memory",
-    "PostgresTaskStore": "chongming_task.stores.postgres",
-    "QueueStore": "chongming_task.stores.queue_store",
-    "ScheduleRecord": "chongming_task.stores.base",
-    "ScheduleStore": "chongming_task.stores.schedule_store",
-    "SqliteTaskStore": "chongming_task.stores.sqlite",
-    "TaskHead": "chongming_task.stores.base",
-    "TaskQuery": "chongming_task.stores.base",
-    "TaskRecordStore": "chongming_task.stores.base",
-    "TaskStore": "chongming_task.stores.base",
+    "Command": "chongming_task.stores._base",
+    "CommandStore": "chongming_task.stores._command_store",
+    "InMemoryTaskStore": "chongming_task.stores._memory",
+    "PostgresTaskStore": "chongming_task.stores._postgres",
+    "QueueStore": "chongming_task.stores._queue_store",
+    "ScheduleRecord": "chongming_task.stores._base",
+    "ScheduleStore": "chongming_task.stores._schedule_store",
+    "SqliteTaskStore": "chongming_task.stores._sqlite",
+    "TaskHead": "chongming_task.stores._base",
+    "TaskQuery": "chongming_task.stores._base",
+    "TaskRecordStore": "chongming_task.stores._base",
+    "TaskStore": "chongming_task.stores._base",
     # What a third-party backend needs besides the contract (examples/07_custom_store.py):
-    "validate_actions": "chongming_task.stores.base",
-    "CommandSignal": "chongming_task.stores.signal",
-    "JSONValue": "chongming_task.model",
-    "dumps": "chongming_task.model",
-    "loads": "chongming_task.model",
-    "decode_snapshot": "chongming_task.stores.codec",
-    "decode_transition": "chongming_task.stores.codec",
-    "encode_json": "chongming_task.stores.codec",
-    "encode_snapshot": "chongming_task.stores.codec",
-    "encode_transition": "chongming_task.stores.codec",
-    "from_micros": "chongming_task.stores.codec",
-    "require_aware": "chongming_task.stores.codec",
-    "to_micros": "chongming_task.stores.codec",
+    "validate_actions": "chongming_task.stores._base",
+    "CommandSignal": "chongming_task.stores._signal",
+    "JSONValue": "chongming_task._model",
+    "dumps": "chongming_task._model",
+    "loads": "chongming_task._model",
+    "decode_snapshot": "chongming_task.stores._codec",
+    "decode_transition": "chongming_task.stores._codec",
+    "encode_json": "chongming_task.stores._codec",
+    "encode_snapshot": "chongming_task.stores._codec",
+    "encode_transition": "chongming_task.stores._codec",
+    "from_micros": "chongming_task.stores._codec",
+    "require_aware": "chongming_task.stores._codec",
+    "to_micros": "chongming_task.stores._codec",
 }
 
 __getattr__, __dir__ = lazy_exports("chongming_task.stores", globals(), _LAZY)

@@ -18,16 +18,16 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
-from chongming_task.core.clock import Clock
+from chongming_task.core._clock import Clock
 from chongming_task.errors import ConcurrencyConflict, StoreError
+from chongming_task.stores._signal import CommandSignal
 from chongming_task.stores._sqlfile import load_sections
-from chongming_task.stores.signal import CommandSignal
 
 if TYPE_CHECKING:
+    from chongming_task.stores._base import SnapshotWrite
     from chongming_task.stores._lost import Marking
+    from chongming_task.stores._records import LostMark
     from chongming_task.stores._sql import SqlStore
-    from chongming_task.stores.base import SnapshotWrite
-    from chongming_task.stores.records import LostMark
 
 __all__ = ["SCHEMA_VERSION", "Cursor", "Dialect", "History", "schema_missing"]
 

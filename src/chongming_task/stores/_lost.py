@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, NamedTuple
 
-from chongming_task.core.clock import Clock
+from chongming_task._model import Failure, FailureKind, TaskSnapshot, Transition
+from chongming_task.core._clock import Clock
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.errors import ConfigurationError
-from chongming_task.model import Failure, FailureKind, TaskSnapshot, Transition
 from chongming_task.states import TRANSITIONS, TaskStatus
-from chongming_task.stores.records import LostCandidate, TaskQuery
+from chongming_task.stores._records import LostCandidate, TaskQuery
 
 __all__ = [
     "LOSABLE",

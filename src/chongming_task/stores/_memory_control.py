@@ -13,12 +13,12 @@ from collections.abc import Collection, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 
+from chongming_task._model import JSONValue, loads
+from chongming_task._redact import redact_text_fields
 from chongming_task._validation import check_seconds
-from chongming_task.core.clock import Clock
+from chongming_task.core._clock import Clock
 from chongming_task.errors import ConfigurationError, StoreError
-from chongming_task.model import JSONValue, loads
-from chongming_task.redact import redact_text_fields
-from chongming_task.stores.base import (
+from chongming_task.stores._base import (
     ClaimLost,
     Command,
     ScheduleConflict,
@@ -26,8 +26,8 @@ from chongming_task.stores.base import (
     TaskStore,
     validate_actions,
 )
-from chongming_task.stores.codec import encode_json, require_aware, to_micros
-from chongming_task.stores.signal import CommandSignal
+from chongming_task.stores._codec import encode_json, require_aware, to_micros
+from chongming_task.stores._signal import CommandSignal
 
 __all__ = ["MemoryControl"]
 

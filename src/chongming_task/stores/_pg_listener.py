@@ -16,10 +16,10 @@ import logging
 import threading
 from typing import TYPE_CHECKING, Any, Final
 
+from chongming_task._redact import scrub_dsn
 from chongming_task._service import BackgroundService
-from chongming_task.core.clock import SystemClock
-from chongming_task.redact import scrub_dsn
-from chongming_task.stores.signal import CommandSignal
+from chongming_task.core._clock import SystemClock
+from chongming_task.stores._signal import CommandSignal
 
 if TYPE_CHECKING:
     import psycopg

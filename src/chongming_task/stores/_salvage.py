@@ -1,6 +1,6 @@
 """Reads that survive a corrupted row: skip it with a warning that names it.
 
-The store itself raises :class:`~chongming_task.stores.base.CorruptRows` for a row it
+The store itself raises :class:`~chongming_task.stores._base.CorruptRows` for a row it
 cannot decode (a direct ``get`` must not pretend); listings and counts built for people
 (``ps``, ``stats``, ``schedules``, ``health``) go through these helpers so that one
 broken row never takes a whole command down.
@@ -12,10 +12,10 @@ import logging
 from collections import Counter
 from collections.abc import Callable
 
+from chongming_task._model import TaskSnapshot
 from chongming_task.errors import StoreError
-from chongming_task.model import TaskSnapshot
 from chongming_task.states import TaskStatus
-from chongming_task.stores.records import CorruptRows, TaskQuery
+from chongming_task.stores._records import CorruptRows, TaskQuery
 
 __all__ = ["Warn", "counts_skipping_corrupt", "query_skipping_corrupt"]
 

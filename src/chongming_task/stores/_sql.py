@@ -23,16 +23,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any, Final, TypeVar
 
-from chongming_task._validation import check_seconds
-from chongming_task.checkpoint_gaps import CheckpointGaps
-from chongming_task.core.clock import Clock
-from chongming_task.errors import (
-    ConcurrencyConflict,
-    ConfigurationError,
-    DuplicateTaskId,
-    StoreError,
-)
-from chongming_task.model import (
+from chongming_task._checkpoint_gaps import CheckpointGaps
+from chongming_task._model import (
     Failure,
     JSONValue,
     Progress,
@@ -41,12 +33,18 @@ from chongming_task.model import (
     dumps,
     loads,
 )
-from chongming_task.redact import redact_text_fields
+from chongming_task._redact import redact_text_fields
+from chongming_task._validation import check_seconds
+from chongming_task.core._clock import Clock
+from chongming_task.errors import (
+    ConcurrencyConflict,
+    ConfigurationError,
+    DuplicateTaskId,
+    StoreError,
+)
 from chongming_task.states import TERMINAL, TaskStatus
 from chongming_task.stores import _sqlrows as rows
-from chongming_task.stores._dialect import SCHEMA_VERSION, Cursor, Dialect, History
-from chongming_task.stores._lost import Marking, check_lost_query
-from chongming_task.stores.base import (
+from chongming_task.stores._base import (
     ClaimLost,
     Command,
     LostCandidate,
@@ -63,16 +61,18 @@ from chongming_task.stores.base import (
     refuse_repeated_ids,
     validate_actions,
 )
-from chongming_task.stores.codec import (
+from chongming_task.stores._codec import (
     decode_transition,
     encode_json,
     encode_transition,
     require_aware,
 )
-from chongming_task.stores.global_slots import GlobalSlot, SlotLedger
-from chongming_task.stores.queue_records import WorkerRecord, is_claimable
-from chongming_task.stores.queue_store import QueueStore
-from chongming_task.stores.records import CorruptRows
+from chongming_task.stores._dialect import SCHEMA_VERSION, Cursor, Dialect, History
+from chongming_task.stores._global_slots import GlobalSlot, SlotLedger
+from chongming_task.stores._lost import Marking, check_lost_query
+from chongming_task.stores._queue_records import WorkerRecord, is_claimable
+from chongming_task.stores._queue_store import QueueStore
+from chongming_task.stores._records import CorruptRows
 
 __all__ = ["SCHEMA_VERSION", "Cursor", "SqlStore"]
 

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from chongming_task._model import FORMAT_VERSION, Failure, dumps, parse_datetime
 from chongming_task.errors import StoreError
-from chongming_task.model import FORMAT_VERSION, Failure, dumps, parse_datetime
 from chongming_task.states import TaskStatus
 from chongming_task.stores import _sqlrows as rows
 from chongming_task.stores._dialect import Cursor
 from chongming_task.stores._lost import LostChange, Marking, check_lost_failure, lost_change
-from chongming_task.stores.records import LostCandidate, LostMark
+from chongming_task.stores._records import LostCandidate, LostMark
 
 if TYPE_CHECKING:
     from datetime import datetime

@@ -12,11 +12,11 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from chongming_task._model import TaskSnapshot, dumps, loads, parse_datetime
 from chongming_task.errors import StoreError
-from chongming_task.model import TaskSnapshot, dumps, loads, parse_datetime
 from chongming_task.states import TaskStatus
-from chongming_task.stores.codec import encode_snapshot
-from chongming_task.stores.records import Command, CorruptRows, ScheduleRecord, TaskQuery
+from chongming_task.stores._codec import encode_snapshot
+from chongming_task.stores._records import Command, CorruptRows, ScheduleRecord, TaskQuery
 
 __all__ = [
     "ORDER_SQL",

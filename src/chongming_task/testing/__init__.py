@@ -10,8 +10,8 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from chongming_task.testing.fake_clock import FakeClock
-from chongming_task.testing.gated import GatedExecutor
+from chongming_task.testing._fake_clock import FakeClock
+from chongming_task.testing._gated import GatedExecutor
 
 __all__ = ["FakeClock", "GatedExecutor", "wait_until"]
 

@@ -1,6 +1,6 @@
 """The store contract suite: what "a store" means, as runnable cases (guide §8.7).
 
-One contract per part of a store (``chongming_task.stores.base``), so a backend runs
+One contract per part of a store (``chongming_task.stores._base``), so a backend runs
 exactly the parts it implements:
 
 ==========================  ========================================================

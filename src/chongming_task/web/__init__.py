@@ -3,7 +3,7 @@
 ``pip install "chongming-task[web]"``, then either ``chongming-task dashboard --db ...``
 or mount :func:`create_app` in your own ASGI service::
 
-    from chongming_task.stores.sqlite import SqliteTaskStore
+    from chongming_task.stores._sqlite import SqliteTaskStore
     from chongming_task.web import create_app
 
     app = create_app(SqliteTaskStore("tasks.db"), token=os.environ["DASHBOARD_TOKEN"])
@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, Any
 __all__ = ["create_app"]
 
 if TYPE_CHECKING:
-    from chongming_task.web.app import create_app
+    from chongming_task.web._app import create_app
 
 
 def __getattr__(name: str) -> Any:
     if name == "create_app":
         try:
-            from chongming_task.web.app import create_app
+            from chongming_task.web._app import create_app
         except ImportError as exc:  # starlette/jinja2 missing
             raise ImportError(
                 f'the dashboard needs the web extra: pip install "chongming-task[web]" ({exc})'

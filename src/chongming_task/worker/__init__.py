@@ -10,10 +10,10 @@ reports what it stopped. ``chongming-task worker`` is a thin shell around
 
 from __future__ import annotations
 
-from chongming_task.worker.daemon import Worker
-from chongming_task.worker.logtail import LogTail
-from chongming_task.worker.report import ShutdownReport, StoppedTask
-from chongming_task.worker.submission import (
+from chongming_task.worker._daemon import Worker
+from chongming_task.worker._logtail import LogTail
+from chongming_task.worker._report import ShutdownReport, StoppedTask
+from chongming_task.worker._submission import (
     SUBMIT_ACTION,
     Submission,
     describe_submission,

@@ -11,18 +11,40 @@ __all__ = ["register_all"]
 def register_all(subparsers: argparse._SubParsersAction[Any]) -> None:
     """Add every subcommand to ``subparsers``, in the order ``--help`` lists them."""
     from chongming_task.cli.commands import (
-        control,
-        dashboard,
-        explain,
-        inspect_,
-        lint,
-        ps,
-        run,
-        schedules,
-        submit,
-        tasks,
-        worker,
-        workers,
+        _control as control,
+    )
+    from chongming_task.cli.commands import (
+        _dashboard as dashboard,
+    )
+    from chongming_task.cli.commands import (
+        _explain as explain,
+    )
+    from chongming_task.cli.commands import (
+        _inspect_ as inspect_,
+    )
+    from chongming_task.cli.commands import (
+        _lint as lint,
+    )
+    from chongming_task.cli.commands import (
+        _ps as ps,
+    )
+    from chongming_task.cli.commands import (
+        _run as run,
+    )
+    from chongming_task.cli.commands import (
+        _schedules as schedules,
+    )
+    from chongming_task.cli.commands import (
+        _submit as submit,
+    )
+    from chongming_task.cli.commands import (
+        _tasks as tasks,
+    )
+    from chongming_task.cli.commands import (
+        _worker as worker,
+    )
+    from chongming_task.cli.commands import (
+        _workers as workers,
     )
 
     tasks.add_parsers(subparsers)

@@ -15,16 +15,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from chongming_task._validation import check_task_id
-from chongming_task.cli.errors import CommandFailed, UsageError
-from chongming_task.cli.parsing import integer, parse_task_kwargs
+from chongming_task.cli._errors import CommandFailed, UsageError
+from chongming_task.cli._parsing import integer, parse_task_kwargs
 from chongming_task.errors import ConfigurationError
 from chongming_task.policies import BucketPolicy
 
 if TYPE_CHECKING:
-    from chongming_task.cli.session import Session
+    from chongming_task._model import TaskSnapshot
+    from chongming_task.cli._session import Session
     from chongming_task.controller import Controller
-    from chongming_task.model import TaskSnapshot
-    from chongming_task.stores.base import TaskStore
+    from chongming_task.stores._base import TaskStore
 
 __all__ = [
     "SubmissionRequest",
@@ -182,7 +182,7 @@ class SubmissionRequest:
                 )
             bucket = BucketPolicy(num_buckets=options.num_buckets).bucket_for(args.bucket_key)
             if bucket not in owned:
-                from chongming_task.cli.parsing import format_buckets
+                from chongming_task.cli._parsing import format_buckets
 
                 raise CommandFailed(
                     f"bucket {bucket} (from --bucket-key {args.bucket_key!r}) is not owned by "

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from chongming_task.runtime.attempt import Attempt, AttemptEnd, TaskCall
-from chongming_task.runtime.executors.base import run_in_this_thread
+from chongming_task.runtime._attempt import Attempt, AttemptEnd, TaskCall
+from chongming_task.runtime.executors._base import run_in_this_thread
 
 __all__ = ["InlineExecutor"]
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from chongming_task.runtime.attempt import Attempt, AttemptEnd, TaskCall
-from chongming_task.runtime.executors.base import run_in_this_thread
-from chongming_task.runtime.executors.carriers import SHARED, Carrier, current_carrier
+from chongming_task.runtime._attempt import Attempt, AttemptEnd, TaskCall
+from chongming_task.runtime.executors._base import run_in_this_thread
+from chongming_task.runtime.executors._carriers import SHARED, Carrier, current_carrier
 
 __all__ = ["ThreadExecutor"]
 

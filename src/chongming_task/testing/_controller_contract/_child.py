@@ -18,10 +18,10 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Final
 
+from chongming_task._model import JSONValue
 from chongming_task.controller import Controller
-from chongming_task.model import JSONValue
-from chongming_task.runtime.context import TaskContext
-from chongming_task.stores.base import TaskStore
+from chongming_task.runtime._context import TaskContext
+from chongming_task.stores._base import TaskStore
 
 __all__ = ["BLOCKER", "CHILD_LEASE_TTL", "CHILD_OWNER", "TARGET", "pause_then_die"]
 

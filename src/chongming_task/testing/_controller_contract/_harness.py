@@ -17,13 +17,13 @@ import unittest
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, Final, NoReturn
 
+from chongming_task._model import JSONValue, TaskSnapshot, Transition
 from chongming_task.controller import Controller
-from chongming_task.model import JSONValue, TaskSnapshot, Transition
 from chongming_task.policies import FixedBackoff, RetryPolicy
 from chongming_task.run import TaskRun
-from chongming_task.runtime.context import TaskContext
+from chongming_task.runtime._context import TaskContext
 from chongming_task.states import TaskStatus
-from chongming_task.stores.base import TaskStore
+from chongming_task.stores._base import TaskStore
 
 __all__ = ["DEADLINE", "TICK", "ControllerHarness", "S", "trail_of"]
 

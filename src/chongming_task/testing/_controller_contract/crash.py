@@ -6,7 +6,7 @@ checkpoints, or while queued -- reports over a pipe and kills itself with SIGKIL
 the next line. A fresh store and controller in this process must then find the task
 ``paused``, with its trail in order, and ``reconcile()`` (run as if the child's lease
 had long expired) must neither mark it lost nor treat it as anything but ``paused``:
-the table of ``controller/reconcile.py`` reports an expired non-occupying task as
+the table of ``controller/_reconcile.py`` reports an expired non-occupying task as
 ``adoptable`` *unchanged*, so the status after reconcile is the one the pause wrote.
 
 Needs ``store_factory()``: in-process stores (the in-memory store, SQLite
@@ -21,15 +21,15 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from chongming_task.controller import Controller
-from chongming_task.core.clock import SystemClock
-from chongming_task.stores.base import TaskStore
+from chongming_task.core._clock import SystemClock
+from chongming_task.stores._base import TaskStore
 from chongming_task.testing._controller_contract._child import (
     CHILD_LEASE_TTL,
     TARGET,
     pause_then_die,
 )
 from chongming_task.testing._controller_contract._harness import ControllerHarness, S
-from chongming_task.testing.fake_clock import FakeClock
+from chongming_task.testing._fake_clock import FakeClock
 
 __all__ = ["CrashCases"]
 

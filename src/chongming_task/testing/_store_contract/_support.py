@@ -16,15 +16,16 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, NoReturn
 
-from chongming_task.model import Failure, FailureKind, Progress, TaskSnapshot, Transition
+from chongming_task._model import Failure, FailureKind, Progress, TaskSnapshot, Transition
 from chongming_task.states import TaskStatus
-from chongming_task.stores.base import (
+from chongming_task.stores._base import (
     Command,
     CommandStore,
     QueueStore,
     ScheduleStore,
     TaskRecordStore,
 )
+from chongming_task.testing._fake_clock import FakeClock
 from chongming_task.testing._store_contract._checks import (
     WatchedClock,
     assert_same_json,
@@ -32,7 +33,6 @@ from chongming_task.testing._store_contract._checks import (
     by_id,
     raises,
 )
-from chongming_task.testing.fake_clock import FakeClock
 
 __all__ = [
     "ContractHarness",

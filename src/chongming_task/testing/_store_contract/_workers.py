@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from chongming_task.errors import ConcurrencyConflict
-from chongming_task.stores.base import CommandStore, ScheduleStore, TaskRecordStore
+from chongming_task.stores._base import CommandStore, ScheduleStore, TaskRecordStore
 
 __all__ = ["run_in_processes"]
 

@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 from chongming_task.errors import ConfigurationError, StoreError
-from chongming_task.stores.base import ClaimLost, Command
+from chongming_task.stores._base import ClaimLost, Command
 from chongming_task.testing import wait_until
 from chongming_task.testing._store_contract._support import (
     ContractHarness,

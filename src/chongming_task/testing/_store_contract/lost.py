@@ -11,17 +11,17 @@ from __future__ import annotations
 import dataclasses
 from datetime import timedelta
 
+from chongming_task._model import Failure, FailureKind, Progress, TaskSnapshot
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.errors import ConfigurationError
-from chongming_task.model import Failure, FailureKind, Progress, TaskSnapshot
 from chongming_task.states import OCCUPYING, TaskStatus
-from chongming_task.stores.base import LostCandidate, LostMark, TaskQuery
+from chongming_task.stores._base import LostCandidate, LostMark, TaskQuery
+from chongming_task.testing._fake_clock import FakeClock
 from chongming_task.testing._store_contract._support import (
     ContractHarness,
     assert_snapshot_equal,
     raises,
 )
-from chongming_task.testing.fake_clock import FakeClock
 
 __all__ = ["LostCases"]
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from chongming_task.errors import ConfigurationError
 from chongming_task.states import TERMINAL, TaskStatus
-from chongming_task.stores.base import TaskHead, TaskQuery
+from chongming_task.stores._base import TaskHead, TaskQuery
 from chongming_task.testing._store_contract._support import (
     START,
     TZ_MINUS_3_30,

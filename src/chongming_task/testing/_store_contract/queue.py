@@ -7,9 +7,9 @@ from datetime import timedelta
 
 from chongming_task.errors import ConcurrencyConflict
 from chongming_task.states import TaskStatus
-from chongming_task.stores.queue_records import RECIPE_KEY, Recipe, WorkerRecord
-from chongming_task.stores.queue_store import QueueStore
-from chongming_task.stores.records import Command
+from chongming_task.stores._queue_records import RECIPE_KEY, Recipe, WorkerRecord
+from chongming_task.stores._queue_store import QueueStore
+from chongming_task.stores._records import Command
 from chongming_task.testing._store_contract._support import ContractHarness, raises
 
 __all__ = ["QueueCases"]

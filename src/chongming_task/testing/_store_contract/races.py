@@ -8,10 +8,10 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, TypeVar
 
+from chongming_task._model import Progress
 from chongming_task.errors import ConcurrencyConflict
-from chongming_task.model import Progress
 from chongming_task.states import TaskStatus
-from chongming_task.stores.base import (
+from chongming_task.stores._base import (
     CommandStore,
     ScheduleConflict,
     ScheduleStore,

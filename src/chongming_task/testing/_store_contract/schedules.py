@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from chongming_task.stores.base import ScheduleConflict
+from chongming_task.stores._base import ScheduleConflict
 from chongming_task.testing._store_contract._support import (
     TZ_PLUS_8,
     ContractHarness,

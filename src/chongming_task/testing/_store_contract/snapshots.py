@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import timedelta
 
+from chongming_task._model import Progress, TaskSnapshot, Transition
 from chongming_task.errors import ConcurrencyConflict, ConfigurationError, StoreError
-from chongming_task.model import Progress, TaskSnapshot, Transition
 from chongming_task.states import TaskStatus
-from chongming_task.stores.base import (
+from chongming_task.stores._base import (
     OUTCOME_MAX_BYTES,
     CommandStore,
     SnapshotWrite,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from chongming_task.checkpoint_gaps import BOUNDS, CheckpointGaps
+from chongming_task._checkpoint_gaps import BOUNDS, CheckpointGaps
+from chongming_task._model import Progress
 from chongming_task.errors import ConfigurationError
-from chongming_task.model import Progress
 from chongming_task.states import TaskStatus
 from chongming_task.testing._store_contract._support import (
     TZ_MINUS_3_30,

@@ -1,0 +1,390 @@
+"""Secret redaction for failure text, after the Go scheduler's ``sanitizeTaskError``.
+
+Failure messages and tracebacks end up in stores, logs, metrics labels and the CLI,
+where far more people can read them than could read the task's configuration. An
+exception such as ``ConnectionError("login failed: password=hunter2")`` must not carry
+the password along. Every layer that stores failure text passes it through
+:func:`redact` (one-line messages) or :func:`redact_traceback` (multi-line text).
+
+What is redacted, exactly as the Go scheduler does it:
+
+- ``key=value`` and ``key: value`` pairs, the value bare or quoted with ``"`` or ``'``,
+  whose key (case-insensitive) is one of ``password``, ``passwd``, ``pwd``, ``secret``,
+  ``token``, ``api_key``/``api-key``/``apikey``, ``access_token``, ``refresh_token``,
+  ``authorization``, ``credential``. The whole pair becomes ``key=[REDACTED]``.
+- ``Bearer <token>`` becomes ``Bearer [REDACTED]``.
+
+Beyond what the Go patterns know (none of it can occur in the text they were written
+for, so the Go behaviour on that text is unchanged):
+
+- More keys: ``passphrase``, ``private_key``, ``secret_key``, ``secret_access_key``
+  (so ``AWS_SECRET_ACCESS_KEY=...``), each with the prefixes below.
+- A value may carry an HTTP auth scheme: ``Authorization: Basic dXNlcjpwdw==`` becomes
+  ``Authorization=[REDACTED]`` (Go keeps the credential and redacts the word
+  ``Basic``). ``Bearer`` keeps the Go form ``Authorization=[REDACTED] [REDACTED]``.
+- URL credentials: the password of ``scheme://user:password@host`` becomes
+  ``[REDACTED]`` (``postgresql://app:[REDACTED]@db/x``, ``redis://:[REDACTED]@h``).
+  A user without a password (``postgresql://postgres@db``) and URLs without user
+  info are kept. A password already masked as ``***`` (:func:`mask_dsn`) is kept.
+- PEM private keys: everything from ``-----BEGIN ... PRIVATE KEY-----`` to the
+  matching ``-----END ... PRIVATE KEY-----`` (or to the end of the text, when the
+  end line was cut off) becomes ``[REDACTED]``, across lines in tracebacks too.
+
+:func:`mask_dsn` is the display form of a connection string: the password becomes
+``***`` and nothing else changes, for banners, ``--json`` output and errors that name
+the database.
+
+Hardening beyond the Go version (a strict superset: every input the Go code redacts
+is redacted here to the same text):
+
+- Control characters are removed *before* matching, so ``pass\\x00word=x`` cannot
+  slip past the pattern and reassemble afterwards. C1 controls (U+0080..U+009F, which
+  include the terminal's CSI) are removed too; Go keeps them.
+- Keys may carry a snake/kebab prefix (``db_password``, ``client_secret``,
+  ``x-api-key``, ``--password``), may be quoted (``"password": "x"`` in JSON,
+  ``{'token': 'x'}`` in a Python repr), the full-width ``：`` and ``＝`` of Chinese
+  text separate like ``:`` and ``=``, and ``credentials`` counts as well as
+  ``credential``.
+
+Over-redaction (``token: 5`` in an innocent message) is accepted; a leak is not.
+Both functions are idempotent: redacting redacted text changes nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import replace
+from typing import TYPE_CHECKING, Final, TypeVar, cast
+
+from chongming_task.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from chongming_task._model import Failure
+
+__all__ = [
+    "MESSAGE_MAX_LENGTH",
+    "REDACTED",
+    "TRACEBACK_MAX_LENGTH",
+    "mask_dsn",
+    "redact",
+    "redact_failure",
+    "redact_reason",
+    "redact_secrets",
+    "redact_text_fields",
+    "redact_traceback",
+    "scrub_dsn",
+]
+
+_T = TypeVar("_T")
+
+#: What a secret is replaced with.
+REDACTED: Final = "[REDACTED]"
+
+#: Cap of :func:`redact` in characters (code points), then ``"..."``. Same as the Go
+#: scheduler's ``taskErrorMaxLength``: long enough for any useful message, short
+#: enough for a table cell and a log line.
+MESSAGE_MAX_LENGTH: Final = 512
+
+#: Cap of :func:`redact_traceback`, marker included. A deep traceback with its
+#: chained causes is a few kilobytes; more than this is a runaway repr, not context.
+TRACEBACK_MAX_LENGTH: Final = 8192
+
+_ELLIPSIS: Final = "..."
+
+_KEYS: Final = (
+    r"(?:password|passwd|pwd|passphrase|secret[_-]?access[_-]?key|secret[_-]?key|secret"
+    r"|private[_-]?key|token|api[_-]?key|access[_-]?token"
+    r"|refresh[_-]?token|authorization|credentials?)"
+)
+
+#: HTTP auth schemes whose credential follows after a space (``Basic dXNlcjpwdw==``):
+#: the value is the scheme and the credential. ``Bearer`` is not here: its credential
+#: is redacted on its own first (``_BEARER_PATTERN``), as the Go code does.
+_AUTH_SCHEMES: Final = r"(?:basic|digest|negotiate|ntlm|token|aws4-hmac-sha256)"
+
+# A value that already reads [REDACTED] stops there, so a second pass over
+# "f(password=[REDACTED])" keeps the ")" (the bare form would swallow it): redaction
+# is applied by several layers and must be idempotent.
+# ASCII mode on purpose: Go's RE2 treats \b and \s as ASCII, so "用户token=x" is still
+# a key at a word boundary. The lookbehind starts a match only at the beginning of an
+# identifier run, which keeps matching linear; the optional prefix then reaches keys
+# inside runs like "db_password" or "--password".
+_PAIR_PATTERN: Final = re.compile(
+    r"(?<![A-Za-z0-9_-])"
+    r"(?P<key>(?:[A-Za-z0-9_-]*[_-])?" + _KEYS + r")\b"
+    r"(?P<quote>[\"']?)"
+    r"\s*[:=\uff1a\uff1d]\s*"
+    r"(?P<value>\[REDACTED\]|\"[^\"]*\"|'[^']*'"
+    r"|" + _AUTH_SCHEMES + r"\s+(?!\[REDACTED\])[^\s,;]+|[^\s,;]+)",
+    re.IGNORECASE | re.ASCII,
+)
+
+# scheme://user:password@ -- the scheme starts at the beginning of a run of scheme
+# characters (the lookbehind keeps matching linear on long runs); the user stops at
+# the first ":", the password runs to the last "@" before the host part ends
+# (Python's urlsplit takes the last "@" too, so a raw "@" in a password is covered).
+_URL_CREDENTIALS_PATTERN: Final = re.compile(
+    r"(?<![A-Za-z0-9+.-])"
+    r"(?P<prefix>[A-Za-z][A-Za-z0-9+.-]*://[^\s:/?#@\[\]\"'<>]*:)"
+    r"(?P<password>[^\s/?#\"'<>]*)@",
+    re.ASCII,
+)
+
+# A PEM private key, up to its end line, or to the end of the text if that was cut off.
+_PEM_PATTERN: Final = re.compile(
+    r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY[A-Z0-9 ]*-----"
+    r"(?:.*?-----END [A-Z0-9 ]*PRIVATE KEY[A-Z0-9 ]*-----|.*)",
+    re.IGNORECASE | re.ASCII | re.DOTALL,
+)
+
+_DSN_PASSWORD_PATTERN: Final = re.compile(
+    r"(?<![A-Za-z0-9_])(?P<key>password\s*=\s*)(?P<value>'(?:[^'\\]|\\.)*'|[^\s'&][^\s&]*)",
+    re.IGNORECASE | re.ASCII,
+)
+
+#: What :func:`mask_dsn` shows instead of a password.
+MASK: Final = "***"
+
+_BEARER_PATTERN: Final = re.compile(r"\bbearer\s+[A-Za-z0-9._~+/\-=]+", re.IGNORECASE | re.ASCII)
+
+
+def _control_table(*, keep_newlines: bool) -> dict[int, str | None]:
+    """``str.translate`` table: tab/CR/LF/NEL -> space (or kept), other controls -> gone."""
+    table: dict[int, str | None] = dict.fromkeys([*range(0x20), 0x7F, *range(0x80, 0xA0)])
+    if keep_newlines:
+        table[ord("\n")] = "\n"
+        table[0x85] = "\n"
+    else:
+        table[ord("\n")] = " "
+        table[ord("\r")] = " "
+        table[ord("\t")] = " "
+        table[0x85] = " "
+    return table
+
+
+_MESSAGE_CONTROLS: Final = _control_table(keep_newlines=False)
+_TRACEBACK_CONTROLS: Final = _control_table(keep_newlines=True)
+
+
+def _replace_pair(match: re.Match[str]) -> str:
+    if match.group("value") == MASK:  # already masked for display (mask_dsn)
+        return match.group(0)
+    return f"{match.group('key')}{match.group('quote')}={REDACTED}"
+
+
+def _url_replacer(mask: str) -> Callable[[re.Match[str]], str]:
+    def replace_password(match: re.Match[str]) -> str:
+        password = match.group("password")
+        if not password or password in (MASK, REDACTED):
+            return match.group(0)
+        return f"{match.group('prefix')}{mask}@"
+
+    return replace_password
+
+
+_REDACT_URL: Final = _url_replacer(REDACTED)
+_MASK_URL: Final = _url_replacer(MASK)
+
+
+def _redact_line(text: str) -> str:
+    # URLs first: "password=postgresql://u:pw@h" is then one value either way.
+    if "://" in text:
+        text = _URL_CREDENTIALS_PATTERN.sub(_REDACT_URL, text)
+    text = _BEARER_PATTERN.sub(f"Bearer {REDACTED}", text)
+    return _PAIR_PATTERN.sub(_replace_pair, text)
+
+
+def _redact_pem(text: str) -> str:
+    if "-----" not in text:
+        return text
+    return _PEM_PATTERN.sub(REDACTED, text)
+
+
+def redact_secrets(text: str) -> str:
+    """Replace secrets in ``text`` and nothing else (no control or length handling).
+
+    The building block of :func:`redact` and :func:`redact_traceback`; useful alone
+    for text whose layout must survive untouched, such as a log record's message.
+    """
+    return _redact_line(_redact_pem(text))
+
+
+def mask_dsn(dsn: str) -> str:
+    """``dsn`` for display: its password replaced by ``***``, nothing else changed.
+
+    Handles URLs (``postgresql://app:pw@db/x`` -> ``postgresql://app:***@db/x``) and
+    libpq keyword strings (``host=db password=pw`` -> ``host=db password=***``). A
+    SQLite path, or a URL without a password, comes back as it is.
+    """
+    text = str(dsn)
+    if "://" in text:
+        text = _URL_CREDENTIALS_PATTERN.sub(_MASK_URL, text)
+    if "=" in text:
+        text = _DSN_PASSWORD_PATTERN.sub(lambda m: f"{m.group('key')}{MASK}", text)
+    return text
+
+
+#: Passwords shorter than this are not searched for as bare text by :func:`scrub_dsn`:
+#: replacing every "a" of a message would destroy it and hide almost nothing.
+_SCRUB_MIN_LENGTH: Final = 4
+
+
+def scrub_dsn(text: str, dsn: str) -> str:
+    """``text`` (an error or log message about ``dsn``) without ``dsn``'s password.
+
+    Drivers quote connection strings in their errors, sometimes malformed ones that no
+    pattern recognises (psycopg: ``missing "=" after "postgresql//u:pw@h"``). This
+    replaces the whole ``dsn`` with :func:`mask_dsn`'s form, then any bare occurrence
+    of its password with ``***``, then masks whatever URL credentials remain.
+    """
+    text = str(text)
+    masked = mask_dsn(dsn)
+    if masked != dsn:
+        text = text.replace(dsn, masked)
+    passwords = [m.group("password") for m in _URL_CREDENTIALS_PATTERN.finditer(dsn)]
+    for match in _DSN_PASSWORD_PATTERN.finditer(dsn):
+        value = match.group("value")
+        passwords.append(value)
+        if value.startswith("'") and value.endswith("'") and len(value) >= 2:
+            passwords.append(value[1:-1].replace("\\'", "'").replace("\\\\", "\\"))
+    # The form drivers often quote: the DSN without "://" (a typo), as a user@host run.
+    if "//" in dsn and "://" not in dsn:
+        typo = dsn.replace("//", "://", 1)
+        passwords += [m.group("password") for m in _URL_CREDENTIALS_PATTERN.finditer(typo)]
+    for password in sorted(set(passwords), key=len, reverse=True):
+        if len(password) >= _SCRUB_MIN_LENGTH and password not in (MASK, REDACTED):
+            text = text.replace(password, MASK)
+    return mask_dsn(text)
+
+
+def redact(text: str | None) -> str | None:
+    """One clean line of at most 512 characters, secrets replaced by ``[REDACTED]``.
+
+    Control characters are removed, runs of whitespace (line breaks included) become
+    one space, and text longer than :data:`MESSAGE_MAX_LENGTH` is cut there with
+    ``"..."`` appended. ``None`` stays ``None`` so optional fields pass straight
+    through.
+
+    Args:
+        text: A failure message, a stop reason, any text about to be stored.
+
+    Returns:
+        The redacted text, ``""`` for blank input, or ``None`` for ``None``.
+    """
+    if text is None:
+        return None
+    cleaned = redact_secrets(str(text).translate(_MESSAGE_CONTROLS))
+    cleaned = " ".join(cleaned.split())
+    if len(cleaned) > MESSAGE_MAX_LENGTH:
+        return cleaned[:MESSAGE_MAX_LENGTH] + _ELLIPSIS
+    return cleaned
+
+
+@functools.lru_cache(maxsize=4096)
+def _redact_reason(text: str) -> str | None:
+    return redact(text) or None
+
+
+def redact_reason(text: str | None) -> str | None:
+    """:func:`redact` for a reason about to be recorded; ``None`` if nothing is left.
+
+    Every transition's reason, every operator's stop/pause reason and every schedule
+    pause reason passes through here where it is recorded, like the Go scheduler's
+    cancel reasons through ``sanitizeTaskError`` (and, like there, a reason that is
+    blank after cleaning counts as none: the caller's default applies). Memoised:
+    reasons repeat (``executor=thread`` on every start, one failure for many tasks).
+    """
+    if text is None:
+        return None
+    if type(text) is not str:
+        return redact(str(text)) or None
+    return _redact_reason(text)
+
+
+#: Keys of a command's payload or result whose text is redacted (:func:`redact_text_fields`).
+_TEXT_FIELDS: Final = ("reason", "error")
+
+
+def redact_text_fields(value: _T) -> _T:
+    """A mapping's ``reason``/``error`` strings redacted (a copy); anything else as it is.
+
+    For what stores keep of commands: the payload of a stop, pause or manual run and
+    the result a claimant writes back (``{"applied": False, "error": "..."}``).
+    """
+    if not isinstance(value, dict) or not any(
+        isinstance(value.get(key), str) for key in _TEXT_FIELDS
+    ):
+        return value
+    clean = dict(value)
+    for key in _TEXT_FIELDS:
+        text = clean.get(key)
+        if isinstance(text, str):
+            clean[key] = redact(text)
+    return cast("_T", clean)
+
+
+def redact_traceback(text: str | None, *, max_length: int = TRACEBACK_MAX_LENGTH) -> str | None:
+    """Like :func:`redact` but keeps the line structure of a traceback.
+
+    Line endings become ``\\n``, tabs become spaces, other control characters are
+    removed and trailing spaces are stripped; indentation is kept. Pairs are matched
+    line by line. Text longer than ``max_length`` keeps its first quarter and its
+    end (where the exception itself is), cut at line breaks where possible, joined
+    by a line saying how much was dropped; the result never exceeds ``max_length``.
+
+    Args:
+        text: Traceback text, e.g. ``"".join(traceback.format_exception(exc))``.
+        max_length: Cap in characters; at least 256 so the marker and some context fit.
+
+    Returns:
+        The redacted text, ``""`` for blank input, or ``None`` for ``None``.
+    """
+    if text is None:
+        return None
+    if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 256:
+        raise ConfigurationError(f"max_length must be an integer >= 256, got {max_length!r}")
+    normalised = str(text).replace("\r\n", "\n").replace("\r", "\n").expandtabs(4)
+    normalised = _redact_pem(normalised.translate(_TRACEBACK_CONTROLS))
+    lines = [_redact_line(line).rstrip() for line in normalised.split("\n")]
+    cleaned = "\n".join(lines).strip("\n")
+    if len(cleaned) <= max_length:
+        return cleaned
+    return _truncate_middle(cleaned, max_length)
+
+
+def _truncate_middle(text: str, max_length: int) -> str:
+    # Reserve room for the marker with the widest count it could print.
+    reserve = len(_marker(len(text)))
+    budget = max_length - reserve
+    head_budget = budget // 4
+    head = text[:head_budget]
+    cut = head.rfind("\n")
+    if cut > 0:
+        head = head[:cut]
+    head = head.rstrip()
+    tail = text[len(text) - (budget - head_budget) :]
+    cut = tail.find("\n")
+    if 0 <= cut < len(tail) - 1:
+        tail = tail[cut + 1 :]
+    removed = len(text) - len(head) - len(tail)
+    return head + _marker(removed) + tail
+
+
+def _marker(removed: int) -> str:
+    return f"\n... [{removed} characters truncated] ...\n"
+
+
+def redact_failure(failure: Failure) -> Failure:
+    """A copy of ``failure`` with its message and traceback redacted.
+
+    What every store and runtime path should call before a failure leaves the
+    process that raised it.
+    """
+    message = redact(failure.message) or ""
+    traceback = redact_traceback(failure.traceback)
+    if message == failure.message and traceback == failure.traceback:
+        return failure
+    return replace(failure, message=message, traceback=traceback)

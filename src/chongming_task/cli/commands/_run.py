@@ -1,0 +1,159 @@
+"""``run TASK --tasks MODULE``: submit and execute in the foreground until terminal.
+
+``run`` is a foreground process (§4.5): when it exits nobody supervises the task, so
+Ctrl-C and SIGTERM do not just kill it -- they go through ``controller.close()``,
+which stops the task at its next checkpoint and writes ``stopped`` to the store.
+Everything that can be refused (task name, arguments, bucket) is checked before the
+store is opened, so a refused ``run`` writes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+from typing import TYPE_CHECKING, Any
+
+from chongming_task.cli._errors import CommandFailed, ExitCode
+from chongming_task.cli._live import make_display
+from chongming_task.cli._loader import load_task_module, register_tasks
+from chongming_task.cli._logs import library_logging
+from chongming_task.cli._parsing import env
+from chongming_task.cli._schema import document, task_doc, transition_doc
+from chongming_task.cli._signals import Terminated, terminate_as_interrupt
+from chongming_task.cli.commands._common import (
+    SubmissionRequest,
+    add_submission_options,
+    check_arguments,
+    new_parser,
+    node_controller,
+)
+from chongming_task.errors import ConfigurationError
+from chongming_task.states import TaskStatus
+from chongming_task.worker._logtail import LogTail
+
+if TYPE_CHECKING:
+    from chongming_task.cli._session import Session
+    from chongming_task.run import TaskRun
+
+__all__ = ["add_parsers", "validate_submission"]
+
+#: Seconds between two looks at the running task.
+REFRESH = 0.1
+#: Seconds ``close()`` waits for the task to stop after Ctrl-C / SIGTERM.
+STOP_TIMEOUT = 30.0
+
+
+def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
+    parser = new_parser(
+        subparsers,
+        "run",
+        help="submit a task and execute it in the foreground until it ends",
+        description="Submit TASK and execute it in this process until it reaches a terminal "
+        "state. Exit code 0 if it succeeded, 3 if it did not. Ctrl-C / SIGTERM stop it "
+        "cleanly.",
+        handler=cmd_run,
+    )
+    add_submission_options(parser)
+
+
+def validate_submission(
+    args: argparse.Namespace, session: Session
+) -> tuple[SubmissionRequest, Any, str]:
+    """Parse and check everything about a submission without touching the store.
+
+    Returns the request, the imported task module and its ``--tasks`` spec.
+    """
+    from chongming_task.controller import Controller
+
+    request = SubmissionRequest.from_args(args, session)
+    spec = args.tasks or env("TASKS") or ""
+    module = load_task_module(spec)
+    scratch = session.track(Controller())
+    register_tasks(scratch, module, spec)
+    check_arguments(scratch, request.name, request.kwargs)
+    return request, module, spec
+
+
+def _submit(controller: Any, request: SubmissionRequest) -> TaskRun:
+    options: dict[str, Any] = {}
+    if request.task_id is not None:
+        options["task_id"] = request.task_id
+    if request.label is not None:
+        options["label"] = request.label
+    if request.tags:
+        options["tags"] = list(request.tags)
+    if request.priority is not None:
+        options["priority"] = request.priority
+    if request.bucket_key is not None:
+        options["bucket_key"] = request.bucket_key
+    run: TaskRun = controller.submit(request.name, **options, **request.kwargs)
+    return run
+
+
+def cmd_run(args: argparse.Namespace, session: Session) -> int:
+    request, module, spec = validate_submission(args, session)
+    store = session.open_store(create=True)
+    if request.task_id is not None and store.get(request.task_id) is not None:
+        raise CommandFailed(f"task id {request.task_id!r} already exists; choose another --task-id")
+    controller = node_controller(session, store)
+    register_tasks(controller, module, spec)
+    output = session.output
+    interrupted = False
+    tail = LogTail(controller)
+    try:
+        with terminate_as_interrupt(), library_logging(output):
+            try:
+                run = _submit(controller, request)
+            except ConfigurationError as exc:  # well formed, refused: exit 1 (§8.10)
+                raise CommandFailed(str(exc)) from exc
+            interrupted = _follow(run, controller, tail, session)
+    finally:
+        controller.close(reason="chongming-task run ended", timeout=STOP_TIMEOUT)
+        tail.close()
+    snapshot = run.snapshot
+    if session.json:
+        output.json(
+            document(
+                "run",
+                task=task_doc(snapshot),
+                transitions=[transition_doc(item) for item in run.transitions],
+                interrupted=interrupted,
+            )
+        )
+    else:
+        output.print(_summary(snapshot))
+    return ExitCode.OK if snapshot.status is TaskStatus.SUCCEEDED else ExitCode.TASK_NOT_SUCCEEDED
+
+
+def _follow(run: TaskRun, controller: Any, tail: LogTail, session: Session) -> bool:
+    """Show the run until it ends; on Ctrl-C/SIGTERM stop it cleanly. True if interrupted."""
+    output = session.output
+    display = make_display(output) if not session.json else None
+    try:
+        while not run.done:
+            if display is not None:
+                display.update(run)
+            tail.flush()
+            with contextlib.suppress(TimeoutError):
+                run.wait(timeout=REFRESH)
+    except KeyboardInterrupt as exc:
+        if display is not None:
+            display.close()
+        what = "SIGTERM" if isinstance(exc, Terminated) else "interrupted"
+        output.notice(f"{what}: stopping {run.task_id} cleanly (up to {STOP_TIMEOUT:g}s)")
+        controller.close(reason=f"{what} (chongming-task run)", timeout=STOP_TIMEOUT)
+        return True
+    finally:
+        if display is not None:
+            display.update(run)
+            display.close()
+    return False
+
+
+def _summary(snapshot: Any) -> str:
+    text = f"{snapshot.task_id}: {snapshot.status.value}"
+    if snapshot.status is TaskStatus.SUCCEEDED:
+        text += f", outcome {snapshot.outcome!r}"
+    if snapshot.failure is not None:
+        text += f", {snapshot.failure.kind.value}: {snapshot.failure.message}"
+    return text

@@ -1,0 +1,151 @@
+"""``submit TASK --tasks MODULE``: enqueue a task for the workers and print its id.
+
+A thin adapter over :class:`chongming_task.Client` (docs/queue.md): the task is
+stored ``queued`` at once, with its bucket, priority and recipe, so ``ps`` and
+``status`` show it and ``stop`` cancels it before any worker takes it. ``submit``
+loads the same task module as the worker so that an unknown name or arguments that do
+not fit are refused here, before anything is written. (The older submission command,
+``chongming_task.worker.Submission``, is still served by workers.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from chongming_task.cli._errors import CommandFailed, ExitCode, UsageError
+from chongming_task.cli._loader import register_tasks
+from chongming_task.cli._parsing import seconds
+from chongming_task.cli._schema import document, task_doc
+from chongming_task.cli.commands._common import add_submission_options, new_parser
+from chongming_task.cli.commands._run import validate_submission
+from chongming_task.errors import ConfigurationError
+from chongming_task.states import TaskStatus
+
+if TYPE_CHECKING:
+    from chongming_task._model import JSONValue
+    from chongming_task.cli._session import Session
+
+__all__ = ["add_parsers", "new_task_id"]
+
+
+def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
+    parser = new_parser(
+        subparsers,
+        "submit",
+        help="enqueue a task for the workers; prints the task id",
+        description="Store TASK queued for a `chongming-task worker` owning its bucket "
+        "(visible in ps, cancellable with stop until a worker takes it). Prints the task id. "
+        "With --wait, waits for the task to end (exit code 0 "
+        "if it succeeded, 3 if not).",
+        handler=cmd_submit,
+    )
+    add_submission_options(parser)
+    parser.add_argument(
+        "--traceparent",
+        metavar="HEADER",
+        help="W3C traceparent of the caller's trace: the task's span becomes its child "
+        "(env TRACEPARENT; default: the current OpenTelemetry span, when there is one)",
+    )
+    parser.add_argument("--wait", action="store_true", help="wait until the task ends")
+    parser.add_argument(
+        "--timeout", type=seconds, metavar="SECONDS", help="with --wait: give up after SECONDS"
+    )
+
+
+def new_task_id(name: str) -> str:
+    """A fresh task id for a submission: the task name plus 12 random hex digits."""
+    return f"{name}-{uuid.uuid4().hex[:12]}"
+
+
+#: ``version-traceid-parentid-flags`` (W3C Trace Context, version 00).
+_TRACEPARENT = re.compile(r"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
+
+
+def trace_metadata(flag: str | None) -> dict[str, JSONValue]:
+    """``{"traceparent": ...}`` from ``--traceparent``, ``TRACEPARENT`` or the current span.
+
+    A given header must be well formed (a usage error otherwise: it was typed or
+    passed on by a script, and a silently dropped trace is hard to notice). Without
+    one, the current OpenTelemetry span is used when the ``otel`` extra is installed.
+    """
+    raw = flag if flag is not None else os.environ.get("TRACEPARENT")
+    if raw is not None:
+        value = raw.strip().lower()
+        if not _TRACEPARENT.match(value) or value.split("-")[1] == "0" * 32:
+            raise UsageError(
+                f"--traceparent must be a W3C traceparent like "
+                f"00-<32 hex trace id>-<16 hex span id>-01, got {raw!r}"
+            )
+        metadata: dict[str, JSONValue] = {"traceparent": value}
+        state = os.environ.get("TRACESTATE")
+        if state and flag is None:
+            metadata["tracestate"] = state
+        return metadata
+    try:
+        from chongming_task.observability._trace_context import inject_trace_context
+
+        return inject_trace_context()
+    except ConfigurationError:  # no otel extra: nothing to carry
+        return {}
+
+
+def cmd_submit(args: argparse.Namespace, session: Session) -> int:
+    from chongming_task.controller import Controller
+    from chongming_task.policies import BucketPolicy
+    from chongming_task.queue import Client
+    from chongming_task.worker import find_submission
+
+    if args.timeout is not None and (args.timeout <= 0 or not args.wait):
+        raise UsageError("--timeout needs --wait and a positive number of seconds")
+    request, module, spec = validate_submission(args, session)
+    definitions = session.track(Controller())
+    register_tasks(definitions, module, spec)
+    store = session.open_store(create=True)
+    client = Client(
+        store,
+        tasks=definitions,
+        bucket_policy=BucketPolicy(num_buckets=session.options.num_buckets),
+        actor=session.issuer,
+    )
+    task_id = request.task_id or new_task_id(request.name)
+    if find_submission(store, task_id) is not None:  # an old-style submission holds the id
+        raise CommandFailed(f"task id {task_id!r} already exists; choose another --task-id")
+    try:
+        handle = client.enqueue(
+            request.name,
+            task_id=task_id,
+            bucket_key=request.bucket_key,
+            priority=request.priority or 0,
+            tags=request.tags,
+            label=request.label,
+            metadata=trace_metadata(args.traceparent),
+            **request.kwargs,
+        )
+    except ConfigurationError as exc:
+        raise CommandFailed(str(exc)) from exc
+    output = session.output
+    if not args.wait:
+        if session.json:
+            output.json(document("submit", task_id=handle.task_id, task=None))
+        else:
+            output.print(handle.task_id)
+        return ExitCode.OK
+    if not session.json:
+        output.print(handle.task_id)
+    try:
+        snapshot = client.wait(handle.task_id, args.timeout).snapshot
+    except TimeoutError as exc:
+        state = store.get(handle.task_id)
+        shown = state.status.value if state is not None else "gone"
+        raise CommandFailed(
+            f"task {handle.task_id!r} is still {shown} after {args.timeout:g}s"
+        ) from exc
+    if session.json:
+        output.json(document("submit", task_id=handle.task_id, task=task_doc(snapshot)))
+    else:
+        output.print(f"{snapshot.task_id}: {snapshot.status.value}")
+    return ExitCode.OK if snapshot.status is TaskStatus.SUCCEEDED else ExitCode.TASK_NOT_SUCCEEDED

@@ -1,0 +1,321 @@
+"""Cross-process control: commands in the store, and the poller that applies them (§8.9).
+
+A controller that does not hold a task cannot touch its ``TaskRun``; it writes a
+*command* addressed to the task's owner instead. The owner's poller claims commands
+under a lease (a crashed claimant's commands become claimable again), applies each
+through the same ``TaskRun`` methods a local call would use, and completes it with a
+result. A command for a task this controller does not hold is handed back at once
+with ``release_command`` -- completing it would mean the real holder never sees it.
+
+The poller claims only the actions it applies (``ACTIONS``): a worker of the same owner
+takes ``submit`` commands, and a submission the poller held even for an instant let
+that worker take a later one first. Unknown actions are refused when issued
+(``issue_command``), since no poller will ever claim them. From a store whose
+``claim_commands`` predates the ``actions`` filter, the poller claims every task
+command and hands back the ones that are not its own, as it always did.
+
+One thread per controller. It starts at the first submission, or at construction
+for a node that declares ``owned_buckets`` (§8.14); a query-only controller never
+polls, so it can never take someone else's commands.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from datetime import datetime
+from typing import Protocol
+
+from chongming_task._consumer import KEEP, RELEASE, CommandConsumer, Complete, Outcome
+from chongming_task._model import JSONValue, TaskSnapshot
+from chongming_task._service import BackgroundService
+from chongming_task.core._clock import Clock, SystemClock
+from chongming_task.errors import ConfigurationError
+from chongming_task.stores._base import Command, CommandStore, TaskStore
+from chongming_task.stores._capabilities import require_commands
+
+__all__ = [
+    "ACTIONS",
+    "CommandListener",
+    "CommandPoller",
+    "check_action",
+    "control_remote",
+    "issue_command",
+]
+
+log = logging.getLogger("chongming_task.controller")
+
+#: ``fn(command, applied_at)``: told of every command applied here (command latency).
+CommandListener = Callable[[Command, datetime], None]
+
+#: Task actions a poller knows how to apply.
+ACTIONS = frozenset({"stop", "pause", "resume"})
+#: Claims per round trip; more are picked up at once on the next pass.
+CLAIM_BATCH = 20
+#: Longest pause between polls while the store keeps failing.
+MAX_BACKOFF = 5.0
+
+
+class _Controllable(Protocol):
+    """The part of ``TaskRun`` a command is applied through."""
+
+    def stop(self, reason: str | None = None, *, actor: str | None = None) -> bool: ...
+
+    def pause(self, timeout: float | None = None, *, actor: str | None = None) -> bool: ...
+
+    def resume(self, *, actor: str | None = None) -> bool: ...
+
+
+def check_action(action: str) -> None:
+    """Refuse a task action no poller applies, naming the ones it does.
+
+    Raises:
+        ConfigurationError: ``action`` is not one of ``ACTIONS``.
+    """
+    if action not in ACTIONS:
+        raise ConfigurationError(
+            f"unknown task action {action!r}; valid actions are {', '.join(sorted(ACTIONS))}"
+        )
+
+
+def issue_command(
+    store: TaskStore,
+    snapshot: TaskSnapshot,
+    action: str,
+    *,
+    issued_by: str,
+    clock: Clock,
+    reason: str | None = None,
+) -> Command:
+    """Write a task command addressed to the holder of ``snapshot``.
+
+    Raises:
+        ConfigurationError: ``action`` is not one of ``ACTIONS`` (a ``ValueError``):
+            pollers claim only those, so any other would wait forever unanswered;
+            or the store has no commands (it is no ``CommandStore``).
+    """
+    check_action(action)
+    payload: dict[str, JSONValue] = {}
+    if reason is not None:
+        payload["reason"] = reason
+    command = Command.new(
+        kind="task",
+        target=snapshot.task_id,
+        action=action,
+        issued_by=issued_by,
+        issued_at=clock.now(),
+        payload=payload,
+        target_owner=snapshot.lease_owner or snapshot.owner,
+    )
+    commands = require_commands(store, f"{action} of a task another controller holds")
+    return commands.submit_command(command)
+
+
+def control_remote(
+    store: TaskStore,
+    task_id: str,
+    action: str,
+    *,
+    issued_by: str,
+    clock: Clock,
+    reason: str | None = None,
+) -> bool:
+    """Control a task this process does not hold: write a command for its holder.
+
+    Returns ``False`` for an unknown task, ``True`` for a finished one (found, nothing
+    to do) and once the command is written ("accepted"). A task recorded under our own
+    owner name that we do not hold belongs to an earlier process with the same name:
+    nobody would ever apply a command for it, so none is written.
+
+    Raises:
+        ConfigurationError: ``action`` is not one of ``ACTIONS``.
+    """
+    check_action(action)
+    snapshot = store.get(task_id)
+    if snapshot is None:
+        return False
+    if snapshot.is_terminal:
+        return True
+    holder = snapshot.lease_owner or snapshot.owner
+    if holder == issued_by:
+        log.warning(
+            "task %s is recorded as held by %s, but this controller does not hold it "
+            "(an earlier process with the same owner?); run reconcile()",
+            task_id,
+            issued_by,
+        )
+        return False
+    issue_command(store, snapshot, action, issued_by=issued_by, clock=clock, reason=reason)
+    return True
+
+
+class CommandPoller:
+    """Claims and applies the task commands addressed to one controller.
+
+    Its waits are real seconds (``SystemClock``), whatever the controller's clock: it
+    waits for another process's writes, not for task time, so a ``FakeClock`` test
+    still sees a command as soon as it is written.
+    """
+
+    def __init__(
+        self,
+        *,
+        store: TaskStore,
+        owner: str,
+        lookup: Callable[[str], _Controllable | None],
+        interval: float,
+        lease: float,
+        pause_timeout: float,
+        on_failure: Callable[[str | None, str, BaseException], None],
+        clock: Clock | None = None,
+    ) -> None:
+        self._store = store
+        self._clock = clock or store.clock
+        self._applied_listeners: tuple[CommandListener, ...] = ()
+        self._owner = owner
+        self._lookup = lookup
+        self._interval = interval
+        self._pause_timeout = pause_timeout
+        self._on_failure = on_failure
+        self._consumer = CommandConsumer(
+            store,
+            owner,
+            kinds=("task",),
+            actions=ACTIONS,
+            lease=lease,
+            batch=CLAIM_BATCH,
+            logger=log,
+            on_store_error=lambda command, exc: on_failure(command.target, "command", exc),
+        )
+        self._service = BackgroundService(
+            f"chongming-commands[{owner}]",
+            self._pass,
+            clock=SystemClock(),
+            on_error=self._pass_failed,
+        )
+        self._helpers: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self.applied = 0
+        self.released = 0
+
+    def subscribe(self, fn: CommandListener) -> Callable[[], None]:
+        """Call ``fn(command, applied_at)`` after each command this poller applies."""
+        with self._lock:
+            self._applied_listeners = (*self._applied_listeners, fn)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                self._applied_listeners = tuple(f for f in self._applied_listeners if f is not fn)
+
+        return unsubscribe
+
+    @property
+    def running(self) -> bool:
+        return self._service.running
+
+    def start(self) -> None:
+        """Start polling (idempotent; never after ``stop``).
+
+        Not on a store without commands (no ``CommandStore``): nobody can write one
+        there, and controlling this controller's tasks from elsewhere is refused when
+        asked (:func:`issue_command`).
+        """
+        given: object = self._store  # typed TaskStore; may hold the task part only
+        if not isinstance(given, CommandStore):
+            return
+        if not self._service.started:  # started: every submission calls this
+            self._service.ensure_started()
+
+    def request_stop(self) -> None:
+        """Ask the thread to end after its current wait (it does not block)."""
+        self._service.request_stop()
+
+    def stop(self, timeout: float | None = 5.0) -> None:
+        """End polling and join the thread and any pause helpers."""
+        self._service.request_stop()
+        with self._lock:
+            helpers = list(self._helpers)
+        self._service.join(timeout)
+        for helper in helpers:
+            helper.join(timeout)
+
+    def poll_once(self) -> tuple[int, int]:
+        """Claim and handle one batch; returns (claimed, handed back) counts."""
+        batch = self._consumer.poll(self._handle)
+        return batch.claimed, batch.handed_back
+
+    # ------------------------------------------------------------ internals
+
+    def _pass(self) -> float:
+        claimed, handed_back = self.poll_once()
+        if claimed > handed_back:
+            return 0.0  # there may be more
+        if handed_back:
+            # Our own release woke every waiter, us included: without a plain wait we
+            # would claim the same foreign command again at once.
+            return self._interval
+        self._store.wait_for_commands(self._interval)
+        return 0.0
+
+    def _pass_failed(self, exc: Exception, failures: int) -> float:
+        """Report, and back off while the store is down, so a dead database is not
+        hammered."""
+        self._on_failure(None, "command poll", exc)
+        return min(MAX_BACKOFF, self._interval * 2.0**failures)
+
+    def _handle(self, command: Command) -> Outcome:
+        """Apply, complete or hand back one claimed command."""
+        run = self._lookup(command.target)
+        if run is None:
+            if command.target_owner == self._owner:
+                # Addressed to us, yet we do not hold it: pruned, or held by an earlier
+                # process under the same owner name. Nobody else will take it.
+                return Complete({"applied": False, "error": "task is not held"})
+            # Not ours to apply: hand it back at once so the holder still gets it.
+            self.released += 1
+            return RELEASE
+        if command.action not in ACTIONS:
+            # Only from a store without the ``actions`` filter (see the module docstring).
+            if command.target_owner is None:
+                # An action for another consumer (a worker's "submit"): hand it back.
+                self.released += 1
+                return RELEASE
+            return Complete({"applied": False, "error": f"unknown action {command.action!r}"})
+        if command.action == "pause":
+            # pause() waits for confirmation; do not hold up other commands meanwhile.
+            helper = threading.Thread(
+                target=self._apply_later, args=(run, command), name="chongming-pause", daemon=True
+            )
+            with self._lock:
+                self._helpers = [t for t in self._helpers if t.is_alive()]
+                self._helpers.append(helper)
+            helper.start()
+            return KEEP
+        return self._apply(run, command)
+
+    def _apply_later(self, run: _Controllable, command: Command) -> None:
+        self._consumer.settle(command, self._apply(run, command))
+
+    def _apply(self, run: _Controllable, command: Command) -> Outcome:
+        actor = command.issued_by
+        reason = command.payload.get("reason")
+        text = reason if isinstance(reason, str) else None
+        try:
+            if command.action == "stop":
+                applied = run.stop(text, actor=actor)
+            elif command.action == "pause":
+                applied = run.pause(self._pause_timeout, actor=actor)
+            else:
+                applied = run.resume(actor=actor)
+        except Exception as exc:
+            return Complete({"applied": False, "error": f"{type(exc).__name__}: {exc}"})
+        self.applied += 1
+        applied_at = self._clock.now()
+        self._consumer.complete(command, {"applied": bool(applied)})
+        for listener in self._applied_listeners:
+            try:
+                listener(command, applied_at)
+            except Exception:
+                log.exception("command listener %r failed (the command was applied)", listener)
+        return KEEP  # completed above, before the listeners hear of it

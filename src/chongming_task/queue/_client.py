@@ -1,0 +1,552 @@
+"""``Client``: hand work to a pool of workers through the store (ARCHITECTURE §6).
+
+``client.enqueue("sync", "tenant-A", bucket_key="tenant-A")`` stores the task
+``queued`` with no holder, its bucket, priority and recipe (the name plus JSON
+arguments), its history starting ``pending -> queued`` written by the client's own
+``StateMachine``. It is a task from the first moment: ``ps``, ``status``, ``stats``
+and the metrics show it, and it can be stopped, paused or resumed before a worker
+takes it. A ``chongming-task worker`` owning its bucket claims it and runs it.
+
+Only registered names and JSON cross the store (guide §8.5). With ``tasks=`` (the
+module the workers load) the name and the arguments are checked against the
+registered signature before anything is stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import secrets
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Literal
+
+from chongming_task._model import JSONValue, TaskSnapshot, Transition
+from chongming_task._validation import (
+    check_aware,
+    check_metadata,
+    check_priority,
+    check_seconds,
+    check_tags,
+    check_task_id,
+    check_text,
+)
+from chongming_task.controller._options import default_owner, task_query
+from chongming_task.controller._registry import TaskRegistry
+from chongming_task.controller._unheld import control_task
+from chongming_task.controller._waiting import outcome_of, wait_in_store
+from chongming_task.core.state_machine import StateMachine
+from chongming_task.errors import ConfigurationError
+from chongming_task.observability._trace_context import TRACEPARENT, inject_trace_context
+from chongming_task.policies import BucketPolicy
+from chongming_task.run import TaskOutcome
+from chongming_task.runtime._attempt import TaskCall
+from chongming_task.runtime._options import check_signature
+from chongming_task.states import TaskStatus
+from chongming_task.stores._base import TaskStore
+from chongming_task.stores._capabilities import require_queue
+from chongming_task.stores._queue_records import RECIPE_KEY, Recipe
+
+if TYPE_CHECKING:
+    from chongming_task.controller import Controller
+
+__all__ = ["AsyncClient", "AsyncTaskHandle", "Client", "TaskHandle", "json_path_error"]
+
+_MAX_DEPTH = 64
+
+
+def json_path_error(value: object, path: str) -> str | None:
+    """Where ``value`` stops being JSON (``"args[1]['when']: datetime"``), or ``None``."""
+    stack: list[tuple[object, str, int]] = [(value, path, 0)]
+    while stack:
+        item, where, depth = stack.pop()
+        if depth > _MAX_DEPTH:
+            return f"{where}: nested deeper than {_MAX_DEPTH} levels"
+        if item is None or isinstance(item, bool | str):
+            continue
+        if isinstance(item, int):
+            continue
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return f"{where}: {item!r} is not a JSON number"
+            continue
+        if isinstance(item, list | tuple):
+            stack.extend((sub, f"{where}[{i}]", depth + 1) for i, sub in enumerate(item))
+            continue
+        if isinstance(item, dict):
+            for key, sub in item.items():
+                if not isinstance(key, str):
+                    return f"{where}: key {key!r} is a {type(key).__name__}, not a string"
+                stack.append((sub, f"{where}[{key!r}]", depth + 1))
+            continue
+        return f"{where}: a {type(item).__name__} is not JSON ({item!r:.60})"
+    return None
+
+
+def _registry_of(tasks: object) -> TaskRegistry | None:
+    """The definitions ``tasks`` names: a module, a Controller, a registry, or functions."""
+    if tasks is None:
+        return None
+    if isinstance(tasks, TaskRegistry):
+        return tasks
+    registry = getattr(tasks, "registry", None)
+    if isinstance(registry, TaskRegistry):  # a Controller
+        return registry
+    if isinstance(tasks, ModuleType):
+        register = getattr(tasks, "register", None)
+        if callable(register) and not hasattr(register, "__chongming_task__"):
+            from chongming_task.controller import Controller
+
+            with Controller() as probe:  # in memory, no threads: only its registry
+                register(probe)
+                return probe.registry
+        found = TaskRegistry()
+        found.register_module(tasks)
+        return found
+    if isinstance(tasks, Iterable):
+        found = TaskRegistry()
+        found.register_all(*tasks)
+        return found
+    raise ConfigurationError(
+        f"tasks must be a module, a Controller, a TaskRegistry or @task functions, got {tasks!r}"
+    )
+
+
+class TaskHandle:
+    """A task enqueued (or looked up) through a :class:`Client`: read it, control it, wait."""
+
+    __slots__ = ("_client", "task_id")
+
+    def __init__(self, client: Client, task_id: str) -> None:
+        self._client = client
+        self.task_id = task_id
+
+    @property
+    def snapshot(self) -> TaskSnapshot:
+        """The stored snapshot now (any process's writes included).
+
+        Raises:
+            ConfigurationError: The task is no longer in the store (pruned).
+        """
+        found = self._client.store.get(self.task_id)
+        if found is None:
+            raise ConfigurationError(f"task {self.task_id!r} is not in the store (pruned?)")
+        return found
+
+    @property
+    def status(self) -> TaskStatus:
+        return self.snapshot.status
+
+    @property
+    def transitions(self) -> list[Transition]:
+        """The stored history, oldest first (starting ``pending -> queued``)."""
+        return self._client.store.history(self.task_id)
+
+    def wait(self, timeout: float | None = None) -> TaskOutcome:
+        """Block until the task is terminal; its outcome (read from the store).
+
+        Raises:
+            TimeoutError: ``timeout`` passed first (the task is not affected).
+        """
+        return self._client.wait(self.task_id, timeout)
+
+    def stop(self, reason: str | None = None) -> bool:
+        """Stop it: immediate while no worker holds it, else a command to its holder."""
+        return self._client.stop(self.task_id, reason=reason)
+
+    def pause(self) -> bool:
+        """Pause it: immediate while queued and unheld (``True``); else a command
+        (``False``: unconfirmed, like a cross-process ``Controller.pause``)."""
+        return self._client.pause(self.task_id)
+
+    def resume(self) -> bool:
+        return self._client.resume(self.task_id)
+
+    def __repr__(self) -> str:
+        return f"TaskHandle({self.task_id!r})"
+
+
+def task_metadata(metadata: Mapping[str, JSONValue] | None) -> dict[str, JSONValue]:
+    """The caller's metadata, checked, with the current trace context added.
+
+    The W3C ``traceparent`` of the enqueuing span (when the ``otel`` extra is installed
+    and a span is current) makes the worker's run span its child; a ``traceparent``
+    the caller gives wins.
+    """
+    metadata = check_metadata({} if metadata is None else metadata)
+    bad = json_path_error(metadata, "metadata")
+    if bad is not None:
+        raise ConfigurationError(f"only JSON crosses the store; {bad}")
+    if RECIPE_KEY in metadata:
+        raise ConfigurationError(f"metadata key {RECIPE_KEY!r} is reserved for the queue")
+    result = dict(metadata)
+    if TRACEPARENT not in result:
+        with contextlib.suppress(ConfigurationError):  # no otel extra: nothing to carry
+            result = inject_trace_context(result)
+    return result
+
+
+class Client:
+    """Enqueue work for workers, and look at or control any task, through ``store``.
+
+    Args:
+        store: The store the workers use (SQLite file or PostgreSQL).
+        tasks: The task module the workers load (or a Controller / TaskRegistry /
+            ``@task`` functions); with it, ``enqueue`` checks the name and the
+            arguments against the registered signature. Without it, names are only
+            checked by the worker (an unknown name then fails there, visibly).
+        bucket_policy: How ``bucket_key`` maps to a bucket; must match the workers'.
+        num_buckets: Shorthand for ``BucketPolicy(num_buckets)``.
+        actor: Who enqueues (written on transitions); default ``hostname:pid``.
+        poll_interval: How often ``wait`` reads the store.
+    """
+
+    def __init__(
+        self,
+        store: TaskStore,
+        *,
+        tasks: ModuleType | Controller | TaskRegistry | Iterable[Callable[..., Any]] | None = None,
+        bucket_policy: BucketPolicy | None = None,
+        num_buckets: int | None = None,
+        actor: str | None = None,
+        poll_interval: float = 0.05,
+    ) -> None:
+        if not isinstance(store, TaskStore):
+            raise ConfigurationError(f"store must be a TaskStore, got {store!r}")
+        if bucket_policy is not None and num_buckets is not None:
+            raise ConfigurationError("give bucket_policy or num_buckets, not both")
+        self.store = store
+        self.registry = _registry_of(tasks)
+        self.bucket_policy = bucket_policy or BucketPolicy(num_buckets=num_buckets or 64)
+        self.actor = actor or f"client:{default_owner()}"
+        self.poll_interval = poll_interval
+        self.clock = store.clock
+
+    # ------------------------------------------------------------ enqueue
+
+    def enqueue(
+        self,
+        name: str,
+        /,
+        *args: Any,
+        task_id: str | None = None,
+        bucket_key: str | None = None,
+        priority: int = 0,
+        tags: Iterable[str] | None = None,
+        label: str | None = None,
+        delay: float | timedelta | None = None,
+        not_before: datetime | None = None,
+        metadata: Mapping[str, JSONValue] | None = None,
+        **kwargs: Any,
+    ) -> TaskHandle:
+        """Store task ``name`` ``queued`` for a worker owning its bucket; returns its handle.
+
+        Raises:
+            ConfigurationError: Unknown name or arguments that do not bind (with
+                ``tasks=``), a non-JSON argument (the message gives its path), a taken
+                ``task_id`` or a malformed option; nothing is stored then.
+            StoreError: The store failed; nothing is stored.
+        """
+        snapshot, records = self._prepare(
+            name,
+            args,
+            kwargs,
+            task_id=task_id,
+            bucket_key=bucket_key,
+            priority=priority,
+            tags=tags,
+            label=label,
+            delay=delay,
+            not_before=not_before,
+            metadata=metadata,
+        )
+        queue = require_queue(self.store, "Client.enqueue (workers claim from a queue)")
+        self.store.create(snapshot, records)
+        queue.notify_work()
+        return TaskHandle(self, snapshot.task_id)
+
+    def enqueue_many(
+        self,
+        name: str,
+        calls: Iterable[tuple[Any, ...] | Mapping[str, Any]],
+        /,
+        *,
+        task_ids: Sequence[str] | None = None,
+        bucket_keys: Sequence[str | None] | None = None,
+        priority: int = 0,
+        tags: Iterable[str] | None = None,
+        label: str | None = None,
+        metadata: Mapping[str, JSONValue] | None = None,
+    ) -> list[TaskHandle]:
+        """Enqueue ``name`` once per call (a tuple of args or a mapping of kwargs), all or none.
+
+        Raises:
+            ConfigurationError: As :meth:`enqueue`, naming the call at fault; nothing
+                of the batch is stored.
+        """
+        items = list(calls)
+        ids = list(task_ids) if task_ids is not None else [None] * len(items)
+        keys = list(bucket_keys) if bucket_keys is not None else [None] * len(items)
+        if len(ids) != len(items) or len(keys) != len(items):
+            raise ConfigurationError("task_ids and bucket_keys need one entry per call")
+        entries: list[tuple[TaskSnapshot, Sequence[Transition]]] = []
+        for index, (item, task_id, key) in enumerate(zip(items, ids, keys, strict=True)):
+            if isinstance(item, tuple):
+                args, kwargs = item, {}
+            elif isinstance(item, Mapping):
+                args, kwargs = (), dict(item)
+            else:
+                raise ConfigurationError(
+                    f"enqueue_many({name!r}): call {index} must be a tuple of arguments or "
+                    f"a mapping of keyword arguments, got {type(item).__name__}"
+                )
+            try:
+                entries.append(
+                    self._prepare(
+                        name,
+                        args,
+                        kwargs,
+                        task_id=task_id,
+                        bucket_key=key,
+                        priority=priority,
+                        tags=tags,
+                        label=label,
+                        delay=None,
+                        not_before=None,
+                        metadata=metadata,
+                    )
+                )
+            except ConfigurationError as exc:
+                raise ConfigurationError(
+                    f"enqueue_many({name!r}): call {index}: {exc}; nothing was enqueued"
+                ) from None
+        if entries:
+            queue = require_queue(self.store, "Client.enqueue_many (workers claim from a queue)")
+            self.store.create_batch(entries)
+            queue.notify_work()
+        return [TaskHandle(self, snapshot.task_id) for snapshot, _ in entries]
+
+    def _prepare(
+        self,
+        name: str,
+        args: tuple[Any, ...],
+        kwargs: Mapping[str, Any],
+        *,
+        task_id: str | None,
+        bucket_key: str | None,
+        priority: int,
+        tags: Iterable[str] | None,
+        label: str | None,
+        delay: float | timedelta | None,
+        not_before: datetime | None,
+        metadata: Mapping[str, JSONValue] | None,
+    ) -> tuple[TaskSnapshot, tuple[Transition, ...]]:
+        check_text(name, "task name")
+        if task_id is not None:
+            check_task_id(task_id)
+        priority = check_priority(priority)
+        bad = json_path_error(list(args), "args") or json_path_error(dict(kwargs), "kwargs")
+        if bad is not None:
+            raise ConfigurationError(f"enqueue({name!r}): only JSON crosses the store; {bad}")
+        max_attempts = 1
+        all_tags: frozenset[str] = frozenset()
+        if self.registry is not None:
+            definition = self.registry.require(name)
+            check_signature(definition.fn, TaskCall(definition.fn, args, dict(kwargs), {}), name)
+            if definition.retry is not None:
+                max_attempts = definition.retry.max_attempts
+            all_tags = definition.tags
+        if tags is not None:
+            all_tags = all_tags | check_tags(tags)
+        if label is not None:
+            check_text(label, "label")
+        if delay is not None and not_before is not None:
+            raise ConfigurationError("give delay or not_before, not both")
+        if delay is not None:
+            seconds = delay.total_seconds() if isinstance(delay, timedelta) else delay
+            not_before = self.clock.now() + timedelta(
+                seconds=check_seconds(seconds, "delay", allow_zero=True)
+            )
+        if not_before is not None:
+            # Stored in UTC: the claim query compares it as an instant, in SQL.
+            not_before = check_aware(not_before, "not_before").astimezone(UTC)
+        if bucket_key is not None:
+            check_text(bucket_key, "bucket_key")
+        bucket = None if bucket_key is None else self.bucket_policy.bucket_for(bucket_key)
+        if task_id is None:
+            task_id = f"{name}-{secrets.token_hex(6)}"
+        stored = task_metadata(metadata)
+        recipe = Recipe(
+            args=tuple(args), kwargs=dict(kwargs), not_before=not_before, enqueued_by=self.actor
+        )
+        machine = StateMachine.create(
+            task_id,
+            name,
+            max_attempts=max_attempts,
+            label=label,
+            tags=all_tags,
+            priority=priority,
+            bucket=bucket,
+            bucket_key=bucket_key,
+            owner=None,
+            metadata={**stored, RECIPE_KEY: recipe.to_dict()},
+            clock=self.clock,
+        )
+        machine.mark_queued(actor=self.actor, trigger="queue:enqueued")
+        return machine.snapshot, machine.transitions
+
+    # ------------------------------------------------------------ reading
+
+    def get(self, task_id: str) -> TaskHandle | None:
+        """A handle on ``task_id`` if the store has it."""
+        return None if self.store.get(task_id) is None else TaskHandle(self, task_id)
+
+    def list_tasks(
+        self,
+        *,
+        status: TaskStatus | str | Iterable[TaskStatus | str] | None = None,
+        name_prefix: str | None = None,
+        tag: str | None = None,
+        bucket: int | None = None,
+        owner: str | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        updated_after: datetime | None = None,
+        updated_before: datetime | None = None,
+        limit: int | None = None,
+        order: Literal["created", "-created", "updated", "-updated", "priority"] = "created",
+    ) -> list[TaskSnapshot]:
+        """Stored tasks matching every filter (queued ones included), like ``Controller``."""
+        return self.store.query(
+            task_query(
+                status=status,
+                name_prefix=name_prefix,
+                tag=tag,
+                bucket=bucket,
+                owner=owner,
+                created_after=created_after,
+                created_before=created_before,
+                updated_after=updated_after,
+                updated_before=updated_before,
+                limit=limit,
+                order=order,
+            )
+        )
+
+    def wait(self, task_id: str, timeout: float | None = None) -> TaskOutcome:
+        snapshot = wait_in_store(self.store, task_id, timeout=timeout, interval=self.poll_interval)
+        return outcome_of(snapshot)
+
+    # ------------------------------------------------------------ control
+
+    def stop(self, task_id: str, *, reason: str | None = None) -> bool:
+        return control_task(
+            self.store, task_id, "stop", actor=self.actor, clock=self.clock, reason=reason
+        )
+
+    def pause(self, task_id: str) -> bool:
+        from chongming_task.controller._unheld import control_unheld
+
+        done = control_unheld(self.store, task_id, "pause", actor=self.actor, clock=self.clock)
+        if done is not None:
+            return done
+        control_task(self.store, task_id, "pause", actor=self.actor, clock=self.clock)
+        return False
+
+    def resume(self, task_id: str) -> bool:
+        return control_task(self.store, task_id, "resume", actor=self.actor, clock=self.clock)
+
+    def __repr__(self) -> str:
+        return f"Client({self.store!r})"
+
+
+class AsyncTaskHandle:
+    """The asyncio twin of :class:`TaskHandle` (``await handle.wait()``)."""
+
+    __slots__ = ("_sync",)
+
+    def __init__(self, handle: TaskHandle) -> None:
+        self._sync = handle
+
+    @property
+    def task_id(self) -> str:
+        return self._sync.task_id
+
+    async def snapshot(self) -> TaskSnapshot:
+        return await asyncio.to_thread(lambda: self._sync.snapshot)
+
+    async def status(self) -> TaskStatus:
+        return (await self.snapshot()).status
+
+    async def transitions(self) -> list[Transition]:
+        return await asyncio.to_thread(lambda: self._sync.transitions)
+
+    async def wait(self, timeout: float | None = None) -> TaskOutcome:
+        """Poll the store without blocking the event loop until the task is terminal.
+
+        Raises:
+            TimeoutError: ``timeout`` passed first.
+        """
+        client = self._sync._client
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while True:
+            snapshot = await asyncio.to_thread(client.store.get, self.task_id)
+            if snapshot is None:
+                raise ConfigurationError(f"task {self.task_id!r} is not in the store")
+            if snapshot.is_terminal:
+                return outcome_of(snapshot)
+            if deadline is not None and loop.time() >= deadline:
+                raise TimeoutError(f"task {self.task_id!r} is still {snapshot.status.value}")
+            await asyncio.sleep(client.poll_interval)
+
+    async def stop(self, reason: str | None = None) -> bool:
+        return await asyncio.to_thread(self._sync.stop, reason)
+
+    async def pause(self) -> bool:
+        return await asyncio.to_thread(self._sync.pause)
+
+    async def resume(self) -> bool:
+        return await asyncio.to_thread(self._sync.resume)
+
+    def __repr__(self) -> str:
+        return f"AsyncTaskHandle({self.task_id!r})"
+
+
+class AsyncClient:
+    """The asyncio twin of :class:`Client` for FastAPI-style apps: store calls in threads."""
+
+    def __init__(self, store: TaskStore, **options: Any) -> None:
+        self.sync = Client(store, **options)
+
+    async def enqueue(self, name: str, /, *args: Any, **options: Any) -> AsyncTaskHandle:
+        handle = await asyncio.to_thread(lambda: self.sync.enqueue(name, *args, **options))
+        return AsyncTaskHandle(handle)
+
+    async def enqueue_many(
+        self, name: str, calls: Iterable[tuple[Any, ...] | Mapping[str, Any]], /, **options: Any
+    ) -> list[AsyncTaskHandle]:
+        items = list(calls)
+        handles = await asyncio.to_thread(lambda: self.sync.enqueue_many(name, items, **options))
+        return [AsyncTaskHandle(handle) for handle in handles]
+
+    async def get(self, task_id: str) -> AsyncTaskHandle | None:
+        handle = await asyncio.to_thread(self.sync.get, task_id)
+        return None if handle is None else AsyncTaskHandle(handle)
+
+    async def list_tasks(self, **filters: Any) -> list[TaskSnapshot]:
+        return await asyncio.to_thread(lambda: self.sync.list_tasks(**filters))
+
+    async def stop(self, task_id: str, *, reason: str | None = None) -> bool:
+        return await asyncio.to_thread(lambda: self.sync.stop(task_id, reason=reason))
+
+    async def pause(self, task_id: str) -> bool:
+        return await asyncio.to_thread(self.sync.pause, task_id)
+
+    async def resume(self, task_id: str) -> bool:
+        return await asyncio.to_thread(self.sync.resume, task_id)
+
+
+JSONArgs = tuple[JSONValue, ...]

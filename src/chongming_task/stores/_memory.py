@@ -1,0 +1,409 @@
+"""The in-process reference store: the contract's semantics with nothing in the way.
+
+Everything sits in dictionaries behind one lock, so every method is trivially atomic
+and linearisable; the SQL stores are checked against the same contract suite. Task
+snapshots are kept as the frozen objects they are (no encoding on the hot path: the
+controller writes once per transition), commands and schedule data are copied through
+JSON so a caller can never alias the stored state. Treat returned objects as read-only.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from chongming_task._checkpoint_gaps import CheckpointGaps
+from chongming_task._model import Progress, TaskSnapshot, Transition
+from chongming_task.core._clock import Clock
+from chongming_task.errors import (
+    ConcurrencyConflict,
+    ConfigurationError,
+    DuplicateTaskId,
+    StoreError,
+)
+from chongming_task.states import TERMINAL, TaskStatus
+from chongming_task.stores._base import TaskHead, TaskNotFound, TaskQuery, refuse_repeated_ids
+from chongming_task.stores._codec import check_outcome, require_aware
+from chongming_task.stores._global_slots import GlobalSlot, SlotLedger
+from chongming_task.stores._memory_control import MemoryControl
+from chongming_task.stores._queue_records import WorkerRecord, is_claimable
+from chongming_task.stores._queue_store import QueueStore
+
+__all__ = ["InMemoryTaskStore"]
+
+
+@dataclass(slots=True)
+class _Row:
+    seq: int
+    snapshot: TaskSnapshot
+
+
+def _sort_key(order: str) -> tuple[Any, bool]:
+    if order in ("created", "-created"):
+        return (lambda row: (row.snapshot.created_at, row.seq)), order.startswith("-")
+    if order in ("updated", "-updated"):
+        return (lambda row: (row.snapshot.updated_at, row.seq)), order.startswith("-")
+    return (lambda row: (-row.snapshot.priority, row.snapshot.created_at, row.seq)), False
+
+
+class InMemoryTaskStore(MemoryControl, QueueStore):
+    """Dictionaries behind one lock: for single-process use, unit tests and as the reference."""
+
+    keeps_checkpoint_gaps = True
+    atomic_create_batch = True
+    supports_global_limits = True
+
+    def __init__(self, *, clock: Clock | None = None) -> None:
+        super().__init__(clock=clock)
+        self._seq = itertools.count(1)
+        self._tasks: dict[str, _Row] = {}
+        # Per task, oldest first and one per version: a list, because a small dict per
+        # task costs three times as much and 100,000 queued tasks are a normal load.
+        self._history: dict[str, list[Transition]] = {}
+        self._workers: dict[str, WorkerRecord] = {}
+        self._slots: dict[tuple[str, str], GlobalSlot] = {}  # (name, task_id) -> holder
+
+    # ------------------------------------------------------------ snapshots
+
+    # ``create`` and ``save`` run three times per task from several threads. Their
+    # locked sections hold the lock itself (a C call, not ``_locked()``), and the usual
+    # case makes no Python call under it: a Python call is where CPython may hand the
+    # GIL to another thread, and one that then wants this lock starts a lock convoy
+    # (every later acquisition a context switch) that halved W1 in some rounds.
+
+    def create(self, snapshot: TaskSnapshot, transitions: Sequence[Transition] = ()) -> None:
+        check_outcome(snapshot.outcome, snapshot.task_id)
+        task_id = snapshot.task_id
+        row = _Row(0, snapshot)
+        fresh = list(transitions)
+        own = bool(fresh)  # every record of this task, versions strictly increasing
+        last = -1
+        for record in fresh:
+            if record.task_id != task_id or record.version <= last:
+                own = False
+                break
+            last = record.version
+        with self._lock:
+            if self._closed:
+                raise StoreError("the store is closed")
+            if task_id in self._tasks:
+                raise DuplicateTaskId(
+                    task_id,
+                    f"task id {task_id!r} already exists in the store; "
+                    "choose another task_id or load the existing task",
+                )
+            row.seq = next(self._seq)
+            self._tasks[task_id] = row
+            if own and task_id not in self._history:
+                self._history[task_id] = fresh  # the usual case: a new task's first records
+            elif fresh:
+                self._append_locked(fresh)
+
+    def create_batch(self, entries: Sequence[tuple[TaskSnapshot, Sequence[Transition]]]) -> None:
+        refuse_repeated_ids(entries)
+        for snapshot, _ in entries:
+            check_outcome(snapshot.outcome, snapshot.task_id)
+        with self._locked():
+            taken = [s.task_id for s, _ in entries if s.task_id in self._tasks]
+            if taken:
+                raise DuplicateTaskId(
+                    taken[0],
+                    f"task ids {taken} already exist in the store; nothing of this batch "
+                    "was stored, choose other task ids",
+                )
+            for snapshot, transitions in entries:
+                self._tasks[snapshot.task_id] = _Row(next(self._seq), snapshot)
+                self._append_locked(transitions)
+
+    def save(
+        self,
+        snapshot: TaskSnapshot,
+        *,
+        expect_version: int,
+        transitions: Sequence[Transition] = (),
+    ) -> None:
+        check_outcome(snapshot.outcome, snapshot.task_id)
+        task_id = snapshot.task_id
+        one = transitions[0] if len(transitions) == 1 else None
+        if one is not None and one.task_id != task_id:
+            one = None
+        with self._lock:
+            if self._closed:
+                raise StoreError("the store is closed")
+            row = self._tasks.get(task_id)
+            if row is None:
+                raise TaskNotFound(task_id)
+            if row.snapshot.status_version != expect_version:
+                raise ConcurrencyConflict(task_id, expect_version, row.snapshot.status_version)
+            row.snapshot = snapshot
+            trail = self._history.get(task_id)
+            if one is not None and trail and one.version > trail[-1].version:
+                trail.append(one)  # the usual case: the next record of the task
+            elif transitions:
+                self._append_locked(transitions)
+
+    def get(self, task_id: str) -> TaskSnapshot | None:
+        with self._locked():
+            row = self._tasks.get(task_id)
+            return None if row is None else row.snapshot
+
+    def query(self, query: TaskQuery = TaskQuery()) -> list[TaskSnapshot]:  # noqa: B008
+        with self._locked():
+            rows = [row for row in self._candidates(query) if query.matches(row.snapshot)]
+        key, reverse = _sort_key(query.order)
+        rows.sort(key=key, reverse=reverse)
+        if query.limit is not None:
+            rows = rows[: query.limit]
+        return [row.snapshot for row in rows]
+
+    def query_heads(self, query: TaskQuery = TaskQuery()) -> list[TaskHead]:  # noqa: B008
+        return [
+            TaskHead(snapshot.task_id, snapshot.status, snapshot.status_version)
+            for snapshot in InMemoryTaskStore.query(self, query)
+        ]
+
+    def _candidates(self, query: TaskQuery | None) -> Iterable[_Row]:
+        """The rows a query can match: only the named ones when it names task ids.
+
+        ``reconcile()`` reads a node's lost tasks a page of ids at a time; scanning every
+        task for each page would make it quadratic. Called with the lock held.
+        """
+        if query is None or query.task_ids is None:
+            return self._tasks.values()
+        found = (self._tasks.get(task_id) for task_id in query.task_ids)
+        return [row for row in found if row is not None]
+
+    def count_by_status(self, query: TaskQuery | None = None) -> dict[TaskStatus, int]:
+        counts: dict[TaskStatus, int] = {}
+        with self._locked():
+            for row in self._candidates(query):
+                if query is None or query.matches(row.snapshot):
+                    status = row.snapshot.status
+                    counts[status] = counts.get(status, 0) + 1
+        return counts
+
+    def count_by_bucket(self) -> dict[int, int]:
+        counts: dict[int, int] = {}
+        with self._locked():
+            for row in self._tasks.values():
+                bucket = row.snapshot.bucket
+                if bucket is not None:
+                    counts[bucket] = counts.get(bucket, 0) + 1
+        return counts
+
+    def prune(self, keep_terminal: int) -> int:
+        if keep_terminal < 0:
+            raise ConfigurationError(f"keep_terminal must be >= 0, got {keep_terminal!r}")
+        with self._locked():
+            terminal = [row for row in self._tasks.values() if row.snapshot.status in TERMINAL]
+            terminal.sort(key=lambda row: (row.snapshot.updated_at, row.seq), reverse=True)
+            doomed = terminal[keep_terminal:]
+            for row in doomed:
+                del self._tasks[row.snapshot.task_id]
+                self._history.pop(row.snapshot.task_id, None)
+            return len(doomed)
+
+    def delete_tasks(self, task_ids: Collection[str]) -> int:
+        with self._locked():
+            deleted = 0
+            for task_id in set(task_ids):
+                if self._tasks.pop(task_id, None) is not None:
+                    deleted += 1
+                self._history.pop(task_id, None)
+            return deleted
+
+    def delete_transitions(self, task_id: str, versions: Collection[int]) -> int:
+        doomed = set(versions)
+        with self._locked():
+            kept = [t for t in self._history.get(task_id, []) if t.version not in doomed]
+            removed = len(self._history.get(task_id, [])) - len(kept)
+            if task_id in self._history:
+                self._history[task_id] = kept
+            return removed
+
+    # ------------------------------------------------------------ audit trail
+
+    def append(self, transition: Transition) -> None:
+        with self._locked():
+            self._append_locked((transition,))
+
+    def _append_locked(self, transitions: Sequence[Transition]) -> None:
+        for transition in transitions:
+            trail = self._history.get(transition.task_id)
+            if trail is None:
+                self._history[transition.task_id] = [transition]
+            elif transition.version > trail[-1].version:
+                trail.append(transition)
+            elif all(kept.version != transition.version for kept in trail):
+                trail.append(transition)  # late and out of order: rare, so sort here
+                trail.sort(key=lambda kept: kept.version)
+
+    def history(self, task_id: str) -> list[Transition]:
+        with self._locked():
+            return list(self._history.get(task_id, ()))
+
+    # ------------------------------------------------------------ side channel
+
+    def touch(
+        self,
+        task_id: str,
+        *,
+        progress: Progress | None = None,
+        heartbeat_at: datetime | None = None,
+        lease_owner: str | None = None,
+        lease_until: datetime | None = None,
+        pid: int | None = None,
+        checkpoint_gaps: CheckpointGaps | None = None,
+    ) -> bool:
+        require_aware(heartbeat_at, "heartbeat_at")
+        require_aware(lease_until, "lease_until")
+        changes: dict[str, Any] = {}
+        if progress is not None:
+            changes["progress"] = progress
+        if heartbeat_at is not None:
+            changes["last_heartbeat_at"] = heartbeat_at
+        if lease_owner is not None:
+            changes["lease_owner"] = lease_owner
+        if lease_until is not None:
+            changes["lease_until"] = lease_until
+        if pid is not None:
+            changes["pid"] = pid
+        if checkpoint_gaps is not None:
+            changes["checkpoint_gaps"] = checkpoint_gaps
+        with self._locked():
+            row = self._tasks.get(task_id)
+            if row is None:
+                return False
+            if changes:
+                row.snapshot = replace(row.snapshot, **changes)
+            return True
+
+    def renew_leases(self, owner: str, task_ids: Collection[str], lease_until: datetime) -> int:
+        require_aware(lease_until, "lease_until")
+        renewed = 0
+        with self._locked():
+            for task_id in set(task_ids):
+                row = self._tasks.get(task_id)
+                if row is not None and row.snapshot.lease_owner == owner:
+                    row.snapshot = replace(row.snapshot, lease_until=lease_until)
+                    renewed += 1
+            if self._slots:
+                ids = set(task_ids)
+                for key, slot in self._slots.items():
+                    if slot.owner == owner and slot.task_id in ids:
+                        self._slots[key] = replace(slot, lease_until=lease_until)
+        return renewed
+
+    # ------------------------------------------------------------ work queue
+
+    def notify_work(self) -> None:
+        self._signal.notify()
+
+    def claim_queued(
+        self,
+        owner: str,
+        *,
+        buckets: Collection[int] | None,
+        limit: int,
+        lease_until: datetime,
+        global_limits: Mapping[str, int] | None = None,
+    ) -> list[TaskSnapshot]:
+        require_aware(lease_until, "lease_until")
+        if limit < 1 or (buckets is not None and not buckets):
+            return []
+        wanted = None if buckets is None else frozenset(buckets)
+        now = self.clock.now()
+        key, _ = _sort_key("priority")
+        with self._locked():
+            ledger = None
+            if global_limits:
+                for slot_key in [k for k, v in self._slots.items() if not v.live(now)]:
+                    del self._slots[slot_key]
+                ledger = SlotLedger(global_limits, Counter(name for name, _ in self._slots))
+            candidates = sorted(
+                (
+                    row
+                    for row in self._tasks.values()
+                    if row.snapshot.status is TaskStatus.QUEUED
+                    and row.snapshot.owner is None
+                    and (wanted is None or row.snapshot.bucket in wanted)
+                ),
+                key=key,
+            )
+            taken: list[TaskSnapshot] = []
+            for row in candidates:
+                if len(taken) >= limit:
+                    break
+                if not is_claimable(row.snapshot, now):
+                    continue
+                names = frozenset() if ledger is None else ledger.needs(row.snapshot.tags)
+                if names:
+                    assert ledger is not None
+                    if not ledger.fits(names):
+                        continue
+                    ledger.take(names)
+                    for name in names:
+                        self._slots[(name, row.snapshot.task_id)] = GlobalSlot(
+                            name=name,
+                            task_id=row.snapshot.task_id,
+                            owner=owner,
+                            acquired_at=now,
+                            lease_until=lease_until,
+                        )
+                row.snapshot = replace(
+                    row.snapshot, owner=owner, lease_owner=owner, lease_until=lease_until
+                )
+                taken.append(row.snapshot)
+            return taken
+
+    def release_global_slots(self, owner: str, task_id: str) -> int:
+        with self._locked():
+            mine = [k for k, v in self._slots.items() if v.task_id == task_id and v.owner == owner]
+            for slot_key in mine:
+                del self._slots[slot_key]
+        if mine:
+            self._signal.notify()
+        return len(mine)
+
+    def list_global_slots(self) -> list[GlobalSlot]:
+        with self._locked():
+            slots = list(self._slots.values())
+        return sorted(slots, key=lambda s: (s.name, s.acquired_at, s.task_id))
+
+    def save_unheld(
+        self,
+        snapshot: TaskSnapshot,
+        *,
+        expect_version: int,
+        transitions: Sequence[Transition] = (),
+    ) -> None:
+        check_outcome(snapshot.outcome, snapshot.task_id)
+        with self._locked():
+            row = self._tasks.get(snapshot.task_id)
+            if row is None:
+                raise TaskNotFound(snapshot.task_id)
+            stored = row.snapshot
+            if stored.status_version != expect_version or stored.owner is not None:
+                raise ConcurrencyConflict(snapshot.task_id, expect_version, stored.status_version)
+            row.snapshot = snapshot
+            if transitions:
+                self._append_locked(transitions)
+
+    def put_worker(self, record: WorkerRecord) -> None:
+        with self._locked():
+            self._workers[record.worker_id] = record
+
+    def list_workers(self) -> list[WorkerRecord]:
+        with self._locked():
+            return [self._workers[key] for key in sorted(self._workers)]
+
+    def delete_worker(self, worker_id: str) -> bool:
+        with self._locked():
+            return self._workers.pop(worker_id, None) is not None
+
+    def __repr__(self) -> str:
+        return f"InMemoryTaskStore(tasks={len(self._tasks)}, closed={self._closed})"

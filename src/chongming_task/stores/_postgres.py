@@ -1,0 +1,418 @@
+"""PostgreSQL: one store and one command channel shared by many machines.
+
+Same semantics and API as :class:`~chongming_task.stores._sqlite.SqliteTaskStore`
+(both run the shared contract suite). Three differences from SQLite matter:
+
+1. **Connection pool.** A ``psycopg_pool.ConnectionPool`` serves every thread; each
+   connection autocommits, and every write that touches two tables is a single
+   statement (a data-modifying CTE), so a ``save`` is one round trip. A connection
+   killed while idle (``pg_terminate_backend``, a server restart) is detected on
+   checkout without a round trip and replaced, so the call goes through.
+   A read that loses its connection mid-flight is retried once on a fresh one; a
+   write is not (it may have committed) and raises ``StoreError``.
+2. **Row locks instead of a file lock.** Claims use ``FOR UPDATE SKIP LOCKED``:
+   concurrent claimers on any machine never wait on, nor double-claim, a command.
+   Optimistic ``save`` relies on row locks plus the version predicate, so exactly one
+   of two writers with the same ``expect_version`` wins.
+3. **Native types and notifications.** Instants are ``timestamptz``, tags a ``text[]``
+   (GIN-indexed), documents ``json`` (exact text; ``jsonb`` would rewrite numbers such
+   as ``1e300``). ``wait_for_commands`` is LISTEN/NOTIFY: ``submit_command`` notifies
+   in its own statement, so a waiter on another machine wakes within milliseconds.
+
+The schema is created on first connect under an advisory lock (several processes may
+start at once). A role without DDL rights works as long as the tables exist at the
+current version. Importing this module needs no driver; constructing the store without
+``psycopg`` raises ``ConfigurationError`` naming ``pip install "chongming-task[postgres]"``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import select
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+from chongming_task._redact import scrub_dsn
+from chongming_task.core._clock import Clock
+from chongming_task.errors import (
+    ConcurrencyConflict,
+    ConfigurationError,
+    SchemaMissing,
+    StoreError,
+)
+from chongming_task.stores._base import SnapshotWrite
+from chongming_task.stores._dialect import (
+    SCHEMA_VERSION,
+    Cursor,
+    Dialect,
+    History,
+    schema_missing,
+)
+from chongming_task.stores._pg_listener import CommandListener
+from chongming_task.stores._sql import SqlStore
+from chongming_task.stores._sqlrows import TASK_COLUMNS
+
+if TYPE_CHECKING:
+    import psycopg
+    import psycopg_pool
+
+__all__ = ["INSTALL_HINT", "PostgresDialect", "PostgresTaskStore"]
+
+T = TypeVar("T")
+
+_log = logging.getLogger("chongming_task.stores.postgres")
+
+INSTALL_HINT: Final = 'pip install "chongming-task[postgres]"'
+#: PostgreSQL truncates identifiers (channel names) beyond 63 bytes.
+_MAX_IDENTIFIER: Final = 63
+
+
+def _import_driver() -> tuple[Any, Any]:
+    try:
+        import psycopg
+        import psycopg_pool
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"PostgresTaskStore needs the psycopg 3 driver and its pool: {INSTALL_HINT}"
+        ) from exc
+    return psycopg, psycopg_pool
+
+
+def _dead_while_idle(conn: psycopg.Connection[Any]) -> bool:
+    """Whether the server closed this pooled connection while it sat idle.
+
+    An idle connection has nothing to read unless the server sent an error and hung up
+    (``pg_terminate_backend``, shutdown), so a readable socket means "dead". One
+    ``select`` call, no round trip; the caller closes it so the pool replaces it.
+    """
+    if conn.closed or conn.broken:
+        return True
+    readable, _, _ = select.select([conn.pgconn.socket], [], [], 0)
+    return bool(readable)
+
+
+def _scalar(row: tuple[Any, ...] | None) -> Any:
+    """The first column of a one-row result (``None`` for no row)."""
+    return None if row is None else row[0]
+
+
+def _configure(conn: psycopg.Connection[Any]) -> None:
+    """Pool ``configure``: instants come back in UTC whatever the server's default."""
+    conn.execute("SET TIME ZONE 'UTC'")
+
+
+class PostgresTaskStore(SqlStore):
+    """A :class:`~chongming_task.stores._base.TaskStore` in a PostgreSQL database.
+
+    The SQL store with :class:`PostgresDialect` (pool, listener, schema).
+
+    Args:
+        dsn: a libpq connection string or URL; tables live in the first schema of the
+            role's ``search_path``.
+        clock: time source for leases and timestamps (``SystemClock`` by default).
+        min_connections / max_connections: pool bounds; ``max_connections`` caps how
+            many threads hit the database at once (others queue for ``connect_timeout``).
+        connect_timeout: seconds to wait for a connection before ``StoreError``.
+        prepare_threshold: psycopg's server-side prepare threshold; ``None`` disables
+            prepared statements (needed behind PgBouncer in transaction mode).
+        application_name: shown in ``pg_stat_activity``.
+        create_schema: ``False``: never run DDL; a database without the current
+            schema raises ``SchemaMissing`` (what the CLI's read commands use).
+
+    Raises:
+        ConfigurationError: psycopg is not installed, or bad pool bounds.
+        SchemaMissing: ``create_schema=False`` and the schema is missing or older.
+        StoreError: The database cannot be reached or prepared.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        clock: Clock | None = None,
+        min_connections: int = 1,
+        max_connections: int = 8,
+        connect_timeout: float = 10.0,
+        prepare_threshold: int | None = 5,
+        application_name: str = "chongming-task",
+        create_schema: bool = True,
+    ) -> None:
+        self._dialect: PostgresDialect
+        dialect = PostgresDialect(
+            dsn,
+            min_connections=min_connections,
+            max_connections=max_connections,
+            connect_timeout=connect_timeout,
+            prepare_threshold=prepare_threshold,
+            application_name=application_name,
+            create_schema=create_schema,
+        )
+        super().__init__(dialect, clock=clock)
+
+    def __repr__(self) -> str:
+        closed = self._dialect.closed
+        return f"PostgresTaskStore(channel={self._dialect.channel!r}, closed={closed})"
+
+
+class PostgresDialect(Dialect):
+    """PostgreSQL's pool, listener, schema and single-statement writes (module docstring)."""
+
+    name = "postgres"
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        min_connections: int,
+        max_connections: int,
+        connect_timeout: float,
+        prepare_threshold: int | None,
+        application_name: str,
+        create_schema: bool,
+    ) -> None:
+        driver, pool_module = _import_driver()
+        if min_connections < 0 or max_connections < max(1, min_connections):
+            raise ConfigurationError(
+                "need 0 <= min_connections <= max_connections and max_connections >= 1, got "
+                f"{min_connections} and {max_connections}"
+            )
+        super().__init__()
+        self._psycopg = driver
+        self._dsn = dsn
+        self._connect_kwargs: dict[str, Any] = {
+            "application_name": application_name,
+            "connect_timeout": max(1, round(connect_timeout)),
+        }
+        self._connect_timeout = connect_timeout
+        self._max_connections = max_connections
+        self._create_schema = create_schema
+        self._listener: CommandListener | None = None
+        self._listener_lock = threading.Lock()
+        self._pool: psycopg_pool.ConnectionPool[Any] | None = None
+        self.channel = self._prepare_schema()
+        digest = hashlib.blake2b(f"slots:{self.channel}".encode(), digest_size=8)
+        self._slot_lock = int.from_bytes(digest.digest(), "big", signed=True)
+        self._pool = pool_module.ConnectionPool(
+            dsn,
+            kwargs={
+                **self._connect_kwargs,
+                "autocommit": True,
+                "prepare_threshold": prepare_threshold,
+            },
+            min_size=min_connections,
+            max_size=max_connections,
+            timeout=connect_timeout,
+            configure=_configure,
+            name=f"chongming-task-{uuid.uuid4().hex[:8]}",
+            open=True,
+        )
+
+    # ------------------------------------------------------------ schema
+
+    def _prepare_schema(self) -> str:
+        """Create or migrate the schema if needed; returns the NOTIFY channel name."""
+        psycopg = self._psycopg
+        try:
+            with psycopg.connect(self._dsn, autocommit=True, **self._connect_kwargs) as conn:
+                schema = _scalar(conn.execute(self.sql["current_schema"]).fetchone())
+                if schema is None:
+                    raise StoreError(
+                        "PostgreSQL has no current schema for this role (empty search_path?); "
+                        "set search_path to a schema the role can use"
+                    )
+                version = self._schema_version(conn)
+                if version != SCHEMA_VERSION and not self._create_schema:
+                    raise SchemaMissing(schema_missing(version, SCHEMA_VERSION))
+                if version != SCHEMA_VERSION:
+                    self._refuse_newer(version)
+                    self._migrate(conn, schema)
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise StoreError(
+                "this PostgreSQL role cannot create or migrate the chongming-task tables "
+                f"(schema version {SCHEMA_VERSION}); run once with a role that has CREATE on "
+                f"the schema, then this role can use them as they are: {self._scrub(exc)}"
+            ) from exc
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot prepare the PostgreSQL store: {self._scrub(exc)}") from None
+        channel = f"chongming_task_commands.{schema}"
+        if len(channel.encode("utf-8")) > _MAX_IDENTIFIER:
+            digest = hashlib.blake2b(channel.encode("utf-8"), digest_size=8).hexdigest()
+            channel = f"chongming_task_commands.{digest}"
+        return channel
+
+    def _scrub(self, error: object) -> str:
+        """An error's text without this store's password (drivers quote the DSN)."""
+        return scrub_dsn(str(error), self._dsn)
+
+    def _schema_version(self, conn: psycopg.Connection[Any]) -> int:
+        if not _scalar(conn.execute(self.sql["schema_exists"]).fetchone()):
+            return 0
+        found = conn.execute(self.sql["schema_version"]).fetchone()
+        return 0 if found is None else int(found[0])
+
+    def _migrate(self, conn: psycopg.Connection[Any], schema: str) -> None:
+        with conn.transaction():
+            conn.execute(self.sql["migration_lock"])
+            version = self._schema_version(conn)  # another process may have done it
+            self._refuse_newer(version)
+            for step in range(version + 1, SCHEMA_VERSION + 1):
+                conn.execute(self.sql[f"migrate_{step}"])
+            if version < SCHEMA_VERSION:
+                conn.execute(self.sql["set_schema_version"], {"version": SCHEMA_VERSION})
+
+    def _refuse_newer(self, version: int) -> None:
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"the PostgreSQL schema is at version {version}, newer than this "
+                f"chongming-task understands ({SCHEMA_VERSION}); upgrade chongming-task "
+                "(older versions must not write to it)"
+            )
+
+    # ------------------------------------------------------------ connections
+
+    def run(self, fn: Callable[[Cursor], T], *, write: bool, atomic: bool = False) -> T:
+        psycopg = self._psycopg
+        retried = False
+        # Every idle connection may be dead (a server restart): try each once, plus one.
+        for _ in range(self._max_connections + 1):
+            self.check_open()
+            assert self._pool is not None
+            lost = False
+            try:
+                with self._pool.connection() as conn:
+                    if _dead_while_idle(conn):
+                        conn.close()  # returned closed, so the pool replaces it
+                        continue
+                    try:
+                        with conn.cursor() as cur:
+                            if atomic:
+                                with conn.transaction():
+                                    return fn(cur)
+                            return fn(cur)
+                    except psycopg.OperationalError:
+                        lost = conn.closed or conn.broken
+                        raise
+            except psycopg.Error as exc:
+                if lost and not write and not retried:
+                    retried = True  # a read is safe to repeat on a fresh connection
+                    continue
+                raise StoreError(f"PostgreSQL store failed: {self._scrub(exc)}") from exc
+        raise StoreError("PostgreSQL store failed: no live connection in the pool")
+
+    def write_task(
+        self, cur: Cursor, statement: str, params: dict[str, Any], history: History
+    ) -> int:
+        """One data-modifying statement writes the row and its transitions."""
+        cur.execute(self.sql[statement], _with_transitions(params, history))
+        if statement.startswith("update_task"):
+            return int(cur.fetchone()[0])
+        return 1
+
+    def save_distinct(
+        self, store: SqlStore, writes: Sequence[SnapshotWrite]
+    ) -> list[ConcurrencyConflict | StoreError | None]:
+        """Restart recovery's writes (distinct tasks), every statement in one pipeline.
+
+        ``save_many`` waits for each task's statement before sending the next: after
+        the crash of a busy node that is tens of thousands of round trips, most of
+        reconcile's time on PostgreSQL. The tasks of one call are distinct, so their
+        statements do not depend on each other's results and can all be sent at once:
+        the same statement per task as ``save`` (the row and its transitions), in one
+        transaction; a task whose version moved gets its conflict, read after the
+        others were written (nothing else in the batch touches its row).
+        """
+        params: list[dict[str, Any]] = []
+        for write in writes:
+            snapshot, version, transitions = write
+            params.append(_with_transitions(*store._update_params(snapshot, version, transitions)))
+
+        def apply(cur: Cursor) -> list[ConcurrencyConflict | StoreError | None]:
+            driver: Any = cur
+            driver.executemany(self.sql["update_task"], params, returning=True)
+            written: list[bool] = []
+            while True:
+                written.append(bool(driver.fetchone()[0]))
+                if not driver.nextset():
+                    break
+            return [
+                None if ok else store._conflict(cur, write.snapshot, write.expect_version)
+                for ok, write in zip(written, writes, strict=True)
+            ]
+
+        return store._run(apply, write=True, atomic=True)
+
+    def insert_rows(self, cur: Cursor, batch: list[dict[str, Any]]) -> None:
+        copy_cursor: Any = cur
+        with copy_cursor.copy(f"COPY ct_tasks ({', '.join(TASK_COLUMNS)}) FROM STDIN") as copy:
+            for row in batch:
+                copy.write_row([row[column] for column in TASK_COLUMNS])
+
+    def lock_slots(self, cur: Cursor) -> None:
+        # READ COMMITTED lets two claims count the same holders: one advisory lock per
+        # schema (its NOTIFY channel names it) makes the count-then-insert a critical
+        # section.
+        cur.execute(self.sql["lock_slots"], {"key": self._slot_lock})
+
+    def instant(self, value: datetime) -> datetime:
+        return value
+
+    def instant_out(self, raw: Any) -> datetime:
+        value: datetime = raw
+        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+    def array(self, values: Sequence[Any]) -> list[Any]:
+        return list(values)
+
+    def is_unique_violation(self, exc: BaseException) -> bool:
+        return isinstance(exc, self._psycopg.errors.UniqueViolation)
+
+    def _ensure_listener(self) -> None:
+        """Start LISTENing (once) and wait until it is in place."""
+        with self._listener_lock:
+            self.check_open()
+            listener = self._listener
+            if listener is None:
+                listener = self._listener = CommandListener(
+                    self._dsn, self.channel, self.signal, self._connect_kwargs
+                )
+        if not listener.wait_ready(self._connect_timeout):
+            _log.warning("LISTEN is not established yet; waits fall back to their timeout")
+
+    def before_claim(self) -> None:
+        self._ensure_listener()
+        super().before_claim()
+
+    def wait(self, clock: Clock, timeout: float) -> None:
+        self._ensure_listener()
+        super().wait(clock, timeout)
+
+    @property
+    def open_connections(self) -> int:
+        """Pooled plus listener connections currently open (0 after ``close``)."""
+        pooled = (
+            0 if self._pool is None or self._pool.closed else self._pool.get_stats()["pool_size"]
+        )
+        listening = 1 if self._listener is not None and self._listener.connected else 0
+        return int(pooled) + listening
+
+    def close_resources(self) -> None:
+        with self._listener_lock:
+            listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.close()
+        if self._pool is not None:
+            self._pool.close()
+
+
+def _with_transitions(params: dict[str, Any], history: History) -> dict[str, Any]:
+    """``params`` plus the row's transitions as one JSON array.
+
+    One statement writes the row and its transitions (see postgres.sql); the transition
+    documents are joined, not re-encoded.
+    """
+    params["transitions"] = "[" + ",".join(entry["doc"] for entry in history) + "]"
+    return params

@@ -1,0 +1,124 @@
+"""What the work queue looks like right now: workers, depth, orphaned buckets.
+
+``chongming-task health`` and ``workers``, and the metrics, read this one summary so
+they never disagree. A worker is *live* while its heartbeat is recent (three of its
+intervals, at least 2 s); one that stopped beating without a clean shutdown is *dead*.
+A bucket with queued unheld work and no live owner is reported by number: nothing will
+run those tasks until a worker owning it starts.
+
+It only reads the store, so it lives with the stores: the CLI, the queue and the
+metrics collectors (a layer below the queue) all use it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from chongming_task.states import OCCUPYING, TaskStatus
+from chongming_task.stores._base import QueueStore, TaskQuery, TaskStore
+from chongming_task.stores._queue_records import WorkerRecord, recipe_of
+
+__all__ = ["QueueHealth", "queue_health", "split_waiting"]
+
+#: Queued tasks read to find orphaned buckets and the oldest queued age.
+SCAN_LIMIT = 10_000
+#: Task ids per query of :func:`split_waiting`.
+_PAGE = 1000
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueueHealth:
+    checked_at: datetime
+    workers: tuple[WorkerRecord, ...] = ()
+    live: tuple[str, ...] = ()
+    dead: tuple[str, ...] = ()
+    depth: dict[str, int] = field(default_factory=dict)
+    """Queued unheld tasks per bucket (``"-"`` for tasks without a bucket)."""
+    oldest_age: dict[str, float] = field(default_factory=dict)
+    """Seconds the oldest queued unheld task of each bucket has waited."""
+    orphaned: tuple[str, ...] = ()
+    """Buckets with queued work and no live owner."""
+    expired: tuple[str, ...] = ()
+    """Occupying tasks whose lease expired (reconcile will mark them lost)."""
+
+    @property
+    def problems(self) -> list[str]:
+        found = [f"worker {w} stopped heart-beating" for w in self.dead]
+        found += [
+            f"bucket {b} has {self.depth.get(b, 0)} queued task(s) and no live worker owning it"
+            for b in self.orphaned
+        ]
+        found += [f"task {t}: lease expired (its worker is gone)" for t in self.expired]
+        return found
+
+    @property
+    def healthy(self) -> bool:
+        return not self.problems
+
+
+def queue_health(store: TaskStore, now: datetime | None = None) -> QueueHealth:
+    now = now or store.clock.now()
+    workers = tuple(store.list_workers()) if isinstance(store, QueueStore) else ()
+    live = tuple(w.worker_id for w in workers if w.alive(now))
+    dead = tuple(w.worker_id for w in workers if w.stopped_at is None and not w.alive(now))
+    # Only workers claim queued work: a controller that declared buckets runs its own.
+    live_records = [w for w in workers if w.alive(now) and w.kind == "worker"]
+    depth: dict[str, int] = {}
+    oldest: dict[str, float] = {}
+    orphaned: list[str] = []
+    queued = store.query(
+        TaskQuery(statuses=frozenset({TaskStatus.QUEUED}), limit=SCAN_LIMIT, order="created")
+    )
+    for snapshot in queued:
+        if snapshot.owner is not None or recipe_of(snapshot) is None:
+            continue
+        key = "-" if snapshot.bucket is None else str(snapshot.bucket)
+        depth[key] = depth.get(key, 0) + 1
+        since = snapshot.queued_at or snapshot.created_at
+        oldest.setdefault(key, max(0.0, (now - since).total_seconds()))
+        if key not in orphaned and not any(w.owns(snapshot.bucket) for w in live_records):
+            orphaned.append(key)
+    expired = tuple(
+        s.task_id
+        for s in store.query(
+            TaskQuery(statuses=frozenset(OCCUPYING), lease_expired_by=now, limit=SCAN_LIMIT)
+        )
+    )
+    return QueueHealth(
+        checked_at=now,
+        workers=workers,
+        live=live,
+        dead=dead,
+        depth=depth,
+        oldest_age=oldest,
+        orphaned=tuple(orphaned),
+        expired=expired,
+    )
+
+
+def split_waiting(
+    store: TaskStore, task_ids: Sequence[str]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(waiting, others)``: the work queue's unclaimed tasks among ``task_ids``, and the rest.
+
+    ``reconcile()`` reports every unheld task that is not occupying as *adoptable*
+    (nobody holds it: resubmit to run). A task enqueued through the work queue and not
+    claimed yet is not that: a worker owning its bucket will claim it. The worker's
+    start-up line and ``chongming-task reconcile`` say which is which; order is kept.
+    """
+    ids = list(task_ids)
+    waiting: set[str] = set()
+    for start in range(0, len(ids), _PAGE):
+        page = TaskQuery(
+            task_ids=frozenset(ids[start : start + _PAGE]),
+            statuses=frozenset({TaskStatus.QUEUED}),
+        )
+        waiting.update(
+            s.task_id for s in store.query(page) if s.owner is None and recipe_of(s) is not None
+        )
+    return (
+        tuple(t for t in ids if t in waiting),
+        tuple(t for t in ids if t not in waiting),
+    )

@@ -1,0 +1,128 @@
+"""The work-queue concern of a store: queued unheld tasks, their claims, the workers.
+
+``Client.enqueue`` stores a task ``queued`` with no holder and a recipe (a registered
+name and JSON arguments); any worker that owns its bucket claims it atomically with
+:meth:`QueueStore.claim_queued` and runs it as a local submit. Workers announce
+themselves in the registry (:meth:`QueueStore.put_worker`), which bucket verdicts and
+``explain`` read. Global limits (lease-backed slots across processes) are an optional
+part, declared by :attr:`QueueStore.supports_global_limits`.
+
+A store without this concern runs every in-process feature; ``Client``, ``Worker``
+and the bucket agent refuse it with a ``ConfigurationError``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Collection, Mapping, Sequence
+from datetime import datetime
+from typing import ClassVar
+
+from chongming_task._model import TaskSnapshot, Transition
+from chongming_task.stores._global_slots import GlobalSlot
+from chongming_task.stores._queue_records import WorkerRecord
+
+__all__ = ["QueueStore"]
+
+
+class QueueStore(ABC):
+    """Claims of queued unheld tasks, the global slots they take, the worker registry.
+
+    Implemented beside the task part (the claims write task rows), so a class that
+    implements it also implements :class:`~chongming_task.stores._base.TaskRecordStore`.
+    """
+
+    supports_global_limits: ClassVar[bool] = False
+    """Whether :meth:`claim_queued` takes ``global_limits`` (lease-backed slots across
+    processes, with :meth:`release_global_slots` and :meth:`list_global_slots`)."""
+
+    def notify_work(self) -> None:
+        """Wake the workers waiting in ``wait_for_commands``: queued work arrived.
+
+        A hint like every wake-up (workers poll anyway). The default does nothing.
+        """
+        return
+
+    @abstractmethod
+    def claim_queued(
+        self,
+        owner: str,
+        *,
+        buckets: Collection[int] | None,
+        limit: int,
+        lease_until: datetime,
+        global_limits: Mapping[str, int] | None = None,
+    ) -> list[TaskSnapshot]:
+        """Take up to ``limit`` queued unheld tasks for ``owner``, atomically.
+
+        Eligible: status ``queued``, ``owner`` ``None``, a recipe
+        (:func:`~chongming_task.stores._queue_records.recipe_of`) that is due (its
+        ``not_before`` has passed, by ``self.clock``), and a bucket among ``buckets``
+        (``None``: any task, with or without a bucket). Order: highest ``priority``
+        first, oldest first within a priority. Each taken task gets ``owner``,
+        ``lease_owner=owner`` and ``lease_until`` in the same write; its status and
+        ``status_version`` do not change (the claimer's state machine takes the next
+        edge). No task is ever returned to two callers: a row another claimer holds
+        is skipped, and a stop written first (:meth:`save_unheld`) wins.
+
+        ``global_limits`` (tag -> slots; only on a store whose
+        ``supports_global_limits`` is true) limits holders across processes: a task
+        carrying such a tag is taken only if every such limit has fewer live holders
+        (:class:`~chongming_task.stores._global_slots.GlobalSlot` rows whose
+        ``lease_until`` has not passed) than its number, and then gets one slot of each,
+        leased until ``lease_until``, in the same atomic write. A task that does not fit
+        is skipped (it stays queued and unheld) and the scan goes on past it, so it
+        never holds back tasks of other limits. Claims that involve global limits are
+        serialised, so two claimers never both take the last slot.
+
+        Returns the snapshots as stored.
+        """
+
+    @abstractmethod
+    def save_unheld(
+        self,
+        snapshot: TaskSnapshot,
+        *,
+        expect_version: int,
+        transitions: Sequence[Transition] = (),
+    ) -> None:
+        """``save``, only if the stored task is still held by nobody (``owner`` None).
+
+        How a stop, pause or resume of a queued unheld task is written from any
+        process: it races :meth:`claim_queued` and exactly one of the two wins.
+
+        One atomic step (a version- and owner-guarded write), never a read then a write:
+        a claim between the two would be overwritten.
+
+        Raises:
+            ConcurrencyConflict: The version differs or a worker claimed the task.
+            TaskNotFound: No such task.
+        """
+
+    def release_global_slots(self, owner: str, task_id: str) -> int:
+        """Give back the global slots ``task_id`` holds for ``owner`` (the task ended).
+
+        Returns how many were released and wakes waiting claimers when any was. A
+        holder that never calls it gives them back when their lease passes. The
+        default holds none (returns 0).
+        """
+        return 0
+
+    def list_global_slots(self) -> list[GlobalSlot]:
+        """Every slot row of the global limits, expired ones included (see
+        :meth:`GlobalSlot.live`), by name then acquisition. Empty by default."""
+        return []
+
+    # ------------------------------------------------------------ worker registry
+
+    @abstractmethod
+    def put_worker(self, record: WorkerRecord) -> None:
+        """Insert or replace a worker's registry record (its heartbeat)."""
+
+    @abstractmethod
+    def list_workers(self) -> list[WorkerRecord]:
+        """Every registered worker, by id."""
+
+    @abstractmethod
+    def delete_worker(self, worker_id: str) -> bool:
+        """Forget a worker's record; ``False`` if there was none."""

@@ -1,0 +1,402 @@
+"""The store vocabulary: queries, commands, schedule records and the store's own errors.
+
+These are defined here and re-exported from :mod:`chongming_task.stores._base`, their
+documented home. ``__module__`` stays this module: ``typing.get_type_hints`` resolves
+the string annotations of a class in the module it names.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Final, Literal, NamedTuple
+
+from chongming_task import _validation
+from chongming_task._model import JSONValue, TaskSnapshot, Transition, parse_datetime
+from chongming_task._redact import redact_text_fields
+from chongming_task._validation import OUTCOME_MAX_BYTES as _OUTCOME_MAX_BYTES
+from chongming_task.errors import (
+    ClaimLost,
+    ConfigurationError,
+    CorruptRows,
+    ScheduleConflict,
+    StoreError,
+    TaskNotFound,
+)
+from chongming_task.states import TaskStatus
+
+__all__ = [
+    "OUTCOME_MAX_BYTES",
+    "ClaimLost",
+    "Command",
+    "CorruptRows",
+    "LostCandidate",
+    "LostMark",
+    "ScheduleConflict",
+    "ScheduleRecord",
+    "TaskHead",
+    "TaskNotFound",
+    "TaskQuery",
+]
+
+#: The largest task outcome a store accepts, measured as UTF-8 bytes of its compact JSON.
+#: Outcomes are results, not payloads: a bigger value belongs in the artifact directory
+#: with its path returned. The cap keeps one row readable in one page-in and keeps
+#: ``ps`` fast; every store enforces it with a ``ConfigurationError``.
+OUTCOME_MAX_BYTES: Final = _OUTCOME_MAX_BYTES
+
+Order = Literal["created", "-created", "updated", "-updated", "priority"]
+CommandKind = Literal["task", "schedule", "node"]
+CommandStatus = Literal["pending", "claimed", "completed"]
+
+_ORDERS: Final = frozenset({"created", "-created", "updated", "-updated", "priority"})
+#: The time-window fields of ``TaskQuery`` (aware datetimes, compared as instants).
+_TIME_BOUNDS: Final = ("created_after", "created_before", "updated_after", "updated_before")
+
+
+def _in_window(at: datetime, after: datetime | None, before: datetime | None) -> bool:
+    """``after <= at < before``, a missing bound being no bound."""
+    return (after is None or at >= after) and (before is None or at < before)
+
+
+#: The range of a command's claim priority: a signed 64-bit integer, what both SQL
+#: stores can index (SQLite INTEGER, PostgreSQL bigint). Larger payload values are
+#: clamped to it (the SQL migrations clamp existing rows the same way).
+CLAIM_PRIORITY_MIN: Final = -(2**63)
+CLAIM_PRIORITY_MAX: Final = 2**63 - 1
+
+
+# ---------------------------------------------------------------- errors
+
+
+# ---------------------------------------------------------------- records
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskQuery:
+    """Filters for ``query``/``count_by_status``; every filter present must match (AND)."""
+
+    statuses: frozenset[TaskStatus] | None = None
+    """Any of these statuses; ``None`` means every status."""
+    name_prefix: str | None = None
+    """Task names starting with this exact, case-sensitive text (no wildcards)."""
+    tag: str | None = None
+    """Tasks carrying this tag."""
+    bucket: int | None = None
+    buckets: frozenset[int] | None = None
+    """Any of these buckets (the set a node owns, guide §8.14)."""
+    owner: str | None = None
+    metadata_eq: Mapping[str, str] | None = None
+    """Top-level metadata keys whose value is exactly this string (``{"schedule": "n"}``)."""
+    task_ids: frozenset[str] | None = None
+    """Only these task ids (a page of ids found by ``query_heads``, read in full)."""
+    lease_expired_by: datetime | None = None
+    """Tasks nobody holds at this instant: ``lease_until`` unset or not after it (``<=``).
+
+    The judgement of ``reconcile()``, made by the store so that tasks with a live lease
+    are never read: compared as instants, whatever the offsets they were written with."""
+    created_after: datetime | None = None
+    """Tasks created at or after this instant (``>=``; timezone-aware)."""
+    created_before: datetime | None = None
+    """Tasks created strictly before this instant (``<``), so that ``[after, before)``
+    windows side by side never count a task twice."""
+    updated_after: datetime | None = None
+    """Tasks last written at or after this instant (``>=``)."""
+    updated_before: datetime | None = None
+    """Tasks last written strictly before this instant (``<``)."""
+    limit: int | None = None
+    order: Order = "created"
+    """``created``/``updated`` ascending, ``-`` for descending; ``priority`` is highest
+    first, then oldest first. Ties break on insertion order, so pages are stable."""
+
+    def __post_init__(self) -> None:  # noqa: C901 (one check per TaskQuery filter)
+        if self.statuses is not None:
+            statuses = frozenset(self.statuses)
+            for status in statuses:
+                if not isinstance(status, TaskStatus):
+                    raise ConfigurationError(
+                        f"TaskQuery.statuses must hold TaskStatus values, got {status!r}"
+                    )
+            object.__setattr__(self, "statuses", statuses)
+        if self.buckets is not None:
+            given_buckets: object = self.buckets
+            if isinstance(given_buckets, str) or not isinstance(given_buckets, Iterable):
+                raise ConfigurationError(
+                    f"TaskQuery.buckets must be a collection of ints, got {self.buckets!r}"
+                )
+            buckets = frozenset(self.buckets)
+            for bucket in buckets:
+                _validation.check_int(bucket, "TaskQuery.buckets", maximum=_validation.INT64_MAX)
+            object.__setattr__(self, "buckets", buckets)
+        if self.task_ids is not None:
+            given: object = self.task_ids
+            if isinstance(given, str):
+                raise ConfigurationError(
+                    f"TaskQuery.task_ids must be a collection of ids, not the string "
+                    f"{given!r}; wrap it: task_ids={{...}}"
+                )
+            task_ids = frozenset(self.task_ids)
+            for task_id in task_ids:
+                if not isinstance(task_id, str):
+                    raise ConfigurationError(
+                        f"TaskQuery.task_ids must hold strings, got {task_id!r}"
+                    )
+            object.__setattr__(self, "task_ids", task_ids)
+        cutoff = self.lease_expired_by
+        if cutoff is not None and (not isinstance(cutoff, datetime) or cutoff.tzinfo is None):
+            raise ConfigurationError(
+                f"TaskQuery.lease_expired_by must be a timezone-aware datetime, got {cutoff!r}"
+            )
+        for bound in _TIME_BOUNDS:
+            value = getattr(self, bound)
+            if value is not None:
+                _validation.check_aware(value, f"TaskQuery.{bound}")
+        if self.limit is not None and (
+            isinstance(self.limit, bool) or not isinstance(self.limit, int) or self.limit < 0
+        ):
+            raise ConfigurationError(f"TaskQuery.limit must be >= 0 or None, got {self.limit!r}")
+        if self.limit is not None:
+            _validation.check_int(self.limit, "TaskQuery.limit", maximum=_validation.INT64_MAX)
+        if self.bucket is not None:
+            _validation.check_int(
+                self.bucket, "TaskQuery.bucket", minimum=0, maximum=_validation.INT64_MAX
+            )
+        for name in ("name_prefix", "tag", "owner"):
+            text = getattr(self, name)
+            if text is not None:
+                if not isinstance(text, str):
+                    raise ConfigurationError(f"TaskQuery.{name} must be a string, got {text!r}")
+                _validation.check_utf8(text, f"TaskQuery.{name}")
+        if not isinstance(self.order, str) or self.order not in _ORDERS:
+            raise ConfigurationError(
+                f"TaskQuery.order must be one of {sorted(_ORDERS)}, got {self.order!r}"
+            )
+        if self.metadata_eq is not None:
+            if not isinstance(self.metadata_eq, Mapping):
+                raise ConfigurationError(
+                    f"TaskQuery.metadata_eq must be a mapping of str to str, got "
+                    f"{self.metadata_eq!r}"
+                )
+            for key, value in self.metadata_eq.items():
+                if not isinstance(key, str) or not isinstance(value, str):
+                    raise ConfigurationError(
+                        f"TaskQuery.metadata_eq maps str to str, got {key!r}: {value!r}"
+                    )
+
+    def matches(self, snapshot: TaskSnapshot) -> bool:  # noqa: C901 (one check per filter)
+        """Whether ``snapshot`` passes every filter (the reference semantics)."""
+        if self.statuses is not None and snapshot.status not in self.statuses:
+            return False
+        if self.name_prefix is not None and not snapshot.name.startswith(self.name_prefix):
+            return False
+        if self.tag is not None and self.tag not in snapshot.tags:
+            return False
+        if self.bucket is not None and snapshot.bucket != self.bucket:
+            return False
+        if self.buckets is not None and snapshot.bucket not in self.buckets:
+            return False
+        if self.owner is not None and snapshot.owner != self.owner:
+            return False
+        if self.task_ids is not None and snapshot.task_id not in self.task_ids:
+            return False
+        if (
+            self.lease_expired_by is not None
+            and snapshot.lease_until is not None
+            and snapshot.lease_until > self.lease_expired_by
+        ):
+            return False
+        if not _in_window(snapshot.created_at, self.created_after, self.created_before):
+            return False
+        if not _in_window(snapshot.updated_at, self.updated_after, self.updated_before):
+            return False
+        if self.metadata_eq:
+            for key, value in self.metadata_eq.items():
+                found = snapshot.metadata.get(key)
+                if not isinstance(found, str) or found != value:
+                    return False
+        return True
+
+
+class TaskHead(NamedTuple):
+    """Who a task is and where it stands, without its document (``query_heads``).
+
+    Enough to sort tasks into what to do with them (``reconcile()`` classifies a whole
+    node's tasks by it) at a fraction of the cost of decoding snapshots.
+    """
+
+    task_id: str
+    status: TaskStatus
+    status_version: int
+
+
+class LostCandidate(NamedTuple):
+    """What ``mark_lost_many`` tells its ``failure`` function about one task.
+
+    The fields a "why is it lost" message is made of, from the snapshot the store read.
+    """
+
+    task_id: str
+    status: TaskStatus
+    status_version: int
+    owner: str | None
+    lease_owner: str | None
+    lease_until: datetime | None
+
+
+class LostMark(NamedTuple):
+    """One task ``mark_lost_many`` found, and what became of it."""
+
+    task_id: str
+    transition: Transition | None
+    """The stored ``-> lost`` record; ``None`` when the task changed under the write
+    (its holder wrote first): nothing was written for it."""
+    snapshot: TaskSnapshot | None
+    """The snapshot after the transition, when asked for (``snapshots=True``) and written."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Command:
+    """A control request written to the store for the task's holder (guide §8.9).
+
+    The ``reason`` and ``error`` texts of ``payload`` and ``result`` are redacted
+    (``chongming_task._redact``) when a command is made, so no process writes a secret
+    of an operator's reason into a store that every other process reads.
+    """
+
+    command_id: str
+    kind: CommandKind
+    target: str
+    """The task id (``kind="task"``), the schedule name (``kind="schedule"``) or the
+    node id (``kind="node"``: a bucket handoff, ``chongming_task.buckets``)."""
+    action: str
+    payload: Mapping[str, JSONValue]
+    issued_by: str
+    issued_at: datetime
+    target_owner: str | None
+    """Who should apply it; ``None`` lets any owner claim it."""
+    status: CommandStatus = "pending"
+    claimed_by: str | None = None
+    claim_token: str | None = None
+    """Fencing token, new on every claim: only its holder may complete/release/extend."""
+    lease_until: datetime | None = None
+    claims: int = 0
+    """How many times the command was claimed (> 1 means a claimant died or released)."""
+    completed_at: datetime | None = None
+    result: JSONValue = None
+
+    @property
+    def claim_priority(self) -> int:
+        """Where ``claim_commands`` puts this command: higher first, then oldest first.
+
+        A worker submission (``kind="task"``, ``action="submit"``) ranks by its payload's
+        integer ``priority`` (clamped to :data:`CLAIM_PRIORITY_MIN`..
+        :data:`CLAIM_PRIORITY_MAX`); one without a priority, and every other command,
+        ranks 0. Only submissions carry one: a stop or pause must never be overtaken
+        by a command that merely happens to have a ``priority`` key in its payload.
+        Stores index it (SQL stores copy it into a column at insert) so that workers
+        take the most urgent submission first, FIFO within one priority.
+        """
+        if self.kind != "task" or self.action != "submit":
+            return 0
+        value = self.payload.get("priority")
+        if isinstance(value, bool) or not isinstance(value, int):
+            return 0
+        return min(max(value, CLAIM_PRIORITY_MIN), CLAIM_PRIORITY_MAX)
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("task", "schedule", "node"):
+            raise ConfigurationError(
+                f"Command.kind must be 'task', 'schedule' or 'node', got {self.kind!r}"
+            )
+        if self.status not in ("pending", "claimed", "completed"):
+            raise ConfigurationError(f"Command.status is invalid: {self.status!r}")
+        for name in ("issued_at", "lease_until", "completed_at"):
+            value = getattr(self, name)
+            if value is not None and value.tzinfo is None:
+                raise ConfigurationError(f"Command.{name} must be timezone-aware, got {value!r}")
+        object.__setattr__(self, "payload", redact_text_fields(dict(self.payload)))
+        if self.result is not None:
+            object.__setattr__(self, "result", redact_text_fields(self.result))
+
+    @classmethod
+    def new(
+        cls,
+        *,
+        kind: CommandKind,
+        target: str,
+        action: str,
+        issued_by: str,
+        issued_at: datetime,
+        payload: Mapping[str, JSONValue] | None = None,
+        target_owner: str | None = None,
+    ) -> Command:
+        """A fresh pending command with a random ``command_id``."""
+        return cls(
+            command_id=uuid.uuid4().hex,
+            kind=kind,
+            target=target,
+            action=action,
+            payload=dict(payload or {}),
+            issued_by=issued_by,
+            issued_at=issued_at,
+            target_owner=target_owner,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (datetimes as ISO-8601), exact under ``from_dict``."""
+        return {
+            "command_id": self.command_id,
+            "kind": self.kind,
+            "target": self.target,
+            "action": self.action,
+            "payload": dict(self.payload),
+            "issued_by": self.issued_by,
+            "issued_at": self.issued_at.isoformat(),
+            "target_owner": self.target_owner,
+            "status": self.status,
+            "claimed_by": self.claimed_by,
+            "claim_token": self.claim_token,
+            "lease_until": None if self.lease_until is None else self.lease_until.isoformat(),
+            "claims": self.claims,
+            "completed_at": None if self.completed_at is None else self.completed_at.isoformat(),
+            "result": self.result,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Command:
+        """Inverse of :meth:`to_dict`; malformed data becomes ``StoreError``."""
+        try:
+            issued_at = parse_datetime(data["issued_at"], "command issued_at")
+            assert issued_at is not None
+            return cls(
+                command_id=data["command_id"],
+                kind=data["kind"],
+                target=data["target"],
+                action=data["action"],
+                payload=data.get("payload") or {},
+                issued_by=data["issued_by"],
+                issued_at=issued_at,
+                target_owner=data.get("target_owner"),
+                status=data.get("status", "pending"),
+                claimed_by=data.get("claimed_by"),
+                claim_token=data.get("claim_token"),
+                lease_until=parse_datetime(data.get("lease_until"), "command lease_until"),
+                claims=int(data.get("claims", 0)),
+                completed_at=parse_datetime(data.get("completed_at"), "command completed_at"),
+                result=data.get("result"),
+            )
+        except (KeyError, TypeError, ValueError, AssertionError) as exc:
+            raise StoreError(f"corrupt command: {exc!r}") from exc
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScheduleRecord:
+    """A scheduler control record. The store keeps ``data`` opaque and versions it."""
+
+    name: str
+    data: Mapping[str, JSONValue] = field(default_factory=dict)
+    revision: int
+    """1 after the first put, +1 on every successful put."""
+    updated_at: datetime

@@ -1,0 +1,1150 @@
+"""The Starlette application: routes, authentication, CSRF, read-only mode, headers.
+
+``create_app(store, ...)`` returns an ASGI app to serve with uvicorn
+(``chongming-task dashboard``) or to mount in an existing Starlette/FastAPI service.
+Pages are server-rendered Jinja2 templates (autoescaped); htmx, vendored under
+``/static``, re-fetches the live fragments when the ``/events`` stream says something
+changed. Every state change is a POST through the library's own control paths:
+commands in the store for tasks (``control_remote``, as ``Controller.stop`` does for a
+task another process holds) and :class:`ScheduleAdmin` for schedules, recorded with
+the dashboard user's label as the actor and the typed reason.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any, Final
+from urllib.parse import quote, urlencode
+
+import jinja2
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import (
+    HTMLResponse,
+    JSONResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from chongming_task._redact import redact, redact_reason
+from chongming_task.controller._commands import control_remote
+from chongming_task.core._clock import Clock, SystemClock
+from chongming_task.errors import ConfigurationError, StaleScheduleEdit, StoreError
+from chongming_task.schedule._admin import ScheduleAdmin
+from chongming_task.states import TaskStatus
+from chongming_task.stores._base import TaskStore
+from chongming_task.web._auth import (
+    COOKIE_NAME,
+    CSRF_FIELD,
+    CSRF_HEADER,
+    DEFAULT_USER,
+    Identity,
+    TokenRing,
+    generate_token,
+)
+from chongming_task.web._live import Broadcaster
+from chongming_task.web._views import (
+    DEFAULT_PAGE_SIZE,
+    Dashboard,
+    TaskFilters,
+    WorkerSource,
+    clean_json,
+    controls_of,
+    task_doc,
+    transition_doc,
+)
+
+__all__ = ["CONTENT_SECURITY_POLICY", "DashboardConfig", "create_app"]
+
+log = logging.getLogger("chongming_task.web")
+
+HERE = Path(__file__).resolve().parent
+
+#: Scripts and styles from our own origin only: no inline script, no eval, no framing.
+CONTENT_SECURITY_POLICY: Final = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+_SECURITY_HEADERS: Final = (
+    (b"content-security-policy", CONTENT_SECURITY_POLICY.encode()),
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"cross-origin-opener-policy", b"same-origin"),
+)
+
+TASK_ACTIONS: Final = ("stop", "pause", "resume")
+SCHEDULE_ACTIONS: Final = ("pause", "resume", "run")
+STATUSES: Final = tuple(s.value for s in TaskStatus)
+MAX_REASON: Final = 500
+_FLASH_KEYS: Final = frozenset({"done", "result", "requested", "refused"})
+
+#: What each accepted task action honestly means, said after the request.
+ACCEPTED_MESSAGE: Final = {
+    "stop": "stop requested — its holder applies it at the task's next checkpoint; "
+    "the state below shows when it did",
+    "pause": "pause requested — not confirmed across processes; "
+    "the state below shows when it paused",
+    "resume": "resume requested — not confirmed across processes; "
+    "the state below shows when it resumed",
+}
+SCHEDULE_MESSAGE: Final = {
+    "pause": "schedule paused: every firing is recorded as a skipped run until resumed",
+    "resume": "schedule resumed",
+    "run": "run requested — a scheduler that has this schedule claims the command and runs it",
+    "override": "override saved — running schedulers apply the new pattern within one tick",
+    "reset": "override dropped — back to the pattern from code; running schedulers apply it "
+    "within one tick",
+    "stale": "edit refused: the schedule was changed since this page was loaded, and nothing "
+    "was changed — the page now shows the current pattern and revision; edit again",
+}
+#: What ``POST /schedules/{name}/override`` does, by its ``action`` field.
+OVERRIDE_ACTIONS: Final = ("set", "reset")
+
+
+class DashboardConfig:
+    """Everything a request handler needs, kept on ``app.state.dashboard``."""
+
+    def __init__(
+        self,
+        *,
+        store: TaskStore,
+        ring: TokenRing,
+        read_only: bool,
+        clock: Clock,
+        data: Dashboard,
+        live: Broadcaster,
+        tick: float,
+        generated_token: str | None,
+    ) -> None:
+        self.store = store
+        self.ring = ring
+        self.read_only = read_only
+        self.clock = clock
+        self.data = data
+        self.live = live
+        self.tick = tick
+        self.generated_token = generated_token
+        """The token made up because none was given (show it to the operator)."""
+
+
+class _SecurityHeaders:
+    """Pure ASGI middleware: the security headers on every response, ``no-store`` on pages."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        static = "/static/" in scope.get("path", "")
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                headers.extend(_SECURITY_HEADERS)
+                if not static:
+                    headers.append((b"cache-control", b"no-store"))
+                message["headers"] = headers
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(HERE / "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    env.filters["age"] = _age
+    env.filters["redact"] = redact
+    env.filters["tojson_pretty"] = lambda value: json.dumps(value, indent=2, default=str)
+    env.filters["dt"] = lambda value: value.isoformat(timespec="seconds") if value else "—"
+    return env
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} d"
+
+
+def create_app(
+    store: TaskStore,
+    *,
+    token: str | None = None,
+    tokens: Mapping[str, str] | None = None,
+    user: str = DEFAULT_USER,
+    read_only: bool = False,
+    clock: Clock | None = None,
+    live_interval: float = 1.0,
+    tick: float = 15.0,
+    idle_after: float = 60.0,
+    stopping_grace: float = 30.0,
+    workers: WorkerSource | None = None,
+) -> Starlette:
+    """The dashboard as an ASGI app over ``store``.
+
+    Args:
+        store: The shared store the workers write to (not closed by the app).
+        token: The token of a single user labelled ``user``.
+        tokens: ``label -> token`` for several users (instead of ``token``); each
+            user's actions are recorded with its label as the actor.
+        user: The label of ``token``.
+        read_only: Hide every control and refuse every state change (403).
+        clock: Time source (a ``FakeClock`` in tests).
+        live_interval: Seconds between the live poller's store reads.
+        tick: Seconds between keep-alive events of a live stream.
+        idle_after: Seconds without heartbeat after which a running task looks stuck.
+        stopping_grace: Seconds in ``stopping`` after which a task looks stuck.
+        workers: A worker registry (see :class:`~chongming_task.web._views.WorkerSource`).
+
+    Without ``token`` or ``tokens`` a random token is generated: read it from
+    ``app.state.dashboard.generated_token``. There is no unauthenticated mode.
+
+    Raises:
+        ConfigurationError: both ``token`` and ``tokens``, or a token that is too short.
+    """
+    if token is not None and tokens is not None:
+        raise ConfigurationError("give either token or tokens, not both")
+    generated = None
+    if tokens is None:
+        if token is None:
+            token = generated = generate_token()
+        tokens = {user: token}
+    the_clock = clock or store.clock or SystemClock()
+    data = Dashboard(
+        store,
+        clock=the_clock,
+        idle_after=idle_after,
+        stopping_grace=stopping_grace,
+        workers=workers,
+    )
+    config = DashboardConfig(
+        store=store,
+        ring=TokenRing(tokens),
+        read_only=read_only,
+        clock=the_clock,
+        data=data,
+        live=Broadcaster(data.fingerprint, interval=live_interval),
+        tick=tick,
+        generated_token=generated,
+    )
+    env = _environment()
+    handlers = _Handlers(config, env)
+    routes = [
+        Route("/", handlers.overview, name="overview"),
+        Route("/login", handlers.login_form, methods=["GET"], name="login"),
+        Route("/login", handlers.login, methods=["POST"]),
+        Route("/logout", handlers.logout, methods=["POST"], name="logout"),
+        Route("/events", handlers.events, name="events"),
+        Route("/tasks", handlers.tasks, name="tasks"),
+        Route("/tasks/bulk", handlers.bulk, methods=["POST"], name="bulk"),
+        Route("/tasks/{task_id:path}", handlers.task, name="task"),
+        Route("/tasks/{task_id:path}/{action}", handlers.task_action, methods=["POST"]),
+        Route("/schedules", handlers.schedules, name="schedules"),
+        Route("/schedules/{name:path}", handlers.schedule, name="schedule"),
+        Route("/schedules/{name:path}/override", handlers.schedule_override, methods=["POST"]),
+        Route("/schedules/{name:path}/{action}", handlers.schedule_action, methods=["POST"]),
+        Route("/workers", handlers.workers, name="workers"),
+        Route("/buckets", handlers.buckets, name="buckets"),
+        Route("/api/overview", handlers.api_overview),
+        Route("/api/events", handlers.events),
+        Route("/api/tasks", handlers.api_tasks),
+        Route("/api/tasks/bulk", handlers.bulk, methods=["POST"]),
+        Route("/api/tasks/{task_id:path}", handlers.api_task),
+        Route("/api/tasks/{task_id:path}/{action}", handlers.task_action, methods=["POST"]),
+        Route("/api/schedules", handlers.api_schedules),
+        Route("/api/schedules/{name:path}", handlers.api_schedule),
+        Route(
+            "/api/schedules/{name:path}/override",
+            handlers.schedule_override,
+            methods=["POST"],
+        ),
+        Route("/api/schedules/{name:path}/{action}", handlers.schedule_action, methods=["POST"]),
+        Route("/api/workers", handlers.api_workers),
+        Route("/api/buckets", handlers.api_buckets),
+        Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
+    ]
+    app = Starlette(routes=routes, exception_handlers={404: handlers.not_found})
+    app.state.dashboard = config
+    app.add_middleware(_SecurityHeaders)
+    return app
+
+
+# ---------------------------------------------------------------- handlers
+
+Method = Callable[["_Handlers", Request], Awaitable[Response]]
+
+
+def _wants_json(request: Request) -> bool:
+    path = request.url.path[len(request.scope.get("root_path", "")) :]
+    if path.startswith("/api/"):
+        return True
+    accept = request.headers.get("accept", "")
+    return "application/json" in accept and "text/html" not in accept
+
+
+def _error(request: Request, status: int, message: str, env: jinja2.Environment) -> Response:
+    if _wants_json(request):
+        return JSONResponse({"error": message}, status_code=status)
+    base = request.scope.get("root_path", "")
+    html = env.get_template("error.html").render(
+        base=base,
+        status=status,
+        message=message,
+        identity=None,
+        read_only=True,
+        csrf="",
+        page="",
+        events=False,
+    )
+    return HTMLResponse(html, status_code=status)
+
+
+def authenticated(fn: Method) -> Method:
+    """Refuse (401) a request that carries no valid bearer token or session cookie."""
+
+    @functools.wraps(fn)
+    async def wrapper(self: _Handlers, request: Request) -> Response:
+        identity = self.identify(request)
+        if identity is None:
+            return self.unauthorized(request)
+        request.state.identity = identity
+        response: Response = await fn(self, request)
+        return response
+
+    return wrapper
+
+
+def state_changing(fn: Method) -> Method:
+    """Authenticated, plus: refused in read-only mode and without the CSRF token (403)."""
+
+    @functools.wraps(fn)
+    async def wrapper(self: _Handlers, request: Request) -> Response:
+        identity = self.identify(request)
+        if identity is None:
+            return self.unauthorized(request)
+        request.state.identity = identity
+        if self.config.read_only:
+            return _error(request, 403, "this dashboard is read-only", self.env)
+        form = await request.form() if _is_form(request) else None
+        sent = request.headers.get(CSRF_HEADER)
+        if sent is None and form is not None:
+            value = form.get(CSRF_FIELD)
+            sent = value if isinstance(value, str) else None
+        if not self.config.ring.csrf_ok(identity, sent):
+            return _error(request, 403, "missing or invalid CSRF token", self.env)
+        request.state.form = form
+        response: Response = await fn(self, request)
+        return response
+
+    return wrapper
+
+
+def _is_form(request: Request) -> bool:
+    kind = request.headers.get("content-type", "")
+    return kind.startswith(("application/x-www-form-urlencoded", "multipart/form-data"))
+
+
+async def _fields(request: Request) -> dict[str, Any]:
+    """Form fields, or the JSON body's object (the JSON API)."""
+    form = getattr(request.state, "form", None)
+    if form is not None:
+        out: dict[str, Any] = {}
+        for key in form:
+            values = [v for v in form.getlist(key) if isinstance(v, str)]
+            out[key] = values if key == "ids" else (values[-1] if values else "")
+        return out
+    body = await request.body()
+    if not body:
+        return {}
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        raise ConfigurationError("the request body is not JSON") from None
+    if not isinstance(parsed, dict):
+        raise ConfigurationError("the request body must be a JSON object")
+    return parsed
+
+
+def _reason(fields: Mapping[str, Any]) -> str:
+    raw = fields.get("reason")
+    text = raw.strip() if isinstance(raw, str) else ""
+    if not text:
+        raise ConfigurationError("a reason is required: it is recorded in the task's history")
+    if len(text) > MAX_REASON:
+        raise ConfigurationError(f"the reason is longer than {MAX_REASON} characters")
+    return text
+
+
+def _override_edit(fields: Mapping[str, Any]) -> tuple[str, str, str | None, int]:
+    """``(action, pattern, timezone, definition revision)`` of an override request.
+
+    Raises:
+        ConfigurationError: a field is missing or malformed (the message names it).
+    """
+    action = fields.get("action") or "set"
+    if action not in OVERRIDE_ACTIONS:
+        raise ConfigurationError(f"action must be one of {', '.join(OVERRIDE_ACTIONS)}")
+    raw_revision = fields.get("definition_revision")
+    if isinstance(raw_revision, str) and raw_revision.strip().isdigit():
+        revision: object = int(raw_revision.strip())
+    else:
+        revision = raw_revision
+    if isinstance(revision, bool) or not isinstance(revision, int) or revision < 0:
+        raise ConfigurationError(
+            "definition_revision (the revision the edit is based on, as the schedule "
+            f"shows it) is required and must be an integer >= 0, got {raw_revision!r}"
+        )
+    pattern = fields.get("pattern")
+    pattern = pattern.strip() if isinstance(pattern, str) else ""
+    if action == "set" and not pattern:
+        raise ConfigurationError("pattern is required: a cron expression or @every <duration>")
+    timezone = fields.get("timezone")
+    timezone = timezone.strip() if isinstance(timezone, str) and timezone.strip() else None
+    return str(action), pattern, timezone, revision
+
+
+def _safe_next(value: str | None, base: str) -> str:
+    """A local path to go back to after login (never another site)."""
+    if (
+        value
+        and value.startswith("/")
+        and not value.startswith("//")
+        and "\\" not in value
+        and value.isprintable()
+        and not any(c.isspace() for c in value)
+    ):
+        return value
+    return base + "/"
+
+
+class _Handlers:
+    def __init__(self, config: DashboardConfig, env: jinja2.Environment) -> None:
+        self.config = config
+        self.env = env
+
+    # -- authentication ---------------------------------------------------------------
+
+    def identify(self, request: Request) -> Identity | None:
+        ring = self.config.ring
+        identity = ring.bearer(request.headers.get("authorization"))
+        if identity is not None:
+            return identity
+        cookie = request.cookies.get(COOKIE_NAME)
+        return ring.session(cookie) if cookie else None
+
+    def unauthorized(self, request: Request) -> Response:
+        headers = {"WWW-Authenticate": 'Bearer realm="chongming-task dashboard"'}
+        if _wants_json(request):
+            return JSONResponse(
+                {"error": "authentication required: Authorization: Bearer <token>"},
+                status_code=401,
+                headers=headers,
+            )
+        base = request.scope.get("root_path", "")
+        target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        return self.render(
+            request,
+            "login.html",
+            status=401,
+            headers=headers,
+            next=target,
+            failed=False,
+            base=base,
+        )
+
+    async def login_form(self, request: Request) -> Response:
+        base = request.scope.get("root_path", "")
+        return self.render(
+            request,
+            "login.html",
+            next=request.query_params.get("next") or base + "/",
+            failed=False,
+        )
+
+    async def login(self, request: Request) -> Response:
+        form = await request.form()
+        token = form.get("token")
+        next_value = form.get("next")
+        base = request.scope.get("root_path", "")
+        user = self.config.ring.user_of(token) if isinstance(token, str) and token else None
+        if user is None:
+            return self.render(
+                request,
+                "login.html",
+                status=401,
+                next=next_value if isinstance(next_value, str) else base + "/",
+                failed=True,
+            )
+        target = _safe_next(next_value if isinstance(next_value, str) else None, base)
+        response = RedirectResponse(target, status_code=303)
+        response.set_cookie(
+            COOKIE_NAME,
+            self.config.ring.new_session(user),
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+            path=base + "/",
+        )
+        return response
+
+    @authenticated
+    async def logout(self, request: Request) -> Response:
+        identity: Identity = request.state.identity
+        form = await request.form()
+        sent = form.get(CSRF_FIELD)
+        if not self.config.ring.csrf_ok(identity, sent if isinstance(sent, str) else None):
+            return _error(request, 403, "missing or invalid CSRF token", self.env)
+        base = request.scope.get("root_path", "")
+        response = RedirectResponse(base + "/login", status_code=303)
+        response.delete_cookie(COOKIE_NAME, path=base + "/")
+        return response
+
+    # -- rendering ----------------------------------------------------------------------
+
+    def render(
+        self,
+        request: Request,
+        template: str,
+        *,
+        status: int = 200,
+        headers: Mapping[str, str] | None = None,
+        **context: Any,
+    ) -> HTMLResponse:
+        identity: Identity | None = getattr(request.state, "identity", None)
+        context.setdefault("base", request.scope.get("root_path", ""))
+        context.setdefault("page", "")
+        context.setdefault("events", identity is not None)
+        kept = [
+            (key, value)
+            for key, value in request.query_params.multi_items()
+            if key not in _FLASH_KEYS and key != "partial"
+        ]
+        context.setdefault("live_url", f"{request.url.path}?{urlencode([*kept, ('partial', '1')])}")
+        html = self.env.get_template(template).render(
+            identity=identity,
+            csrf=identity.csrf if identity is not None and identity.csrf else "",
+            read_only=self.config.read_only,
+            statuses=STATUSES,
+            partial=request.query_params.get("partial") == "1",
+            **context,
+        )
+        return HTMLResponse(html, status_code=status, headers=dict(headers or {}))
+
+    async def not_found(self, request: Request, exc: Exception) -> Response:
+        return _error(request, 404, "not found", self.env)
+
+    # -- live ---------------------------------------------------------------------------
+
+    @authenticated
+    async def events(self, request: Request) -> Response:
+        raw = request.query_params.get("max_events")
+        max_events = int(raw) if raw and raw.isdigit() else None
+        stream = self.config.live.stream(tick=self.config.tick, max_events=max_events)
+        return StreamingResponse(
+            stream,
+            media_type="text/event-stream",
+            headers={"X-Accel-Buffering": "no"},
+        )
+
+    # -- pages --------------------------------------------------------------------------
+
+    async def _call(self, request: Request, fn: Callable[[], Response]) -> Response:
+        try:
+            return await run_in_threadpool(fn)
+        except ConfigurationError as exc:
+            return _error(request, 400, redact(str(exc)) or "bad request", self.env)
+        except StoreError as exc:
+            log.exception("dashboard store read failed")
+            return _error(request, 503, f"the store failed: {redact(str(exc))}", self.env)
+
+    @authenticated
+    async def overview(self, request: Request) -> Response:
+        def build() -> Response:
+            overview = self.config.data.overview()
+            return self.render(request, "overview.html", page="overview", o=overview)
+
+        return await self._call(request, build)
+
+    @authenticated
+    async def api_overview(self, request: Request) -> Response:
+        def build() -> Response:
+            o = self.config.data.overview()
+            health = o.schedules
+            return JSONResponse(
+                {
+                    "counts": {s.value: n for s, n in o.counts.items()},
+                    "total": o.total,
+                    "unfinished": o.unfinished,
+                    "queue_depth": o.queue_depth,
+                    "oldest_queued": o.oldest_queued.task_id if o.oldest_queued else None,
+                    "oldest_queued_age": o.oldest_queued_age,
+                    "running": [task_doc(s) for s in o.running],
+                    "stuck": [{"task": task_doc(s.snapshot), "why": s.why} for s in o.stuck],
+                    "recent_failures": [task_doc(s) for s in o.recent_failures],
+                    "schedules": _health_doc(health),
+                    "workers": [_worker_doc(w) for w in o.workers],
+                    "checked_at": o.checked_at.isoformat(),
+                }
+            )
+
+        return await self._call(request, build)
+
+    def _page(self, request: Request) -> Any:
+        params = request.query_params
+        filters = TaskFilters.parse(params, params.getlist("status"), now=self.config.clock.now())
+        raw_limit = params.get("limit") or str(DEFAULT_PAGE_SIZE)
+        try:
+            limit = int(raw_limit)
+        except ValueError:
+            raise ConfigurationError(f"limit must be an integer, got {raw_limit!r}") from None
+        return self.config.data.tasks(filters, limit=limit, cursor=params.get("cursor") or None)
+
+    @authenticated
+    async def tasks(self, request: Request) -> Response:
+        def build() -> Response:
+            page = self._page(request)
+            query = dict(page.filters.params())
+            if page.limit != DEFAULT_PAGE_SIZE:
+                query["limit"] = str(page.limit)
+            next_url = (
+                "?" + urlencode({**query, "cursor": page.next_cursor}) if page.next_cursor else None
+            )
+            here = urlencode(
+                {**query, **({"cursor": c} if (c := request.query_params.get("cursor")) else {})}
+            )
+            return self.render(
+                request,
+                "tasks.html",
+                page="tasks",
+                p=page,
+                f=page.filters,
+                controls={s.task_id: controls_of(s) for s in page.tasks},
+                next_url=next_url,
+                here=here,
+                flash=_bulk_flash(request),
+            )
+
+        return await self._call(request, build)
+
+    @authenticated
+    async def api_tasks(self, request: Request) -> Response:
+        def build() -> Response:
+            page = self._page(request)
+            return JSONResponse(
+                {
+                    "tasks": [task_doc(s) for s in page.tasks],
+                    "next_cursor": page.next_cursor,
+                    "position": page.position,
+                    "limit": page.limit,
+                    "filters": page.filters.params(),
+                }
+            )
+
+        return await self._call(request, build)
+
+    @authenticated
+    async def task(self, request: Request) -> Response:
+        task_id = request.path_params["task_id"]
+
+        def build() -> Response:
+            snapshot = self.config.data.get(task_id)
+            if snapshot is None:
+                return _error(request, 404, f"no task {task_id!r} in the store", self.env)
+            history = self.config.data.history(task_id)
+            return self.render(
+                request,
+                "task.html",
+                page="tasks",
+                t=snapshot,
+                doc=task_doc(snapshot, full=True),
+                timeline=self.config.data.time_in_states(snapshot, history),
+                controls=controls_of(snapshot),
+                why=self.config.data.explain(snapshot),
+                flash=_task_flash(request),
+            )
+
+        return await self._call(request, build)
+
+    @authenticated
+    async def api_task(self, request: Request) -> Response:
+        task_id = request.path_params["task_id"]
+
+        def build() -> Response:
+            snapshot = self.config.data.get(task_id)
+            if snapshot is None:
+                return _error(request, 404, f"no task {task_id!r} in the store", self.env)
+            history = self.config.data.history(task_id)
+            timeline = self.config.data.time_in_states(snapshot, history)
+            return JSONResponse(
+                {
+                    "task": task_doc(snapshot, full=True),
+                    "history": [
+                        {**transition_doc(t), "seconds_in_state": seconds}
+                        for t, seconds in timeline
+                    ],
+                    "explain": self.config.data.explain(snapshot).to_dict(),
+                }
+            )
+
+        return await self._call(request, build)
+
+    # -- task controls ----------------------------------------------------------------
+
+    def _control(self, task_id: str, action: str, actor: str, reason: str) -> dict[str, Any]:
+        store = self.config.store
+        snapshot = store.get(task_id)
+        if snapshot is None:
+            return {
+                "task_id": task_id,
+                "action": action,
+                "result": "not_found",
+                "accepted": False,
+                "message": f"no task {task_id!r} in the store",
+            }
+        if not controls_of(snapshot)[action]:
+            return {
+                "task_id": task_id,
+                "action": action,
+                "result": "refused",
+                "accepted": False,
+                "status": snapshot.status.value,
+                "message": f"cannot {action} a task that is {snapshot.status.value}",
+            }
+        accepted = control_remote(
+            store, task_id, action, issued_by=actor, clock=self.config.clock, reason=reason
+        )
+        current = store.get(task_id) or snapshot
+        return {
+            "task_id": task_id,
+            "action": action,
+            "result": "requested" if accepted else "not_accepted",
+            "accepted": bool(accepted),
+            "confirmed": False,
+            "status": current.status.value,
+            "actor": actor,
+            "reason": redact_reason(reason),
+            "message": ACCEPTED_MESSAGE[action]
+            if accepted
+            else f"{action} was not accepted: the task's recorded holder is this dashboard",
+        }
+
+    @state_changing
+    async def task_action(self, request: Request) -> Response:
+        task_id = request.path_params["task_id"]
+        action = request.path_params["action"]
+        if action not in TASK_ACTIONS:
+            return _error(request, 404, f"unknown task action {action!r}", self.env)
+        identity: Identity = request.state.identity
+        try:
+            reason = _reason(await _fields(request))
+        except ConfigurationError as exc:
+            return _error(request, 400, str(exc), self.env)
+
+        def act() -> Response:
+            result = self._control(task_id, action, identity.user, reason)
+            code = {"not_found": 404, "refused": 409}.get(result["result"], 202)
+            if _wants_json(request):
+                return JSONResponse(result, status_code=code)
+            if code == 404:
+                return _error(request, 404, result["message"], self.env)
+            base = request.scope.get("root_path", "")
+            query = urlencode({"done": action, "result": result["result"]})
+            return RedirectResponse(f"{base}/tasks/{quote(task_id)}?{query}", status_code=303)
+
+        return await self._call(request, act)
+
+    @state_changing
+    async def bulk(self, request: Request) -> Response:
+        identity: Identity = request.state.identity
+        try:
+            fields = await _fields(request)
+            reason = _reason(fields)
+        except ConfigurationError as exc:
+            return _error(request, 400, str(exc), self.env)
+        action = fields.get("action")
+        ids = fields.get("ids") or []
+        if action not in TASK_ACTIONS:
+            return _error(
+                request, 400, f"action must be one of {', '.join(TASK_ACTIONS)}", self.env
+            )
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids) or not ids:
+            return _error(request, 400, "select at least one task (ids)", self.env)
+        if len(ids) > 500:
+            return _error(request, 400, "at most 500 tasks per bulk request", self.env)
+
+        def act() -> Response:
+            results = [self._control(i, str(action), identity.user, reason) for i in ids]
+            if _wants_json(request):
+                return JSONResponse({"results": results}, status_code=202)
+            requested = sum(1 for r in results if r["accepted"])
+            back = fields.get("back")
+            base = request.scope.get("root_path", "")
+            query = urlencode(
+                {"done": action, "requested": requested, "refused": len(results) - requested}
+            )
+            here = back if isinstance(back, str) and back and "\n" not in back else ""
+            return RedirectResponse(
+                f"{base}/tasks?{here}{'&' if here else ''}{query}", status_code=303
+            )
+
+        return await self._call(request, act)
+
+    # -- schedules ----------------------------------------------------------------------
+
+    @authenticated
+    async def schedules(self, request: Request) -> Response:
+        def build() -> Response:
+            admin = self.config.data.admin()
+            controls = admin.schedules()
+            health = self.config.data.schedule_health()
+            return self.render(
+                request, "schedules.html", page="schedules", schedules=controls, health=health
+            )
+
+        return await self._call(request, build)
+
+    @authenticated
+    async def schedule(self, request: Request) -> Response:
+        name = request.path_params["name"]
+
+        def build() -> Response:
+            admin = self.config.data.admin()
+            control = admin.find(name)
+            if control is None:
+                return _error(request, 404, f"no schedule named {name!r}", self.env)
+            return self.render(
+                request,
+                "schedule.html",
+                page="schedules",
+                s=control,
+                stats=admin.statistics(name),
+                kwargs=clean_json(dict(control.kwargs)),
+                flash=_schedule_flash(request),
+            )
+
+        return await self._call(request, build)
+
+    @authenticated
+    async def api_schedules(self, request: Request) -> Response:
+        def build() -> Response:
+            admin = self.config.data.admin()
+            return JSONResponse(
+                {
+                    "schedules": [_schedule_doc(c) for c in admin.schedules()],
+                    "health": _health_doc(self.config.data.schedule_health()),
+                }
+            )
+
+        return await self._call(request, build)
+
+    @authenticated
+    async def api_schedule(self, request: Request) -> Response:
+        name = request.path_params["name"]
+
+        def build() -> Response:
+            admin = self.config.data.admin()
+            control = admin.find(name)
+            if control is None:
+                return _error(request, 404, f"no schedule named {name!r}", self.env)
+            stats = admin.statistics(name)
+            return JSONResponse(
+                {"schedule": _schedule_doc(control), "statistics": _stats_doc(stats)}
+            )
+
+        return await self._call(request, build)
+
+    @state_changing
+    async def schedule_action(self, request: Request) -> Response:
+        name = request.path_params["name"]
+        action = request.path_params["action"]
+        if action not in SCHEDULE_ACTIONS:
+            return _error(request, 404, f"unknown schedule action {action!r}", self.env)
+        identity: Identity = request.state.identity
+        try:
+            reason = _reason(await _fields(request))
+        except ConfigurationError as exc:
+            return _error(request, 400, str(exc), self.env)
+
+        def act() -> Response:
+            admin = ScheduleAdmin(self.config.store, clock=self.config.clock, actor=identity.user)
+            if admin.find(name) is None:
+                return _error(request, 404, f"no schedule named {name!r}", self.env)
+            result: dict[str, Any] = {"schedule": name, "action": action, "actor": identity.user}
+            if action == "pause":
+                control = admin.pause(name, operator=identity.user, reason=reason)
+                result["status"] = control.status
+            elif action == "resume":
+                control = admin.resume(name, operator=identity.user, reason=reason)
+                result["status"] = control.status
+            else:
+                command = admin.request_run(name, operator=identity.user, reason=reason)
+                result["command_id"] = command.command_id
+            result["message"] = SCHEDULE_MESSAGE[action]
+            if _wants_json(request):
+                return JSONResponse(result, status_code=202)
+            base = request.scope.get("root_path", "")
+            return RedirectResponse(
+                f"{base}/schedules/{quote(name)}?{urlencode({'done': action})}", status_code=303
+            )
+
+        return await self._call(request, act)
+
+    @state_changing
+    async def schedule_override(self, request: Request) -> Response:
+        """Set or drop a pattern override, refused if based on a stale revision."""
+        name = request.path_params["name"]
+        identity: Identity = request.state.identity
+        try:
+            fields = await _fields(request)
+            edit = _override_edit(fields)
+        except ConfigurationError as exc:
+            return _error(request, 400, str(exc), self.env)
+
+        def act() -> Response:
+            admin = ScheduleAdmin(self.config.store, clock=self.config.clock, actor=identity.user)
+            if admin.find(name) is None:
+                return _error(request, 404, f"no schedule named {name!r}", self.env)
+            action, pattern, timezone, revision = edit
+            base = request.scope.get("root_path", "")
+            back = f"{base}/schedules/{quote(name)}"
+            try:
+                if action == "reset":
+                    control = admin.reset_pattern(
+                        name, operator=identity.user, expect_definition_revision=revision
+                    )
+                else:
+                    control = admin.set_pattern(
+                        name,
+                        pattern,
+                        timezone=timezone,
+                        operator=identity.user,
+                        expect_definition_revision=revision,
+                    )
+            except StaleScheduleEdit as exc:
+                if _wants_json(request):
+                    return JSONResponse(
+                        {
+                            "error": redact(str(exc)),
+                            "schedule": name,
+                            "expected_revision": exc.expected,
+                            "definition_revision": exc.actual,
+                            "changed": False,
+                        },
+                        status_code=409,
+                    )
+                return RedirectResponse(f"{back}?{urlencode({'done': 'stale'})}", status_code=303)
+            done = "reset" if action == "reset" else "override"
+            if _wants_json(request):
+                return JSONResponse(
+                    {
+                        "schedule": name,
+                        "action": action,
+                        "actor": identity.user,
+                        "changed": True,
+                        "pattern": control.pattern,
+                        "timezone": control.timezone,
+                        "overridden": control.overridden,
+                        "definition_revision": control.definition_revision,
+                        "next_run_at": _dt(control.next_run_at),
+                        "message": SCHEDULE_MESSAGE[done],
+                    }
+                )
+            return RedirectResponse(f"{back}?{urlencode({'done': done})}", status_code=303)
+
+        return await self._call(request, act)
+
+    # -- workers and buckets ------------------------------------------------------------
+
+    @authenticated
+    async def workers(self, request: Request) -> Response:
+        def build() -> Response:
+            data = self.config.data
+            return self.render(
+                request,
+                "workers.html",
+                page="workers",
+                workers=data.workers(),
+                registry=data.worker_source is not None,
+            )
+
+        return await self._call(request, build)
+
+    @authenticated
+    async def buckets(self, request: Request) -> Response:
+        def build() -> Response:
+            return self.render(
+                request, "buckets.html", page="buckets", buckets=self.config.data.buckets()
+            )
+
+        return await self._call(request, build)
+
+    @authenticated
+    async def api_workers(self, request: Request) -> Response:
+        def build() -> Response:
+            data = self.config.data
+            return JSONResponse(
+                {
+                    "source": "registry" if data.worker_source is not None else "leases",
+                    "workers": [_worker_doc(w) for w in data.workers()],
+                }
+            )
+
+        return await self._call(request, build)
+
+    @authenticated
+    async def api_buckets(self, request: Request) -> Response:
+        def build() -> Response:
+            return JSONResponse({"buckets": self.config.data.buckets()})
+
+        return await self._call(request, build)
+
+
+# ---------------------------------------------------------------- flash messages
+# Built from whitelisted codes in the query string, never from free text: a crafted
+# link cannot make the dashboard say something it did not.
+
+
+def _task_flash(request: Request) -> str | None:
+    action = request.query_params.get("done")
+    result = request.query_params.get("result")
+    if action not in TASK_ACTIONS:
+        return None
+    if result == "requested":
+        return ACCEPTED_MESSAGE[action]
+    if result == "refused":
+        return f"{action} refused: the task is no longer in a state that allows it"
+    if result == "not_accepted":
+        return f"{action} was not accepted"
+    return None
+
+
+def _bulk_flash(request: Request) -> str | None:
+    action = request.query_params.get("done")
+    if action not in TASK_ACTIONS:
+        return None
+    requested = request.query_params.get("requested", "0")
+    refused = request.query_params.get("refused", "0")
+    if not (requested.isdigit() and refused.isdigit()):
+        return None
+    text = f"{action} requested for {int(requested)} task(s)"
+    if int(refused):
+        text += f"; {int(refused)} refused (not in a state that allows it)"
+    return text + " — not confirmed across processes; the table shows the real states"
+
+
+def _schedule_flash(request: Request) -> str | None:
+    action = request.query_params.get("done")
+    return SCHEDULE_MESSAGE.get(action) if action else None
+
+
+# ---------------------------------------------------------------- JSON documents
+
+
+def _dt(value: Any) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def _schedule_doc(control: Any) -> dict[str, Any]:
+    return {
+        "name": control.name,
+        "task": control.task,
+        "pattern": control.pattern,
+        "default_pattern": control.default_pattern,
+        "timezone": control.timezone,
+        "overridden": control.overridden,
+        "status": control.status,
+        "status_reason": redact(control.status_reason),
+        "overlap": control.overlap,
+        "misfire": control.misfire,
+        "manual_run_enabled": control.manual_run_enabled,
+        "revision": control.revision,
+        "definition_revision": control.definition_revision,
+        "updated_by": control.updated_by,
+        "updated_at": _dt(control.updated_at),
+        "runs": control.runs,
+        "errors": control.errors,
+        "skips": control.skips,
+        "consecutive_failures": control.consecutive_failures,
+        "last_run_at": _dt(control.last_run_at),
+        "last_status": control.last_status,
+        "last_error": redact(control.last_error),
+        "next_run_at": _dt(control.next_run_at),
+        "tags": list(control.tags),
+        "kwargs": clean_json(dict(control.kwargs)),
+    }
+
+
+def _stats_doc(stats: Any) -> dict[str, Any]:
+    return {
+        "runs": stats.runs,
+        "succeeded": stats.succeeded,
+        "errors": stats.errors,
+        "skipped": stats.skipped,
+        "unfinished": stats.unfinished,
+        "success_rate": stats.success_rate,
+        "average_duration": stats.average_duration,
+        "last_run_at": _dt(stats.last_run_at),
+        "next_run_at": _dt(stats.next_run_at),
+        "recent": [
+            {
+                "task_id": r.task_id,
+                "status": r.status.value,
+                "trigger_type": r.trigger_type,
+                "scheduled_at": _dt(r.scheduled_at),
+                "duration": r.duration,
+                "error": redact(r.error),
+            }
+            for r in stats.recent
+        ],
+    }
+
+
+def _health_doc(health: Any) -> dict[str, Any] | None:
+    if health is None:
+        return None
+    return {
+        "status": health.status,
+        "schedules": health.schedules,
+        "active": health.active,
+        "paused": health.paused,
+        "running": health.running,
+        "failing": list(health.failing),
+        "overdue": list(health.overdue),
+        "next_due": _dt(health.next_due),
+        "next_due_schedule": health.next_due_schedule,
+        "problems": [redact(p) for p in health.problems],
+    }
+
+
+def _worker_doc(worker: Any) -> dict[str, Any]:
+    return {
+        "name": worker.name,
+        "tasks": worker.tasks,
+        "live_leases": worker.live_leases,
+        "latest_lease": _dt(worker.latest_lease),
+        "buckets": list(worker.buckets),
+        "up": worker.up,
+        "source": worker.source,
+    }

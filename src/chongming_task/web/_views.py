@@ -1,0 +1,733 @@
+"""What the pages show, read through the library's public API only.
+
+Every number here comes from the store's query API (``get``, ``query``,
+``query_heads``, ``count_by_status``, ``count_by_bucket``, ``history``) and from
+:class:`~chongming_task.schedule._admin.ScheduleAdmin`; the dashboard has no SQL of its
+own. Each view returns plain data (dataclasses and JSON-ready dicts) that the HTML
+templates and the JSON API both render, so the two can never disagree.
+
+Text that came from a task (failure messages, tracebacks, metadata, outcomes) is
+redacted again on the way out (``chongming_task._redact``): the store redacts what it
+writes, and a row written by an older or foreign writer is redacted here too.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Final, Protocol
+
+from chongming_task._explain import Explanation, explain
+from chongming_task._model import TaskSnapshot, Transition
+from chongming_task._redact import redact, redact_secrets, redact_traceback
+from chongming_task._timespec import parse_instant
+from chongming_task.controller._explaining import store_facts
+from chongming_task.core._clock import Clock
+from chongming_task.core.state_machine import StateMachine
+from chongming_task.errors import ConfigurationError
+from chongming_task.schedule._admin import ScheduleAdmin
+from chongming_task.states import OCCUPYING, TERMINAL, TaskStatus
+from chongming_task.stores._base import TaskQuery, TaskStore
+from chongming_task.worker._logtail import stored_tail
+
+__all__ = [
+    "DEFAULT_PAGE_SIZE",
+    "Dashboard",
+    "Overview",
+    "StuckTask",
+    "TaskFilters",
+    "TaskPage",
+    "WorkerSource",
+    "clean_json",
+    "task_doc",
+]
+
+DEFAULT_PAGE_SIZE: Final = 50
+MAX_PAGE_SIZE: Final = 500
+#: Rows read past a cursor's recorded position to find it again after new tasks arrived.
+_CURSOR_SLACK: Final = 200
+#: The time-range parameters of ``/tasks`` and ``/api/tasks`` (``TaskQuery`` fields).
+TIME_BOUNDS: Final = ("created_after", "created_before", "updated_after", "updated_before")
+_FAILED: Final = frozenset({TaskStatus.FAILED, TaskStatus.LOST})
+_STUCK_LIMIT: Final = 50
+_HELD_LIMIT: Final = 2000
+#: One live fingerprint in this many also counts tasks per status (see ``fingerprint``).
+FULL_EVERY: Final = 10
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def _clean_str(key: str | None, value: str) -> str:
+    if key is not None and redact_secrets(f"{key}={value}") != f"{key}={value}":
+        return "[REDACTED]"
+    return redact_secrets(value)
+
+
+def clean_json(value: Any, key: str | None = None) -> Any:
+    """``value`` with secrets redacted: every string, and values under secret-like keys."""
+    if isinstance(value, str):
+        return _clean_str(key, value)
+    if isinstance(value, Mapping):
+        return {str(k): clean_json(v, str(k)) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [clean_json(item, key) for item in value]
+    return value
+
+
+def controls_of(snapshot: TaskSnapshot) -> dict[str, bool]:
+    """Which controls are legal now, from the state machine (``can_stop`` & co)."""
+    machine = StateMachine(snapshot)
+    return {
+        "stop": machine.can_stop(),
+        "pause": machine.can_pause(),
+        "resume": machine.can_resume(),
+    }
+
+
+def task_doc(snapshot: TaskSnapshot, *, full: bool = False) -> dict[str, Any]:
+    """The JSON form of a task (``full``: with metadata, outcome and traceback)."""
+    progress = snapshot.progress
+    failure = snapshot.failure
+    doc: dict[str, Any] = {
+        "task_id": snapshot.task_id,
+        "name": snapshot.name,
+        "label": snapshot.label,
+        "status": snapshot.status.value,
+        "status_version": snapshot.status_version,
+        "attempt": snapshot.attempt,
+        "max_attempts": snapshot.max_attempts,
+        "created_at": _iso(snapshot.created_at),
+        "updated_at": _iso(snapshot.updated_at),
+        "queued_at": _iso(snapshot.queued_at),
+        "started_at": _iso(snapshot.started_at),
+        "finished_at": _iso(snapshot.finished_at),
+        "elapsed": snapshot.elapsed,
+        "progress": None
+        if progress is None
+        else {
+            "done": progress.done,
+            "total": progress.total,
+            "unit": progress.unit,
+            "message": redact(progress.message),
+            "fraction": progress.fraction,
+            "text": redact(progress.render()),
+        },
+        "last_heartbeat_at": _iso(snapshot.last_heartbeat_at),
+        "lease_owner": snapshot.lease_owner,
+        "lease_until": _iso(snapshot.lease_until),
+        "owner": snapshot.owner,
+        "bucket": snapshot.bucket,
+        "bucket_key": snapshot.bucket_key,
+        "priority": snapshot.priority,
+        "tags": sorted(snapshot.tags),
+        "failure": None
+        if failure is None
+        else {
+            "kind": str(failure.kind),
+            "message": redact(failure.message),
+            "exception_type": failure.exception_type,
+            "retryable": failure.retryable,
+        },
+        "controls": controls_of(snapshot),
+    }
+    if full:
+        doc["logs"] = stored_tail(snapshot)
+        doc["metadata"] = clean_json(dict(snapshot.metadata))
+        doc["outcome"] = clean_json(snapshot.outcome)
+        if failure is not None:
+            doc["failure"]["traceback"] = redact_traceback(failure.traceback)
+    return doc
+
+
+def transition_doc(transition: Transition) -> dict[str, Any]:
+    return {
+        "version": transition.version,
+        "from": transition.from_status.value if transition.from_status else None,
+        "to": transition.to_status.value,
+        "trigger": transition.trigger,
+        "actor": transition.actor,
+        "reason": redact(transition.reason),
+        "at": _iso(transition.at),
+        "attempt": transition.attempt,
+    }
+
+
+# ---------------------------------------------------------------- task list
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskFilters:
+    """The filters of the tasks page (query parameters of ``/tasks``)."""
+
+    statuses: frozenset[TaskStatus] | None = None
+    name_prefix: str | None = None
+    tag: str | None = None
+    bucket: int | None = None
+    owner: str | None = None
+    task_id: str | None = None
+    """Free-text id search: the task of exactly this id."""
+    created_after: datetime | None = None
+    """Created at or after this instant (the time range's start, inclusive)."""
+    created_before: datetime | None = None
+    """Created before this instant (the range's end, exclusive)."""
+    updated_after: datetime | None = None
+    updated_before: datetime | None = None
+
+    @classmethod
+    def parse(
+        cls,
+        params: Mapping[str, str],
+        statuses: Sequence[str] = (),
+        *,
+        now: datetime,
+    ) -> TaskFilters:
+        """From query parameters; blank values are no filter.
+
+        The time bounds (``created_after``, ``created_before``, ``updated_after``,
+        ``updated_before``) are ages counted back from ``now`` (``2h``) or ISO times
+        with an offset (:func:`~chongming_task._timespec.parse_instant`); an age is
+        resolved once, so the links of the page (next page, the filter form) carry the
+        instant and every page shows the same window.
+
+        Raises:
+            ConfigurationError: an unknown status, a bucket that is no integer, a time
+                that is neither form, or a range that ends before it starts.
+        """
+        chosen: set[TaskStatus] = set()
+        for raw in statuses:
+            for part in raw.split(","):
+                value = part.strip()
+                if not value:
+                    continue
+                try:
+                    chosen.add(TaskStatus(value))
+                except ValueError:
+                    valid = ", ".join(s.value for s in TaskStatus)
+                    raise ConfigurationError(f"unknown status {value!r}; valid: {valid}") from None
+        bucket_raw = (params.get("bucket") or "").strip()
+        bucket: int | None = None
+        if bucket_raw:
+            try:
+                bucket = int(bucket_raw)
+            except ValueError:
+                raise ConfigurationError(f"bucket must be an integer, got {bucket_raw!r}") from None
+
+        def text(key: str) -> str | None:
+            value = (params.get(key) or "").strip()
+            return value or None
+
+        bounds: dict[str, datetime | None] = {}
+        for key in TIME_BOUNDS:
+            given = text(key)
+            bounds[key] = None if given is None else parse_instant(given, now=now, name=key)
+        for start, end in (
+            ("created_after", "created_before"),
+            ("updated_after", "updated_before"),
+        ):
+            low, high = bounds[start], bounds[end]
+            if low is not None and high is not None and high <= low:
+                raise ConfigurationError(
+                    f"{end} ({high.isoformat()}) must be after {start} ({low.isoformat()})"
+                )
+        return cls(
+            statuses=frozenset(chosen) or None,
+            name_prefix=text("name"),
+            tag=text("tag"),
+            bucket=bucket,
+            owner=text("owner"),
+            task_id=text("q"),
+            **bounds,
+        )
+
+    def query(
+        self,
+        *,
+        limit: int | None,
+        order: str = "-created",
+        created_before: datetime | None = None,
+    ) -> TaskQuery:
+        """The store query; ``created_before`` tightens the filter's own end (a page)."""
+        before = self.created_before
+        if created_before is not None and (before is None or created_before < before):
+            before = created_before
+        return TaskQuery(
+            statuses=self.statuses,
+            name_prefix=self.name_prefix,
+            tag=self.tag,
+            bucket=self.bucket,
+            owner=self.owner,
+            created_after=self.created_after,
+            created_before=before,
+            updated_after=self.updated_after,
+            updated_before=self.updated_before,
+            limit=limit,
+            order=order,  # type: ignore[arg-type]
+        )
+
+    def params(self) -> dict[str, str]:
+        """The query parameters that reproduce these filters (for links)."""
+        out: dict[str, str] = {}
+        if self.statuses:
+            out["status"] = ",".join(sorted(s.value for s in self.statuses))
+        for key, value in (
+            ("name", self.name_prefix),
+            ("tag", self.tag),
+            ("owner", self.owner),
+            ("q", self.task_id),
+        ):
+            if value:
+                out[key] = value
+        if self.bucket is not None:
+            out["bucket"] = str(self.bucket)
+        for key in TIME_BOUNDS:
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value.isoformat()
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class TaskPage:
+    tasks: list[TaskSnapshot]
+    next_cursor: str | None
+    filters: TaskFilters
+    limit: int
+    position: int
+    """How many newer tasks precede this page."""
+
+
+def encode_cursor(position: int, last: TaskSnapshot) -> str:
+    """The cursor after ``last``: its position, id and creation time (the keyset)."""
+    data = [position, last.task_id, last.created_at.isoformat()]
+    raw = json.dumps(data, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[int, str, datetime | None]:
+    """``(position, last task id, its creation time)`` of a cursor.
+
+    A cursor of an older dashboard has no creation time (``None``).
+
+    Raises:
+        ConfigurationError: the cursor was not made by :func:`encode_cursor`.
+    """
+    bad = "invalid page cursor; start again from the first page"
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        decoded = json.loads(raw)
+        if not isinstance(decoded, list) or len(decoded) not in (2, 3):
+            raise ValueError(cursor)
+        position, last_id = decoded[0], decoded[1]
+        created = datetime.fromisoformat(decoded[2]) if len(decoded) == 3 else None
+    except (ValueError, TypeError, binascii.Error):
+        raise ConfigurationError(bad) from None
+    if (
+        not isinstance(position, int)
+        or isinstance(position, bool)
+        or position < 0
+        or not isinstance(last_id, str)
+        or (created is not None and created.tzinfo is None)
+    ):
+        raise ConfigurationError(bad)
+    return position, last_id, created
+
+
+# ---------------------------------------------------------------- overview
+
+
+@dataclass(frozen=True, slots=True)
+class StuckTask:
+    snapshot: TaskSnapshot
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class Overview:
+    counts: dict[TaskStatus, int]
+    total: int
+    unfinished: int
+    queue_depth: int
+    oldest_queued: TaskSnapshot | None
+    oldest_queued_age: float | None
+    running: list[TaskSnapshot]
+    stuck: list[StuckTask]
+    recent_failures: list[TaskSnapshot]
+    schedules: Any
+    """The ``SchedulerHealth`` of the schedule records, or ``None`` without schedules."""
+    workers: list[WorkerInfo]
+    checked_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerInfo:
+    """A process as far as the store shows it: an owner holding leases on tasks."""
+
+    name: str
+    tasks: int
+    """Unfinished tasks it holds (``lease_owner``) or is recorded on (``owner``)."""
+    live_leases: int
+    """Of those, leases not yet expired."""
+    latest_lease: datetime | None
+    buckets: list[int] = field(default_factory=list)
+    up: bool | None = None
+    """``True``: some lease is live; ``False``: all expired; ``None``: it holds none."""
+    source: str = "leases"
+    """Where this entry comes from (``leases``; a worker registry would say ``registry``)."""
+
+
+class WorkerSource(Protocol):
+    """The hook for a worker registry: ``create_app(store, workers=...)``.
+
+    Until the library has a registry, workers are inferred from the leases of
+    unfinished tasks (:meth:`Dashboard.workers_from_leases`). A registry passes an
+    object with this method and the workers page and overview show its answer.
+    """
+
+    def workers(self) -> list[WorkerInfo]: ...
+
+
+class Dashboard:
+    """The read and control operations behind every page.
+
+    Args:
+        store: The shared store (any process's tasks).
+        clock: Time of ages and "stuck" judgements (a ``FakeClock`` in tests).
+        idle_after: Seconds without a heartbeat after which a running task looks stuck.
+        stopping_grace: Seconds in ``stopping`` after which a task looks stuck.
+        workers: A worker registry (:class:`WorkerSource`); ``None`` infers workers
+            from leases.
+    """
+
+    def __init__(
+        self,
+        store: TaskStore,
+        *,
+        clock: Clock,
+        idle_after: float = 60.0,
+        stopping_grace: float = 30.0,
+        workers: WorkerSource | None = None,
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.idle_after = idle_after
+        self.stopping_grace = stopping_grace
+        self.worker_source = workers
+        self._fingerprints = 0
+        self._counts: list[tuple[str, int]] | None = None
+
+    # -- tasks ----------------------------------------------------------------------
+
+    def get(self, task_id: str) -> TaskSnapshot | None:
+        return self.store.get(task_id)
+
+    def history(self, task_id: str) -> list[Transition]:
+        return self.store.history(task_id)
+
+    def explain(self, snapshot: TaskSnapshot) -> Explanation:
+        """Why the task is where it is, from what the store knows (``chongming-task
+        explain``'s store view: holder, lease, history, queue order, worker registry)."""
+        return explain(store_facts(self.store, snapshot, now=self.clock.now()))
+
+    def tasks(
+        self, filters: TaskFilters, *, limit: int = DEFAULT_PAGE_SIZE, cursor: str | None = None
+    ) -> TaskPage:
+        """One page of tasks, newest first.
+
+        The cursor records the last task of the previous page, its creation time and
+        how many tasks came before it. A page is one keyset read: the tasks created at
+        or before that time (``created_before`` the next microsecond), newest first,
+        starting right after that task, so tasks that arrived meanwhile shift nothing,
+        no row is shown twice and none is skipped, and a deep page costs what page one
+        costs. Only when the task is gone (deleted) or more than ``_CURSOR_SLACK`` tasks
+        share its creation time does a page fall back to counting ``position + limit``
+        three-column heads from the newest.
+
+        Raises:
+            ConfigurationError: an invalid cursor or limit.
+        """
+        if limit < 1 or limit > MAX_PAGE_SIZE:
+            raise ConfigurationError(f"limit must be 1..{MAX_PAGE_SIZE}, got {limit}")
+        if filters.task_id is not None:
+            found = self.store.get(filters.task_id)
+            rows = [found] if found is not None and filters.query(limit=None).matches(found) else []
+            return TaskPage(rows, None, filters, limit, 0)
+        if cursor is None:
+            rows = self.store.query(filters.query(limit=limit + 1))
+            more = len(rows) > limit
+            rows = rows[:limit]
+            next_cursor = encode_cursor(len(rows), rows[-1]) if more and rows else None
+            return TaskPage(rows, next_cursor, filters, limit, 0)
+        position, last_id, last_created = decode_cursor(cursor)
+        page_ids: list[str] | None = None
+        more = False
+        if last_created is not None:
+            bound = last_created + timedelta(microseconds=1)
+            read = limit + 1 + _CURSOR_SLACK
+            heads = self.store.query_heads(filters.query(limit=read, created_before=bound))
+            ids = [head.task_id for head in heads]
+            if last_id in ids:
+                start_at = ids.index(last_id) + 1
+                if len(ids) == read and len(ids) < start_at + limit + 1:
+                    # Ties on the creation time pushed the page past this read.
+                    heads = self.store.query_heads(
+                        filters.query(limit=start_at + limit + 1, created_before=bound)
+                    )
+                    ids = [head.task_id for head in heads]
+                page_ids = ids[start_at : start_at + limit]
+                more = len(ids) > start_at + limit
+                start = position
+        if page_ids is None:
+            heads = self.store.query_heads(
+                filters.query(limit=position + limit + 1 + _CURSOR_SLACK)
+            )
+            ids = [head.task_id for head in heads]
+            try:
+                start = ids.index(last_id) + 1
+            except ValueError:
+                start = min(position, len(ids))  # the task went away: keep the position
+            page_ids = ids[start : start + limit]
+            more = len(ids) > start + limit
+        found_rows = (
+            self.store.query(TaskQuery(task_ids=frozenset(page_ids), order="-created"))
+            if page_ids
+            else []
+        )
+        by_id = {row.task_id: row for row in found_rows}
+        rows = [by_id[task_id] for task_id in page_ids if task_id in by_id]
+        next_cursor = encode_cursor(start + len(rows), rows[-1]) if more and rows else None
+        return TaskPage(rows, next_cursor, filters, limit, start)
+
+    def time_in_states(
+        self, snapshot: TaskSnapshot, history: Sequence[Transition]
+    ) -> list[tuple[Transition, float | None]]:
+        """Each transition with the seconds spent in the state it entered.
+
+        The last state of an unfinished task runs until now; a terminal state has no
+        duration (``None``).
+        """
+        out: list[tuple[Transition, float | None]] = []
+        now = self.clock.now()
+        for index, transition in enumerate(history):
+            if index + 1 < len(history):
+                seconds: float | None = (history[index + 1].at - transition.at).total_seconds()
+            elif transition.to_status.is_terminal:
+                seconds = None
+            else:
+                seconds = (now - transition.at).total_seconds()
+            out.append((transition, None if seconds is None else max(0.0, seconds)))
+        return out
+
+    # -- overview -------------------------------------------------------------------
+
+    def stuck(self, now: datetime) -> list[StuckTask]:
+        """Unfinished tasks that look stuck, each with the reason in one sentence."""
+        found: dict[str, StuckTask] = {}
+        expired = self.store.query(
+            TaskQuery(
+                statuses=frozenset(OCCUPYING),
+                lease_expired_by=now,
+                order="updated",
+                limit=_STUCK_LIMIT,
+            )
+        )
+        for snapshot in expired:
+            if snapshot.lease_until is not None:
+                ago = (now - snapshot.lease_until).total_seconds()
+                why = f"lease of {snapshot.lease_owner or '?'} expired {ago:.0f}s ago"
+            else:
+                why = "occupies a slot but nobody holds a lease on it"
+            found[snapshot.task_id] = StuckTask(snapshot, why)
+        stopping = self.store.query(
+            TaskQuery(
+                statuses=frozenset({TaskStatus.STOPPING}), order="updated", limit=_STUCK_LIMIT
+            )
+        )
+        grace = timedelta(seconds=self.stopping_grace)
+        for snapshot in stopping:
+            if snapshot.task_id not in found and now - snapshot.updated_at > grace:
+                seconds = (now - snapshot.updated_at).total_seconds()
+                found[snapshot.task_id] = StuckTask(
+                    snapshot,
+                    f"stopping for {seconds:.0f}s, past the {self.stopping_grace:g}s grace window",
+                )
+        idle = timedelta(seconds=self.idle_after)
+        for snapshot in self.running():
+            beat = snapshot.last_heartbeat_at or snapshot.started_at
+            if snapshot.task_id in found or beat is None or now - beat <= idle:
+                continue
+            seconds = (now - beat).total_seconds()
+            found[snapshot.task_id] = StuckTask(
+                snapshot, f"no heartbeat for {seconds:.0f}s (idle after {self.idle_after:g}s)"
+            )
+        return list(found.values())
+
+    def running(self, limit: int = _STUCK_LIMIT) -> list[TaskSnapshot]:
+        return self.store.query(
+            TaskQuery(
+                statuses=frozenset({TaskStatus.RUNNING, TaskStatus.PAUSING, TaskStatus.PAUSED}),
+                order="-updated",
+                limit=limit,
+            )
+        )
+
+    def overview(self) -> Overview:
+        now = self.clock.now()
+        counts = self.store.count_by_status()
+        full = {status: int(counts.get(status, 0)) for status in TaskStatus}
+        queued = full[TaskStatus.QUEUED]
+        oldest = (
+            self.store.query(
+                TaskQuery(statuses=frozenset({TaskStatus.QUEUED}), order="created", limit=1)
+            )
+            if queued
+            else []
+        )
+        oldest_task = oldest[0] if oldest else None
+        age = None
+        if oldest_task is not None:
+            since = oldest_task.queued_at or oldest_task.created_at
+            age = max(0.0, (now - since).total_seconds())
+        failures = (
+            # Newest created first: "-created" is an indexed walk in every store, while
+            # "-updated" over 50,000 failed tasks of a million sorts them all.
+            self.store.query(TaskQuery(statuses=_FAILED, order="-created", limit=10))
+            if full[TaskStatus.FAILED] or full[TaskStatus.LOST]
+            else []
+        )
+        return Overview(
+            counts=full,
+            total=sum(full.values()),
+            unfinished=sum(n for s, n in full.items() if s not in TERMINAL),
+            queue_depth=queued,
+            oldest_queued=oldest_task,
+            oldest_queued_age=age,
+            running=self.running(limit=20),
+            stuck=self.stuck(now),
+            recent_failures=failures,
+            schedules=self.schedule_health(),
+            workers=self.workers(),
+            checked_at=now,
+        )
+
+    # -- schedules ------------------------------------------------------------------
+
+    def admin(self, actor: str | None = None) -> ScheduleAdmin:
+        return ScheduleAdmin(self.store, clock=self.clock, actor=actor)
+
+    def schedule_health(self) -> Any:
+        admin = self.admin()
+        if not self.store.list_schedules():
+            return None
+        return admin.health()
+
+    # -- workers and buckets --------------------------------------------------------
+
+    def workers(self) -> list[WorkerInfo]:
+        if self.worker_source is not None:
+            return self.worker_source.workers()
+        return self.workers_from_leases()
+
+    def _held_tasks(self) -> list[TaskSnapshot]:
+        """Tasks a process holds: the occupying statuses and ``paused`` (bounded read).
+
+        Queued tasks are left out on purpose: a worker's queue can hold a million of
+        them, and none of them says anything about who is alive.
+        """
+        held = frozenset(OCCUPYING | {TaskStatus.PAUSED})
+        return self.store.query(TaskQuery(statuses=held, order="-updated", limit=_HELD_LIMIT))
+
+    def workers_from_leases(self, tasks: Iterable[TaskSnapshot] | None = None) -> list[WorkerInfo]:
+        """Owners of unfinished tasks, as the leases in the store show them."""
+        now = self.clock.now()
+        seen: dict[str, list[TaskSnapshot]] = defaultdict(list)
+        for snapshot in self._held_tasks() if tasks is None else tasks:
+            holder = snapshot.lease_owner or snapshot.owner
+            if holder:
+                seen[holder].append(snapshot)
+        out = []
+        for name, held in sorted(seen.items()):
+            leases = [s.lease_until for s in held if s.lease_until is not None]
+            live = sum(1 for until in leases if until > now)
+            out.append(
+                WorkerInfo(
+                    name=name,
+                    tasks=len(held),
+                    live_leases=live,
+                    latest_lease=max(leases, default=None),
+                    buckets=sorted({s.bucket for s in held if s.bucket is not None}),
+                    up=(live > 0) if leases else None,
+                )
+            )
+        return out
+
+    def buckets(self) -> list[dict[str, Any]]:
+        """Per bucket: task count and the owners seen holding its active tasks.
+
+        *Active* tasks are those a process holds (occupying statuses and ``paused``).
+        ``state`` is ``owned`` (one holder), ``duplicate`` (several: two nodes claim the
+        bucket, or a hand-over is in progress), ``unowned`` (active tasks nobody holds
+        a live lease on) or ``idle`` (no active task).
+        """
+        now = self.clock.now()
+        counts = self.store.count_by_bucket()
+        holders: dict[int, set[str]] = defaultdict(set)
+        unheld: dict[int, int] = defaultdict(int)
+        unfinished: dict[int, int] = defaultdict(int)
+        for snapshot in self._held_tasks():
+            if snapshot.bucket is None:
+                continue
+            unfinished[snapshot.bucket] += 1
+            if snapshot.lease_owner and snapshot.lease_until and snapshot.lease_until > now:
+                holders[snapshot.bucket].add(snapshot.lease_owner)
+            else:
+                unheld[snapshot.bucket] += 1
+        rows = []
+        for bucket in sorted(set(counts) | set(unfinished)):
+            owners = sorted(holders.get(bucket, ()))
+            if len(owners) > 1:
+                state = "duplicate"
+            elif owners:
+                state = "owned"
+            elif unfinished.get(bucket):
+                state = "unowned"
+            else:
+                state = "idle"
+            rows.append(
+                {
+                    "bucket": bucket,
+                    "tasks": counts.get(bucket, 0),
+                    "active": unfinished.get(bucket, 0),
+                    "unheld": unheld.get(bucket, 0),
+                    "holders": owners,
+                    "state": state,
+                }
+            )
+        return rows
+
+    # -- change detection (live updates) ---------------------------------------------
+
+    def fingerprint(self) -> str:
+        """A value that changes whenever a task or schedule changes state.
+
+        Every call reads the newest-written and the newest-created task heads and the
+        schedule revisions: three indexed reads of a row or two, whatever the store's
+        size. Every ``FULL_EVERY``-th call also counts tasks per status, a safety net
+        for a change the heads cannot show (a writer whose clock lags behind, a prune):
+        that is the one read whose cost grows with the store.
+        """
+        self._fingerprints += 1
+        if self._counts is None or self._fingerprints % FULL_EVERY == 0:
+            self._counts = sorted((s.value, n) for s, n in self.store.count_by_status().items())
+        written = self.store.query_heads(TaskQuery(order="-updated", limit=1))
+        created = self.store.query_heads(TaskQuery(order="-created", limit=1))
+        schedules = [(r.name, r.revision) for r in self.store.list_schedules()]
+        return json.dumps(
+            [self._counts, [list(h) for h in written + created], schedules], default=str
+        )

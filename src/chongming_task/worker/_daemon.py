@@ -1,0 +1,426 @@
+"""``Worker``: a Controller left running to take submitted tasks (the CLI's ``worker``).
+
+Life of a worker:
+
+1. ``start()`` reconciles (§8.11: tasks of a dead predecessor become ``lost`` or are
+   reported ``adoptable``), starts the scheduler when one is attached, and starts
+   the intake thread.
+2. The intake thread claims submission commands (``chongming_task.worker._submission``)
+   while the worker has a free slot, and submits each to the controller; the
+   controller's own poller serves stop/pause/resume for the tasks it holds. Each
+   claims only its own actions, so neither ever holds what the other wants: the
+   intake takes submissions highest ``priority`` first and oldest first within one
+   priority, the order ``claim_commands`` claims in.
+3. ``shutdown()`` stops the intake first (pending submissions stay for another
+   worker), then closes the controller within the deadline and reports, task by task,
+   what it stopped and what did not stop in time.
+
+The intake takes work only while ``active + queued < max_parallel``: a worker that
+grabbed every submission would queue them in its memory while other workers idle,
+and would have to stop them all on shutdown.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Final
+
+from chongming_task._consumer import RELEASE, CommandConsumer, Complete, Outcome
+from chongming_task._model import Failure, FailureKind
+from chongming_task._service import BackgroundService
+from chongming_task._validation import check_global_limits
+from chongming_task.core._clock import SystemClock
+from chongming_task.errors import ConfigurationError, InvalidState, TaskError
+from chongming_task.states import OCCUPYING, TERMINAL, TaskStatus
+from chongming_task.stores._base import Command, QueueStore, TaskQuery
+from chongming_task.stores._capabilities import require_commands
+from chongming_task.worker._logtail import LogTail
+from chongming_task.worker._queue import WorkQueueDuty
+from chongming_task.worker._report import ShutdownReport, StoppedTask
+from chongming_task.worker._submission import SUBMIT_ACTION, Submission
+
+if TYPE_CHECKING:
+    from chongming_task._model import TaskSnapshot, Transition
+    from chongming_task.controller import Controller, ReconcileReport
+
+__all__ = ["Worker"]
+
+log = logging.getLogger("chongming_task.worker")
+
+#: How long a claimed submission stays ours before another worker may take it.
+CLAIM_LEASE: Final = 30.0
+
+#: How many pending submissions of other nodes' buckets one intake poll looks past.
+#: They stay first in the claim order (priority, then age) until their owner takes
+#: them: a worker that claimed only as many as it has free slots would claim and hand
+#: back the same ones forever and never reach its own behind them (an owner that is
+#: down, or slower). Each poll claims and hands back that many rows, so the look is
+#: bounded.
+LOOK_PAST: Final = 256
+
+#: The trigger of the ``-> lost`` transitions of tasks abandoned at shutdown.
+ABANDONED_TRIGGER: Final = "worker:shutdown_abandoned"
+
+_TERMINAL: Final = frozenset(status.value for status in TERMINAL)
+
+#: Transitions logged at INFO (the rest, but terminal ones, at DEBUG).
+_LOGGED: Final = frozenset({TaskStatus.RUNNING, TaskStatus.PAUSED, TaskStatus.STOPPING})
+
+# What _handle did with one claimed command.
+_TAKEN, _HANDED_BACK, _REFUSED = "taken", "handed back", "refused"
+
+
+class Worker:
+    """Runs submitted tasks on ``controller`` until shut down.
+
+    Args:
+        controller: A controller with a store, its tasks registered.
+        max_parallel: Free slots the intake fills; match the controller's limit.
+        poll_interval: Longest wait between intake polls (commands also wake it).
+        scheduler: Optional ``chongming_task.schedule._scheduler.Scheduler`` (anything
+            with ``start()`` and ``close()``) started after reconcile and closed first
+            on shutdown, so no firing starts while the worker stops its tasks.
+        log_tail: Keep each task's last log lines in its stored metadata, so
+            ``status`` in another process can show them (:class:`LogTail`).
+        global_limits: Tag -> how many tasks carrying it may run at once across every
+            worker of the store (``{"db": 4}``); a queued task whose limit is full
+            stays queued until a slot frees (lease-backed slots, docs/queue.md).
+
+    Raises:
+        ConfigurationError: The controller has no store (nothing could be submitted),
+            ``global_limits`` is malformed (a name that is not a tag, a number that is
+            not an integer >= 1), or the store keeps no global slots.
+    """
+
+    def __init__(
+        self,
+        controller: Controller,
+        *,
+        max_parallel: int = 1,
+        poll_interval: float = 0.5,
+        scheduler: Any | None = None,
+        log_tail: bool = True,
+        heartbeat_interval: float = 1.0,
+        reconcile_interval: float | None = None,
+        global_limits: Mapping[str, int] | None = None,
+    ) -> None:
+        if controller.store is None:
+            raise ConfigurationError("a Worker needs a Controller with a store")
+        if max_parallel < 1:
+            raise ConfigurationError(f"max_parallel must be >= 1, got {max_parallel!r}")
+        require_commands(controller.store, "a Worker (it takes submissions from the store)")
+        limits = check_global_limits(global_limits)
+        store = controller.store
+        if limits and not (isinstance(store, QueueStore) and store.supports_global_limits):
+            raise ConfigurationError(
+                f"global_limits need a store that keeps global slots; "
+                f"{type(store).__name__} does not (QueueStore.supports_global_limits)"
+            )
+        self.global_limits: Mapping[str, int] = MappingProxyType(limits)
+        """Tag -> holders allowed across every worker of the store (docs/queue.md)."""
+        self.controller = controller
+        self.store = controller.store
+        self.owner: str = controller.owner
+        self.max_parallel = max_parallel
+        self.poll_interval = poll_interval
+        self.scheduler = scheduler
+        self.accepted = 0
+        """Submissions this worker turned into tasks."""
+        self.refused = 0
+        """Submissions it completed with an error (unknown task, bad arguments...)."""
+        self._consumer = CommandConsumer(
+            self.store,
+            self.owner,
+            kinds=("task",),
+            actions=(SUBMIT_ACTION,),
+            lease=CLAIM_LEASE,
+            batch=1,
+            logger=log,
+        )
+        # Real seconds, whatever the controller's clock: the intake waits for other
+        # processes' writes and for its own tasks, not for task time.
+        self._intake = BackgroundService(
+            f"chongming-worker[{self.owner}]",
+            self._intake_pass,
+            clock=SystemClock(),
+            on_error=self._intake_failed,
+        )
+        self._want_log_tail = log_tail
+        self._log_tail: LogTail | None = None
+        self._foreign_ahead = 0  # other nodes' submissions the last poll handed back
+        self.heartbeat_interval = float(heartbeat_interval)
+        self.reconcile_interval = (
+            float(reconcile_interval)
+            if reconcile_interval is not None
+            else max(0.2, min(5.0, controller.lease_ttl / 2))
+        )
+        self.claimed = 0
+        """Queued tasks this worker claimed from the work queue."""
+        self._queue = WorkQueueDuty(self)
+        self._unsubscribe = controller.subscribe(self._on_transition)
+        self._store_error: str | None = None  # the last intake poll's failure, if it failed
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start(self) -> ReconcileReport:
+        """Reconcile, then start the scheduler and the intake; returns the reconcile report.
+
+        A shutdown requested meanwhile (a signal during reconcile) leaves the intake
+        unstarted: :meth:`wait` returns at once and :meth:`shutdown` reports as usual.
+
+        Raises:
+            InvalidState: The worker was started already (one intake per worker).
+        """
+        if self._intake.started:
+            raise InvalidState(f"worker {self.owner} is already started")
+        report = self.controller.reconcile()
+        self._queue.heartbeat()
+        if self._want_log_tail and self._log_tail is None:
+            self._log_tail = LogTail(self.controller)
+        if self.scheduler is not None:
+            self.scheduler.start()
+        self._intake.ensure_started()
+        return report
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until :meth:`request_shutdown`; True when it was requested."""
+        return self._intake.stop_event.wait(timeout)
+
+    def health(self) -> tuple[bool, dict[str, Any]]:
+        """``(healthy, details)`` for a liveness/readiness probe (``/healthz``).
+
+        Healthy while the worker is started, not shutting down, its intake thread is
+        alive and its last look at the store succeeded. ``details`` says which of
+        these failed, plus the tasks held (a JSON-ready mapping).
+        """
+        started = self._intake.started
+        alive = self._intake.alive
+        stopping = self._intake.stopping
+        details: dict[str, Any] = {
+            "owner": self.owner,
+            "started": started,
+            "intake_alive": alive,
+            "shutting_down": stopping,
+            "store_error": self._store_error,
+            "active": self.controller.active_count,
+            "queued": self.controller.queued_count,
+            "max_parallel": self.max_parallel,
+        }
+        healthy = started and alive and not stopping and self._store_error is None
+        details["status"] = "ok" if healthy else "unhealthy"
+        return healthy, details
+
+    def request_shutdown(self) -> None:
+        """Ask the worker to stop taking work (safe from a signal handler)."""
+        self._intake.request_stop()
+
+    def shutdown(self, *, reason: str = "worker shutdown", timeout: float = 30.0) -> ShutdownReport:
+        """Stop intake and scheduler, stop every held task within ``timeout``, report.
+
+        A task that does not reach a terminal state in time is abandoned: the worker is
+        leaving and nothing will carry it on, so it is marked ``lost`` in the store at
+        once (trigger ``worker:shutdown_abandoned``) and reported as lost, not stopped.
+        Its body may have been cut off mid-way, which is what ``lost`` says. A task that
+        changed under the write (it finished at the last moment) keeps its own ending.
+        """
+        self._intake.request_stop()
+        if self.scheduler is not None:
+            self.scheduler.close()  # first: no firing may start while we stop tasks
+        self._intake.join(timeout)
+        held = [run for run in self.controller.runs() if not run.done]
+        before = {run.task_id: run.status.value for run in held}
+        self.controller.close(reason=reason, timeout=timeout, close_store=False)
+        if self._log_tail is not None:
+            self._log_tail.close()
+            self._log_tail = None
+        after = {run.task_id: run.status.value for run in held}
+        unfinished = [task_id for task_id, status in after.items() if status not in _TERMINAL]
+        if unfinished:
+            after.update(self._mark_abandoned(unfinished, timeout))
+            for task_id in unfinished:  # else they would count until their lease passes
+                self._queue.release_slots(task_id)
+        self._queue.heartbeat(stopped=True)
+        tasks = tuple(
+            StoppedTask(
+                task_id=run.task_id,
+                name=run.name,
+                before=before[run.task_id],
+                after=after[run.task_id],
+            )
+            for run in held
+        )
+        return ShutdownReport(reason=reason, tasks=tasks)
+
+    def _mark_abandoned(self, task_ids: list[str], timeout: float) -> dict[str, str]:
+        """Mark the tasks that did not stop in time ``lost``; their new statuses by id."""
+        message = (
+            f"abandoned at worker shutdown: did not stop within {timeout:g}s; the body may "
+            f"have been cut off mid-way (worker {self.owner})"
+        )
+
+        def failure(_: object) -> Failure:
+            return Failure(kind=FailureKind.LOST, message=message, retryable=True)
+
+        try:
+            marks = self.store.mark_lost_many(
+                TaskQuery(task_ids=frozenset(task_ids), statuses=OCCUPYING),
+                clock=self.controller.clock,
+                actor=self.owner,
+                trigger=ABANDONED_TRIGGER,
+                failure=failure,
+            )
+        except Exception as exc:  # the store may be what failed: report, do not hide
+            log.warning("could not mark abandoned tasks lost: %s", exc)
+            return {}
+        result: dict[str, str] = {}
+        for mark in marks:
+            if mark.transition is not None:
+                result[mark.task_id] = TaskStatus.LOST.value
+                log.warning("%s lost: %s", mark.task_id, message)
+        return result
+
+    # ------------------------------------------------------------ intake
+
+    def free_slots(self) -> int:
+        """How many more submissions this worker may take right now."""
+        busy = self.controller.active_count + self.controller.queued_count
+        return max(0, self.max_parallel - busy)
+
+    def poll_once(self) -> tuple[int, int]:
+        """Claim and handle one batch; returns (submissions taken, commands handed back).
+
+        The batch is the free slots plus the other nodes' submissions the previous
+        poll handed back (at most :data:`LOOK_PAST`): those are still ahead of every
+        submission it left pending (the claim order is priority, then age), and
+        claiming past them is how this worker reaches its own. What it claimed beyond
+        its free slots is handed back untouched, in order; the other nodes' ones among
+        them count too, since a newer submission of higher priority can now come
+        before them in a batch.
+        """
+        free = self.free_slots()
+        if free == 0:
+            return 0, 0
+        queued = self._queue.claim(free)
+        free -= queued
+        if free == 0:
+            return queued, 0
+        taken = handed_back = foreign = 0
+
+        def handle(command: Command) -> Outcome:
+            nonlocal taken, handed_back, foreign
+            if taken >= free:  # claimed to look past others' submissions: no slot left
+                foreign += self._not_ours(command)
+                handed_back += 1
+                return RELEASE
+            verdict, outcome = self._handle(command)
+            taken += verdict == _TAKEN
+            handed_back += verdict == _HANDED_BACK
+            foreign += verdict == _HANDED_BACK
+            return outcome
+
+        self._consumer.poll(handle, limit=free + min(self._foreign_ahead, LOOK_PAST))
+        self._foreign_ahead = foreign  # still ahead of anything this poll left pending
+        return taken + queued, handed_back
+
+    def _intake_pass(self) -> float:
+        tail = self._log_tail
+        if tail is not None:
+            tail.flush()
+        self._queue.periodic()
+        if not self.free_slots():
+            # Full: wait for a task to end (it wakes us) or for shutdown, not for commands.
+            return self.poll_interval
+        taken, handed_back = self.poll_once()
+        self._store_error = None
+        if taken:
+            return 0.0  # there may be more
+        if handed_back:
+            # Our own release wakes every waiter, us included: a plain wait keeps us
+            # from claiming the same foreign command again at once.
+            return self.poll_interval
+        try:
+            self.store.wait_for_commands(self.poll_interval)
+        except Exception as exc:
+            log.warning("waiting for commands failed: %s: %s", type(exc).__name__, exc)
+            return self.poll_interval
+        return 0.0
+
+    def _intake_failed(self, exc: Exception, failures: int) -> float:
+        """Logged, not raised: a store hiccup must not end a long-lived worker."""
+        self._store_error = f"{type(exc).__name__}: {exc}"
+        log.warning("claiming submissions failed: %s: %s", type(exc).__name__, exc)
+        return self.poll_interval
+
+    def _on_transition(self, transition: Transition, snapshot: TaskSnapshot) -> None:
+        status = transition.to_status
+        if status.is_terminal:
+            self._queue.release_slots(transition.task_id)
+            self._intake.wake()
+        level = logging.INFO if status in _LOGGED or status.is_terminal else logging.DEBUG
+        if log.isEnabledFor(level):
+            source = transition.from_status.value if transition.from_status else "-"
+            extra = f" by {transition.actor}" if transition.actor else ""
+            if transition.reason:
+                extra += f": {transition.reason}"
+            log.log(
+                level,
+                "%s %s -> %s (%s%s)",
+                transition.task_id,
+                source,
+                status.value,
+                transition.trigger,
+                extra,
+                extra={"task_id": transition.task_id, "task_name": snapshot.name},
+            )
+
+    def _handle(self, command: Command) -> tuple[str, Outcome]:
+        """What became of one claimed command, and what the consumer does with it."""
+        if command.action != SUBMIT_ACTION:
+            # A stop/pause/resume, claimed only from a store without the ``actions``
+            # filter: the controller's own poller applies those.
+            return _HANDED_BACK, RELEASE
+        try:
+            submission = Submission.from_payload(command.payload)
+        except ConfigurationError as exc:
+            return _REFUSED, self._refuse(command, str(exc))
+        if not self._owns(submission):
+            return _HANDED_BACK, RELEASE
+        options = submission.options()
+        try:
+            run = self.controller.submit(
+                submission.name, *submission.args, **options, **dict(submission.kwargs)
+            )
+        except (TaskError, TypeError, ValueError) as exc:
+            return _REFUSED, self._refuse(command, f"{type(exc).__name__}: {exc}")
+        self.accepted += 1
+        log.info("took %s (%s) from %s", run.task_id, submission.name, command.issued_by)
+        return _TAKEN, Complete({"accepted": True, "task_id": run.task_id, "worker": self.owner})
+
+    def _not_ours(self, command: Command) -> bool:
+        """Whether ``_handle`` would hand ``command`` back (it stays ahead of ours).
+
+        A malformed submission is ours: it is refused, and so completed, when reached.
+        """
+        if command.action != SUBMIT_ACTION:
+            return True
+        try:
+            submission = Submission.from_payload(command.payload)
+        except ConfigurationError:
+            return False
+        return not self._owns(submission)
+
+    def _owns(self, submission: Submission) -> bool:
+        if self.controller.owns_all_buckets:
+            return True
+        if submission.bucket_key is None:
+            return False
+        return self.controller.owns_bucket(
+            self.controller.bucket_policy.bucket_for(submission.bucket_key)
+        )
+
+    def _refuse(self, command: Command, error: str) -> Complete:
+        self.refused += 1
+        log.warning("worker %s: refused submission of %s: %s", self.owner, command.target, error)
+        return Complete({"accepted": False, "error": error, "worker": self.owner})
