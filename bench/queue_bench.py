@@ -299,31 +299,25 @@ def throughput_procrastinate(dsn: str, workers: int, tasks: int) -> dict[str, fl
 def recovery(db: str, lease_ttl: float, rounds: int, log_dir: Path) -> list[dict[str, float]]:
     policy = BucketPolicy(num_buckets=2)
     key = next(k for k in (f"k{i}" for i in range(100)) if policy.bucket_for(k) == 0)
+    worker_args = ("--max-parallel", "1", "--lease-ttl", str(lease_ttl))
+
+    def owner(bucket: str, name: str) -> contextlib.AbstractContextManager[list[Any]]:
+        """One worker owning ``bucket`` of the two."""
+        return _workers(
+            db,
+            1,
+            options=("--num-buckets", "2", "--owned-buckets", bucket),
+            worker=worker_args,
+            log_dir=log_dir,
+            name=name,
+        )
+
     results = []
     for _ in range(rounds):
         gate = log_dir / f"gate-{uuid.uuid4().hex}"
-        common = ("--num-buckets", "2")
-        worker_args = ("--max-parallel", "1", "--lease-ttl", str(lease_ttl))
         with _open(db) as store:
             client = Client(store, num_buckets=2)
-            with (
-                _workers(
-                    db,
-                    1,
-                    options=(*common, "--owned-buckets", "1"),
-                    worker=worker_args,
-                    log_dir=log_dir,
-                    name="reconciler",
-                ),
-                _workers(
-                    db,
-                    1,
-                    options=(*common, "--owned-buckets", "0"),
-                    worker=worker_args,
-                    log_dir=log_dir,
-                    name="victim",
-                ) as (victim,),
-            ):
+            with owner("1", "reconciler"), owner("0", "victim") as (victim,):
                 handle = client.enqueue("hold", str(gate), bucket_key=key)
                 _until(lambda h=handle: h.status is TaskStatus.RUNNING, timeout=60)
                 time.sleep(lease_ttl / 3)  # somewhere inside a lease, as a real crash is

@@ -25,7 +25,7 @@ import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Final
 
-from chongming_task.errors import ConfigurationError
+from chongming_task.observability._extras import require_extra
 from chongming_task.states import TaskStatus
 from chongming_task.stores._base import TaskQuery, TaskStore
 
@@ -49,13 +49,11 @@ INSTALL_HINT: Final = 'pip install "chongming-task[prometheus]"'
 
 def require_prometheus() -> Any:
     """The ``prometheus_client.core`` module, or a ``ConfigurationError`` saying what to install."""
-    try:
-        from prometheus_client import core
-    except ImportError as exc:
-        raise ConfigurationError(
-            f"Prometheus metrics need the prometheus_client package: {INSTALL_HINT}"
-        ) from exc
-    return core
+    return require_extra(
+        "prometheus_client",
+        "core",
+        f"Prometheus metrics need the prometheus_client package: {INSTALL_HINT}",
+    )
 
 
 class StoreCollector:

@@ -27,6 +27,7 @@ default), so two controllers in one process, or two tests, never share a metric.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
@@ -91,60 +92,53 @@ class PrometheusExporter(TransitionObserver):
         core = require_prometheus()
         self.registry: Any = core.CollectorRegistry() if registry is None else registry
         self.store = store
-        reg = self.registry
-        self.transitions = core.Counter(
+        counter = functools.partial(core.Counter, registry=self.registry)
+        histogram = functools.partial(core.Histogram, registry=self.registry)
+        self.transitions = counter(
             "chongming_task_transitions",
             "Accepted transitions by task name and edge.",
             ["name", "from", "to"],
-            registry=reg,
         )
-        self.runs = core.Counter(
+        self.runs = counter(
             "chongming_task_runs",
             "Runs that reached a terminal status, by task name and final status.",
             ["name", "final_status"],
-            registry=reg,
         )
-        self.run_duration = core.Histogram(
+        self.run_duration = histogram(
             "chongming_task_run_duration_seconds",
             "First start to finish of runs that started, by task name and final status.",
             ["name", "final_status"],
             buckets=DURATION_BUCKETS,
-            registry=reg,
         )
-        self.queue_wait = core.Histogram(
+        self.queue_wait = histogram(
             "chongming_task_queue_wait_seconds",
             "Queued to first start, by task name (time spent waiting for a slot).",
             ["name"],
             buckets=DURATION_BUCKETS,
-            registry=reg,
         )
-        self.attempts = core.Counter(
-            "chongming_task_attempts", "Attempts started, by task name.", ["name"], registry=reg
+        self.attempts = counter(
+            "chongming_task_attempts", "Attempts started, by task name.", ["name"]
         )
-        self.retries = core.Counter(
+        self.retries = counter(
             "chongming_task_retries",
             "Failed attempts followed by a retry (-> retry_wait), by task name.",
             ["name"],
-            registry=reg,
         )
-        self.timeouts = core.Counter(
+        self.timeouts = counter(
             "chongming_task_timeouts",
             "Timeouts that ended an attempt or a run, by task name and scope.",
             ["name", "scope"],
-            registry=reg,
         )
-        self.lost = core.Counter(
+        self.lost = counter(
             "chongming_task_lost",
             "Runs that ended lost (abandoned carrier, or found by reconcile).",
             ["name"],
-            registry=reg,
         )
-        self.command_latency = core.Histogram(
+        self.command_latency = histogram(
             "chongming_command_latency_seconds",
             "From a command's issued_at to its application by the holder.",
             ["kind", "action"],
             buckets=COMMAND_BUCKETS,
-            registry=reg,
         )
         self.collectors: list[Any] = []
         self._detach_commands: Callable[[], None] | None = None

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from chongming_task._model import JSONValue
-from chongming_task.errors import ConfigurationError
+from chongming_task.observability._extras import require_extra
 
 __all__ = [
     "INSTALL_HINT",
@@ -39,13 +39,9 @@ TRACESTATE: Final = "tracestate"
 
 def require_otel() -> Any:
     """The ``opentelemetry.trace`` module, or a ``ConfigurationError`` saying what to install."""
-    try:
-        from opentelemetry import trace
-    except ImportError as exc:
-        raise ConfigurationError(
-            f"tracing needs the opentelemetry-api package: {INSTALL_HINT}"
-        ) from exc
-    return trace
+    return require_extra(
+        "opentelemetry", "trace", f"tracing needs the opentelemetry-api package: {INSTALL_HINT}"
+    )
 
 
 def _propagator() -> Any:

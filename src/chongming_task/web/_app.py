@@ -296,8 +296,19 @@ def create_app(
 Method = Callable[["_Handlers", Request], Awaitable[Response]]
 
 
+def _base(request: Request) -> str:
+    """The path the dashboard is mounted under (``""`` at the root of the server)."""
+    base: str = request.scope.get("root_path", "")
+    return base
+
+
+def _see_other(request: Request, path: str) -> RedirectResponse:
+    """303 to ``path`` of the dashboard (after a POST, so a reload does not repeat it)."""
+    return RedirectResponse(_base(request) + path, status_code=303)
+
+
 def _wants_json(request: Request) -> bool:
-    path = request.url.path[len(request.scope.get("root_path", "")) :]
+    path = request.url.path[len(_base(request)) :]
     if path.startswith("/api/"):
         return True
     accept = request.headers.get("accept", "")
@@ -307,7 +318,7 @@ def _wants_json(request: Request) -> bool:
 def _error(request: Request, status: int, message: str, env: jinja2.Environment) -> Response:
     if _wants_json(request):
         return JSONResponse({"error": message}, status_code=status)
-    base = request.scope.get("root_path", "")
+    base = _base(request)
     html = env.get_template("error.html").render(
         base=base,
         status=status,
@@ -462,7 +473,7 @@ class _Handlers:
                 status_code=401,
                 headers=headers,
             )
-        base = request.scope.get("root_path", "")
+        base = _base(request)
         target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
         return self.render(
             request,
@@ -475,7 +486,7 @@ class _Handlers:
         )
 
     async def login_form(self, request: Request) -> Response:
-        base = request.scope.get("root_path", "")
+        base = _base(request)
         return self.render(
             request,
             "login.html",
@@ -487,7 +498,7 @@ class _Handlers:
         form = await request.form()
         token = form.get("token")
         next_value = form.get("next")
-        base = request.scope.get("root_path", "")
+        base = _base(request)
         user = self.config.ring.user_of(token) if isinstance(token, str) and token else None
         if user is None:
             return self.render(
@@ -516,9 +527,8 @@ class _Handlers:
         sent = form.get(CSRF_FIELD)
         if not self.config.ring.csrf_ok(identity, sent if isinstance(sent, str) else None):
             return _error(request, 403, "missing or invalid CSRF token", self.env)
-        base = request.scope.get("root_path", "")
-        response = RedirectResponse(base + "/login", status_code=303)
-        response.delete_cookie(COOKIE_NAME, path=base + "/")
+        response = _see_other(request, "/login")
+        response.delete_cookie(COOKIE_NAME, path=_base(request) + "/")
         return response
 
     # -- rendering ----------------------------------------------------------------------
@@ -533,7 +543,7 @@ class _Handlers:
         **context: Any,
     ) -> HTMLResponse:
         identity: Identity | None = getattr(request.state, "identity", None)
-        context.setdefault("base", request.scope.get("root_path", ""))
+        context.setdefault("base", _base(request))
         context.setdefault("page", "")
         context.setdefault("events", identity is not None)
         kept = [
@@ -712,6 +722,21 @@ class _Handlers:
 
     # -- task controls ----------------------------------------------------------------
 
+    async def _action_reason(
+        self, request: Request, actions: tuple[str, ...], what: str
+    ) -> str | Response:
+        """The typed reason of a POST to ``.../{action}``, or the error to answer with.
+
+        404 for an action not in ``actions``, 400 for a missing or oversized reason.
+        """
+        action = request.path_params["action"]
+        if action not in actions:
+            return _error(request, 404, f"unknown {what} action {action!r}", self.env)
+        try:
+            return _reason(await _fields(request))
+        except ConfigurationError as exc:
+            return _error(request, 400, str(exc), self.env)
+
     def _control(self, task_id: str, action: str, actor: str, reason: str) -> dict[str, Any]:
         store = self.config.store
         snapshot = store.get(task_id)
@@ -754,13 +779,10 @@ class _Handlers:
     async def task_action(self, request: Request) -> Response:
         task_id = request.path_params["task_id"]
         action = request.path_params["action"]
-        if action not in TASK_ACTIONS:
-            return _error(request, 404, f"unknown task action {action!r}", self.env)
+        reason = await self._action_reason(request, TASK_ACTIONS, "task")
+        if isinstance(reason, Response):
+            return reason
         identity: Identity = request.state.identity
-        try:
-            reason = _reason(await _fields(request))
-        except ConfigurationError as exc:
-            return _error(request, 400, str(exc), self.env)
 
         def act() -> Response:
             result = self._control(task_id, action, identity.user, reason)
@@ -769,9 +791,8 @@ class _Handlers:
                 return JSONResponse(result, status_code=code)
             if code == 404:
                 return _error(request, 404, result["message"], self.env)
-            base = request.scope.get("root_path", "")
             query = urlencode({"done": action, "result": result["result"]})
-            return RedirectResponse(f"{base}/tasks/{quote(task_id)}?{query}", status_code=303)
+            return _see_other(request, f"/tasks/{quote(task_id)}?{query}")
 
         return await self._call(request, act)
 
@@ -800,14 +821,11 @@ class _Handlers:
                 return JSONResponse({"results": results}, status_code=202)
             requested = sum(1 for r in results if r["accepted"])
             back = fields.get("back")
-            base = request.scope.get("root_path", "")
             query = urlencode(
                 {"done": action, "requested": requested, "refused": len(results) - requested}
             )
             here = back if isinstance(back, str) and back and "\n" not in back else ""
-            return RedirectResponse(
-                f"{base}/tasks?{here}{'&' if here else ''}{query}", status_code=303
-            )
+            return _see_other(request, f"/tasks?{here}{'&' if here else ''}{query}")
 
         return await self._call(request, act)
 
@@ -879,13 +897,10 @@ class _Handlers:
     async def schedule_action(self, request: Request) -> Response:
         name = request.path_params["name"]
         action = request.path_params["action"]
-        if action not in SCHEDULE_ACTIONS:
-            return _error(request, 404, f"unknown schedule action {action!r}", self.env)
+        reason = await self._action_reason(request, SCHEDULE_ACTIONS, "schedule")
+        if isinstance(reason, Response):
+            return reason
         identity: Identity = request.state.identity
-        try:
-            reason = _reason(await _fields(request))
-        except ConfigurationError as exc:
-            return _error(request, 400, str(exc), self.env)
 
         def act() -> Response:
             admin = ScheduleAdmin(self.config.store, clock=self.config.clock, actor=identity.user)
@@ -904,10 +919,7 @@ class _Handlers:
             result["message"] = SCHEDULE_MESSAGE[action]
             if _wants_json(request):
                 return JSONResponse(result, status_code=202)
-            base = request.scope.get("root_path", "")
-            return RedirectResponse(
-                f"{base}/schedules/{quote(name)}?{urlencode({'done': action})}", status_code=303
-            )
+            return _see_other(request, f"/schedules/{quote(name)}?{urlencode({'done': action})}")
 
         return await self._call(request, act)
 
@@ -927,8 +939,7 @@ class _Handlers:
             if admin.find(name) is None:
                 return _error(request, 404, f"no schedule named {name!r}", self.env)
             action, pattern, timezone, revision = edit
-            base = request.scope.get("root_path", "")
-            back = f"{base}/schedules/{quote(name)}"
+            back = f"/schedules/{quote(name)}"
             try:
                 if action == "reset":
                     control = admin.reset_pattern(
@@ -954,7 +965,7 @@ class _Handlers:
                         },
                         status_code=409,
                     )
-                return RedirectResponse(f"{back}?{urlencode({'done': 'stale'})}", status_code=303)
+                return _see_other(request, f"{back}?{urlencode({'done': 'stale'})}")
             done = "reset" if action == "reset" else "override"
             if _wants_json(request):
                 return JSONResponse(
@@ -971,7 +982,7 @@ class _Handlers:
                         "message": SCHEDULE_MESSAGE[done],
                     }
                 )
-            return RedirectResponse(f"{back}?{urlencode({'done': done})}", status_code=303)
+            return _see_other(request, f"{back}?{urlencode({'done': done})}")
 
         return await self._call(request, act)
 

@@ -11,9 +11,9 @@ duplicate refused, by task id before any worker has taken it.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from chongming_task._model import JSONValue, ensure_json
 from chongming_task._validation import check_priority, check_text
@@ -26,9 +26,11 @@ if TYPE_CHECKING:
 __all__ = [
     "SUBMIT_ACTION",
     "Submission",
+    "SubmitFields",
     "describe_submission",
     "find_submission",
     "submission_command_id",
+    "submit_options",
 ]
 
 #: The command action that hands a task to a worker.
@@ -41,6 +43,36 @@ _SUBMISSION_NAMESPACE: Final = uuid.UUID("6f1c0e55-0d1e-4a53-9a43-2f1d8b5c7a10")
 def submission_command_id(task_id: str) -> str:
     """The command id of the submission of ``task_id`` (32 hex digits, like uuid4)."""
     return uuid.uuid5(_SUBMISSION_NAMESPACE, task_id).hex
+
+
+class SubmitFields(Protocol):
+    """What a submission says besides its name and arguments (a ``Submission``, ``run``'s)."""
+
+    @property
+    def task_id(self) -> str | None: ...
+    @property
+    def tags(self) -> Sequence[str]: ...
+    @property
+    def priority(self) -> int | None: ...
+    @property
+    def bucket_key(self) -> str | None: ...
+    @property
+    def label(self) -> str | None: ...
+
+
+def submit_options(
+    given: SubmitFields, metadata: Mapping[str, JSONValue] | None = None
+) -> dict[str, Any]:
+    """The ``Controller.submit`` options of ``given`` and ``metadata``, unset ones left out."""
+    options = {
+        "task_id": given.task_id,
+        "tags": list(given.tags) or None,
+        "priority": given.priority,
+        "bucket_key": given.bucket_key,
+        "label": given.label,
+        "metadata": dict(metadata or {}) or None,
+    }
+    return {key: value for key, value in options.items() if value is not None}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,18 +103,7 @@ class Submission:
 
     def options(self) -> dict[str, Any]:
         """The ``Controller.submit`` options of this submission (unset ones left out)."""
-        options: dict[str, Any] = {"task_id": self.task_id}
-        if self.tags:
-            options["tags"] = list(self.tags)
-        if self.priority is not None:
-            options["priority"] = self.priority
-        if self.bucket_key is not None:
-            options["bucket_key"] = self.bucket_key
-        if self.label is not None:
-            options["label"] = self.label
-        if self.metadata:
-            options["metadata"] = dict(self.metadata)
-        return options
+        return submit_options(self, self.metadata)
 
     def to_payload(self) -> dict[str, JSONValue]:
         return {

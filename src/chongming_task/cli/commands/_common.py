@@ -12,15 +12,18 @@ import argparse
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from chongming_task._validation import check_task_id
 from chongming_task.cli._errors import CommandFailed, UsageError
-from chongming_task.cli._parsing import integer, parse_task_kwargs
+from chongming_task.cli._loader import load_task_module, register_tasks
+from chongming_task.cli._parsing import env, integer, parse_task_kwargs
 from chongming_task.errors import ConfigurationError
 from chongming_task.policies import BucketPolicy
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
     from chongming_task._model import TaskSnapshot
     from chongming_task.cli._session import Session
     from chongming_task.controller import Controller
@@ -35,7 +38,31 @@ __all__ = [
     "new_parser",
     "node_controller",
     "require_task",
+    "scratch_controller",
+    "task_parser",
 ]
+
+
+#: ``(flag, metavar, help)`` of each global option.
+_GLOBAL_OPTIONS: Final = (
+    (
+        "--db",
+        "PATH|URL",
+        "SQLite file, or a postgresql:// URL (env CHONGMING_DB; default ./chongming.db)",
+    ),
+    ("--dsn", "URL", "PostgreSQL URL; an alternative to --db URL (env CHONGMING_DSN)"),
+    (
+        "--num-buckets",
+        "N",
+        "number of buckets keys hash into (env CHONGMING_NUM_BUCKETS; default 64)",
+    ),
+    (
+        "--owned-buckets",
+        "RANGES",
+        "buckets this node owns, e.g. 0-15,32,40-47 (env CHONGMING_OWNED_BUCKETS)",
+    ),
+    ("--owner", None, "this process's owner id (env CHONGMING_OWNER; default hostname:pid)"),
+)
 
 
 def add_global_options(parser: argparse.ArgumentParser) -> None:
@@ -45,35 +72,8 @@ def add_global_options(parser: argparse.ArgumentParser) -> None:
     by the subparser's default; fallbacks to ``CHONGMING_*`` happen in ``Session``.
     """
     group = parser.add_argument_group("global options")
-    group.add_argument(
-        "--db",
-        default=argparse.SUPPRESS,
-        metavar="PATH|URL",
-        help="SQLite file, or a postgresql:// URL (env CHONGMING_DB; default ./chongming.db)",
-    )
-    group.add_argument(
-        "--dsn",
-        default=argparse.SUPPRESS,
-        metavar="URL",
-        help="PostgreSQL URL; an alternative to --db URL (env CHONGMING_DSN)",
-    )
-    group.add_argument(
-        "--num-buckets",
-        default=argparse.SUPPRESS,
-        metavar="N",
-        help="number of buckets keys hash into (env CHONGMING_NUM_BUCKETS; default 64)",
-    )
-    group.add_argument(
-        "--owned-buckets",
-        default=argparse.SUPPRESS,
-        metavar="RANGES",
-        help="buckets this node owns, e.g. 0-15,32,40-47 (env CHONGMING_OWNED_BUCKETS)",
-    )
-    group.add_argument(
-        "--owner",
-        default=argparse.SUPPRESS,
-        help="this process's owner id (env CHONGMING_OWNER; default hostname:pid)",
-    )
+    for flag, metavar, text in _GLOBAL_OPTIONS:
+        group.add_argument(flag, default=argparse.SUPPRESS, metavar=metavar, help=text)
 
 
 def new_parser(
@@ -93,6 +93,19 @@ def new_parser(
     if json:
         add_json_flag(parser)
     parser.set_defaults(handler=handler)
+    return parser
+
+
+def task_parser(
+    subparsers: argparse._SubParsersAction[Any],
+    name: str,
+    *,
+    help: str,
+    handler: Callable[[argparse.Namespace, Session], int],
+) -> argparse.ArgumentParser:
+    """A :func:`new_parser` for a command on one task: its ``TASK_ID`` argument added."""
+    parser = new_parser(subparsers, name, help=help, handler=handler)
+    parser.add_argument("task_id", metavar="TASK_ID")
     return parser
 
 
@@ -209,6 +222,26 @@ def _controller(session: Session, store: TaskStore | None, **options: Any) -> Co
         **options,
     )
     return session.track(controller)
+
+
+def scratch_controller(
+    args: argparse.Namespace, session: Session
+) -> tuple[Controller, ModuleType, str]:
+    """A store-less controller with the ``--tasks`` module's definitions registered on it.
+
+    Returns it, the module and the module's spec (``--tasks`` or ``CHONGMING_TASKS``).
+
+    Raises:
+        UsageError: No module was named.
+        CommandFailed: It failed to import, or registers no task.
+    """
+    from chongming_task.controller import Controller
+
+    spec = args.tasks or env("TASKS") or ""
+    module = load_task_module(spec)
+    controller = session.track(Controller())
+    register_tasks(controller, module, spec)
+    return controller, module, spec
 
 
 def console_controller(session: Session, store: TaskStore) -> Controller:

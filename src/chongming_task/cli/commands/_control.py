@@ -19,6 +19,7 @@ from chongming_task.cli.commands._common import (
     console_controller,
     new_parser,
     require_task,
+    task_parser,
 )
 from chongming_task.states import TaskStatus
 
@@ -36,21 +37,18 @@ def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
 
 
 def _stop_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
-    parser = new_parser(subparsers, "stop", help="request a task to stop", handler=cmd_stop)
-    parser.add_argument("task_id", metavar="TASK_ID")
+    parser = task_parser(subparsers, "stop", help="request a task to stop", handler=cmd_stop)
     parser.add_argument("--reason", help="why (recorded in the task's history)")
     _add_wait(parser, "stop")
 
 
 def _pause_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
-    parser = new_parser(subparsers, "pause", help="request a task to pause", handler=cmd_pause)
-    parser.add_argument("task_id", metavar="TASK_ID")
+    parser = task_parser(subparsers, "pause", help="request a task to pause", handler=cmd_pause)
     _add_wait(parser, "pause")
 
 
 def _resume_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
-    parser = new_parser(subparsers, "resume", help="resume a paused task", handler=cmd_resume)
-    parser.add_argument("task_id", metavar="TASK_ID")
+    parser = task_parser(subparsers, "resume", help="resume a paused task", handler=cmd_resume)
     _add_wait(parser, "resume")
 
 

@@ -17,8 +17,8 @@ from chongming_task.cli._schema import document
 from chongming_task.cli.commands._common import (
     add_tasks_option,
     console_controller,
-    new_parser,
     require_task,
+    task_parser,
 )
 
 if TYPE_CHECKING:
@@ -33,13 +33,12 @@ DEFAULT_GRACEFUL_STOP = 5.0
 
 
 def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
-    parser = new_parser(
+    parser = task_parser(
         subparsers,
         "explain",
         help="why a task is waiting (or how it ended), as reasons",
         handler=cmd_explain,
     )
-    parser.add_argument("task_id", metavar="TASK_ID")
     add_tasks_option(parser)
     add_graceful_stop_option(parser)
 

@@ -9,7 +9,12 @@ from typing import TYPE_CHECKING, Any
 from chongming_task.cli._errors import CommandFailed, ExitCode
 from chongming_task.cli._parsing import format_buckets
 from chongming_task.cli._schema import counts_doc, document, task_doc, transition_doc
-from chongming_task.cli.commands._common import console_controller, new_parser, require_task
+from chongming_task.cli.commands._common import (
+    console_controller,
+    new_parser,
+    require_task,
+    task_parser,
+)
 from chongming_task.core._clock import utc_now
 from chongming_task.states import TaskStatus
 
@@ -24,32 +29,13 @@ LOG_LINES = 10
 
 
 def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
-    for build in (_status_parser, _history_parser, _stats_parser, _buckets_parser):
-        build(subparsers)
-
-
-def _status_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
-    parser = new_parser(
-        subparsers,
-        "status",
-        help="one task: snapshot, failure, progress, last log lines",
-        handler=cmd_status,
-    )
-    parser.add_argument("task_id", metavar="TASK_ID")
-
-
-def _history_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
-    parser = new_parser(
-        subparsers,
-        "history",
-        help="one task's transitions with trigger, actor, reason, version",
-        handler=cmd_history,
-    )
-    parser.add_argument("task_id", metavar="TASK_ID")
-
-
-def _stats_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
+    for name, text, handler in (
+        ("status", "one task: snapshot, failure, progress, last log lines", cmd_status),
+        ("history", "one task's transitions with trigger, actor, reason, version", cmd_history),
+    ):
+        task_parser(subparsers, name, help=text, handler=handler)
     new_parser(subparsers, "stats", help="task counts per status", handler=cmd_stats)
+    _buckets_parser(subparsers)
 
 
 def _buckets_parser(subparsers: argparse._SubParsersAction[Any]) -> None:

@@ -12,10 +12,8 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from chongming_task.cli._errors import ExitCode
-from chongming_task.cli._loader import load_task_module, register_tasks
-from chongming_task.cli._parsing import env
 from chongming_task.cli._schema import document
-from chongming_task.cli.commands._common import add_tasks_option, new_parser
+from chongming_task.cli.commands._common import add_tasks_option, new_parser, scratch_controller
 
 if TYPE_CHECKING:
     from chongming_task.cli._session import Session
@@ -35,12 +33,8 @@ def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
 
 def cmd_lint(args: argparse.Namespace, session: Session) -> int:
     from chongming_task._checkpoint_lint import lint_function
-    from chongming_task.controller import Controller
 
-    spec = args.tasks or env("TASKS")
-    module = load_task_module(spec)
-    controller = session.track(Controller())
-    register_tasks(controller, module, spec or "")
+    controller, _, spec = scratch_controller(args, session)
     definitions = controller.registry.definitions()
     findings = [finding for item in definitions for finding in lint_function(item.name, item.fn)]
     if session.json:

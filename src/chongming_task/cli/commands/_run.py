@@ -15,9 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from chongming_task.cli._errors import CommandFailed, ExitCode
 from chongming_task.cli._live import make_display
-from chongming_task.cli._loader import load_task_module, register_tasks
+from chongming_task.cli._loader import register_tasks
 from chongming_task.cli._logs import library_logging
-from chongming_task.cli._parsing import env
 from chongming_task.cli._schema import document, task_doc, transition_doc
 from chongming_task.cli._signals import Terminated, terminate_as_interrupt
 from chongming_task.cli.commands._common import (
@@ -26,10 +25,12 @@ from chongming_task.cli.commands._common import (
     check_arguments,
     new_parser,
     node_controller,
+    scratch_controller,
 )
 from chongming_task.errors import ConfigurationError
 from chongming_task.states import TaskStatus
 from chongming_task.worker._logtail import LogTail
+from chongming_task.worker._submission import submit_options
 
 if TYPE_CHECKING:
     from chongming_task.cli._session import Session
@@ -63,30 +64,14 @@ def validate_submission(
 
     Returns the request, the imported task module and its ``--tasks`` spec.
     """
-    from chongming_task.controller import Controller
-
     request = SubmissionRequest.from_args(args, session)
-    spec = args.tasks or env("TASKS") or ""
-    module = load_task_module(spec)
-    scratch = session.track(Controller())
-    register_tasks(scratch, module, spec)
+    scratch, module, spec = scratch_controller(args, session)
     check_arguments(scratch, request.name, request.kwargs)
     return request, module, spec
 
 
 def _submit(controller: Any, request: SubmissionRequest) -> TaskRun:
-    options: dict[str, Any] = {}
-    if request.task_id is not None:
-        options["task_id"] = request.task_id
-    if request.label is not None:
-        options["label"] = request.label
-    if request.tags:
-        options["tags"] = list(request.tags)
-    if request.priority is not None:
-        options["priority"] = request.priority
-    if request.bucket_key is not None:
-        options["bucket_key"] = request.bucket_key
-    run: TaskRun = controller.submit(request.name, **options, **request.kwargs)
+    run: TaskRun = controller.submit(request.name, **submit_options(request), **request.kwargs)
     return run
 
 

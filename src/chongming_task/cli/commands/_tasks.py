@@ -12,10 +12,13 @@ import inspect
 from typing import TYPE_CHECKING, Any
 
 from chongming_task.cli._errors import ExitCode
-from chongming_task.cli._loader import load_task_module, register_tasks
-from chongming_task.cli._parsing import env
 from chongming_task.cli._schema import document
-from chongming_task.cli.commands._common import add_tasks_option, format_parameter, new_parser
+from chongming_task.cli.commands._common import (
+    add_tasks_option,
+    format_parameter,
+    new_parser,
+    scratch_controller,
+)
 from chongming_task.cli.commands._explain import add_graceful_stop_option
 
 if TYPE_CHECKING:
@@ -55,12 +58,7 @@ def parameters_of(definition: TaskDefinition) -> str:
 
 
 def cmd_tasks(args: argparse.Namespace, session: Session) -> int:
-    from chongming_task.controller import Controller
-
-    spec = args.tasks or env("TASKS")
-    module = load_task_module(spec)
-    controller = session.track(Controller())
-    register_tasks(controller, module, spec or "")
+    controller, _, spec = scratch_controller(args, session)
     definitions = controller.registry.definitions()
     if args.checkpoints:
         return _checkpoints(args, session, definitions)
