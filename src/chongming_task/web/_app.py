@@ -35,11 +35,13 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from chongming_task._model import TaskSnapshot, Transition
 from chongming_task._redact import redact, redact_reason
 from chongming_task.controller._commands import control_remote
 from chongming_task.core._clock import Clock, SystemClock
 from chongming_task.errors import ConfigurationError, StaleScheduleEdit, StoreError
 from chongming_task.schedule._admin import ScheduleAdmin
+from chongming_task.schedule._control import ScheduleControl
 from chongming_task.states import TaskStatus
 from chongming_task.stores._base import TaskStore
 from chongming_task.web._auth import (
@@ -674,51 +676,56 @@ class _Handlers:
 
         return await self._call(request, build)
 
-    @authenticated
-    async def task(self, request: Request) -> Response:
+    async def _on_task(
+        self, request: Request, respond: Callable[[TaskSnapshot], Response]
+    ) -> Response:
+        """``respond(snapshot)`` for the task of the path, in the thread pool; 404 if none."""
         task_id = request.path_params["task_id"]
 
         def build() -> Response:
             snapshot = self.config.data.get(task_id)
             if snapshot is None:
                 return _error(request, 404, f"no task {task_id!r} in the store", self.env)
-            history = self.config.data.history(task_id)
+            return respond(snapshot)
+
+        return await self._call(request, build)
+
+    def _timeline(self, snapshot: TaskSnapshot) -> list[tuple[Transition, float | None]]:
+        history = self.config.data.history(snapshot.task_id)
+        return self.config.data.time_in_states(snapshot, history)
+
+    @authenticated
+    async def task(self, request: Request) -> Response:
+        def page(snapshot: TaskSnapshot) -> Response:
             return self.render(
                 request,
                 "task.html",
                 page="tasks",
                 t=snapshot,
                 doc=task_doc(snapshot, full=True),
-                timeline=self.config.data.time_in_states(snapshot, history),
+                timeline=self._timeline(snapshot),
                 controls=controls_of(snapshot),
                 why=self.config.data.explain(snapshot),
                 flash=_task_flash(request),
             )
 
-        return await self._call(request, build)
+        return await self._on_task(request, page)
 
     @authenticated
     async def api_task(self, request: Request) -> Response:
-        task_id = request.path_params["task_id"]
-
-        def build() -> Response:
-            snapshot = self.config.data.get(task_id)
-            if snapshot is None:
-                return _error(request, 404, f"no task {task_id!r} in the store", self.env)
-            history = self.config.data.history(task_id)
-            timeline = self.config.data.time_in_states(snapshot, history)
+        def document(snapshot: TaskSnapshot) -> Response:
             return JSONResponse(
                 {
                     "task": task_doc(snapshot, full=True),
                     "history": [
                         {**transition_doc(t), "seconds_in_state": seconds}
-                        for t, seconds in timeline
+                        for t, seconds in self._timeline(snapshot)
                     ],
                     "explain": self.config.data.explain(snapshot).to_dict(),
                 }
             )
 
-        return await self._call(request, build)
+        return await self._on_task(request, document)
 
     # -- task controls ----------------------------------------------------------------
 
@@ -843,26 +850,40 @@ class _Handlers:
 
         return await self._call(request, build)
 
-    @authenticated
-    async def schedule(self, request: Request) -> Response:
+    async def _on_schedule(
+        self,
+        request: Request,
+        respond: Callable[[ScheduleAdmin, ScheduleControl], Response],
+        *,
+        actor: str | None = None,
+    ) -> Response:
+        """``respond(admin, control)`` for the schedule of the path, in the thread pool;
+        404 if none. ``actor``: whom the admin records as making its changes."""
         name = request.path_params["name"]
 
         def build() -> Response:
-            admin = self.config.data.admin()
+            admin = self.config.data.admin(actor)
             control = admin.find(name)
             if control is None:
                 return _error(request, 404, f"no schedule named {name!r}", self.env)
+            return respond(admin, control)
+
+        return await self._call(request, build)
+
+    @authenticated
+    async def schedule(self, request: Request) -> Response:
+        def page(admin: ScheduleAdmin, control: ScheduleControl) -> Response:
             return self.render(
                 request,
                 "schedule.html",
                 page="schedules",
                 s=control,
-                stats=admin.statistics(name),
+                stats=admin.statistics(control.name),
                 kwargs=clean_json(dict(control.kwargs)),
                 flash=_schedule_flash(request),
             )
 
-        return await self._call(request, build)
+        return await self._on_schedule(request, page)
 
     @authenticated
     async def api_schedules(self, request: Request) -> Response:
@@ -879,19 +900,13 @@ class _Handlers:
 
     @authenticated
     async def api_schedule(self, request: Request) -> Response:
-        name = request.path_params["name"]
-
-        def build() -> Response:
-            admin = self.config.data.admin()
-            control = admin.find(name)
-            if control is None:
-                return _error(request, 404, f"no schedule named {name!r}", self.env)
-            stats = admin.statistics(name)
+        def document(admin: ScheduleAdmin, control: ScheduleControl) -> Response:
+            stats = admin.statistics(control.name)
             return JSONResponse(
                 {"schedule": _schedule_doc(control), "statistics": _stats_doc(stats)}
             )
 
-        return await self._call(request, build)
+        return await self._on_schedule(request, document)
 
     @state_changing
     async def schedule_action(self, request: Request) -> Response:
@@ -902,10 +917,7 @@ class _Handlers:
             return reason
         identity: Identity = request.state.identity
 
-        def act() -> Response:
-            admin = ScheduleAdmin(self.config.store, clock=self.config.clock, actor=identity.user)
-            if admin.find(name) is None:
-                return _error(request, 404, f"no schedule named {name!r}", self.env)
+        def act(admin: ScheduleAdmin, _: ScheduleControl) -> Response:
             result: dict[str, Any] = {"schedule": name, "action": action, "actor": identity.user}
             if action == "pause":
                 control = admin.pause(name, operator=identity.user, reason=reason)
@@ -921,7 +933,7 @@ class _Handlers:
                 return JSONResponse(result, status_code=202)
             return _see_other(request, f"/schedules/{quote(name)}?{urlencode({'done': action})}")
 
-        return await self._call(request, act)
+        return await self._on_schedule(request, act, actor=identity.user)
 
     @state_changing
     async def schedule_override(self, request: Request) -> Response:
@@ -934,10 +946,7 @@ class _Handlers:
         except ConfigurationError as exc:
             return _error(request, 400, str(exc), self.env)
 
-        def act() -> Response:
-            admin = ScheduleAdmin(self.config.store, clock=self.config.clock, actor=identity.user)
-            if admin.find(name) is None:
-                return _error(request, 404, f"no schedule named {name!r}", self.env)
+        def act(admin: ScheduleAdmin, _: ScheduleControl) -> Response:
             action, pattern, timezone, revision = edit
             back = f"/schedules/{quote(name)}"
             try:
@@ -984,7 +993,7 @@ class _Handlers:
                 )
             return _see_other(request, f"{back}?{urlencode({'done': done})}")
 
-        return await self._call(request, act)
+        return await self._on_schedule(request, act, actor=identity.user)
 
     # -- workers and buckets ------------------------------------------------------------
 
