@@ -354,10 +354,7 @@ def state_changing(fn: Method) -> Method:
 
     @functools.wraps(fn)
     async def wrapper(self: _Handlers, request: Request) -> Response:
-        identity = self.identify(request)
-        if identity is None:
-            return self.unauthorized(request)
-        request.state.identity = identity
+        identity: Identity = request.state.identity
         if self.config.read_only:
             return _error(request, 403, "this dashboard is read-only", self.env)
         form = await request.form() if _is_form(request) else None
@@ -371,7 +368,7 @@ def state_changing(fn: Method) -> Method:
         response: Response = await fn(self, request)
         return response
 
-    return wrapper
+    return authenticated(wrapper)
 
 
 def _is_form(request: Request) -> bool:
