@@ -582,8 +582,14 @@ class _Handlers:
     @authenticated
     async def overview(self, request: Request) -> Response:
         def build() -> Response:
-            overview = self.config.data.overview()
-            return self.render(request, "overview.html", page="overview", o=overview)
+            data = self.config.data
+            return self.render(
+                request,
+                "overview.html",
+                page="overview",
+                o=data.overview(),
+                keeps_schedules=data.keeps_schedules,
+            )
 
         return await self._call(request, build)
 
