@@ -21,7 +21,7 @@ from chongming_task.states import TERMINAL, TaskStatus
 from chongming_task.stores._base import TaskNotFound, TaskQuery, TaskRecordStore
 from chongming_task.stores._codec import check_outcome, require_aware
 
-__all__ = ["TasksOnlyStore"]
+__all__ = ["TasksOnlyStore", "held_elsewhere"]
 
 _ORDERS: dict[str, Any] = {
     "created": (lambda s, n: (s.created_at, n), False),
@@ -177,3 +177,10 @@ class TasksOnlyStore(TaskRecordStore):
 
     def close(self) -> None:
         self._closed = True
+
+
+def held_elsewhere(task_id: str, now: datetime, *, holder: str = "node-b") -> TaskSnapshot:
+    """A task ``running`` under another process's lease (what only a command can reach)."""
+    when: dict[str, Any] = {"created_at": now, "updated_at": now, "status_version": 3}
+    running = TaskSnapshot(task_id=task_id, name="spin", status=TaskStatus.RUNNING, **when)
+    return running.replace(owner=holder, lease_owner=holder)

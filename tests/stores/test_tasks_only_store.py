@@ -15,9 +15,8 @@ from typing import cast
 
 import pytest
 
-from _tasks_only import TasksOnlyStore
+from _tasks_only import TasksOnlyStore, held_elsewhere
 from chongming_task import ConfigurationError, Controller, TaskContext
-from chongming_task._model import TaskSnapshot
 from chongming_task.core._clock import Clock
 from chongming_task.schedule import Scheduler
 from chongming_task.states import TaskStatus
@@ -88,17 +87,7 @@ def test_a_controller_runs_stops_and_waits_on_the_task_part(controller: Controll
 def test_controlling_a_task_another_process_holds_names_the_missing_part(
     controller: Controller,
 ) -> None:
-    now = controller.clock.now()
-    foreign = TaskSnapshot(
-        task_id="theirs",
-        name="spin",
-        status=TaskStatus.RUNNING,
-        status_version=3,
-        created_at=now,
-        updated_at=now,
-        owner="node-b",
-        lease_owner="node-b",
-    )
+    foreign = held_elsewhere("theirs", controller.clock.now())
     controller.store.create(foreign)
     with pytest.raises(ConfigurationError, match=r"needs a store that implements CommandStore"):
         controller.stop("theirs", reason="from node-a")

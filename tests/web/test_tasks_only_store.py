@@ -14,8 +14,7 @@ from typing import cast
 import pytest
 from starlette.testclient import TestClient
 
-from _tasks_only import TasksOnlyStore
-from chongming_task._model import TaskSnapshot
+from _tasks_only import TasksOnlyStore, held_elsewhere
 from chongming_task.states import TaskStatus
 from chongming_task.stores._base import TaskStore
 from chongming_task.testing import FakeClock
@@ -33,19 +32,7 @@ def clock() -> FakeClock:
 @pytest.fixture
 def store(clock: FakeClock) -> Iterator[TasksOnlyStore]:
     opened = TasksOnlyStore(clock=clock)
-    now = clock.now()
-    opened.create(
-        TaskSnapshot(
-            task_id="theirs",
-            name="spin",
-            status=TaskStatus.RUNNING,
-            status_version=3,
-            created_at=now,
-            updated_at=now,
-            owner="node-b",
-            lease_owner="node-b",
-        )
-    )
+    opened.create(held_elsewhere("theirs", clock.now()))
     yield opened
     opened.close()
 

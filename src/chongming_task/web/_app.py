@@ -536,6 +536,7 @@ class _Handlers:
         context.setdefault("base", request.scope.get("root_path", ""))
         context.setdefault("page", "")
         context.setdefault("events", identity is not None)
+        context.setdefault("keeps_schedules", self.config.data.keeps_schedules)
         kept = [
             (key, value)
             for key, value in request.query_params.multi_items()
@@ -582,14 +583,8 @@ class _Handlers:
     @authenticated
     async def overview(self, request: Request) -> Response:
         def build() -> Response:
-            data = self.config.data
-            return self.render(
-                request,
-                "overview.html",
-                page="overview",
-                o=data.overview(),
-                keeps_schedules=data.keeps_schedules,
-            )
+            overview = self.config.data.overview()
+            return self.render(request, "overview.html", page="overview", o=overview)
 
         return await self._call(request, build)
 
