@@ -36,7 +36,6 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Final
 
 from chongming_task._consumer import KEEP, CommandConsumer, Complete, Outcome
-from chongming_task._consumer import RELEASE as HAND_BACK
 from chongming_task._model import JSONValue
 from chongming_task._service import BackgroundService
 from chongming_task._validation import check_seconds
@@ -149,9 +148,6 @@ class BucketAgent:
     def _handle(self, command: Command) -> Outcome:
         """Apply one handoff command; it completes what it applies itself (in order
         with the declaration it writes)."""
-        if command.action not in ACTIONS:
-            # Only from a store without the ``actions`` filter: not ours to answer.
-            return HAND_BACK
         try:
             self._apply(command)
         except Exception as exc:  # report it to the caller, keep the node running

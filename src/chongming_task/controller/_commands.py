@@ -10,9 +10,7 @@ with ``release_command`` -- completing it would mean the real holder never sees 
 The poller claims only the actions it applies (``ACTIONS``): a worker of the same owner
 takes ``submit`` commands, and a submission the poller held even for an instant let
 that worker take a later one first. Unknown actions are refused when issued
-(``issue_command``), since no poller will ever claim them. From a store whose
-``claim_commands`` predates the ``actions`` filter, the poller claims every task
-command and hands back the ones that are not its own, as it always did.
+(``issue_command``), since no poller will ever claim them.
 
 One thread per controller. It starts at the first submission, or at construction
 for a node that declares ``owned_buckets`` (§8.14); a query-only controller never
@@ -275,13 +273,6 @@ class CommandPoller:
             # Not ours to apply: hand it back at once so the holder still gets it.
             self.released += 1
             return RELEASE
-        if command.action not in ACTIONS:
-            # Only from a store without the ``actions`` filter (see the module docstring).
-            if command.target_owner is None:
-                # An action for another consumer (a worker's "submit"): hand it back.
-                self.released += 1
-                return RELEASE
-            return Complete({"applied": False, "error": f"unknown action {command.action!r}"})
         if command.action == "pause":
             # pause() waits for confirmation; do not hold up other commands meanwhile.
             helper = threading.Thread(

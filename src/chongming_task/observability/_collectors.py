@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from chongming_task.observability._extras import require_extra
 from chongming_task.states import TaskStatus
-from chongming_task.stores._base import TaskQuery, TaskStore
+from chongming_task.stores._base import ScheduleStore, TaskQuery, TaskStore
 
 if TYPE_CHECKING:
     from chongming_task.controller import Controller
@@ -57,7 +57,11 @@ def require_prometheus() -> Any:
 
 
 class StoreCollector:
-    """Fleet-wide gauges read from ``store`` on every scrape (tasks, schedules)."""
+    """Fleet-wide gauges read from ``store`` on every scrape (tasks, schedules).
+
+    A store without the schedule part (a tasks-only backend) has no schedule families:
+    they are left out, as with ``schedules=False``, and the store is still up.
+    """
 
     def __init__(self, store: TaskStore, *, schedules: bool = True, queue: bool = True) -> None:
         self._core = require_prometheus()
@@ -78,7 +82,7 @@ class StoreCollector:
         up = 1
         try:
             families.append(self._tasks())
-            if self.schedules:
+            if self.schedules and isinstance(self.store, ScheduleStore):
                 families.extend(self._schedules())
             if self.queue:
                 families.extend(self._queue())

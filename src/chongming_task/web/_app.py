@@ -545,6 +545,7 @@ class _Handlers:
         context.setdefault("base", _base(request))
         context.setdefault("page", "")
         context.setdefault("events", identity is not None)
+        context.setdefault("keeps_schedules", self.config.data.keeps_schedules)
         kept = [
             (key, value)
             for key, value in request.query_params.multi_items()

@@ -32,7 +32,7 @@ from chongming_task.core.state_machine import StateMachine
 from chongming_task.errors import ConfigurationError
 from chongming_task.schedule._admin import ScheduleAdmin
 from chongming_task.states import OCCUPYING, TERMINAL, TaskStatus
-from chongming_task.stores._base import TaskQuery, TaskStore
+from chongming_task.stores._base import ScheduleStore, TaskQuery, TaskStore
 from chongming_task.worker._logtail import stored_tail
 
 __all__ = [
@@ -621,11 +621,17 @@ class Dashboard:
     def admin(self, actor: str | None = None) -> ScheduleAdmin:
         return ScheduleAdmin(self.store, clock=self.clock, actor=actor)
 
+    @property
+    def keeps_schedules(self) -> bool:
+        """Whether the store has the schedule part (a tasks-only backend has none)."""
+        given: object = self.store  # typed TaskStore; may hold the task part only
+        return isinstance(given, ScheduleStore)
+
     def schedule_health(self) -> Any:
-        admin = self.admin()
-        if not self.store.list_schedules():
+        """The schedules' health; ``None`` without schedules or without the schedule part."""
+        if not self.keeps_schedules or not self.store.list_schedules():
             return None
-        return admin.health()
+        return self.admin().health()
 
     # -- workers and buckets --------------------------------------------------------
 
@@ -727,7 +733,8 @@ class Dashboard:
             self._counts = sorted((s.value, n) for s, n in self.store.count_by_status().items())
         written = self.store.query_heads(TaskQuery(order="-updated", limit=1))
         created = self.store.query_heads(TaskQuery(order="-created", limit=1))
-        schedules = [(r.name, r.revision) for r in self.store.list_schedules()]
+        kept = self.store.list_schedules() if self.keeps_schedules else []
+        schedules = [(r.name, r.revision) for r in kept]
         return json.dumps(
             [self._counts, [list(h) for h in written + created], schedules], default=str
         )

@@ -376,11 +376,7 @@ class Worker:
             )
 
     def _handle(self, command: Command) -> tuple[str, Outcome]:
-        """What became of one claimed command, and what the consumer does with it."""
-        if command.action != SUBMIT_ACTION:
-            # A stop/pause/resume, claimed only from a store without the ``actions``
-            # filter: the controller's own poller applies those.
-            return _HANDED_BACK, RELEASE
+        """What became of one claimed submission, and what the consumer does with it."""
         try:
             submission = Submission.from_payload(command.payload)
         except ConfigurationError as exc:
@@ -403,8 +399,6 @@ class Worker:
 
         A malformed submission is ours: it is refused, and so completed, when reached.
         """
-        if command.action != SUBMIT_ACTION:
-            return True
         try:
             submission = Submission.from_payload(command.payload)
         except ConfigurationError:
