@@ -60,26 +60,11 @@ __all__ = ["Controller"]
 class Controller:
     """Registers task definitions, runs submissions within limits, and controls them.
 
-    Args:
-        store: Where every transition is written and every query is read;
-            ``None`` makes a private ``InMemoryTaskStore``.
-        max_parallel: Tasks executing at once (shorthand for ``concurrency``).
-        concurrency: Global cap, named-resource limits per tag, default priority.
-        max_parallel_per_bucket: Executing tasks allowed per bucket.
-        num_buckets: Buckets of the default ``BucketPolicy`` (64).
-        bucket_policy: How ``bucket_key`` maps to a bucket (alternative to ``num_buckets``).
-        owned_buckets: The buckets this node runs (§8.14); ``None`` for all of them.
-        owner: Identity written on tasks, leases and commands (default ``hostname:pid``).
-        executor: Executor of every run (default: a thread per run).
-        clock: Time source (``FakeClock`` in tests).
-        lease_ttl: Seconds a lease lasts; how soon another process may call us dead.
-        command_poll_interval: Longest wait between command polls.
-        graceful_stop: Grace window of each run's stop (guide §4.1).
-        pause_timeout: How long ``pause()`` waits for confirmation by default.
-        artifact_dir: Root of the runs' artifact directories.
-        keep_finished: Finished runs held in memory, the earliest-finished forgotten
-            beyond it (the store still answers for them); ``None`` (the default) holds
-            every run until :meth:`prune` (guide §8.6). Set it on a long-lived controller.
+    ``store`` is where every transition is written and every query is read (``None``:
+    a private ``InMemoryTaskStore``). The keyword settings are checked once into a
+    :class:`~chongming_task.controller._options.ControllerOptions`, whose fields say
+    what each one means (``max_parallel`` is shorthand for ``concurrency``,
+    ``num_buckets`` for ``bucket_policy``).
 
     Raises:
         ConfigurationError: Contradictory or out-of-range settings.
@@ -262,32 +247,22 @@ class Controller:
     # ------------------------------------------------------------ control
 
     def stop(self, task_id: str, *, reason: str | None = None) -> bool:
-        """Request a stop; ``True`` if the task was found (locally or in the store).
-
-        For a task held by another process this writes a command and returns at once
-        ("accepted"); the holder applies it within its poll interval.
-        """
-        return self._parts.control(task_id, "stop", reason=reason)
+        """Request a stop; ``True`` if found here or in the store (another's: "accepted")."""
+        return self._parts.control(task_id, "stop", reason, None)
 
     def pause(self, task_id: str, *, timeout: float | None = None) -> bool:
         """Pause and wait for confirmation; ``True`` only when confirmed paused.
 
-        Across processes there is no way to confirm, so a remote pause is written as
-        a command and returns ``False`` ("unconfirmed"): poll :meth:`get` to see it.
+        Another process's task is sent a command, unconfirmed (``False``): poll :meth:`get`.
         """
-        return self._parts.control(task_id, "pause", timeout=timeout)
+        return self._parts.control(task_id, "pause", None, timeout)
 
     def resume(self, task_id: str) -> bool:
         """Undo a pause; for another process's task, ``True`` means "accepted"."""
-        return self._parts.control(task_id, "resume")
+        return self._parts.control(task_id, "resume", None, None)
 
     def stop_all(self, *, reason: str | None = None) -> int:
-        """Request a stop of every run this controller holds; returns requests issued.
-
-        Runs that hold no slot (queued, blocked, waiting to retry) are stopped first:
-        stopping a running one frees its slot, and a queued task admitted into it just
-        before its own stop would start only to be stopped.
-        """
+        """Request a stop of every run this controller holds; returns requests issued."""
         return self._parts.stop_all(reason)
 
     def wait(self, task_id: str, timeout: float | None = None) -> TaskOutcome:
@@ -341,11 +316,7 @@ class Controller:
     # ------------------------------------------------------------ queries (the store)
 
     def get(self, task_id: str) -> TaskSnapshot | None:
-        """The stored snapshot of ``task_id`` (any process's); ``None`` if unknown.
-
-        For a task whose latest write is still pending (:attr:`pending_writes`), the
-        snapshot waiting to be written: the truth, not the store's stale record.
-        """
+        """The snapshot of ``task_id`` (a pending write's, else the store's), or ``None``."""
         return self._parts.get(task_id)
 
     def list_tasks(self, **filters: Unpack[TaskFilters]) -> list[TaskSnapshot]:
@@ -420,20 +391,12 @@ class Controller:
 
     @property
     def persist_failures(self) -> deque[PersistFailure]:
-        """The last 20 failed store operations (a store failure never fails a task).
-
-        A copy, oldest first; a failed write is retried until stored (see
-        :attr:`pending_writes`).
-        """
+        """The last 20 failed store operations, oldest first (they never fail a task)."""
         return self._writes.failures()
 
     @property
     def pending_writes(self) -> list[PendingWrite]:
-        """Writes the store has not taken yet, retried in the background until it does.
-
-        A task listed here keeps its lease renewed and is never marked lost by this
-        controller's own ``reconcile()``.
-        """
+        """Writes the store has not taken yet, retried in the background until it does."""
         return self._writes.pending()
 
     @property
@@ -448,10 +411,7 @@ class Controller:
     # ------------------------------------------------------------ pipelines, events, recovery
 
     def submit_pipeline(self, pipeline: Pipeline, *, run_id: str | None = None) -> PipelineRun:
-        """Validate ``pipeline`` and run its nodes here; returns a :class:`PipelineRun`.
-
-        Validated before any node exists: a rejected pipeline leaves no trace.
-        """
+        """Validate ``pipeline`` (before any node exists) and run its nodes here."""
         from chongming_task.pipeline import submit_pipeline
 
         return submit_pipeline(self, pipeline, run_id=run_id)
@@ -466,11 +426,7 @@ class Controller:
         return self._parts.events.subscribe(fn, inline=inline)
 
     def subscribe_commands(self, fn: CommandListener) -> Callable[[], None]:
-        """Receive ``fn(command, applied_at)`` for every command applied here.
-
-        Called on the command thread once it took effect; exceptions are logged.
-        Returns a callable that unsubscribes.
-        """
+        """Receive ``fn(command, applied_at)`` for every command applied here; unsubscribes."""
         return self._parts.poller.subscribe(fn)
 
     @property
@@ -478,10 +434,7 @@ class Controller:
         return self._parts.events.errors
 
     def reconcile(self, *, dry_run: bool = False) -> ReconcileReport:
-        """Mark tasks whose supervisor died (guide §8.11); only this node's buckets.
-
-        Each ``-> lost`` it writes is published to subscribers like any transition.
-        """
+        """Mark tasks whose supervisor died ``lost`` (guide §8.11); only this node's buckets."""
         buckets = None if self.owns_all_buckets else self.owned_buckets
         return self._parts.reconcile(buckets, dry_run=dry_run)
 

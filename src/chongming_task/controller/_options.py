@@ -80,7 +80,11 @@ class ControllerOptions:
     artifact_dir: str | Path | None
     """Root of the runs' artifact directories; ``None``: none."""
     keep_finished: int | None
-    """Finished runs held in memory; ``None`` (the default): all, until ``prune()``."""
+    """Finished runs held in memory; ``None`` (the default): all, until ``prune()`` (§8.6).
+
+    Beyond it the earliest-finished are forgotten by this process, never by the store
+    (which still answers ``get``, ``history`` and ``wait`` for them): a long-lived
+    controller (a worker, a scheduler) sets it so its memory stays flat."""
 
     @classmethod
     def check(

@@ -19,7 +19,7 @@ from chongming_task._validation import check_seconds
 from chongming_task.controller._commands import CommandPoller
 from chongming_task.controller._dispatch import Dispatcher
 from chongming_task.controller._events import EventBus
-from chongming_task.controller._internal import Plumbing
+from chongming_task.controller._internal import ControllerInternals
 from chongming_task.controller._leases import LeaseKeeper
 from chongming_task.controller._options import ControllerOptions
 from chongming_task.controller._reconcile import ReconcileReport, reconcile
@@ -105,7 +105,9 @@ class Parts:
             started=self.start_background,
             closed=lambda: self.closed,
         )
-        self.plumbing = Plumbing(submission=self.submission, dispatch=self.dispatch, owner=owner)
+        self.plumbing = ControllerInternals(
+            submission=self.submission, dispatch=self.dispatch, owner=owner
+        )
         self._lock = threading.Lock()
         self.closed = False
         if options.owned_buckets is not None:
@@ -147,17 +149,10 @@ class Parts:
 
     # ------------------------------------------------------------ held here, or elsewhere
 
-    def control(
-        self,
-        task_id: str,
-        action: str,
-        *,
-        reason: str | None = None,
-        timeout: float | None = None,
-    ) -> bool:
+    def control(self, task_id: str, action: str, reason: str | None, wait: float | None) -> bool:
         """``stop``/``pause``/``resume`` of ``Controller``: the held run, else the store's task.
 
-        A held run is controlled in place (a pause waits ``timeout``, by default
+        A held run is controlled in place (a pause waits ``wait``, by default
         ``pause_timeout``, for its confirmation); another's task at once if unheld
         (§9.2), else by a command -- a remote pause is never confirmed: ``False``.
         """
@@ -172,8 +167,7 @@ class Parts:
             run.stop(reason, actor=owner)
             return True
         if action == "pause":
-            wait = self.options.pause_timeout if timeout is None else timeout
-            return run.pause(wait, actor=owner)
+            return run.pause(self.options.pause_timeout if wait is None else wait, actor=owner)
         return run.resume(actor=owner)
 
     def wait(self, task_id: str, timeout: float | None) -> TaskOutcome:
@@ -185,7 +179,8 @@ class Parts:
         return outcome_of(wait_in_store(self.store, task_id, timeout=timeout, interval=interval))
 
     def get(self, task_id: str) -> TaskSnapshot | None:
-        """The pending snapshot of ``task_id`` if its write is pending, else the store's."""
+        """The snapshot of ``task_id`` waiting to be written if its write is pending (the
+        truth, not the store's stale record), else the store's."""
         pending = self.writes.pending_snapshot(task_id)
         return pending if pending is not None else self.store.get(task_id)
 
@@ -222,7 +217,12 @@ class Parts:
         )
 
     def stop_all(self, reason: str | None) -> int:
-        """Stop every live run, those that hold no slot first (see ``Controller.stop_all``)."""
+        """Stop every live run; returns the requests issued.
+
+        Runs that hold no slot (queued, blocked, waiting to retry) are stopped first:
+        stopping a running one frees its slot, and a queued task admitted into it just
+        before its own stop would start only to be stopped.
+        """
         runs = sorted(self.dispatch.live_runs(), key=lambda run: run.status.occupies_slot)
         return sum(1 for run in runs if run.stop(reason, actor=self.options.owner))
 
