@@ -2,25 +2,26 @@
 
 It holds the whitelist of task definitions, the runs it supervises and their slots;
 the CLI, the scheduler, pipelines and any dashboard stand on it. Each concern is an
-object the controller holds, built once from the checked :class:`ControllerOptions`;
-this class only wires them together and answers for them:
+object built once from the checked :class:`ControllerOptions` and held in
+:class:`~chongming_task.controller._parts.Parts` (which also owns the paths between
+them: the one write path, the lease set, the shutdown); every method here delegates:
 
 ==================  ====================================================
 ``registry``        names -> definitions; ``submit`` only takes names (§8.5)
-``_dispatch``       held runs, admission (limits, priority + FIFO, §8.4, §8.8), the pump
-``_writes``         every transition -> the store, failures kept (§8.9)
-``_events``         transition fan-out to subscribers
-``_leases``         one thread: lease renewal, progress/heartbeat ``touch``
-``_poller``         one thread: control of tasks held by other processes
-``_submission``     ``submit``/``submit_many``/claimed tasks -> held, stored, started
+``dispatch``        held runs, admission (limits, priority + FIFO, §8.4, §8.8), the pump
+``writes``          every transition -> the store, failures kept (§8.9)
+``events``          transition fan-out to subscribers
+``leases``          one thread: lease renewal, progress/heartbeat ``touch``
+``poller``          one thread: control of tasks held by other processes
+``submission``      ``submit``/``submit_many``/claimed tasks -> held, stored, started
+``plumbing``        ``Controller._internal``: what the library's own layers call
 ``reconcile``       restart recovery by lease (§8.11), a function over the store
-==================  ====================================================
-"""
+==================  ===================================================="""
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Unpack
@@ -42,6 +43,7 @@ from chongming_task.controller._parts import Parts
 from chongming_task.controller._reconcile import ReconcileReport
 from chongming_task.controller._registry import TaskDefinition
 from chongming_task.controller._stats import ControllerStats
+from chongming_task.controller._submission import BatchOptions
 from chongming_task.controller._waiting import wait_for_runs
 from chongming_task.controller._writethrough import PendingWrite, PersistFailure
 from chongming_task.core._clock import Clock
@@ -185,9 +187,8 @@ class Controller:
         ``skip_reason`` it is recorded and ended ``skipped`` at once.
 
         Raises:
-            ConfigurationError: Unregistered name, duplicate ``task_id``, non-string
-                tags, non-JSON metadata, a bucket this node does not own, or a closed
-                controller.
+            ConfigurationError: Unregistered name, duplicate ``task_id``, bad tags or
+                metadata, a bucket this node does not own, or a closed controller.
         """
         return self._parts.submission.submit(
             name,
@@ -210,39 +211,21 @@ class Controller:
         name: str,
         calls: Iterable[tuple[Any, ...] | Mapping[str, Any]],
         /,
-        *,
-        task_ids: Sequence[str] | None = None,
-        label: str | None = None,
-        tags: Iterable[str] | None = None,
-        priority: int | None = None,
-        bucket_keys: Sequence[str | None] | None = None,
-        metadata: Mapping[str, JSONValue] | None = None,
-        retry: RetryPolicy | None = None,
-        timeout: Timeout | None = None,
+        **options: Unpack[BatchOptions],
     ) -> list[TaskRun]:
         """Submit ``name`` once per item of ``calls``, all stored in one write.
 
         Each item is a tuple of positional arguments or a mapping of keyword arguments.
-        ``task_ids`` and ``bucket_keys`` have one entry per item; the other options
-        apply to every run. All or nothing: every item is checked before anything is
-        stored. Returns the runs in the order of ``calls``, each already ``queued``.
+        The options are :meth:`submit`'s (``label``, ``tags``, ``priority``,
+        ``metadata``, ``retry``, ``timeout``) for every run, and ``task_ids`` and
+        ``bucket_keys`` with one entry per item. All or nothing: every item is checked
+        before anything is stored. Returns the runs in the order of ``calls``, queued.
 
         Raises:
             ConfigurationError: As :meth:`submit`, naming the item at fault; nothing
                 of the batch is stored or held then.
         """
-        return self._parts.submission.submit_many(
-            name,
-            calls,
-            task_ids=task_ids,
-            label=label,
-            tags=tags,
-            priority=priority,
-            bucket_keys=bucket_keys,
-            metadata=metadata,
-            retry=retry,
-            timeout=timeout,
-        )
+        return self._parts.submission.submit_many(name, calls, **options)
 
     # ------------------------------------------------------------ control
 
@@ -320,14 +303,11 @@ class Controller:
         return self._parts.get(task_id)
 
     def list_tasks(self, **filters: Unpack[TaskFilters]) -> list[TaskSnapshot]:
-        """Tasks in the store matching every given filter.
+        """Tasks in the store matching every given filter (all optional, see :class:`TaskFilters`).
 
-        The filters (all optional): ``status`` (one or several), ``name_prefix``,
-        ``tag``, ``bucket``, ``buckets``, ``owner``, ``metadata_eq``, the time windows
-        ``created_after``/``created_before`` and ``updated_after``/``updated_before``
-        (timezone-aware instants, the first inclusive, the second exclusive),
-        ``limit``, and ``order`` (``created`` by default, ``-created``, ``updated``,
-        ``-updated``, ``priority``).
+        ``status`` (one or several), ``name_prefix``, ``tag``, ``bucket``, ``buckets``,
+        ``owner``, ``metadata_eq``, ``created_after``/``created_before``,
+        ``updated_after``/``updated_before``, ``limit``, ``order`` (``"created"``).
         """
         return self.store.query(task_query(**filters))
 
@@ -417,12 +397,8 @@ class Controller:
         return submit_pipeline(self, pipeline, run_id=run_id)
 
     def subscribe(self, fn: Subscriber, *, inline: bool = False) -> Callable[[], None]:
-        """Receive every accepted transition (after write-through), in order per task.
-
-        ``fn(transition, snapshot_after)`` runs on the event thread, or in the
-        transition's own with ``inline=True``; its exceptions are counted and logged.
-        Returns a callable that unsubscribes.
-        """
+        """Receive ``fn(transition, snapshot_after)`` for every accepted transition, in order
+        per task, on the event thread (``inline``: the transition's). Returns unsubscribe."""
         return self._parts.events.subscribe(fn, inline=inline)
 
     def subscribe_commands(self, fn: CommandListener) -> Callable[[], None]:
