@@ -128,10 +128,7 @@ class Controller:
         )
         self.store: TaskStore = parts.store
         self.registry = parts.registry
-        self._dispatch = parts.dispatch
-        self._writes = parts.writes
-
-    # ------------------------------------------------------------ registry, submission
+        self._dispatch, self._writes = parts.dispatch, parts.writes
 
     def register(
         self,
@@ -179,12 +176,10 @@ class Controller:
         skip_reason: str | None = None,
         **kwargs: Any,
     ) -> TaskRun:
-        """Submit registered task ``name`` with its arguments; returns its ``TaskRun``.
+        """Submit registered task ``name`` (other arguments go to the task); its ``TaskRun``.
 
-        The run is stored, then queued; with ``blocked`` it waits for upstream, holding
-        no slot (a string is the reason recorded). Arguments other than the options go
-        to the task. ``retry``/``timeout`` override the definition's for this run; with
-        ``skip_reason`` it is recorded and ended ``skipped`` at once.
+        Stored, then queued; ``blocked`` waits for upstream without a slot (a string is
+        the reason), ``skip_reason`` ends it ``skipped`` at once (docs/controller.md).
 
         Raises:
             ConfigurationError: Unregistered name, duplicate ``task_id``, bad tags or
@@ -213,13 +208,10 @@ class Controller:
         /,
         **options: Unpack[BatchOptions],
     ) -> list[TaskRun]:
-        """Submit ``name`` once per item of ``calls``, all stored in one write.
+        """Submit ``name`` once per item of ``calls`` (a tuple of args or a mapping of kwargs).
 
-        Each item is a tuple of positional arguments or a mapping of keyword arguments.
-        The options are :meth:`submit`'s (``label``, ``tags``, ``priority``,
-        ``metadata``, ``retry``, ``timeout``) for every run, and ``task_ids`` and
-        ``bucket_keys`` with one entry per item. All or nothing: every item is checked
-        before anything is stored. Returns the runs in the order of ``calls``, queued.
+        All or nothing, in one write; :class:`BatchOptions` are :meth:`submit`'s options
+        plus ``task_ids``/``bucket_keys`` (one per item). The runs, in order, ``queued``.
 
         Raises:
             ConfigurationError: As :meth:`submit`, naming the item at fault; nothing
@@ -227,17 +219,12 @@ class Controller:
         """
         return self._parts.submission.submit_many(name, calls, **options)
 
-    # ------------------------------------------------------------ control
-
     def stop(self, task_id: str, *, reason: str | None = None) -> bool:
         """Request a stop; ``True`` if found here or in the store (another's: "accepted")."""
         return self._parts.control(task_id, "stop", reason, None)
 
     def pause(self, task_id: str, *, timeout: float | None = None) -> bool:
-        """Pause and wait for confirmation; ``True`` only when confirmed paused.
-
-        Another process's task is sent a command, unconfirmed (``False``): poll :meth:`get`.
-        """
+        """Pause and wait for confirmation; ``True`` only when confirmed (never remotely)."""
         return self._parts.control(task_id, "pause", None, timeout)
 
     def resume(self, task_id: str) -> bool:
@@ -273,11 +260,9 @@ class Controller:
         close_store: bool = False,
         flush_timeout: float = DEFAULT_FLUSH_TIMEOUT,
     ) -> int:
-        """Stop everything this controller holds, wait, and release its threads.
+        """Stop everything held (queued runs never start), wait, release the threads.
 
-        Queued (and blocked) runs never execute their body: they go straight to
-        ``stopped``; running ones get their graceful window. Returns how many stop
-        requests were issued. Idempotent.
+        Idempotent; returns how many stop requests were issued.
 
         Args:
             reason: Recorded on every stop transition.
@@ -296,19 +281,12 @@ class Controller:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # ------------------------------------------------------------ queries (the store)
-
     def get(self, task_id: str) -> TaskSnapshot | None:
         """The snapshot of ``task_id`` (a pending write's, else the store's), or ``None``."""
         return self._parts.get(task_id)
 
     def list_tasks(self, **filters: Unpack[TaskFilters]) -> list[TaskSnapshot]:
-        """Tasks in the store matching every given filter (all optional, see :class:`TaskFilters`).
-
-        ``status`` (one or several), ``name_prefix``, ``tag``, ``bucket``, ``buckets``,
-        ``owner``, ``metadata_eq``, ``created_after``/``created_before``,
-        ``updated_after``/``updated_before``, ``limit``, ``order`` (``"created"``).
-        """
+        """Tasks in the store matching every given filter (all optional: :class:`TaskFilters`)."""
         return self.store.query(task_query(**filters))
 
     def history(self, task_id: str) -> list[Transition]:
@@ -316,10 +294,7 @@ class Controller:
         return self.store.history(task_id)
 
     def explain(self, task_id: str) -> Explanation:
-        """Why ``task_id`` is where it is: the reasons it waits, most decisive first.
-
-        For a held task from this controller's admission state (``source ==
-        "controller"``), for any other from what the store knows (``"store"``).
+        """Why ``task_id`` is where it is, most decisive reason first (held: ``"controller"``).
 
         Raises:
             UnknownTask: No task ``task_id`` is in the store or held here.
@@ -337,8 +312,6 @@ class Controller:
     def prune(self, *, keep_terminal: int) -> int:
         """Drop the oldest terminal tasks beyond ``keep_terminal`` (store and memory)."""
         return self._parts.prune(keep_terminal)
-
-    # ------------------------------------------------------------ local state
 
     def runs(self) -> list[TaskRun]:
         """Every ``TaskRun`` this controller holds (finished ones until pruned or forgotten)."""
@@ -387,8 +360,6 @@ class Controller:
     @property
     def closed(self) -> bool:
         return self._parts.closed
-
-    # ------------------------------------------------------------ pipelines, events, recovery
 
     def submit_pipeline(self, pipeline: Pipeline, *, run_id: str | None = None) -> PipelineRun:
         """Validate ``pipeline`` (before any node exists) and run its nodes here."""
