@@ -20,7 +20,7 @@ performance notes kept re-deriving with scratch scripts (docs/performance.md):
   body begins. Printed as the median step durations, in ms.
 
 Nothing here is a target or a workload: the figures are evidence for the notes. The
-w3 section patches three library methods for timestamps (``Controller.release_many``,
+w3 section patches three library methods for timestamps (``ControllerInternals.release_many``,
 the SQLite group commit, ``CarrierPool.launch``); the test suite runs this script, so a
 rename there fails a test instead of this script.
 """
@@ -188,6 +188,7 @@ def store_replay(n: int, rounds: int, directory: str) -> dict[str, Any]:
 @contextmanager
 def _timestamps(marks: dict[int, list[tuple[str, float]]]) -> Iterator[None]:
     """Record ``(label, time.time())`` at the release, the group commit and each launch."""
+    from chongming_task.controller._internal import ControllerInternals
     from chongming_task.runtime.executors import _carriers as carriers
     from chongming_task.stores import _sqlite_group
 
@@ -195,11 +196,11 @@ def _timestamps(marks: dict[int, list[tuple[str, float]]]) -> Iterator[None]:
         now = time.time()
         marks[round(now)].append((label, now))
 
-    release = Controller.release_many
+    release = ControllerInternals.release_many
     commit = _sqlite_group.GroupCommitter.run
     launch = carriers.CarrierPool.launch
 
-    def timed_release(self: Controller, *args: Any, **kwargs: Any) -> Any:
+    def timed_release(self: ControllerInternals, *args: Any, **kwargs: Any) -> Any:
         mark("release")
         return release(self, *args, **kwargs)
 
@@ -220,7 +221,7 @@ def _timestamps(marks: dict[int, list[tuple[str, float]]]) -> Iterator[None]:
         launch(self, begun, name=name)
 
     patches: list[tuple[Any, str, Any, Any]] = [
-        (Controller, "release_many", release, timed_release),
+        (ControllerInternals, "release_many", release, timed_release),
         (_sqlite_group.GroupCommitter, "run", commit, timed_commit),
         (carriers.CarrierPool, "launch", launch, timed_launch),
     ]

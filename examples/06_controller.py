@@ -86,16 +86,8 @@ def basic_usage() -> None:
     table = render_table(controller.list_tasks())
     print(table)
     lines = table.splitlines()
-    assert lines[0].split() == [
-        "TASK_ID",
-        "NAME",
-        "STATUS",
-        "ATTEMPT",
-        "ELAPSED",
-        "PROGRESS",
-        "FAILURE",
-        "BUCKET",
-    ]
+    header = "TASK_ID NAME STATUS ATTEMPT ELAPSED PROGRESS FAILURE BUCKET"
+    assert " ".join(lines[0].split()) == header
     assert lines[4].split()[:5] == ["t2", "转换-3", "queued", "0/1", "-"]  # never ran: "-"
     assert controller.queued_count == 2
     stats = controller.stats()

@@ -195,7 +195,7 @@ def test_the_controllers_poller_never_holds_a_submission_from_the_worker() -> No
                 polls.append(worker.poll_once())
 
             store.after_claim = then_b_and_the_worker
-            controller._poller.poll_once()
+            controller._parts.poller.poll_once()
             assert polls == [(1, 0)]
             taken = [task_id for task_id in ("a", "b") if store.get(task_id) is not None]
             assert taken == ["a"], f"the worker took {taken} first, not the oldest submission"

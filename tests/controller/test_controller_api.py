@@ -72,12 +72,13 @@ def test_blocked_submission_release_skip_cancel(gate: Gate) -> None:
     assert controller.active_count == 1
     assert controller.queued_count == 0  # blocked nodes are not queued
     assert controller.stats().blocked == 3
-    controller.release("n0", upstream={"root": 1})
+    internal = controller._internal
+    internal.release("n0", upstream={"root": 1})
     assert controller.queued_count == 1
-    controller.skip("n1", reason="upstream failed")
-    controller.cancel("n2", reason="fail_fast")
+    internal.skip("n1", reason="upstream failed")
+    internal.cancel("n2", reason="fail_fast")
     with pytest.raises(ConfigurationError, match="not held"):
-        controller.release("ghost")
+        internal.release("ghost")
     gate.open()
     controller.wait_all(timeout=30)
     assert received == [{}, {"root": 1}]

@@ -139,7 +139,7 @@ def test_sigkill_then_reconcile(
         assert sorted(again.adoptable) == ["job-3", "job-4"]
 
         gate.open()
-        live.release("live-2")
+        live._internal.release("live-2")
         live.wait_all(timeout=30)
         assert live_queued.status is S.SUCCEEDED
         live.close()
@@ -158,7 +158,7 @@ def test_reconcile_touches_only_own_buckets(tmp_path: Path, gate: Gate) -> None:
             policy_owner.submit("hold", task_id=key, bucket_key=key)
         wait_until(lambda: policy_owner.active_count == 4)
         # Simulate the death of "dead": its lease keeper stops renewing (threads end).
-        policy_owner._leases.stop()
+        policy_owner._parts.leases.stop()
         mine = sorted({keys["tenant-A"], keys["tenant-B"]})
         node = Controller(store=store, owner="node-b", owned_buckets=mine)
         expected = sorted(k for k, b in keys.items() if b in mine)

@@ -70,7 +70,7 @@ def test_a_pipeline_node_released_after_its_start_deadline_ends_without_running(
         node = controller.submit("node", task_id="n", blocked=True, timeout=Timeout(start=30))
         clock.advance(31)  # blocked on upstream: not judged yet (holds no slot, not queued)
         assert node.status is S.BLOCKED
-        controller.release("n")
+        node.release()
         wait_until(lambda: node.done, timeout=5, message="the expired node to end")
         assert status_now(node) is S.CANCELLED
         assert node.snapshot.failure is not None

@@ -108,7 +108,7 @@ def test_s4_3_controller_paused_in_retry_wait_runs_its_next_attempt(store: TaskS
             lambda: controller.pause("flaky-1"), lambda: controller.resume("flaky-1")
         )
         run.add_listener(hook)
-        controller.release("flaky-1")
+        run.release()
         assert hook.done.wait(PATIENCE)
         assert hook.results == [True, True]
         outcome = run.wait(PATIENCE)  # used to time out: "could not be started"

@@ -275,7 +275,9 @@ def test_s8_12_cancelled_does_not_trigger_fail_fast(controller: Controller, step
     run = controller.submit_pipeline(pipeline)
     for node_id in ("victim", "sibling"):
         reach(controller.run(run.task_ids[node_id]), S.RUNNING)  # type: ignore[arg-type]
-    controller.cancel(run.task_ids["victim"], reason="cancelled from outside")
+    victim = controller.run(run.task_ids["victim"])
+    assert victim is not None
+    victim.cancel(reason="cancelled from outside", actor=controller.owner)
     steps.release.set()
     outcome = run.wait(timeout=PATIENCE)
     assert outcome.statuses() == {"victim": S.CANCELLED, "sibling": S.SUCCEEDED}

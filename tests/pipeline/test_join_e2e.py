@@ -70,7 +70,9 @@ def test_every_join_mode_against_every_upstream_combination() -> None:
         ]
         wait_until(lambda: all(_running(controller, ids[node]) for node in holders))
         for copy in (1, 2):
-            controller.cancel(ids[_source(S.CANCELLED, copy)], reason="cancelled by the test")
+            controller._internal.cancel(
+                ids[_source(S.CANCELLED, copy)], reason="cancelled by the test"
+            )
             assert controller.stop(ids[_source(S.STOPPED, copy)], reason="stopped by the test")
         outcome = run.wait(timeout=60)
 

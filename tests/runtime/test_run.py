@@ -242,11 +242,11 @@ def test_outcome_is_none_until_terminal() -> None:
 def test_update_fields_changes_no_status_version() -> None:
     run = TaskRun(extract, ("x",))
     version = run.snapshot.status_version
-    run.update_fields(lease_owner="node-a", metadata={"k": "v"})
+    run._update_fields(lease_owner="node-a", metadata={"k": "v"})
     assert run.snapshot.lease_owner == "node-a"
     assert run.snapshot.status_version == version
     with pytest.raises(ConfigurationError):
-        run.update_fields(status=S.RUNNING)
+        run._update_fields(status=S.RUNNING)
 
 
 def test_concurrent_control_keeps_a_legal_gapless_trajectory() -> None:

@@ -215,7 +215,9 @@ def test_a_released_run_is_stored_as_starting_before_its_body_runs(tmp_path: Pat
         controller.register("body", body)
         for index in range(3):
             controller.submit("body", task_id=f"t{index}", blocked="armed: test")
-        failures = controller.release_many(["t0", "t1", "t2"], reason="due", trigger="test:due")
+        failures = controller._internal.release_many(
+            ["t0", "t1", "t2"], reason="due", trigger="test:due"
+        )
         assert failures == {}
         controller.wait_all(timeout=10)
     # ``-> running`` is deferred, so it may or may not have been flushed yet.

@@ -1,24 +1,34 @@
 """The controller's plumbing: what the library's own layers call, and users should not.
 
-``Controller._internal`` returns an object of this protocol. What is here is part of
-how the library's pieces fit together (the work queue's worker runs the tasks it
-claimed through it), not of the controller's documented surface (guide §8): it may
-change without notice, and a user who needs it has found a gap in the public API.
-"""
+``Controller._internal`` returns the controller's :class:`ControllerInternals`. What is
+here is part of how the library's pieces fit together (the work queue's worker runs
+the tasks it claimed through it, the scheduler releases its armed firings, a pipeline
+cancels its nodes), not of the controller's documented surface (guide §8): it may
+change without notice, and a user who needs it has found a gap in the public API."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
+
+from chongming_task.errors import InvalidState
 
 if TYPE_CHECKING:
-    from chongming_task._model import TaskSnapshot
+    from chongming_task._model import JSONValue, TaskSnapshot
+    from chongming_task.controller._dispatch import Dispatcher
+    from chongming_task.controller._submission import Submission
     from chongming_task.run import TaskRun
 
 __all__ = ["ControllerInternals"]
 
 
-class ControllerInternals(Protocol):
-    """The plumbing of one controller (``Controller._internal``)."""
+class ControllerInternals:
+    """The plumbing of one controller (``Controller._internal``), over its parts."""
+
+    def __init__(self, *, submission: Submission, dispatch: Dispatcher, owner: str) -> None:
+        self._submission = submission
+        self._dispatch = dispatch
+        self._owner = owner
 
     def run_claimed(self, stored: TaskSnapshot) -> TaskRun:
         """Run a task this controller claimed from the work queue, as a local submit would.
@@ -30,4 +40,48 @@ class ControllerInternals(Protocol):
             ConfigurationError: No recipe, an unregistered name, arguments that do not
                 fit the signature, or a closed controller (nothing is written then).
         """
-        ...
+        return self._submission.run_claimed(stored)
+
+    def release(
+        self,
+        task_id: str,
+        *,
+        upstream: Mapping[str, JSONValue] | None = None,
+        reason: str | None = None,
+        trigger: str = "pipeline:released",
+    ) -> None:
+        """Move a held ``blocked`` run to the ready queue; ``upstream`` becomes ``ctx.upstream``.
+
+        Started at once if a slot is free: the run launches its body only once its
+        ``-> starting`` is stored.
+
+        Raises:
+            InvalidState: This controller does not hold ``task_id``, or it is not blocked.
+        """
+        self._held(task_id).release(upstream=upstream, reason=reason, trigger=trigger)
+
+    def release_many(
+        self, task_ids: Iterable[str], *, reason: str | None = None, trigger: str
+    ) -> dict[str, Exception]:
+        """:meth:`release` each run (the scheduler's firings of one instant); the failures."""
+        failures: dict[str, Exception] = {}
+        for task_id in task_ids:
+            try:
+                self._held(task_id).release(reason=reason, trigger=trigger)
+            except Exception as exc:
+                failures[task_id] = exc
+        return failures
+
+    def skip(self, task_id: str, *, reason: str) -> None:
+        """End a held run that has not started as ``skipped`` (it should not run at all)."""
+        self._held(task_id).skip(reason=reason)
+
+    def cancel(self, task_id: str, *, reason: str) -> None:
+        """Cancel a held run on behalf of orchestration (fail_fast), not of a person."""
+        self._held(task_id).cancel(reason=reason, actor=self._owner)
+
+    def _held(self, task_id: str) -> TaskRun:
+        run = self._dispatch.get(task_id)
+        if run is None:
+            raise InvalidState(f"task {task_id!r} is not held by this controller")
+        return run

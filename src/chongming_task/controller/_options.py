@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Literal
+from typing import TypedDict, Unpack
 
 from chongming_task import _validation
 from chongming_task.controller import _buckets as bucket_rules
@@ -25,7 +25,7 @@ from chongming_task.errors import ConfigurationError
 from chongming_task.policies import BucketPolicy, ConcurrencyPolicy
 from chongming_task.runtime.executors._base import Executor
 from chongming_task.states import TaskStatus
-from chongming_task.stores._records import TaskQuery
+from chongming_task.stores._records import Order, TaskQuery
 
 __all__ = [
     "DEFAULT_COMMAND_POLL_INTERVAL",
@@ -33,6 +33,8 @@ __all__ = [
     "DEFAULT_LEASE_TTL",
     "LEASE_TTL_MAX",
     "ControllerOptions",
+    "QueueTaskFilters",
+    "TaskFilters",
     "check_executor",
     "check_tags",
     "concurrency_policy",
@@ -78,7 +80,11 @@ class ControllerOptions:
     artifact_dir: str | Path | None
     """Root of the runs' artifact directories; ``None``: none."""
     keep_finished: int | None
-    """Finished runs held in memory; ``None`` (the default): all, until ``prune()``."""
+    """Finished runs held in memory; ``None`` (the default): all, until ``prune()`` (§8.6).
+
+    Beyond it the earliest-finished are forgotten by this process, never by the store
+    (which still answers ``get``, ``history`` and ``wait`` for them): a long-lived
+    controller (a worker, a scheduler) sets it so its memory stays flat."""
 
     @classmethod
     def check(
@@ -228,38 +234,57 @@ def parse_statuses(
         raise ConfigurationError(f"unknown status in {status!r}; known: {known}") from exc
 
 
-def task_query(
-    *,
-    status: TaskStatus | str | Iterable[TaskStatus | str] | None = None,
-    name_prefix: str | None = None,
-    tag: str | None = None,
-    bucket: int | None = None,
-    buckets: Iterable[int] | None = None,
-    owner: str | None = None,
-    metadata_eq: Mapping[str, str] | None = None,
-    created_after: datetime | None = None,
-    created_before: datetime | None = None,
-    updated_after: datetime | None = None,
-    updated_before: datetime | None = None,
-    limit: int | None = None,
-    order: Literal["created", "-created", "updated", "-updated", "priority"] = "created",
-) -> TaskQuery:
-    """The store query of ``list_tasks`` (the controller's and the client's alike).
+class QueueTaskFilters(TypedDict, total=False):
+    """The filters of ``Client.list_tasks`` (and of ``Controller.list_tasks``): all optional.
 
-    The time bounds are timezone-aware; ``*_after`` is inclusive, ``*_before`` is not.
+    ``created_after``/``created_before`` (and the ``updated_*`` pair) bound a time
+    window: timezone-aware instants, the first inclusive, the second exclusive.
     """
+
+    status: TaskStatus | str | Iterable[TaskStatus | str] | None
+    name_prefix: str | None
+    tag: str | None
+    bucket: int | None
+    owner: str | None
+    created_after: datetime | None
+    created_before: datetime | None
+    updated_after: datetime | None
+    updated_before: datetime | None
+    limit: int | None
+    order: Order
+
+
+class TaskFilters(QueueTaskFilters, total=False):
+    """The filters of ``Controller.list_tasks``: the client's, and two more."""
+
+    buckets: Iterable[int] | None
+    metadata_eq: Mapping[str, str] | None
+
+
+def task_query(
+    accepted: frozenset[str] = TaskFilters.__optional_keys__, /, **filters: Unpack[TaskFilters]
+) -> TaskQuery:
+    """The store query of ``list_tasks(**filters)`` (the controller's and the client's).
+
+    Raises:
+        TypeError: A filter outside ``accepted`` (the names of the caller's filters).
+    """
+    unknown = sorted(filters.keys() - accepted)
+    if unknown:
+        raise TypeError(f"list_tasks() got an unexpected keyword argument {unknown[0]!r}")
+    buckets = filters.get("buckets")
     return TaskQuery(
-        statuses=parse_statuses(status),
-        name_prefix=name_prefix,
-        tag=tag,
-        bucket=bucket,
+        statuses=parse_statuses(filters.get("status")),
+        name_prefix=filters.get("name_prefix"),
+        tag=filters.get("tag"),
+        bucket=filters.get("bucket"),
         buckets=None if buckets is None else frozenset(buckets),
-        owner=owner,
-        metadata_eq=metadata_eq,
-        created_after=created_after,
-        created_before=created_before,
-        updated_after=updated_after,
-        updated_before=updated_before,
-        limit=limit,
-        order=order,
+        owner=filters.get("owner"),
+        metadata_eq=filters.get("metadata_eq"),
+        created_after=filters.get("created_after"),
+        created_before=filters.get("created_before"),
+        updated_after=filters.get("updated_after"),
+        updated_before=filters.get("updated_before"),
+        limit=filters.get("limit"),
+        order=filters.get("order", "created"),
     )

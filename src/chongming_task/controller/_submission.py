@@ -17,7 +17,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from chongming_task._model import JSONValue, TaskSnapshot, Transition, ensure_json
 from chongming_task._validation import check_metadata, check_priority, check_task_id
@@ -34,9 +34,24 @@ if TYPE_CHECKING:
     from chongming_task.controller._events import EventBus
     from chongming_task.controller._writethrough import WriteThrough
 
-__all__ = ["Submission"]
+__all__ = ["BatchOptions", "Submission"]
 
 Listener = Callable[[Transition, TaskSnapshot], None]
+
+
+class BatchOptions(TypedDict, total=False):
+    """The options of ``Controller.submit_many``: all optional."""
+
+    task_ids: Sequence[str] | None
+    """One id per call (default: generated)."""
+    label: str | None
+    tags: Iterable[str] | None
+    priority: int | None
+    bucket_keys: Sequence[str | None] | None
+    """One bucket key per call."""
+    metadata: Mapping[str, JSONValue] | None
+    retry: RetryPolicy | None
+    timeout: Timeout | None
 
 
 class Submission:
@@ -123,14 +138,14 @@ class Submission:
         name: str,
         calls: Iterable[tuple[Any, ...] | Mapping[str, Any]],
         *,
-        task_ids: Sequence[str] | None,
-        label: str | None,
-        tags: Iterable[str] | None,
-        priority: int | None,
-        bucket_keys: Sequence[str | None] | None,
-        metadata: Mapping[str, JSONValue] | None,
-        retry: RetryPolicy | None,
-        timeout: Timeout | None,
+        task_ids: Sequence[str] | None = None,
+        label: str | None = None,
+        tags: Iterable[str] | None = None,
+        priority: int | None = None,
+        bucket_keys: Sequence[str | None] | None = None,
+        metadata: Mapping[str, JSONValue] | None = None,
+        retry: RetryPolicy | None = None,
+        timeout: Timeout | None = None,
     ) -> list[TaskRun]:
         """One run of ``name`` per call, stored in one write (see ``Controller.submit_many``)."""
         common = self._common(

@@ -1,10 +1,10 @@
 """The :class:`~chongming_task.pipeline._port.ControllerPort` on a real ``Controller``.
 
-Everything goes through the controller's public surface: ``submit(..., blocked=,
-metadata=)``, ``subscribe(inline=True)``, ``cancel``, ``stop``, and the ``TaskRun``
-handles it returns (``release(upstream=)`` and ``skip(failure=)`` carry the two
-details the controller's own shortcuts do not: the upstream values and the
-``dependency_failed`` kind).
+Everything goes through the controller's public surface -- ``submit(..., blocked=,
+metadata=)``, ``subscribe(inline=True)``, ``stop`` -- its plumbing's ``cancel``
+(``Controller._internal``), and the ``TaskRun`` handles it returns (``release(upstream=)``
+and ``skip(failure=)`` carry the two details the plumbing's shortcuts do not: the
+upstream values and the ``dependency_failed`` kind).
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ class ControllerAdapter:
         self._run(task_id).skip(reason=reason, failure=skip_failure(reason))
 
     def cancel(self, task_id: str, reason: str) -> None:
-        self._controller.cancel(task_id, reason=reason)
+        self._controller._internal.cancel(task_id, reason=reason)
 
     def stop(self, task_id: str, reason: str) -> None:
         self._controller.stop(task_id, reason=reason)

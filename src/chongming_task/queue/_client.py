@@ -21,7 +21,7 @@ import secrets
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Unpack
 
 from chongming_task._model import JSONValue, TaskSnapshot, Transition
 from chongming_task._validation import (
@@ -33,7 +33,7 @@ from chongming_task._validation import (
     check_task_id,
     check_text,
 )
-from chongming_task.controller._options import default_owner, task_query
+from chongming_task.controller._options import QueueTaskFilters, default_owner, task_query
 from chongming_task.controller._registry import TaskRegistry
 from chongming_task.controller._unheld import control_task
 from chongming_task.controller._waiting import outcome_of, wait_in_store
@@ -403,37 +403,9 @@ class Client:
         """A handle on ``task_id`` if the store has it."""
         return None if self.store.get(task_id) is None else TaskHandle(self, task_id)
 
-    def list_tasks(
-        self,
-        *,
-        status: TaskStatus | str | Iterable[TaskStatus | str] | None = None,
-        name_prefix: str | None = None,
-        tag: str | None = None,
-        bucket: int | None = None,
-        owner: str | None = None,
-        created_after: datetime | None = None,
-        created_before: datetime | None = None,
-        updated_after: datetime | None = None,
-        updated_before: datetime | None = None,
-        limit: int | None = None,
-        order: Literal["created", "-created", "updated", "-updated", "priority"] = "created",
-    ) -> list[TaskSnapshot]:
+    def list_tasks(self, **filters: Unpack[QueueTaskFilters]) -> list[TaskSnapshot]:
         """Stored tasks matching every filter (queued ones included), like ``Controller``."""
-        return self.store.query(
-            task_query(
-                status=status,
-                name_prefix=name_prefix,
-                tag=tag,
-                bucket=bucket,
-                owner=owner,
-                created_after=created_after,
-                created_before=created_before,
-                updated_after=updated_after,
-                updated_before=updated_before,
-                limit=limit,
-                order=order,
-            )
-        )
+        return self.store.query(task_query(QueueTaskFilters.__optional_keys__, **filters))
 
     def wait(self, task_id: str, timeout: float | None = None) -> TaskOutcome:
         snapshot = wait_in_store(self.store, task_id, timeout=timeout, interval=self.poll_interval)

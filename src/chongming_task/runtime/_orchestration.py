@@ -18,15 +18,18 @@ __all__ = ["QueueOwnerEdges"]
 
 
 class QueueOwnerEdges:
-    """``enqueue``, ``block``, ``release``, ``skip`` and ``update_fields``."""
+    """``enqueue``, ``block``, ``release``, ``skip``; and the plumbing ``_update_fields``."""
 
     __slots__ = ()
 
     _state: RunState
     _supervisor: Supervisor
 
-    def update_fields(self, **changes: Any) -> None:
-        """Change non-status fields (lease, metadata...) under the run's lock."""
+    def _update_fields(self, **changes: Any) -> None:
+        """Change non-status fields (lease, metadata...) under the run's lock.
+
+        Plumbing (the worker's log tail writes its lines into the metadata), not API.
+        """
         with self._state.lock:
             self._state.machine.update(**changes)
 

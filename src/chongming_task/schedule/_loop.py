@@ -466,7 +466,7 @@ class FiringLoop:
                 for left in (*group, *pending):
                     self._retire(left, work)
                 return
-            failures = self.controller.release_many(
+            failures = self.controller._internal.release_many(
                 [armed.task_id for armed in group if armed.run is not None],
                 reason=f"scheduled time {instant.isoformat()} reached",
                 trigger=RELEASE_TRIGGER,

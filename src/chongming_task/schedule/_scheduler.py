@@ -29,7 +29,7 @@ import threading
 import uuid
 from collections.abc import Mapping
 from datetime import datetime
-from types import ModuleType, TracebackType
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, Final
 
 from chongming_task._model import JSONValue, TaskSnapshot, Transition
@@ -318,12 +318,7 @@ class Scheduler:
     def __enter__(self) -> Scheduler:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def _pass(self) -> float:

@@ -36,7 +36,6 @@ from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Sequence
 from datetime import datetime
-from types import TracebackType
 from typing import ClassVar, NamedTuple, Self
 
 from chongming_task._checkpoint_gaps import CheckpointGaps
@@ -380,12 +379,7 @@ class TaskRecordStore(ABC):
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 

@@ -114,7 +114,7 @@ class LogTail:
             if run is None or run.done:
                 continue
             metadata = {**run.snapshot.metadata, METADATA_KEY: self.tail(task_id)}
-            run.update_fields(metadata=metadata)
+            run._update_fields(metadata=metadata)
 
     def _on_transition(self, transition: Transition, snapshot: TaskSnapshot) -> None:
         if not transition.to_status.is_terminal:
