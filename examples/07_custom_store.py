@@ -41,6 +41,7 @@ from chongming_task.stores import (
     CommandSignal,
     JSONValue,
     TaskRecordStore,
+    TaskRow,
     decode_snapshot,
     decode_transition,
     dumps,
@@ -116,10 +117,10 @@ class DictTaskRecords(TaskRecordStore):
             self.guard()
             return self.load(task_id)
 
-    def all_rows(self) -> list[tuple[int, TaskSnapshot]]:
+    def all_rows(self) -> list[TaskRow]:
         with self.lock:
             self.guard()
-            return [(n, decode_snapshot(doc)) for n, doc in self.tasks.values()]
+            return [TaskRow(n, decode_snapshot(doc)) for n, doc in self.tasks.values()]
 
     # count_by_status and count_by_bucket: the defaults count what query returns.
     def query(self, query: TaskQuery = TaskQuery()) -> list[TaskSnapshot]:  # noqa: B008

@@ -45,6 +45,8 @@ if TYPE_CHECKING:  # type checkers see the real classes; runtime resolves them l
     from chongming_task.stores._memory import InMemoryTaskStore
     from chongming_task.stores._postgres import PostgresTaskStore
     from chongming_task.stores._scan import (
+        StoredRow,
+        TaskRow,
         prune_choice,
         select_tasks,
         touch_changes,
@@ -81,6 +83,8 @@ _LAZY: dict[str, str] = {
     "require_aware": "chongming_task.stores._codec",
     "to_micros": "chongming_task.stores._codec",
     # The task part's rules for a backend that holds its rows in Python:
+    "StoredRow": "chongming_task.stores._scan",
+    "TaskRow": "chongming_task.stores._scan",
     "prune_choice": "chongming_task.stores._scan",
     "select_tasks": "chongming_task.stores._scan",
     "touch_changes": "chongming_task.stores._scan",
@@ -99,9 +103,11 @@ __all__ = [
     "ScheduleRecord",
     "ScheduleStore",
     "SqliteTaskStore",
+    "StoredRow",
     "TaskHead",
     "TaskQuery",
     "TaskRecordStore",
+    "TaskRow",
     "TaskStore",
     "decode_snapshot",
     "decode_transition",

@@ -34,8 +34,8 @@ from chongming_task.stores._scan import (
     count_buckets,
     count_statuses,
     order_key,
+    order_rows,
     prune_choice,
-    select_tasks,
     touch_changes,
 )
 
@@ -159,8 +159,8 @@ class InMemoryTaskStore(MemoryControl, QueueStore):
 
     def query(self, query: TaskQuery = TaskQuery()) -> list[TaskSnapshot]:  # noqa: B008
         with self._locked():
-            rows = [(row.seq, row.snapshot) for row in self._candidates(query)]
-        return select_tasks(rows, query)
+            found = [row for row in self._candidates(query) if query.matches(row.snapshot)]
+        return order_rows(found, query)
 
     def query_heads(self, query: TaskQuery = TaskQuery()) -> list[TaskHead]:  # noqa: B008
         return [
@@ -189,9 +189,7 @@ class InMemoryTaskStore(MemoryControl, QueueStore):
 
     def prune(self, keep_terminal: int) -> int:
         with self._locked():
-            doomed = prune_choice(
-                ((row.seq, row.snapshot) for row in self._tasks.values()), keep_terminal
-            )
+            doomed = prune_choice(self._tasks.values(), keep_terminal)
             for snapshot in doomed:
                 del self._tasks[snapshot.task_id]
                 self._history.pop(snapshot.task_id, None)
@@ -309,7 +307,7 @@ class InMemoryTaskStore(MemoryControl, QueueStore):
                     and row.snapshot.owner is None
                     and (wanted is None or row.snapshot.bucket in wanted)
                 ),
-                key=lambda row: priority(row.snapshot, row.seq),
+                key=priority,
             )
             taken: list[TaskSnapshot] = []
             for row in candidates:

@@ -3,15 +3,16 @@
 A store that reads its snapshots into memory (the in-memory reference, a backend over
 a key-value service, ``examples/07_custom_store.py``) answers ``query``,
 ``count_by_status``, ``count_by_bucket``, ``prune`` and ``touch`` by the same rules:
-these functions are those rules, once, over ``(insertion number, snapshot)`` rows, so
-such a store keeps only its storage. The SQL stores say the same in SQL.
+these functions are those rules, once, over rows of a snapshot and its insertion
+number (:class:`StoredRow`), so such a store keeps only its storage. The SQL stores
+say the same in SQL.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from chongming_task._checkpoint_gaps import CheckpointGaps
 from chongming_task._model import Progress, TaskSnapshot
@@ -21,40 +22,65 @@ from chongming_task.stores._codec import require_aware
 from chongming_task.stores._records import Order, TaskQuery
 
 __all__ = [
+    "StoredRow",
+    "TaskRow",
     "count_buckets",
     "count_statuses",
     "order_key",
+    "order_rows",
     "prune_choice",
     "select_tasks",
     "touch_changes",
 ]
 
-Row = tuple[int, TaskSnapshot]
-"""A stored snapshot with its insertion number (ties of every order break on it)."""
 
-OrderKey = Callable[[TaskSnapshot, int], Any]
+class StoredRow(Protocol):
+    """A stored snapshot with its insertion number (ties of every order break on it)."""
 
-_ORDERS: dict[str, tuple[OrderKey, bool]] = {
-    "created": (lambda s, n: (s.created_at, n), False),
-    "-created": (lambda s, n: (s.created_at, n), True),
-    "updated": (lambda s, n: (s.updated_at, n), False),
-    "-updated": (lambda s, n: (s.updated_at, n), True),
-    "priority": (lambda s, n: (-s.priority, s.created_at, n), False),
+    @property
+    def seq(self) -> int: ...
+
+    @property
+    def snapshot(self) -> TaskSnapshot: ...
+
+
+class TaskRow(NamedTuple):
+    """A :class:`StoredRow` for a store that keeps none of its own."""
+
+    seq: int
+    snapshot: TaskSnapshot
+
+
+R = TypeVar("R", bound=StoredRow)
+
+_ORDERS: dict[str, tuple[Callable[[StoredRow], Any], bool]] = {
+    "created": (lambda row: (row.snapshot.created_at, row.seq), False),
+    "-created": (lambda row: (row.snapshot.created_at, row.seq), True),
+    "updated": (lambda row: (row.snapshot.updated_at, row.seq), False),
+    "-updated": (lambda row: (row.snapshot.updated_at, row.seq), True),
+    "priority": (lambda row: (-row.snapshot.priority, row.snapshot.created_at, row.seq), False),
 }
 
 
-def order_key(order: Order) -> tuple[OrderKey, bool]:
-    """How ``TaskQuery.order`` sorts: a key of ``(snapshot, insertion number)`` and
-    whether it is reversed (``priority`` is highest first, then oldest first)."""
+def order_key(order: Order) -> tuple[Callable[[StoredRow], Any], bool]:
+    """How ``TaskQuery.order`` sorts rows: the key and whether it is reversed
+    (``priority``: highest first, then oldest first)."""
     return _ORDERS[order]
 
 
-def select_tasks(rows: Iterable[Row], query: TaskQuery) -> list[TaskSnapshot]:
+def select_tasks(rows: Iterable[StoredRow], query: TaskQuery) -> list[TaskSnapshot]:
     """The snapshots of ``rows`` that ``query`` matches, in ``query.order``, up to its limit."""
+    return order_rows([row for row in rows if query.matches(row.snapshot)], query)
+
+
+def order_rows(found: list[R], query: TaskQuery) -> list[TaskSnapshot]:
+    """The snapshots of ``found`` (the rows ``query`` matches; sorted in place) in
+    ``query.order``, up to its limit."""
     key, reverse = order_key(query.order)
-    found = [(n, s) for n, s in rows if query.matches(s)]
-    found.sort(key=lambda row: key(row[1], row[0]), reverse=reverse)
-    return [s for _, s in found][: query.limit]
+    found.sort(key=key, reverse=reverse)
+    if query.limit is not None:
+        found = found[: query.limit]
+    return [row.snapshot for row in found]
 
 
 def count_statuses(
@@ -77,7 +103,7 @@ def count_buckets(snapshots: Iterable[TaskSnapshot]) -> dict[int, int]:
     return counts
 
 
-def prune_choice(rows: Iterable[Row], keep_terminal: int) -> list[TaskSnapshot]:
+def prune_choice(rows: Iterable[StoredRow], keep_terminal: int) -> list[TaskSnapshot]:
     """What ``prune(keep_terminal)`` deletes: every terminal task of ``rows`` but the
     ``keep_terminal`` most recently updated (ties: the later inserted is kept).
 
@@ -86,12 +112,9 @@ def prune_choice(rows: Iterable[Row], keep_terminal: int) -> list[TaskSnapshot]:
     """
     if keep_terminal < 0:
         raise ConfigurationError(f"keep_terminal must be >= 0, got {keep_terminal!r}")
-    done = sorted(
-        ((n, s) for n, s in rows if s.status in TERMINAL),
-        key=lambda row: (row[1].updated_at, row[0]),
-        reverse=True,
-    )
-    return [s for _, s in done[keep_terminal:]]
+    done = [row for row in rows if row.snapshot.status in TERMINAL]
+    done.sort(key=lambda row: (row.snapshot.updated_at, row.seq), reverse=True)
+    return [row.snapshot for row in done[keep_terminal:]]
 
 
 def touch_changes(
