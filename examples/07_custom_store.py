@@ -1,10 +1,14 @@
 """A third-party store in one file, proven by the shipped contract suite (guide §8.7).
 
 ``DictTaskStore`` keeps every record as JSON text in plain dictionaries, the way a
-document database or a key-value service would. It reuses the library's codec
-(``encode_snapshot`` and the rest, from ``chongming_task.stores``) so fidelity is
-exact, and ``CommandSignal`` for ``wait_for_commands``. Then ``StoreContract`` checks
-it: the same cases the built-in stores pass. Run: ``python examples/07_custom_store.py``.
+document database or a key-value service would; its task part, ``DictTaskRecords``, is
+a backend of its own (a store may implement only that part). It reuses, from
+``chongming_task.stores``, the library's codec (``encode_snapshot`` and the rest) so
+fidelity is exact, the rules a store holding its rows in Python shares with the
+in-memory one (``select_tasks``, ``prune_choice``, ``touch_changes``...), the checks of
+``validate_claim``, and ``CommandSignal`` for ``wait_for_commands``; what is left is
+its storage. Then ``StoreContract`` checks it: the same cases the built-in stores
+pass. Run: ``python examples/07_custom_store.py``.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 import threading
 import unittest
 import uuid
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -32,10 +36,12 @@ from chongming_task import (
     TaskStore,
     Transition,
 )
-from chongming_task.states import TERMINAL, TaskStatus
+from chongming_task.states import TaskStatus
 from chongming_task.stores import (
     CommandSignal,
     JSONValue,
+    TaskRecordStore,
+    TaskRow,
     decode_snapshot,
     decode_transition,
     dumps,
@@ -43,40 +49,35 @@ from chongming_task.stores import (
     encode_snapshot,
     encode_transition,
     loads,
+    prune_choice,
     require_aware,
+    select_tasks,
     to_micros,
-    validate_actions,
+    touch_changes,
+    validate_claim,
 )
 from chongming_task.testing.store_contract import StoreContract
 
-OrderKey = Callable[[TaskSnapshot, int], Any]
-ORDERS: dict[str, tuple[OrderKey, bool]] = {
-    "created": (lambda s, n: (s.created_at, n), False),
-    "-created": (lambda s, n: (s.created_at, n), True),
-    "updated": (lambda s, n: (s.updated_at, n), False),
-    "-updated": (lambda s, n: (s.updated_at, n), True),
-    "priority": (lambda s, n: (-s.priority, s.created_at, n), False),
-}
 
+class DictTaskRecords(TaskRecordStore):
+    """The task part: every record is JSON text in a dict; one lock makes each method atomic.
 
-class DictTaskStore(TaskStore):
-    """Every record is JSON text in a dict; one lock makes each method atomic."""
+    A backend may stop here: a controller runs, stops and waits for its own tasks on
+    it, ``TaskRecordStoreContract`` checks it, and what needs another part (commands,
+    schedules, the work queue) refuses it by name.
+    """
 
     def __init__(self, *, clock: Clock | None = None) -> None:
         super().__init__(clock=clock)
         self.lock = threading.Lock()
         self.tasks: dict[str, tuple[int, str]] = {}  # task_id -> (insertion number, JSON)
         self.history_docs: dict[tuple[str, int], str] = {}
-        self.commands: dict[str, dict[str, Any]] = {}  # insertion-ordered: oldest first
-        self.schedules: dict[str, dict[str, Any]] = {}
-        self.firings: set[tuple[str, int]] = set()
-        self.signal = CommandSignal()
         self.closed = False
         self.counter = 0
 
     def guard(self) -> None:
         if self.closed:
-            raise StoreError("DictTaskStore is closed")
+            raise StoreError(f"{type(self).__name__} is closed")
 
     def load(self, task_id: str) -> TaskSnapshot | None:
         row = self.tasks.get(task_id)
@@ -116,42 +117,23 @@ class DictTaskStore(TaskStore):
             self.guard()
             return self.load(task_id)
 
-    def all_rows(self) -> list[tuple[int, TaskSnapshot]]:
+    def all_rows(self) -> list[TaskRow]:
         with self.lock:
             self.guard()
-            return [(n, decode_snapshot(doc)) for n, doc in self.tasks.values()]
+            return [TaskRow(n, decode_snapshot(doc)) for n, doc in self.tasks.values()]
 
+    # count_by_status and count_by_bucket: the defaults count what query returns.
     def query(self, query: TaskQuery = TaskQuery()) -> list[TaskSnapshot]:  # noqa: B008
-        key, reverse = ORDERS[query.order]
-        found = [(n, s) for n, s in self.all_rows() if query.matches(s)]
-        found.sort(key=lambda row: key(row[1], row[0]), reverse=reverse)
-        return [s for _, s in found][: query.limit]
-
-    def count_by_status(self, query: TaskQuery | None = None) -> dict[TaskStatus, int]:
-        counts: dict[TaskStatus, int] = {}
-        for _, s in self.all_rows():
-            if query is None or query.matches(s):
-                counts[s.status] = counts.get(s.status, 0) + 1
-        return counts
-
-    def count_by_bucket(self) -> dict[int, int]:
-        counts: dict[int, int] = {}
-        for _, s in self.all_rows():
-            if s.bucket is not None:
-                counts[s.bucket] = counts.get(s.bucket, 0) + 1
-        return counts
+        return select_tasks(self.all_rows(), query)
 
     def prune(self, keep_terminal: int) -> int:
-        if keep_terminal < 0:
-            raise ConfigurationError("keep_terminal must be >= 0")
-        done = [(n, s) for n, s in self.all_rows() if s.status in TERMINAL]
-        done.sort(key=lambda row: (row[1].updated_at, row[0]), reverse=True)
+        doomed = prune_choice(self.all_rows(), keep_terminal)
         with self.lock:
-            for _, s in done[keep_terminal:]:
+            for s in doomed:
                 del self.tasks[s.task_id]
                 for key in [k for k in self.history_docs if k[0] == s.task_id]:
                     del self.history_docs[key]
-        return len(done[keep_terminal:])
+        return len(doomed)
 
     def append(self, transition: Transition) -> None:
         with self.lock:
@@ -175,16 +157,7 @@ class DictTaskStore(TaskStore):
         lease_until: datetime | None = None,
         pid: int | None = None,
     ) -> bool:
-        require_aware(heartbeat_at, "heartbeat_at")
-        require_aware(lease_until, "lease_until")
-        given = {
-            "progress": progress,
-            "last_heartbeat_at": heartbeat_at,
-            "lease_owner": lease_owner,
-            "lease_until": lease_until,
-            "pid": pid,
-        }
-        changes = {k: v for k, v in given.items() if v is not None}
+        changes = touch_changes(progress, heartbeat_at, lease_owner, lease_until, pid)
         with self.lock:
             self.guard()
             current = self.load(task_id)
@@ -208,6 +181,20 @@ class DictTaskStore(TaskStore):
                     renewed += 1
         return renewed
 
+    def close(self) -> None:
+        self.closed = True
+
+
+class DictTaskStore(DictTaskRecords, TaskStore):
+    """The task part with commands and schedules: the full store of the user guide."""
+
+    def __init__(self, *, clock: Clock | None = None) -> None:
+        super().__init__(clock=clock)
+        self.commands: dict[str, dict[str, Any]] = {}  # insertion-ordered: oldest first
+        self.schedules: dict[str, dict[str, Any]] = {}
+        self.firings: set[tuple[str, int]] = set()
+        self.signal = CommandSignal()
+
     # commands -----------------------------------------------------------------------
     def submit_command(self, command: Command) -> Command:
         data = loads(encode_json(command.to_dict(), "command"))
@@ -228,9 +215,7 @@ class DictTaskStore(TaskStore):
         kinds: Collection[str] | None = None,
         actions: Collection[str] | None = None,  # so a worker never waits on a poller
     ) -> list[Command]:
-        if lease <= 0 or limit < 1:
-            raise ConfigurationError("lease must be > 0 and limit >= 1")
-        actions = validate_actions(actions)
+        actions = validate_claim(lease, limit, actions)
         self.signal.mark_seen()
         claimed = []
         with self.lock:
@@ -351,7 +336,7 @@ class DictTaskStore(TaskStore):
             return True
 
     def close(self) -> None:
-        self.closed = True
+        super().close()
         self.signal.close()
 
 

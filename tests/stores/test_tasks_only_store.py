@@ -1,10 +1,11 @@
 """A third-party backend with the task part only: its contract, and what refuses it.
 
-``TasksOnlyStore`` (tests/_tasks_only.py) implements :class:`TaskRecordStore` and
-nothing else (no commands, no schedules, no work queue), as a backend over a
-key-value service might. It passes ``TaskRecordStoreContract``; a controller on it
-runs, stops and waits for its own tasks; every feature that needs another part
-refuses it with a ``ConfigurationError`` naming the part, before anything is written.
+``TasksOnlyStore`` (tests/_tasks_only.py: ``DictTaskRecords`` of the example backend)
+implements :class:`TaskRecordStore` and nothing else (no commands, no schedules, no
+work queue), as a backend over a key-value service might. It passes
+``TaskRecordStoreContract``; a controller on it runs, stops and waits for its own
+tasks; every feature that needs another part refuses it with a ``ConfigurationError``
+naming the part, before anything is written.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def test_it_declares_the_task_part_only() -> None:
 class TestTasksOnlyStoreContract(TaskRecordStoreContract):
     """The task contract passes; the other parts' contracts are simply not run."""
 
-    def make_store(self, clock: Clock) -> TasksOnlyStore:
+    def make_store(self, clock: Clock) -> TaskRecordStore:
         return TasksOnlyStore(clock=clock)
 
 
@@ -100,7 +101,7 @@ def test_a_scheduler_names_the_missing_schedule_part(controller: Controller) -> 
         Scheduler(controller)
     message = str(caught.value)
     assert "needs a store that implements ScheduleStore" in message
-    assert "TasksOnlyStore does not" in message
+    assert "DictTaskRecords does not" in message
     assert "ScheduleStoreContract" in message  # what to do
 
 

@@ -16,7 +16,7 @@ from starlette.testclient import TestClient
 
 from _tasks_only import TasksOnlyStore, held_elsewhere
 from chongming_task.states import TaskStatus
-from chongming_task.stores._base import TaskStore
+from chongming_task.stores._base import TaskRecordStore, TaskStore
 from chongming_task.testing import FakeClock
 from chongming_task.web import create_app
 from chongming_task.web._views import Dashboard
@@ -30,7 +30,7 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def store(clock: FakeClock) -> Iterator[TasksOnlyStore]:
+def store(clock: FakeClock) -> Iterator[TaskRecordStore]:
     opened = TasksOnlyStore(clock=clock)
     opened.create(held_elsewhere("theirs", clock.now()))
     yield opened
@@ -38,7 +38,7 @@ def store(clock: FakeClock) -> Iterator[TasksOnlyStore]:
 
 
 @pytest.fixture
-def client(store: TasksOnlyStore) -> Iterator[TestClient]:
+def client(store: TaskRecordStore) -> Iterator[TestClient]:
     with TestClient(
         # Typed TaskStore where the app takes one; at runtime only the task part is there.
         create_app(cast(TaskStore, store), token=TOKEN, user=USER),
@@ -75,11 +75,11 @@ def test_the_schedule_pages_name_the_missing_part(client: TestClient, path: str)
     response = client.get(path, headers=BEARER)
     assert response.status_code == 400
     assert "needs a store that implements ScheduleStore" in response.text
-    assert "TasksOnlyStore does not" in response.text
+    assert "DictTaskRecords does not" in response.text
 
 
 def test_controlling_a_task_another_process_holds_names_the_missing_part(
-    client: TestClient, store: TasksOnlyStore
+    client: TestClient, store: TaskRecordStore
 ) -> None:
     before = store.get("theirs")
     response = client.post("/api/tasks/theirs/stop", headers=BEARER, json={"reason": "enough"})
@@ -88,7 +88,7 @@ def test_controlling_a_task_another_process_holds_names_the_missing_part(
     assert store.get("theirs") == before  # nothing written
 
 
-def test_the_live_fingerprint_follows_the_tasks(store: TasksOnlyStore, clock: FakeClock) -> None:
+def test_the_live_fingerprint_follows_the_tasks(store: TaskRecordStore, clock: FakeClock) -> None:
     data = Dashboard(cast(TaskStore, store), clock=clock)
     assert not data.keeps_schedules
     first = data.fingerprint()

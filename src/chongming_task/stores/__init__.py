@@ -6,7 +6,8 @@ The contract is split by concern (``stores.base``): the task part
 ``stores.memory`` is the in-process reference, ``stores.sqlite`` the default file backend
 and ``stores.postgres`` the shared-server backend (``pip install "chongming-task[postgres]"``).
 A third-party backend imports everything it needs from here: the contract, the
-records, the codec the built-in stores use, and the in-process command signal.
+records, the codec the built-in stores use, the in-process command signal, and the
+rules a store that holds its rows in Python shares with the in-memory one.
 See ``docs/store-guide.md`` for the semantics every backend must honour.
 """
 
@@ -40,8 +41,16 @@ if TYPE_CHECKING:  # type checkers see the real classes; runtime resolves them l
         require_aware,
         to_micros,
     )
+    from chongming_task.stores._command_store import validate_claim
     from chongming_task.stores._memory import InMemoryTaskStore
     from chongming_task.stores._postgres import PostgresTaskStore
+    from chongming_task.stores._scan import (
+        StoredRow,
+        TaskRow,
+        prune_choice,
+        select_tasks,
+        touch_changes,
+    )
     from chongming_task.stores._signal import CommandSignal
     from chongming_task.stores._sqlite import SqliteTaskStore
 
@@ -60,6 +69,7 @@ _LAZY: dict[str, str] = {
     "TaskStore": "chongming_task.stores._base",
     # What a third-party backend needs besides the contract (examples/07_custom_store.py):
     "validate_actions": "chongming_task.stores._base",
+    "validate_claim": "chongming_task.stores._command_store",
     "CommandSignal": "chongming_task.stores._signal",
     "JSONValue": "chongming_task._model",
     "dumps": "chongming_task._model",
@@ -72,6 +82,12 @@ _LAZY: dict[str, str] = {
     "from_micros": "chongming_task.stores._codec",
     "require_aware": "chongming_task.stores._codec",
     "to_micros": "chongming_task.stores._codec",
+    # The task part's rules for a backend that holds its rows in Python:
+    "StoredRow": "chongming_task.stores._scan",
+    "TaskRow": "chongming_task.stores._scan",
+    "prune_choice": "chongming_task.stores._scan",
+    "select_tasks": "chongming_task.stores._scan",
+    "touch_changes": "chongming_task.stores._scan",
 }
 
 __getattr__, __dir__ = lazy_exports("chongming_task.stores", globals(), _LAZY)
@@ -87,9 +103,11 @@ __all__ = [
     "ScheduleRecord",
     "ScheduleStore",
     "SqliteTaskStore",
+    "StoredRow",
     "TaskHead",
     "TaskQuery",
     "TaskRecordStore",
+    "TaskRow",
     "TaskStore",
     "decode_snapshot",
     "decode_transition",
@@ -99,7 +117,11 @@ __all__ = [
     "encode_transition",
     "from_micros",
     "loads",
+    "prune_choice",
     "require_aware",
+    "select_tasks",
     "to_micros",
+    "touch_changes",
     "validate_actions",
+    "validate_claim",
 ]

@@ -35,6 +35,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import ClassVar, NamedTuple, Self
 
@@ -59,6 +60,7 @@ from chongming_task.stores._records import (
     TaskNotFound,
     TaskQuery,
 )
+from chongming_task.stores._scan import count_buckets, count_statuses
 from chongming_task.stores._schedule_store import ScheduleStore
 
 __all__ = [
@@ -164,11 +166,7 @@ class TaskRecordStore(ABC):
 
     @abstractmethod
     def save(
-        self,
-        snapshot: TaskSnapshot,
-        *,
-        expect_version: int,
-        transitions: Sequence[Transition] = (),
+        self, snapshot: TaskSnapshot, *, expect_version: int, transitions: Sequence[Transition] = ()
     ) -> None:
         """Replace the stored snapshot if its ``status_version`` is ``expect_version``.
 
@@ -291,16 +289,21 @@ class TaskRecordStore(ABC):
         )
         return lost_marks(writes, self.save_many(writes) if writes else [])
 
-    @abstractmethod
     def count_by_status(self, query: TaskQuery | None = None) -> dict[TaskStatus, int]:
         """Task counts per status (only statuses present), filtered like ``query``.
 
-        ``limit`` and ``order`` of the query are ignored.
+        ``limit`` and ``order`` of the query are ignored. The default counts what
+        ``query`` returns without its limit; the built-in stores count in place.
         """
+        found = self.query(TaskQuery() if query is None else replace(query, limit=None))
+        return count_statuses(found)
 
-    @abstractmethod
     def count_by_bucket(self) -> dict[int, int]:
-        """Task counts per bucket, over tasks that have a bucket."""
+        """Task counts per bucket, over tasks that have a bucket.
+
+        The default counts what ``query()`` returns; the built-in stores count in place.
+        """
+        return count_buckets(self.query(TaskQuery()))
 
     @abstractmethod
     def prune(self, keep_terminal: int) -> int:

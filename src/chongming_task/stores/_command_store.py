@@ -15,10 +15,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Collection
 
 from chongming_task._model import JSONValue
+from chongming_task._validation import check_seconds
 from chongming_task.errors import ConfigurationError
 from chongming_task.stores._records import Command
 
-__all__ = ["CommandStore", "validate_actions"]
+__all__ = ["CommandStore", "validate_actions", "validate_claim"]
 
 
 def validate_actions(actions: Collection[str] | None) -> frozenset[str] | None:
@@ -46,6 +47,22 @@ def validate_actions(actions: Collection[str] | None) -> frozenset[str] | None:
     if bad:
         raise ConfigurationError(f"actions must be non-empty strings; got {', '.join(bad)}")
     return names
+
+
+def validate_claim(
+    lease: float, limit: int, actions: Collection[str] | None
+) -> frozenset[str] | None:
+    """The arguments of :meth:`CommandStore.claim_commands`, checked; returns the
+    ``actions`` filter frozen (:func:`validate_actions`).
+
+    Raises:
+        ConfigurationError: ``lease`` is not a positive number of seconds, ``limit`` is
+            not >= 1, or ``actions`` is refused by :func:`validate_actions`.
+    """
+    check_seconds(lease, "lease")
+    if isinstance(limit, bool) or limit < 1:
+        raise ConfigurationError(f"limit must be >= 1, got {limit!r}")
+    return validate_actions(actions)
 
 
 class CommandStore(ABC):
@@ -89,8 +106,8 @@ class CommandStore(ABC):
 
         ``actions`` exists so that a claimer never holds a command it would only hand
         back: while a controller's poller held a worker's ``submit`` for an instant, a
-        worker claiming then took a later submission first. Check it with
-        :func:`validate_actions`.
+        worker claiming then took a later submission first. Check the arguments with
+        :func:`validate_claim`.
 
         Raises:
             ConfigurationError: ``lease <= 0``, ``limit < 1``, or ``actions`` is not

@@ -14,24 +14,30 @@ from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
 
 from chongming_task._checkpoint_gaps import CheckpointGaps
 from chongming_task._model import Progress, TaskSnapshot, Transition
 from chongming_task.core._clock import Clock
 from chongming_task.errors import (
     ConcurrencyConflict,
-    ConfigurationError,
     DuplicateTaskId,
     StoreError,
 )
-from chongming_task.states import TERMINAL, TaskStatus
+from chongming_task.states import TaskStatus
 from chongming_task.stores._base import TaskHead, TaskNotFound, TaskQuery, refuse_repeated_ids
 from chongming_task.stores._codec import check_outcome, require_aware
 from chongming_task.stores._global_slots import GlobalSlot, SlotLedger
 from chongming_task.stores._memory_control import MemoryControl
 from chongming_task.stores._queue_records import WorkerRecord, is_claimable
-from chongming_task.stores._queue_store import QueueStore
+from chongming_task.stores._queue_store import QueueStore, claims_nothing
+from chongming_task.stores._scan import (
+    count_buckets,
+    count_statuses,
+    order_key,
+    order_rows,
+    prune_choice,
+    touch_changes,
+)
 
 __all__ = ["InMemoryTaskStore"]
 
@@ -40,14 +46,6 @@ __all__ = ["InMemoryTaskStore"]
 class _Row:
     seq: int
     snapshot: TaskSnapshot
-
-
-def _sort_key(order: str) -> tuple[Any, bool]:
-    if order in ("created", "-created"):
-        return (lambda row: (row.snapshot.created_at, row.seq)), order.startswith("-")
-    if order in ("updated", "-updated"):
-        return (lambda row: (row.snapshot.updated_at, row.seq)), order.startswith("-")
-    return (lambda row: (-row.snapshot.priority, row.snapshot.created_at, row.seq)), False
 
 
 class InMemoryTaskStore(MemoryControl, QueueStore):
@@ -120,12 +118,19 @@ class InMemoryTaskStore(MemoryControl, QueueStore):
                 self._append_locked(transitions)
 
     def save(
+        self, snapshot: TaskSnapshot, *, expect_version: int, transitions: Sequence[Transition] = ()
+    ) -> None:
+        self._replace(snapshot, expect_version, transitions, unheld=False)
+
+    def _replace(
         self,
         snapshot: TaskSnapshot,
-        *,
         expect_version: int,
-        transitions: Sequence[Transition] = (),
+        transitions: Sequence[Transition],
+        *,
+        unheld: bool,
     ) -> None:
+        """``save``; with ``unheld``, only while nobody holds the stored task (``owner``)."""
         check_outcome(snapshot.outcome, snapshot.task_id)
         task_id = snapshot.task_id
         one = transitions[0] if len(transitions) == 1 else None
@@ -137,8 +142,9 @@ class InMemoryTaskStore(MemoryControl, QueueStore):
             row = self._tasks.get(task_id)
             if row is None:
                 raise TaskNotFound(task_id)
-            if row.snapshot.status_version != expect_version:
-                raise ConcurrencyConflict(task_id, expect_version, row.snapshot.status_version)
+            stored = row.snapshot
+            if stored.status_version != expect_version or (unheld and stored.owner is not None):
+                raise ConcurrencyConflict(task_id, expect_version, stored.status_version)
             row.snapshot = snapshot
             trail = self._history.get(task_id)
             if one is not None and trail and one.version > trail[-1].version:
@@ -153,12 +159,8 @@ class InMemoryTaskStore(MemoryControl, QueueStore):
 
     def query(self, query: TaskQuery = TaskQuery()) -> list[TaskSnapshot]:  # noqa: B008
         with self._locked():
-            rows = [row for row in self._candidates(query) if query.matches(row.snapshot)]
-        key, reverse = _sort_key(query.order)
-        rows.sort(key=key, reverse=reverse)
-        if query.limit is not None:
-            rows = rows[: query.limit]
-        return [row.snapshot for row in rows]
+            found = [row for row in self._candidates(query) if query.matches(row.snapshot)]
+        return order_rows(found, query)
 
     def query_heads(self, query: TaskQuery = TaskQuery()) -> list[TaskHead]:  # noqa: B008
         return [
@@ -178,33 +180,19 @@ class InMemoryTaskStore(MemoryControl, QueueStore):
         return [row for row in found if row is not None]
 
     def count_by_status(self, query: TaskQuery | None = None) -> dict[TaskStatus, int]:
-        counts: dict[TaskStatus, int] = {}
         with self._locked():
-            for row in self._candidates(query):
-                if query is None or query.matches(row.snapshot):
-                    status = row.snapshot.status
-                    counts[status] = counts.get(status, 0) + 1
-        return counts
+            return count_statuses((row.snapshot for row in self._candidates(query)), query)
 
     def count_by_bucket(self) -> dict[int, int]:
-        counts: dict[int, int] = {}
         with self._locked():
-            for row in self._tasks.values():
-                bucket = row.snapshot.bucket
-                if bucket is not None:
-                    counts[bucket] = counts.get(bucket, 0) + 1
-        return counts
+            return count_buckets(row.snapshot for row in self._tasks.values())
 
     def prune(self, keep_terminal: int) -> int:
-        if keep_terminal < 0:
-            raise ConfigurationError(f"keep_terminal must be >= 0, got {keep_terminal!r}")
         with self._locked():
-            terminal = [row for row in self._tasks.values() if row.snapshot.status in TERMINAL]
-            terminal.sort(key=lambda row: (row.snapshot.updated_at, row.seq), reverse=True)
-            doomed = terminal[keep_terminal:]
-            for row in doomed:
-                del self._tasks[row.snapshot.task_id]
-                self._history.pop(row.snapshot.task_id, None)
+            doomed = prune_choice(self._tasks.values(), keep_terminal)
+            for snapshot in doomed:
+                del self._tasks[snapshot.task_id]
+                self._history.pop(snapshot.task_id, None)
             return len(doomed)
 
     def delete_tasks(self, task_ids: Collection[str]) -> int:
@@ -259,21 +247,9 @@ class InMemoryTaskStore(MemoryControl, QueueStore):
         pid: int | None = None,
         checkpoint_gaps: CheckpointGaps | None = None,
     ) -> bool:
-        require_aware(heartbeat_at, "heartbeat_at")
-        require_aware(lease_until, "lease_until")
-        changes: dict[str, Any] = {}
-        if progress is not None:
-            changes["progress"] = progress
-        if heartbeat_at is not None:
-            changes["last_heartbeat_at"] = heartbeat_at
-        if lease_owner is not None:
-            changes["lease_owner"] = lease_owner
-        if lease_until is not None:
-            changes["lease_until"] = lease_until
-        if pid is not None:
-            changes["pid"] = pid
-        if checkpoint_gaps is not None:
-            changes["checkpoint_gaps"] = checkpoint_gaps
+        changes = touch_changes(
+            progress, heartbeat_at, lease_owner, lease_until, pid, checkpoint_gaps=checkpoint_gaps
+        )
         with self._locked():
             row = self._tasks.get(task_id)
             if row is None:
@@ -312,12 +288,11 @@ class InMemoryTaskStore(MemoryControl, QueueStore):
         lease_until: datetime,
         global_limits: Mapping[str, int] | None = None,
     ) -> list[TaskSnapshot]:
-        require_aware(lease_until, "lease_until")
-        if limit < 1 or (buckets is not None and not buckets):
+        if claims_nothing(buckets, limit, lease_until):
             return []
         wanted = None if buckets is None else frozenset(buckets)
         now = self.clock.now()
-        key, _ = _sort_key("priority")
+        priority, _ = order_key("priority")
         with self._locked():
             ledger = None
             if global_limits:
@@ -332,7 +307,7 @@ class InMemoryTaskStore(MemoryControl, QueueStore):
                     and row.snapshot.owner is None
                     and (wanted is None or row.snapshot.bucket in wanted)
                 ),
-                key=key,
+                key=priority,
             )
             taken: list[TaskSnapshot] = []
             for row in candidates:
@@ -375,23 +350,9 @@ class InMemoryTaskStore(MemoryControl, QueueStore):
         return sorted(slots, key=lambda s: (s.name, s.acquired_at, s.task_id))
 
     def save_unheld(
-        self,
-        snapshot: TaskSnapshot,
-        *,
-        expect_version: int,
-        transitions: Sequence[Transition] = (),
+        self, snapshot: TaskSnapshot, *, expect_version: int, transitions: Sequence[Transition] = ()
     ) -> None:
-        check_outcome(snapshot.outcome, snapshot.task_id)
-        with self._locked():
-            row = self._tasks.get(snapshot.task_id)
-            if row is None:
-                raise TaskNotFound(snapshot.task_id)
-            stored = row.snapshot
-            if stored.status_version != expect_version or stored.owner is not None:
-                raise ConcurrencyConflict(snapshot.task_id, expect_version, stored.status_version)
-            row.snapshot = snapshot
-            if transitions:
-                self._append_locked(transitions)
+        self._replace(snapshot, expect_version, transitions, unheld=True)
 
     def put_worker(self, record: WorkerRecord) -> None:
         with self._locked():

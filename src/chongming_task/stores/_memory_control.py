@@ -17,16 +17,16 @@ from chongming_task._model import JSONValue, loads
 from chongming_task._redact import redact_text_fields
 from chongming_task._validation import check_seconds
 from chongming_task.core._clock import Clock
-from chongming_task.errors import ConfigurationError, StoreError
+from chongming_task.errors import StoreError
 from chongming_task.stores._base import (
     ClaimLost,
     Command,
     ScheduleConflict,
     ScheduleRecord,
     TaskStore,
-    validate_actions,
 )
 from chongming_task.stores._codec import encode_json, require_aware, to_micros
+from chongming_task.stores._command_store import validate_claim
 from chongming_task.stores._signal import CommandSignal
 
 __all__ = ["MemoryControl"]
@@ -113,10 +113,7 @@ class MemoryControl(TaskStore):
         kinds: Collection[str] | None = None,
         actions: Collection[str] | None = None,
     ) -> list[Command]:
-        check_seconds(lease, "lease")
-        if isinstance(limit, bool) or limit < 1:
-            raise ConfigurationError(f"limit must be >= 1, got {limit!r}")
-        wanted = validate_actions(actions)
+        wanted = validate_claim(lease, limit, actions)
         self._signal.mark_seen()
         claimed: list[Command] = []
         with self._locked():

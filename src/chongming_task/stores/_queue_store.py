@@ -19,10 +19,22 @@ from datetime import datetime
 from typing import ClassVar
 
 from chongming_task._model import TaskSnapshot, Transition
+from chongming_task.stores._codec import require_aware
 from chongming_task.stores._global_slots import GlobalSlot
 from chongming_task.stores._queue_records import WorkerRecord
 
-__all__ = ["QueueStore"]
+__all__ = ["QueueStore", "claims_nothing"]
+
+
+def claims_nothing(buckets: Collection[int] | None, limit: int, lease_until: datetime) -> bool:
+    """Whether :meth:`QueueStore.claim_queued` with these arguments takes no task
+    (``limit`` below 1, or an empty ``buckets``), after refusing a naive ``lease_until``.
+
+    Raises:
+        ConfigurationError: ``lease_until`` is a naive datetime.
+    """
+    require_aware(lease_until, "lease_until")
+    return limit < 1 or (buckets is not None and not buckets)
 
 
 class QueueStore(ABC):
@@ -80,11 +92,7 @@ class QueueStore(ABC):
 
     @abstractmethod
     def save_unheld(
-        self,
-        snapshot: TaskSnapshot,
-        *,
-        expect_version: int,
-        transitions: Sequence[Transition] = (),
+        self, snapshot: TaskSnapshot, *, expect_version: int, transitions: Sequence[Transition] = ()
     ) -> None:
         """``save``, only if the stored task is still held by nobody (``owner`` None).
 

@@ -59,7 +59,6 @@ from chongming_task.stores._base import (
     lost_marks,
     lost_writes,
     refuse_repeated_ids,
-    validate_actions,
 )
 from chongming_task.stores._codec import (
     decode_transition,
@@ -67,12 +66,14 @@ from chongming_task.stores._codec import (
     encode_transition,
     require_aware,
 )
+from chongming_task.stores._command_store import validate_claim
 from chongming_task.stores._dialect import SCHEMA_VERSION, Cursor, Dialect, History
 from chongming_task.stores._global_slots import GlobalSlot, SlotLedger
 from chongming_task.stores._lost import Marking, check_lost_query
 from chongming_task.stores._queue_records import WorkerRecord, is_claimable
-from chongming_task.stores._queue_store import QueueStore
+from chongming_task.stores._queue_store import QueueStore, claims_nothing
 from chongming_task.stores._records import CorruptRows
+from chongming_task.stores._scan import touch_changes
 
 __all__ = ["SCHEMA_VERSION", "Cursor", "SqlStore"]
 
@@ -262,11 +263,7 @@ class SqlStore(TaskStore, QueueStore):
         return self._run(insert, write=True, atomic=True)
 
     def save(
-        self,
-        snapshot: TaskSnapshot,
-        *,
-        expect_version: int,
-        transitions: Sequence[Transition] = (),
+        self, snapshot: TaskSnapshot, *, expect_version: int, transitions: Sequence[Transition] = ()
     ) -> None:
         self._guarded_update("update_task", snapshot, expect_version, transitions)
 
@@ -462,9 +459,11 @@ class SqlStore(TaskStore, QueueStore):
         pid: int | None = None,
         checkpoint_gaps: CheckpointGaps | None = None,
     ) -> bool:
-        require_aware(heartbeat_at, "heartbeat_at")
-        require_aware(lease_until, "lease_until")
         gaps = checkpoint_gaps
+        if not touch_changes(
+            progress, heartbeat_at, lease_owner, lease_until, pid, checkpoint_gaps=gaps
+        ):
+            return self.get(task_id) is not None
         params = {
             "task_id": task_id,
             "progress": None if progress is None else dumps(progress.to_dict()),
@@ -474,8 +473,6 @@ class SqlStore(TaskStore, QueueStore):
             "pid": pid,
             "checkpoint_gaps": None if gaps is None else dumps(gaps.to_dict()),
         }
-        if all(value is None for key, value in params.items() if key != "task_id"):
-            return self.get(task_id) is not None
 
         def touch(cur: Cursor) -> bool:
             cur.execute(self._sql["touch_task"], params)
@@ -521,8 +518,7 @@ class SqlStore(TaskStore, QueueStore):
         lease_until: datetime,
         global_limits: Mapping[str, int] | None = None,
     ) -> list[TaskSnapshot]:
-        require_aware(lease_until, "lease_until")
-        if limit < 1 or (buckets is not None and not buckets):
+        if claims_nothing(buckets, limit, lease_until):
             return []
         now = self.clock.now()
         # The query leaves out rows that are not due (a delay) or carry no recipe, so
@@ -639,11 +635,7 @@ class SqlStore(TaskStore, QueueStore):
         ]
 
     def save_unheld(
-        self,
-        snapshot: TaskSnapshot,
-        *,
-        expect_version: int,
-        transitions: Sequence[Transition] = (),
+        self, snapshot: TaskSnapshot, *, expect_version: int, transitions: Sequence[Transition] = ()
     ) -> None:
         self._guarded_update(
             "update_task_unheld", snapshot, expect_version, transitions, atomic=True
@@ -735,10 +727,7 @@ class SqlStore(TaskStore, QueueStore):
         kinds: Collection[str] | None = None,
         actions: Collection[str] | None = None,
     ) -> list[Command]:
-        check_seconds(lease, "lease")
-        if isinstance(limit, bool) or limit < 1:
-            raise ConfigurationError(f"limit must be >= 1, got {limit!r}")
-        wanted = validate_actions(actions)
+        wanted = validate_claim(lease, limit, actions)
         self._check_open()
         self._dialect.before_claim()
         now = self.clock.now()

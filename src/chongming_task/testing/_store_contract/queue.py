@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from chongming_task.errors import ConcurrencyConflict
 from chongming_task.states import TaskStatus
@@ -15,6 +15,20 @@ from chongming_task.testing._store_contract._support import ContractHarness, rai
 __all__ = ["QueueCases"]
 
 S = TaskStatus
+
+
+def _worker(worker_id: str, now: datetime, buckets: tuple[int, ...], slots: int) -> WorkerRecord:
+    """A registry record of ``worker_id``, started and last seen at ``now``."""
+    return WorkerRecord(
+        worker_id=worker_id,
+        host="h",
+        pid=7,
+        version="1",
+        buckets=buckets,
+        slots=slots,
+        started_at=now,
+        heartbeat_at=now,
+    )
 
 
 class QueueCases(ContractHarness):
@@ -108,16 +122,7 @@ class QueueCases(ContractHarness):
     def test_worker_registry_upserts_and_lists(self) -> None:
         self.require_queue()
         now = self.clock.now()
-        record = WorkerRecord(
-            worker_id="w1",
-            host="h",
-            pid=7,
-            version="1",
-            buckets=(1, 2),
-            slots=4,
-            started_at=now,
-            heartbeat_at=now,
-        )
+        record = _worker("w1", now, buckets=(1, 2), slots=4)
         self.queue.put_worker(record)
         self.queue.put_worker(dataclasses.replace(record, heartbeat_at=now + timedelta(seconds=1)))
         found = self.queue.list_workers()
@@ -132,15 +137,8 @@ class QueueCases(ContractHarness):
         as written, and a ``kind="node"`` handoff command is claimed by its node only."""
         self.require_queue()
         now = self.clock.now()
-        record = WorkerRecord(
-            worker_id="node-a",
-            host="h",
-            pid=7,
-            version="1",
-            buckets=(0, 1, 3),
-            slots=2,
-            started_at=now,
-            heartbeat_at=now,
+        record = dataclasses.replace(
+            _worker("node-a", now, buckets=(0, 1, 3), slots=2),
             kind="controller",
             lease_until=now + timedelta(seconds=5),
             num_buckets=16,
