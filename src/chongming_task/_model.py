@@ -11,11 +11,11 @@ import json
 import math
 import operator
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from enum import StrEnum
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, TypeAlias, TypeVar
 
 from chongming_task._checkpoint_gaps import CheckpointGaps
 from chongming_task._redact import redact_reason
@@ -38,6 +38,7 @@ __all__ = [
 
 #: Version of the dictionaries written by ``to_dict``; ``from_dict`` refuses newer ones.
 FORMAT_VERSION: Final = 1
+_T = TypeVar("_T")
 
 JSONValue: TypeAlias = Any
 """A value that ``json.dumps`` accepts without a ``default`` hook."""
@@ -171,6 +172,15 @@ def _mapping(data: object, what: str) -> Mapping[str, Any]:
     return data
 
 
+def _rebuilt(data: object, what: str, build: Callable[[Mapping[str, Any]], _T]) -> _T:
+    """``build(data)`` of a stored object: what it cannot read raises ``StoreError``."""
+    data = _mapping(data, what)
+    try:
+        return build(data)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise StoreError(f"corrupt {what} {data!r}: {exc!r}") from exc
+
+
 def _coerce_status(value: object, name: str) -> TaskStatus:
     """Accept a ``TaskStatus`` or its string value (stores and callers pass either)."""
     if isinstance(value, TaskStatus):
@@ -274,16 +284,16 @@ class Progress:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Progress:
         """Rebuild from :meth:`to_dict` output; anything malformed raises ``StoreError``."""
-        data = _mapping(data, "progress")
-        try:
-            return cls(
+        return _rebuilt(
+            data,
+            "progress",
+            lambda data: cls(
                 done=data["done"],
                 total=data.get("total"),
                 unit=data.get("unit"),
                 message=data.get("message"),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise StoreError(f"corrupt progress {data!r}: {exc!r}") from exc
+            ),
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -331,8 +341,8 @@ class Failure:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Failure:
         """Rebuild from :meth:`to_dict` output; anything malformed raises ``StoreError``."""
-        data = _mapping(data, "failure")
-        try:
+
+        def build(data: Mapping[str, Any]) -> Failure:
             kind = data["kind"]
             if not isinstance(kind, str):
                 raise TypeError(f"kind must be a string, got {kind!r}")
@@ -343,8 +353,8 @@ class Failure:
                 exception_type=data.get("exception_type"),
                 traceback=data.get("traceback"),
             )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise StoreError(f"corrupt failure {data!r}: {exc!r}") from exc
+
+        return _rebuilt(data, "failure", build)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -405,9 +415,9 @@ class Transition:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Transition:
         """Rebuild from :meth:`to_dict` output; anything malformed raises ``StoreError``."""
-        data = _mapping(data, "transition")
-        _check_version(data, "transition")
-        try:
+
+        def build(data: Mapping[str, Any]) -> Transition:
+            _check_version(data, "transition")
             source = data.get("from")
             at = parse_datetime(data["at"], "transition time")
             if at is None:
@@ -423,8 +433,8 @@ class Transition:
                 reason=data.get("reason"),
                 attempt=_int_field(data, "attempt", 0, "transition"),
             )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise StoreError(f"corrupt transition {data!r}: {exc!r}") from exc
+
+        return _rebuilt(data, "transition", build)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
