@@ -37,7 +37,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, TypedDict, Unpack
 
 from chongming_task.errors import DuplicateTaskId
 from chongming_task.schedule._admin import ScheduleAdmin
@@ -97,6 +97,14 @@ class _Watched:
     due: DueFiring
     task_id: str
     check_at: datetime
+
+
+class _FiringOptions(TypedDict, total=False):
+    """What the loop's firings set of :func:`launch`'s options (the rest is theirs)."""
+
+    catch_up: bool
+    skip: Skip
+    armed_until: datetime
 
 
 @dataclass(slots=True)
@@ -475,10 +483,7 @@ class FiringLoop:
         control: ScheduleControl,
         scheduled_at: datetime,
         task_id: str,
-        *,
-        catch_up: bool = False,
-        skip: Skip = JUDGE,
-        armed_until: datetime | None = None,
+        **options: Unpack[_FiringOptions],
     ) -> TaskRun:
         """Launch this scheduler's firing of ``control`` at ``scheduled_at`` (its trigger's)."""
         return launch(
@@ -488,10 +493,8 @@ class FiringLoop:
             scheduled_at=scheduled_at,
             task_id=task_id,
             owner=self.owner,
-            catch_up=catch_up,
-            skip=skip,
-            armed_until=armed_until,
             on_lost=self.on_lost,
+            **options,
         )
 
     def _retire(self, armed: _Armed, work: _Pass) -> None:
