@@ -210,7 +210,7 @@ def launch(
     reason: str | None = None,
     correlation_id: str | None = None,
     command_id: str | None = None,
-    skip: Skip = JUDGE,
+    skip: str | Literal[_Judge.JUDGE] | None = JUDGE,
     armed_until: datetime | None = None,
     on_lost: LostListener | None = None,
     input: JSONValue | None = None,
