@@ -1,5 +1,6 @@
 """Shared fixtures: the PostgreSQL DSN policy and per-test isolated schemas, and the
-stores built on them (``store``, ``shared_store``, ``store_spec``).
+stores built on them (``store``, ``shared_store``, ``store_spec``). A module whose
+``store`` must read a fake clock overrides ``store_clock``.
 
 PostgreSQL tests are marked ``external_service``. Without ``CHONGMING_TEST_POSTGRES``
 they are skipped locally and fail in CI (``CI`` set), so CI can never pass by
@@ -22,7 +23,7 @@ from urllib.parse import quote
 import pytest
 
 if TYPE_CHECKING:
-    from chongming_task import TaskStore
+    from chongming_task import Clock, TaskStore
 
 POSTGRES_ENV = "CHONGMING_TEST_POSTGRES"
 
@@ -58,26 +59,36 @@ def postgres_dsn() -> Iterator[str]:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
-def _open(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> tuple[TaskStore, str]:
-    """A store of ``kind`` and the ``--db`` by which another process opens it."""
+def _open(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path, clock: Clock | None = None
+) -> tuple[TaskStore, str]:
+    """A store of ``kind`` (on ``clock``) and the ``--db`` by which another process opens it."""
     from chongming_task import InMemoryTaskStore, PostgresTaskStore, SqliteTaskStore
 
     if kind == "memory":
-        return InMemoryTaskStore(), ""
+        return InMemoryTaskStore(clock=clock), ""
     if kind == "sqlite":
         db = str(tmp_path / "tasks.db")
-        return SqliteTaskStore(db), db
+        return SqliteTaskStore(db, clock=clock), db
     dsn: str = request.getfixturevalue("postgres_dsn")
-    return PostgresTaskStore(dsn), dsn
+    return PostgresTaskStore(dsn, clock=clock), dsn
+
+
+@pytest.fixture
+def store_clock() -> Clock | None:
+    """The clock of the ``store`` fixture's stores: ``None``, the system clock."""
+    return None
 
 
 @pytest.fixture(
     params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.external_service)]
 )
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TaskStore]:
+def store(
+    request: pytest.FixtureRequest, tmp_path: Path, store_clock: Clock | None
+) -> Iterator[TaskStore]:
     """Each store in turn: memory, SQLite, PostgreSQL, closed after the test (for the
     tests that ask for a ``store`` where neither their module nor folder has one)."""
-    made, _ = _open(request.param, request, tmp_path)
+    made, _ = _open(request.param, request, tmp_path, store_clock)
     with made:
         yield made
 

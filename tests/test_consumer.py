@@ -8,12 +8,9 @@ the store, never from the consumer's own counters alone.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from chongming_task import InMemoryTaskStore, SqliteTaskStore
 from chongming_task._consumer import KEEP, RELEASE, CommandConsumer, Complete, Outcome
 from chongming_task.errors import ClaimLost, StoreError
 from chongming_task.stores._base import Command, TaskStore
@@ -22,22 +19,10 @@ from chongming_task.testing import FakeClock
 log = logging.getLogger("chongming_task.tests.consumer")
 
 
-@pytest.fixture(
-    params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.external_service)]
-)
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TaskStore]:
-    clock = FakeClock()
-    opened: TaskStore
-    if request.param == "memory":
-        opened = InMemoryTaskStore(clock=clock)
-    elif request.param == "sqlite":
-        opened = SqliteTaskStore(tmp_path / "consumer.db", clock=clock)
-    else:
-        from chongming_task.stores._postgres import PostgresTaskStore
-
-        opened = PostgresTaskStore(request.getfixturevalue("postgres_dsn"), clock=clock)
-    yield opened
-    opened.close()
+@pytest.fixture
+def store_clock() -> FakeClock:
+    """The clock of the ``store`` fixture (tests/conftest.py): every store in turn."""
+    return FakeClock()
 
 
 def issue(store: TaskStore, target: str, action: str = "stop", *, kind: str = "task") -> Command:

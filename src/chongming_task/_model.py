@@ -7,15 +7,16 @@ format version so a future field change can be migrated instead of guessed at.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import operator
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from enum import StrEnum
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, TypeAlias, TypeVar
 
 from chongming_task._checkpoint_gaps import CheckpointGaps
 from chongming_task._redact import redact_reason
@@ -38,6 +39,10 @@ __all__ = [
 
 #: Version of the dictionaries written by ``to_dict``; ``from_dict`` refuses newer ones.
 FORMAT_VERSION: Final = 1
+
+_C = TypeVar("_C")
+_T = TypeVar("_T")
+_Reader: TypeAlias = Callable[[_C, Mapping[str, Any]], _T]
 
 JSONValue: TypeAlias = Any
 """A value that ``json.dumps`` accepts without a ``default`` hook."""
@@ -171,6 +176,24 @@ def _mapping(data: object, what: str) -> Mapping[str, Any]:
     return data
 
 
+def _stored(what: str) -> Callable[[_Reader[_C, _T]], _Reader[_C, _T]]:
+    """A ``from_dict`` of stored ``what``: a JSON object, and what it cannot read raises
+    ``StoreError``."""
+
+    def decorate(read: _Reader[_C, _T]) -> _Reader[_C, _T]:
+        @functools.wraps(read)
+        def from_dict(cls: _C, data: Mapping[str, Any]) -> _T:
+            data = _mapping(data, what)
+            try:
+                return read(cls, data)
+            except (KeyError, TypeError, ValueError) as exc:
+                raise StoreError(f"corrupt {what} {data!r}: {exc!r}") from exc
+
+        return from_dict
+
+    return decorate
+
+
 def _coerce_status(value: object, name: str) -> TaskStatus:
     """Accept a ``TaskStatus`` or its string value (stores and callers pass either)."""
     if isinstance(value, TaskStatus):
@@ -272,18 +295,15 @@ class Progress:
         return {"done": self.done, "total": self.total, "unit": self.unit, "message": self.message}
 
     @classmethod
+    @_stored("progress")
     def from_dict(cls, data: Mapping[str, Any]) -> Progress:
         """Rebuild from :meth:`to_dict` output; anything malformed raises ``StoreError``."""
-        data = _mapping(data, "progress")
-        try:
-            return cls(
-                done=data["done"],
-                total=data.get("total"),
-                unit=data.get("unit"),
-                message=data.get("message"),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise StoreError(f"corrupt progress {data!r}: {exc!r}") from exc
+        return cls(
+            done=data["done"],
+            total=data.get("total"),
+            unit=data.get("unit"),
+            message=data.get("message"),
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -329,22 +349,19 @@ class Failure:
         }
 
     @classmethod
+    @_stored("failure")
     def from_dict(cls, data: Mapping[str, Any]) -> Failure:
         """Rebuild from :meth:`to_dict` output; anything malformed raises ``StoreError``."""
-        data = _mapping(data, "failure")
-        try:
-            kind = data["kind"]
-            if not isinstance(kind, str):
-                raise TypeError(f"kind must be a string, got {kind!r}")
-            return cls(
-                kind=FailureKind(kind),
-                message=data["message"],
-                retryable=data.get("retryable", False),
-                exception_type=data.get("exception_type"),
-                traceback=data.get("traceback"),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise StoreError(f"corrupt failure {data!r}: {exc!r}") from exc
+        kind = data["kind"]
+        if not isinstance(kind, str):
+            raise TypeError(f"kind must be a string, got {kind!r}")
+        return cls(
+            kind=FailureKind(kind),
+            message=data["message"],
+            retryable=data.get("retryable", False),
+            exception_type=data.get("exception_type"),
+            traceback=data.get("traceback"),
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -403,28 +420,25 @@ class Transition:
         }
 
     @classmethod
+    @_stored("transition")
     def from_dict(cls, data: Mapping[str, Any]) -> Transition:
         """Rebuild from :meth:`to_dict` output; anything malformed raises ``StoreError``."""
-        data = _mapping(data, "transition")
         _check_version(data, "transition")
-        try:
-            source = data.get("from")
-            at = parse_datetime(data["at"], "transition time")
-            if at is None:
-                raise TypeError("at must not be null")
-            return cls(
-                task_id=data["task_id"],
-                from_status=None if source is None else _status(source, "transition"),
-                to_status=_status(data["to"], "transition"),
-                trigger=data["trigger"],
-                version=_int_field(data, "version", None, "transition"),
-                at=at,
-                actor=data.get("actor"),
-                reason=data.get("reason"),
-                attempt=_int_field(data, "attempt", 0, "transition"),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise StoreError(f"corrupt transition {data!r}: {exc!r}") from exc
+        source = data.get("from")
+        at = parse_datetime(data["at"], "transition time")
+        if at is None:
+            raise TypeError("at must not be null")
+        return cls(
+            task_id=data["task_id"],
+            from_status=None if source is None else _status(source, "transition"),
+            to_status=_status(data["to"], "transition"),
+            trigger=data["trigger"],
+            version=_int_field(data, "version", None, "transition"),
+            at=at,
+            actor=data.get("actor"),
+            reason=data.get("reason"),
+            attempt=_int_field(data, "attempt", 0, "transition"),
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from chongming_task import Controller, InMemoryTaskStore, SqliteTaskStore
+from chongming_task import Controller, InMemoryTaskStore, SqliteTaskStore, TaskRun
 from chongming_task.controller._late_results import LATE_RESULTS_KEY, MAX_LATE_RESULTS
 from chongming_task.stores._base import TaskStore
 from chongming_task.testing import FakeClock, wait_until
@@ -71,15 +71,28 @@ def _lose(other: TaskStore, task_id: str) -> None:
         reconciler.close(close_store=False)
 
 
-def test_a_late_success_is_audited_and_the_status_stays_lost(handles: Handles) -> None:
+def _lost_while_running(
+    handles: Handles, body: Callable[[Any], Any], task_id: str
+) -> tuple[TaskStore, Controller, TaskRun]:
+    """A partitioned holder runs ``body`` as ``task_id``; the other handle calls it lost.
+
+    Returns the other handle, the holder's controller and the (still running) run.
+    """
     store, other = handles()
-    release = threading.Event()
-    controller = Controller(store=store, owner="worker", lease_ttl=0.5)
-    controller.register("job", lambda ctx: {"rows": 7} if release.wait(30) else None)
     _partitioned(store)
-    run = controller.submit("job", task_id="t")
-    wait_until(lambda: other.get("t").status is S.RUNNING, message="running")  # type: ignore[union-attr]
-    _lose(other, "t")
+    controller = Controller(store=store, owner="worker", lease_ttl=0.5)
+    controller.register("job", body)
+    run = controller.submit("job", task_id=task_id)
+    wait_until(lambda: other.get(task_id).status is S.RUNNING, message="running")  # type: ignore[union-attr]
+    _lose(other, task_id)
+    return other, controller, run
+
+
+def test_a_late_success_is_audited_and_the_status_stays_lost(handles: Handles) -> None:
+    release = threading.Event()
+    other, controller, run = _lost_while_running(
+        handles, lambda ctx: {"rows": 7} if release.wait(30) else None, "t"
+    )
     lost = other.get("t")
     assert lost is not None
     assert lost.status is S.LOST
@@ -113,20 +126,13 @@ def test_a_late_success_is_audited_and_the_status_stays_lost(handles: Handles) -
 
 
 def test_a_late_failure_is_audited_too_and_records_stay_bounded(handles: Handles) -> None:
-    store, other = handles()
-    _partitioned(store)
-    controller = Controller(store=store, owner="worker", lease_ttl=0.5)
-    releases: dict[str, threading.Event] = {}
+    release = threading.Event()
 
     def job(ctx: Any) -> None:
-        releases[ctx.task_id].wait(30)
+        release.wait(30)
         raise RuntimeError("disk full")
 
-    controller.register("job", job)
-    releases["f"] = threading.Event()
-    run = controller.submit("job", task_id="f")
-    wait_until(lambda: other.get("f").status is S.RUNNING, message="running")  # type: ignore[union-attr]
-    _lose(other, "f")
+    other, controller, run = _lost_while_running(handles, job, "f")
     version = other.get("f").status_version  # type: ignore[union-attr]
     # Already full of older records: the newest replaces the oldest.
     stale = [{"status": "succeeded", "n": i} for i in range(MAX_LATE_RESULTS)]
@@ -136,7 +142,7 @@ def test_a_late_failure_is_audited_too_and_records_stay_bounded(handles: Handles
         stored.replace(metadata={**stored.metadata, LATE_RESULTS_KEY: stale}),
         expect_version=version,
     )
-    releases["f"].set()
+    release.set()
     assert run.wait(10).status is S.FAILED
     wait_until(
         lambda: other.get("f").metadata[LATE_RESULTS_KEY][-1].get("status") == "failed",  # type: ignore[union-attr]
@@ -156,14 +162,8 @@ def test_a_late_failure_is_audited_too_and_records_stay_bounded(handles: Handles
 def test_status_shows_the_late_result(handles: Handles) -> None:
     from chongming_task.cli.commands._inspect_ import status_lines
 
-    store, other = handles()
-    _partitioned(store)
     release = threading.Event()
-    controller = Controller(store=store, owner="worker", lease_ttl=0.5)
-    controller.register("job", lambda ctx: release.wait(30) and 1)
-    run = controller.submit("job", task_id="s")
-    wait_until(lambda: other.get("s").status is S.RUNNING, message="running")  # type: ignore[union-attr]
-    _lose(other, "s")
+    other, controller, run = _lost_while_running(handles, lambda ctx: release.wait(30) and 1, "s")
     release.set()
     run.wait(10)
     wait_until(lambda: LATE_RESULTS_KEY in other.get("s").metadata, message="recorded")  # type: ignore[union-attr]
@@ -175,10 +175,7 @@ def test_status_shows_the_late_result(handles: Handles) -> None:
 
 
 def test_the_end_is_audited_after_an_earlier_write_was_given_up(handles: Handles) -> None:
-    store, other = handles()
-    _partitioned(store)
     release = threading.Event()
-    controller = Controller(store=store, owner="worker", lease_ttl=0.5)
 
     def job(ctx: Any) -> int:
         while not release.is_set():
@@ -186,10 +183,7 @@ def test_the_end_is_audited_after_an_earlier_write_was_given_up(handles: Handles
             release.wait(0.005)
         return 3
 
-    controller.register("job", job)
-    run = controller.submit("job", task_id="p")
-    wait_until(lambda: other.get("p").status is S.RUNNING, message="running")  # type: ignore[union-attr]
-    _lose(other, "p")
+    other, controller, run = _lost_while_running(handles, job, "p")
     history = other.history("p")
     controller.pause("p")  # its running -> pausing write conflicts and is given up
     wait_until(lambda: run.status is S.PAUSED, message="paused here")

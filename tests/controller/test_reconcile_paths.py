@@ -10,9 +10,8 @@ moves between the two reads left alone, and a dry run that writes nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta, timezone
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,8 +22,6 @@ from chongming_task.controller._reconcile import RECONCILE_TRIGGER, reconcile
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.states import TaskStatus
 from chongming_task.stores._base import TaskStore
-from chongming_task.stores._memory import InMemoryTaskStore
-from chongming_task.stores._sqlite import SqliteTaskStore
 from chongming_task.testing import FakeClock
 
 S = TaskStatus
@@ -46,21 +43,10 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
-@pytest.fixture(
-    params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.external_service)]
-)
-def store(request: pytest.FixtureRequest, clock: FakeClock, tmp_path: Path) -> Iterator[TaskStore]:
-    made: TaskStore
-    if request.param == "memory":
-        made = InMemoryTaskStore(clock=clock)
-    elif request.param == "sqlite":
-        made = SqliteTaskStore(tmp_path / "tasks.db", clock=clock)
-    else:
-        from chongming_task.stores._postgres import PostgresTaskStore
-
-        made = PostgresTaskStore(request.getfixturevalue("postgres_dsn"), clock=clock)
-    with made:
-        yield made
+@pytest.fixture
+def store_clock(clock: FakeClock) -> FakeClock:
+    """The clock of the ``store`` fixture (tests/conftest.py): every store in turn."""
+    return clock
 
 
 def put(

@@ -16,6 +16,7 @@ from chongming_task.core._clock import Clock, SystemClock
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.errors import ConfigurationError
 from chongming_task.pipeline._decisions import skip_failure
+from chongming_task.pipeline._port import NodeSubmission
 from chongming_task.states import TaskStatus
 
 S = TaskStatus
@@ -50,23 +51,17 @@ class ScriptedPort:
     def exists(self, task_id: str) -> bool:
         return task_id in self.machines
 
-    def submit(
-        self,
-        task_name: str,
-        args: tuple[Any, ...],
-        kwargs: Mapping[str, Any],
-        *,
-        task_id: str,
-        metadata: Mapping[str, JSONValue],
-        blocked: bool,
-    ) -> StateMachine:
-        if task_name in self.refuse:
-            raise ValueError(f"refused {task_name}")
+    def submit(self, node: NodeSubmission) -> StateMachine:
+        if node.task_name in self.refuse:
+            raise ValueError(f"refused {node.task_name}")
+        task_id = node.task_id
         with self.lock:
-            machine = StateMachine.create(task_id, task_name, metadata=metadata, clock=self._clock)
+            machine = StateMachine.create(
+                task_id, node.task_name, metadata=node.metadata, clock=self._clock
+            )
             self.machines[task_id] = machine
-            self.submitted.append((task_id, args, dict(kwargs), blocked))
-            if blocked:
+            self.submitted.append((task_id, node.args, dict(node.kwargs), node.blocked))
+            if node.blocked:
                 self._do(task_id, machine.mark_blocked)
             else:
                 self._do(task_id, machine.mark_queued)

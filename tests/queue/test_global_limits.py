@@ -43,6 +43,14 @@ def _worker(db: str, owner: str, log: Path, *extra: str) -> subprocess.Popen[byt
     )
 
 
+def _client(store: TaskStore, tmp_path: Path) -> tuple[Client, Path, Path]:
+    """A client of the limit tasks on ``store``, and new folders for the gates and logs."""
+    gates, logs = tmp_path / "gates", tmp_path / "logs"
+    gates.mkdir()
+    logs.mkdir()
+    return Client(store, tasks=__import__("limtasks")), gates, logs
+
+
 def max_overlap(store: TaskStore, task_ids: list[str]) -> int:
     """The most tasks between their ``running`` and terminal transition at one instant."""
     events: list[tuple[Any, int]] = []
@@ -62,10 +70,7 @@ def max_overlap(store: TaskStore, task_ids: list[str]) -> int:
 
 def two_workers_never_exceed_the_limit(store: TaskStore, db: str, tmp_path: Path) -> None:
     assert isinstance(store, QueueStore)  # the lease-backed slots live there
-    gates, logs = tmp_path / "gates", tmp_path / "logs"
-    gates.mkdir()
-    logs.mkdir()
-    client = Client(store, tasks=__import__("limtasks"))
+    client, gates, logs = _client(store, tmp_path)
     limited = [
         client.enqueue("meet", str(gates), LIMIT, LINGER, task_id=f"db-{i}").task_id
         for i in range(6)
@@ -89,10 +94,7 @@ def two_workers_never_exceed_the_limit(store: TaskStore, db: str, tmp_path: Path
 
 def a_killed_holders_slot_comes_back(store: TaskStore, db: str, tmp_path: Path) -> None:
     assert isinstance(store, QueueStore)  # the lease-backed slots live there
-    gates, logs = tmp_path / "gates", tmp_path / "logs"
-    gates.mkdir()
-    logs.mkdir()
-    client = Client(store, tasks=__import__("limtasks"))
+    client, gates, logs = _client(store, tmp_path)
     args = ("--max-parallel", "2", "--global-limit", "db=1", "--lease-ttl", "3")
     first = client.enqueue("hold", str(gates), task_id="first")
     holder = _worker(db, "holder", logs / "holder.log", *args)

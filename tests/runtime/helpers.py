@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+from chongming_task._model import Failure, FailureKind
 from chongming_task.run import TaskRun
 from chongming_task.runtime._context import TaskContext
 from chongming_task.states import TaskStatus
@@ -14,6 +15,10 @@ S = TaskStatus
 
 #: The trajectory of a run that simply succeeds.
 HAPPY = [S.PENDING, S.QUEUED, S.STARTING, S.RUNNING, S.SUCCEEDED]
+
+#: The transitions before a run's first attempt, and those of each attempt's start.
+START = [S.PENDING, S.QUEUED]
+ATTEMPT = [S.STARTING, S.RUNNING]
 
 #: Real seconds a test waits for something that should take milliseconds.
 PATIENCE = 10.0
@@ -45,6 +50,14 @@ def settle(clock: FakeClock, run: TaskRun, *statuses: TaskStatus, sleepers: int 
     """Wait until the run is in ``statuses`` and the runtime waits on the fake clock."""
     reach(run, *statuses)
     clock.wait_for_sleepers(sleepers, timeout=PATIENCE)
+
+
+def failed_with(run: TaskRun, kind: FailureKind) -> Failure:
+    """Wait for the end of ``run``, which failed with ``kind``; its failure."""
+    outcome = run.wait(PATIENCE)
+    assert outcome.failure is not None
+    assert outcome.failure.kind is kind
+    return outcome.failure
 
 
 def busy(stop_when: threading.Event | None = None) -> Callable[[TaskContext], str]:

@@ -14,10 +14,7 @@ from chongming_task.run import TaskRun
 from chongming_task.runtime._context import TaskContext
 from chongming_task.testing import FakeClock, wait_until
 
-from .helpers import PATIENCE, S, path, settle, triggers
-
-START = [S.PENDING, S.QUEUED]
-ATTEMPT = [S.STARTING, S.RUNNING]
+from .helpers import ATTEMPT, PATIENCE, START, S, failed_with, path, settle, triggers
 
 
 class Stepped:
@@ -72,12 +69,8 @@ def test_checkpoints_without_progress_fail_as_timeout_no_progress(clock: FakeClo
     clock.advance(5)
     stop_requested(run)
     body.step.release()  # the next checkpoint honours the stop
-    outcome = run.wait(PATIENCE)
-    assert outcome.failure is not None
-    assert outcome.failure.kind is FailureKind.TIMEOUT_NO_PROGRESS
-    assert outcome.failure.message == (
-        "no_progress timeout of 30s expired: progress done did not advance"
-    )
+    failure = failed_with(run, FailureKind.TIMEOUT_NO_PROGRESS)
+    assert failure.message == ("no_progress timeout of 30s expired: progress done did not advance")
     assert path(run) == [*START, *ATTEMPT, S.FAILED]
     assert triggers(run)[-1] == "supervisor:timeout_no_progress"
     assert run.snapshot.progress is not None
@@ -128,10 +121,8 @@ def test_not_retried_when_retry_timeouts_is_off(clock: FakeClock) -> None:
     clock.advance(20)
     stop_requested(run)
     body.step.release()
-    outcome = run.wait(PATIENCE)
-    assert outcome.failure is not None
-    assert outcome.failure.kind is FailureKind.TIMEOUT_NO_PROGRESS
-    assert outcome.failure.retryable is False
+    failure = failed_with(run, FailureKind.TIMEOUT_NO_PROGRESS)
+    assert failure.retryable is False
     assert path(run) == [*START, *ATTEMPT, S.FAILED]
 
 
@@ -160,9 +151,7 @@ def test_paused_time_does_not_count(clock: FakeClock) -> None:
     clock.advance(1)
     stop_requested(run)
     body.step.release()
-    outcome = run.wait(PATIENCE)
-    assert outcome.failure is not None
-    assert outcome.failure.kind is FailureKind.TIMEOUT_NO_PROGRESS
+    failed_with(run, FailureKind.TIMEOUT_NO_PROGRESS)
     assert path(run) == [*START, *ATTEMPT, S.PAUSING, S.PAUSED, S.RUNNING, S.FAILED]
 
 

@@ -15,10 +15,19 @@ from chongming_task.runtime._context import TaskContext
 from chongming_task.runtime._timers import TimerService
 from chongming_task.testing import FakeClock, wait_until
 
-from .helpers import PATIENCE, TICK, S, Stuck, busy, path, reach, settle
-
-ATTEMPT = [S.STARTING, S.RUNNING]
-START = [S.PENDING, S.QUEUED]
+from .helpers import (
+    ATTEMPT,
+    PATIENCE,
+    START,
+    TICK,
+    S,
+    Stuck,
+    busy,
+    failed_with,
+    path,
+    reach,
+    settle,
+)
 
 
 @pytest.fixture
@@ -238,9 +247,7 @@ def test_idle_timeout_measures_silence_since_the_last_beat(clock: FakeClock) -> 
     clock.advance(10)
     reach_stop(body_ctx[0])
     steps.release()
-    outcome = run.wait(PATIENCE)
-    assert outcome.failure is not None
-    assert outcome.failure.kind is FailureKind.TIMEOUT_IDLE
+    failed_with(run, FailureKind.TIMEOUT_IDLE)
     assert path(run) == [*START, *ATTEMPT, S.FAILED]
 
 
@@ -280,9 +287,7 @@ def test_idle_and_attempt_timeouts_do_not_run_while_paused(clock: FakeClock) -> 
     clock.advance(0.1)
     reach_stop_of(run)
     hold.set()
-    outcome = run.wait(PATIENCE)
-    assert outcome.failure is not None
-    assert outcome.failure.kind is FailureKind.TIMEOUT_IDLE
+    failed_with(run, FailureKind.TIMEOUT_IDLE)
     assert path(run) == [*START, *ATTEMPT, S.PAUSING, S.PAUSED, S.RUNNING, S.FAILED]
 
 
@@ -304,9 +309,7 @@ def test_paused_time_does_not_count_toward_the_attempt(clock: FakeClock) -> None
     clock.advance(5.9)
     assert run.status is S.RUNNING
     clock.advance(0.1)
-    outcome = run.wait(PATIENCE)
-    assert outcome.failure is not None
-    assert outcome.failure.kind is FailureKind.TIMEOUT_ATTEMPT
+    failed_with(run, FailureKind.TIMEOUT_ATTEMPT)
 
 
 def test_the_earliest_scope_wins(clock: FakeClock) -> None:
@@ -318,9 +321,7 @@ def test_the_earliest_scope_wins(clock: FakeClock) -> None:
     clock.advance(3)
     reach_stop(ctx)
     body.release.set()
-    outcome = run.wait(PATIENCE)
-    assert outcome.failure is not None
-    assert outcome.failure.kind is FailureKind.TIMEOUT_IDLE
+    failed_with(run, FailureKind.TIMEOUT_IDLE)
 
 
 def test_total_timeout_spans_attempts_and_is_never_retried(clock: FakeClock) -> None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from chongming_task._model import JSONValue
 from chongming_task.errors import ControllerClosed, InvalidState
 from chongming_task.pipeline._decisions import skip_failure
-from chongming_task.pipeline._port import Subscriber
+from chongming_task.pipeline._port import NodeSubmission, Subscriber
 
 if TYPE_CHECKING:
     from chongming_task.controller import Controller
@@ -47,18 +47,14 @@ class ControllerAdapter:
         controller = self._controller
         return controller.run(task_id) is not None or controller.get(task_id) is not None
 
-    def submit(
-        self,
-        task_name: str,
-        args: tuple[Any, ...],
-        kwargs: Mapping[str, Any],
-        *,
-        task_id: str,
-        metadata: Mapping[str, JSONValue],
-        blocked: bool,
-    ) -> TaskRun:
+    def submit(self, node: NodeSubmission) -> TaskRun:
         return self._controller.submit(
-            task_name, *args, task_id=task_id, metadata=metadata, blocked=blocked, **kwargs
+            node.task_name,
+            *node.args,
+            task_id=node.task_id,
+            metadata=node.metadata,
+            blocked=node.blocked,
+            **node.kwargs,
         )
 
     def release(self, task_id: str, upstream: Mapping[str, JSONValue]) -> None:

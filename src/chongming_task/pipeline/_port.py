@@ -9,13 +9,27 @@ drive the orchestrator through a scripted port where every interleaving is chose
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from chongming_task._model import JSONValue, TaskSnapshot, Transition
 
-__all__ = ["ControllerPort", "NodeHandle", "Subscriber"]
+__all__ = ["ControllerPort", "NodeHandle", "NodeSubmission", "Subscriber"]
 
 Subscriber = Callable[[Transition, TaskSnapshot], None]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSubmission:
+    """One node's task, as the pipeline asks the controller to create it."""
+
+    task_name: str
+    args: tuple[Any, ...]
+    kwargs: Mapping[str, Any]
+    task_id: str
+    metadata: Mapping[str, JSONValue]
+    blocked: bool
+    """Created ``blocked`` (it has upstream nodes), else ``queued`` at once."""
 
 
 class NodeHandle(Protocol):
@@ -44,16 +58,7 @@ class ControllerPort(Protocol):
         """Whether a task with this id is already known (in memory or in the store)."""
         ...
 
-    def submit(
-        self,
-        task_name: str,
-        args: tuple[Any, ...],
-        kwargs: Mapping[str, Any],
-        *,
-        task_id: str,
-        metadata: Mapping[str, JSONValue],
-        blocked: bool,
-    ) -> NodeHandle:
+    def submit(self, node: NodeSubmission) -> NodeHandle:
         """Create the node's task: ``pending -> blocked`` or ``pending -> queued``."""
         ...
 

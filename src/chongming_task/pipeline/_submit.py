@@ -14,7 +14,7 @@ from chongming_task._model import JSONValue, ensure_json
 from chongming_task.errors import ConfigurationError
 from chongming_task.pipeline._graph import Pipeline
 from chongming_task.pipeline._orchestrator import Orchestrator
-from chongming_task.pipeline._port import ControllerPort
+from chongming_task.pipeline._port import ControllerPort, NodeSubmission
 from chongming_task.pipeline._run import PipelineRun
 
 __all__ = ["METADATA_KEYS", "submit_to_port"]
@@ -97,12 +97,14 @@ def submit_to_port(
             node = nodes[node_id]
             kwargs = {key: value for key, value in node.kwargs.items() if key != "metadata"}
             handle = port.submit(
-                node.task_name,
-                node.args,
-                kwargs,
-                task_id=task_ids[node_id],
-                metadata=metadata[node_id],
-                blocked=bool(node.depends_on),
+                NodeSubmission(
+                    node.task_name,
+                    node.args,
+                    kwargs,
+                    task_id=task_ids[node_id],
+                    metadata=metadata[node_id],
+                    blocked=bool(node.depends_on),
+                )
             )
             created.append(node_id)
             orchestrator.attach(node_id, handle)

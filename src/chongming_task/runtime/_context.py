@@ -194,6 +194,24 @@ class RuntimeContext:
             TaskCancelled: a stop was requested (also while paused here). Let it
                 propagate; it is a ``BaseException`` so ``except Exception`` misses it.
         """
+        control = self._beat()
+        if control.pause_requested:
+            control.wait_while_paused()
+            self._resumed(control)
+
+    async def acheckpoint(self) -> None:
+        """:meth:`checkpoint` for ``async def`` tasks: a pause waits without blocking the loop.
+
+        Raises:
+            TaskCancelled: a stop was requested.
+        """
+        control = self._beat()
+        if control.pause_requested:
+            await control.await_while_paused()
+            self._resumed(control)
+
+    def _beat(self) -> Control:
+        """A checkpoint's part before any pause: the heartbeat, the gap, a stop."""
         control = self._control
         control.beat = now = self._monotonic()
         gaps = control.gaps
@@ -206,39 +224,15 @@ class RuntimeContext:
                 gaps.add_gap(gap)
         if control.stop_requested:
             raise control.cancelled()
-        if control.pause_requested:
-            control.wait_while_paused()
-            if control.stop_requested:
-                raise control.cancelled()
-            control.beat = now = self._monotonic()
-            if gaps is not None:
-                gaps.last = now  # a pause is not a gap between checkpoints
+        return control
 
-    async def acheckpoint(self) -> None:
-        """:meth:`checkpoint` for ``async def`` tasks: a pause waits without blocking the loop.
-
-        Raises:
-            TaskCancelled: a stop was requested.
-        """
-        control = self._control
-        control.beat = now = self._monotonic()
-        gaps = control.gaps
-        if gaps is not None:
-            gap = now - gaps.last
-            gaps.last = now
-            if gap < FAST_GAP:
-                gaps.fast += 1
-            else:
-                gaps.add_gap(gap)
+    def _resumed(self, control: Control) -> None:
+        """A checkpoint's part after a pause: a stop while paused, a fresh heartbeat."""
         if control.stop_requested:
             raise control.cancelled()
-        if control.pause_requested:
-            await control.await_while_paused()
-            if control.stop_requested:
-                raise control.cancelled()
-            control.beat = now = self._monotonic()
-            if gaps is not None:
-                gaps.last = now
+        control.beat = now = self._monotonic()
+        if control.gaps is not None:
+            control.gaps.last = now  # a pause is not a gap between checkpoints
 
     @property
     def is_stop_requested(self) -> bool:

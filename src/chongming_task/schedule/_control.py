@@ -23,9 +23,8 @@ from datetime import datetime
 from typing import Any, Final, Literal
 
 from chongming_task.errors import ConfigurationError
-from chongming_task.policies import FixedBackoff, RetryPolicy, Timeout
 from chongming_task.schedule._control_codec import control_from_dict, control_to_dict
-from chongming_task.schedule._definition import Misfire, Overlap, Schedule
+from chongming_task.schedule._definition import Misfire, Overlap, RunPolicy, Schedule
 from chongming_task.schedule._triggers import DstPolicy, Trigger, make_trigger
 from chongming_task.states import TaskStatus
 
@@ -50,7 +49,7 @@ def redact_error(text: str | None) -> str | None:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ScheduleControl:
+class ScheduleControl(RunPolicy):
     """A schedule's control record. Build it with :meth:`register`, change it with ``with_*``."""
 
     name: str
@@ -134,16 +133,6 @@ class ScheduleControl:
     @property
     def paused(self) -> bool:
         return self.status == "paused"
-
-    @property
-    def retry_policy(self) -> RetryPolicy:
-        return RetryPolicy(
-            max_attempts=1 + self.retry_attempts, backoff=FixedBackoff(self.retry_backoff)
-        )
-
-    @property
-    def timeout(self) -> Timeout:
-        return Timeout(total=self.max_runtime)
 
     # -- registration (the RegisterCronWithOptions merge) -------------------------
 
@@ -247,25 +236,33 @@ class ScheduleControl:
         """
         zone = self.timezone if timezone is None else timezone
         trigger = make_trigger(pattern, zone, self.anchor, self.dst)
-        # next_run_at is shown to operators at once; schedulers recompute it on their tick.
-        return self._changed(
-            actor,
-            now,
-            pattern=trigger.pattern,
-            timezone=trigger.timezone,
-            overridden=True,
-            next_run_at=trigger.next_after(now),
+        return self._repatterned(
+            trigger, trigger.pattern, trigger.timezone, overridden=True, actor=actor, now=now
         )
 
     def with_default_pattern(self, *, actor: str | None, now: datetime) -> ScheduleControl:
         """Drop the override: back to the code's pattern and timezone."""
-        trigger = make_trigger(self.default_pattern, self.default_timezone, self.anchor, self.dst)
+        pattern, zone = self.default_pattern, self.default_timezone
+        trigger = make_trigger(pattern, zone, self.anchor, self.dst)
+        return self._repatterned(trigger, pattern, zone, overridden=False, actor=actor, now=now)
+
+    def _repatterned(
+        self,
+        trigger: Trigger,
+        pattern: str,
+        timezone: str,
+        *,
+        overridden: bool,
+        actor: str | None,
+        now: datetime,
+    ) -> ScheduleControl:
+        # next_run_at is shown to operators at once; schedulers recompute it on their tick.
         return self._changed(
             actor,
             now,
-            pattern=self.default_pattern,
-            timezone=self.default_timezone,
-            overridden=False,
+            pattern=pattern,
+            timezone=timezone,
+            overridden=overridden,
             next_run_at=trigger.next_after(now),
         )
 

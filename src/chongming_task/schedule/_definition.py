@@ -36,6 +36,7 @@ __all__ = [
     "RETRY_BACKOFF_LIMIT",
     "Misfire",
     "Overlap",
+    "RunPolicy",
     "Schedule",
     "validate_schedule_name",
 ]
@@ -85,8 +86,30 @@ def _seconds(name: str, what: str, value: object, low: float, high: float) -> fl
     return value
 
 
+class RunPolicy:
+    """The policy of a schedule's runs, from its three fields (a definition's, a record's)."""
+
+    __slots__ = ()
+
+    max_runtime: float
+    retry_attempts: int
+    retry_backoff: float
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        """``retry_attempts`` beyond the first, ``retry_backoff`` apart (no jitter)."""
+        return RetryPolicy(
+            max_attempts=1 + self.retry_attempts, backoff=FixedBackoff(self.retry_backoff)
+        )
+
+    @property
+    def timeout(self) -> Timeout:
+        """``max_runtime`` over the whole run: ``Timeout(total=...)``, never retried."""
+        return Timeout(total=self.max_runtime)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Schedule:
+class Schedule(RunPolicy):
     """A named binding of a registered task, JSON arguments and a trigger, plus policy.
 
     Raises:
@@ -216,18 +239,6 @@ class Schedule:
         _seconds(name, "misfire grace", self.misfire_grace, 1, MISFIRE_GRACE_LIMIT)
 
     # -- derived policy ---------------------------------------------------------
-
-    @property
-    def retry_policy(self) -> RetryPolicy:
-        """``retry_attempts`` beyond the first, ``retry_backoff`` apart (no jitter)."""
-        return RetryPolicy(
-            max_attempts=1 + self.retry_attempts, backoff=FixedBackoff(self.retry_backoff)
-        )
-
-    @property
-    def timeout(self) -> Timeout:
-        """``max_runtime`` over the whole run: ``Timeout(total=...)``, never retried."""
-        return Timeout(total=self.max_runtime)
 
     @property
     def anchor(self) -> datetime | None:

@@ -22,7 +22,7 @@ import logging
 from collections.abc import Callable
 from datetime import datetime
 from enum import Enum
-from typing import TYPE_CHECKING, Final, Literal
+from typing import TYPE_CHECKING, Final, Literal, TypeAlias
 
 from chongming_task._model import JSONValue
 from chongming_task.controller._reconcile import reconcile
@@ -44,6 +44,7 @@ __all__ = [
     "JUDGE",
     "ORPHAN_TRIGGER",
     "LostListener",
+    "Skip",
     "armed_reason",
     "launch",
     "retire_orphan",
@@ -64,6 +65,8 @@ class _Judge(Enum):
 
 #: ``launch(skip=JUDGE)`` (the default): judge :func:`skip_reason` now.
 JUDGE: Final = _Judge.JUDGE
+#: What ``launch(skip=)`` takes: ``JUDGE``, the reason of a skip, or ``None`` (none applies).
+Skip: TypeAlias = str | Literal[_Judge.JUDGE] | None
 
 
 def stale_runs(controller: Controller, name: str) -> list[str]:

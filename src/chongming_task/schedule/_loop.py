@@ -37,14 +37,21 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, TypedDict, Unpack
 
 from chongming_task.errors import DuplicateTaskId
 from chongming_task.schedule._admin import ScheduleAdmin
 from chongming_task.schedule._commands import ScheduleCommands
 from chongming_task.schedule._control import ScheduleControl, redact_error
 from chongming_task.schedule._firing import DueFiring, FiringPlan, plan_firings
-from chongming_task.schedule._launcher import JUDGE, LostListener, launch, settle_lost, skip_reason
+from chongming_task.schedule._launcher import (
+    JUDGE,
+    LostListener,
+    Skip,
+    launch,
+    settle_lost,
+    skip_reason,
+)
 from chongming_task.schedule._registration import Registered
 from chongming_task.schedule._ticks import TickReport, firing_task_id
 from chongming_task.stores._base import Command, ScheduleRecord
@@ -90,6 +97,14 @@ class _Watched:
     due: DueFiring
     task_id: str
     check_at: datetime
+
+
+class _FiringOptions(TypedDict, total=False):
+    """What the loop's firings set of :func:`launch`'s options (the rest is theirs)."""
+
+    catch_up: bool
+    skip: Skip
+    armed_until: datetime
 
 
 @dataclass(slots=True)
@@ -358,31 +373,14 @@ class FiringLoop:
             # skip is not recorded ahead: the instant judges it (a run may end first).
             run: TaskRun | None = None
             if skip_reason(self.controller, control, on_lost=self.on_lost) is None:
-                run = launch(
-                    self.controller,
-                    control,
-                    trigger_type=control.kind,
-                    scheduled_at=due.scheduled_at,
-                    task_id=task_id,
-                    owner=self.owner,
-                    skip=None,
-                    armed_until=due.scheduled_at,
-                    on_lost=self.on_lost,
+                run = self._launch(
+                    control, due.scheduled_at, task_id, skip=None, armed_until=due.scheduled_at
                 )
             work.armed.append(_Armed(due.scheduled_at, control, due, task_id, run))
             report.fired.append(task_id)
             return True
         try:
-            launch(
-                self.controller,
-                control,
-                trigger_type=control.kind,
-                scheduled_at=due.scheduled_at,
-                task_id=task_id,
-                owner=self.owner,
-                catch_up=due.catch_up,
-                on_lost=self.on_lost,
-            )
+            self._launch(control, due.scheduled_at, task_id, catch_up=due.catch_up)
         except DuplicateTaskId:
             # This scheduler was slower than half the tolerance between its claim and
             # the launch, and a watcher launched the firing: it runs once, there.
@@ -426,16 +424,8 @@ class FiringLoop:
                     )
                     log.warning("schedule %r: %s", name, work.report.missed_reasons[name])
                     continue
-                launch(
-                    self.controller,
-                    control,
-                    trigger_type=control.kind,
-                    scheduled_at=watched.due.scheduled_at,
-                    task_id=watched.task_id,
-                    owner=self.owner,
-                    catch_up=watched.due.catch_up,
-                    on_lost=self.on_lost,
-                )
+                due = watched.due
+                self._launch(control, due.scheduled_at, watched.task_id, catch_up=due.catch_up)
             except DuplicateTaskId:
                 continue  # its winner (or another watcher) created it meanwhile
             except Exception as exc:
@@ -484,15 +474,27 @@ class FiringLoop:
     def _launch_armed(self, armed: _Armed, *, skip: str | None = None) -> None:
         """Launch a firing claimed ahead without a run, judging its skip now; or, with
         ``skip``, record it skipped for that reason."""
-        launch(
+        self._launch(
+            armed.control, armed.scheduled_at, armed.task_id, skip=JUDGE if skip is None else skip
+        )
+
+    def _launch(
+        self,
+        control: ScheduleControl,
+        scheduled_at: datetime,
+        task_id: str,
+        **options: Unpack[_FiringOptions],
+    ) -> TaskRun:
+        """Launch this scheduler's firing of ``control`` at ``scheduled_at`` (its trigger's)."""
+        return launch(
             self.controller,
-            armed.control,
-            trigger_type=armed.control.kind,
-            scheduled_at=armed.scheduled_at,
-            task_id=armed.task_id,
+            control,
+            trigger_type=control.kind,
+            scheduled_at=scheduled_at,
+            task_id=task_id,
             owner=self.owner,
-            skip=JUDGE if skip is None else skip,
             on_lost=self.on_lost,
+            **options,
         )
 
     def _retire(self, armed: _Armed, work: _Pass) -> None:

@@ -159,10 +159,7 @@ class IntervalTrigger:
         try:
             return self.anchor + count * step
         except OverflowError as exc:
-            raise ConfigurationError(
-                f"no firing of {self.pattern!r} after {dt.isoformat()}: it would be beyond "
-                f"the last representable instant ({datetime.max.isoformat()})"
-            ) from exc
+            raise _no_firing_after(repr(self.pattern), dt) from exc
 
     def describe(self) -> str:
         return f"every {format_duration(self.seconds)}"
@@ -263,16 +260,21 @@ class CronTrigger:
         try:
             return next_firing(self._fields, self._tz, self.follows_elapsed_time, after)
         except OverflowError as exc:
-            raise ConfigurationError(
-                f"no firing of cron {self.expression!r} after {dt.isoformat()}: it would be "
-                f"beyond the last representable instant ({datetime.max.isoformat()})"
-            ) from exc
+            raise _no_firing_after(f"cron {self.expression!r}", dt) from exc
 
     def describe(self) -> str:
         if self._interval is not None:
             return self._interval.describe()
         policy = "" if self.dst == "default" else f", dst={self.dst}"
         return f"cron {self.expression!r} in {self.timezone}{policy}"
+
+
+def _no_firing_after(pattern: str, dt: datetime) -> ConfigurationError:
+    """The error of a trigger whose next firing after ``dt`` is past ``datetime.max``."""
+    return ConfigurationError(
+        f"no firing of {pattern} after {dt.isoformat()}: it would be beyond the last "
+        f"representable instant ({datetime.max.isoformat()})"
+    )
 
 
 Trigger = CronTrigger | IntervalTrigger
