@@ -96,6 +96,18 @@ class ScheduleStatistics:
     last_run_at: datetime | None
     next_run_at: datetime | None
 
+    def counts(self) -> dict[str, int | float | None]:
+        """The counts and rates, by field name (what ``schedule show --json`` reports)."""
+        return {
+            "runs": self.runs,
+            "succeeded": self.succeeded,
+            "errors": self.errors,
+            "skipped": self.skipped,
+            "unfinished": self.unfinished,
+            "success_rate": self.success_rate,
+            "average_duration": self.average_duration,
+        }
+
 
 def _order_key(summary: RunSummary, snapshot: TaskSnapshot) -> datetime:
     return summary.scheduled_at or snapshot.created_at

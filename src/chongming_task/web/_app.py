@@ -42,6 +42,7 @@ from chongming_task.core._clock import Clock, SystemClock
 from chongming_task.errors import ConfigurationError, StaleScheduleEdit, StoreError
 from chongming_task.schedule._admin import ScheduleAdmin
 from chongming_task.schedule._control import ScheduleControl
+from chongming_task.schedule._stats import ScheduleStatistics
 from chongming_task.states import TaskStatus
 from chongming_task.stores._base import TaskStore
 from chongming_task.web._auth import (
@@ -1114,15 +1115,9 @@ def _schedule_doc(control: Any) -> dict[str, Any]:
     }
 
 
-def _stats_doc(stats: Any) -> dict[str, Any]:
+def _stats_doc(stats: ScheduleStatistics) -> dict[str, Any]:
     return {
-        "runs": stats.runs,
-        "succeeded": stats.succeeded,
-        "errors": stats.errors,
-        "skipped": stats.skipped,
-        "unfinished": stats.unfinished,
-        "success_rate": stats.success_rate,
-        "average_duration": stats.average_duration,
+        **stats.counts(),
         "last_run_at": _dt(stats.last_run_at),
         "next_run_at": _dt(stats.next_run_at),
         "recent": [

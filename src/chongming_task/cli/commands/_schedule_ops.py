@@ -67,15 +67,7 @@ def _show(
             document(
                 "schedule",
                 schedule=schedule_doc(control),
-                statistics={
-                    "runs": stats.runs,
-                    "succeeded": stats.succeeded,
-                    "errors": stats.errors,
-                    "skipped": stats.skipped,
-                    "unfinished": stats.unfinished,
-                    "success_rate": stats.success_rate,
-                    "average_duration": stats.average_duration,
-                },
+                statistics=stats.counts(),
                 runs=[run_doc(run) for run in history],
             )
         )
