@@ -6,10 +6,16 @@ script and PostgreSQL; these cover the many small cases without process start-up
 
 from __future__ import annotations
 
+import signal
+import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from chongming_task import TaskStatus, Transition
+from chongming_task.cli.commands import _run as run_command
 
 from .conftest import MODULES, TASKS, Result
 
@@ -79,6 +85,38 @@ def test_run_succeeds_with_exit_0_and_records_the_trajectory(invoke: Invoke, dbf
         ("starting", "running"),
         ("running", "succeeded"),
     ]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_run_signal_during_submit_still_stops_the_task_cleanly(
+    invoke: Invoke, dbfile: str, monkeypatch: pytest.MonkeyPatch, sig: signal.Signals
+) -> None:
+    # The signal lands while submit() has not returned yet but the task already runs:
+    # the window in which Python's default KeyboardInterrupt skipped the clean stop.
+    submit = run_command._submit
+
+    def submit_then_signal(controller: Any, request: Any) -> Any:
+        run = submit(controller, request)
+        running = threading.Event()
+
+        def on_transition(item: Transition, _snapshot: object) -> None:
+            if item.to_status is TaskStatus.RUNNING:
+                running.set()
+
+        run.add_listener(on_transition)
+        assert running.is_set() or run.status is TaskStatus.RUNNING or running.wait(10)
+        signal.raise_signal(sig)
+        return run
+
+    monkeypatch.setattr(run_command, "_submit", submit_then_signal)
+    result = invoke("--db", dbfile, "run", "loop", "--tasks", TASKS, "--task-id", "w1")
+    assert result.code == 3, result.err
+    what = "SIGTERM" if sig is signal.SIGTERM else "interrupted"
+    assert result.err.splitlines() == [f"{what}: stopping w1 cleanly (up to 30s)"]
+    assert result.out.splitlines()[-1].startswith("w1: stopped")
+    history = invoke("--db", dbfile, "history", "w1", "--json").json()
+    path = [(item["from"], item["to"]) for item in history["transitions"]]
+    assert path[-3:] == [("starting", "running"), ("running", "stopping"), ("stopping", "stopped")]
 
 
 def test_run_of_a_failing_task_exits_3(invoke: Invoke, dbfile: str) -> None:

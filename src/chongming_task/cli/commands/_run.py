@@ -18,7 +18,7 @@ from chongming_task.cli._live import make_display
 from chongming_task.cli._loader import register_tasks
 from chongming_task.cli._logs import library_logging
 from chongming_task.cli._schema import document, task_doc, transition_doc
-from chongming_task.cli._signals import Terminated, terminate_as_interrupt
+from chongming_task.cli._signals import on_shutdown_signals
 from chongming_task.cli.commands._common import (
     SubmissionRequest,
     add_submission_options,
@@ -85,13 +85,17 @@ def cmd_run(args: argparse.Namespace, session: Session) -> int:
     output = session.output
     interrupted = False
     tail = LogTail(controller)
+    # A signal only records itself; the loop below acts on it. Raising from the handler
+    # instead (Python's default for Ctrl-C) would let it land anywhere, for instance
+    # inside submit() after the task began, and skip the clean stop below.
+    received: list[str] = []
     try:
-        with terminate_as_interrupt(), library_logging(output):
+        with on_shutdown_signals(received.append), library_logging(output):
             try:
                 run = _submit(controller, request)
             except ConfigurationError as exc:  # well formed, refused: exit 1 (§8.10)
                 raise CommandFailed(str(exc)) from exc
-            interrupted = _follow(run, controller, tail, session)
+            interrupted = _follow(run, controller, tail, session, received)
     finally:
         controller.close(reason="chongming-task run ended", timeout=STOP_TIMEOUT)
         tail.close()
@@ -110,29 +114,33 @@ def cmd_run(args: argparse.Namespace, session: Session) -> int:
     return ExitCode.OK if snapshot.status is TaskStatus.SUCCEEDED else ExitCode.TASK_NOT_SUCCEEDED
 
 
-def _follow(run: TaskRun, controller: Any, tail: LogTail, session: Session) -> bool:
-    """Show the run until it ends; on Ctrl-C/SIGTERM stop it cleanly. True if interrupted."""
+def _follow(
+    run: TaskRun, controller: Any, tail: LogTail, session: Session, received: list[str]
+) -> bool:
+    """Show the run until it ends; once a signal is received stop it cleanly.
+
+    Returns True if a signal interrupted the run. Signals that arrive while the stop
+    runs are recorded and ignored: the stop is bounded by ``STOP_TIMEOUT``.
+    """
     output = session.output
     display = make_display(output) if not session.json else None
     try:
-        while not run.done:
+        while not run.done and not received:
             if display is not None:
                 display.update(run)
             tail.flush()
             with contextlib.suppress(TimeoutError):
                 run.wait(timeout=REFRESH)
-    except KeyboardInterrupt as exc:
-        if display is not None:
-            display.close()
-        what = "SIGTERM" if isinstance(exc, Terminated) else "interrupted"
-        output.notice(f"{what}: stopping {run.task_id} cleanly (up to {STOP_TIMEOUT:g}s)")
-        controller.close(reason=f"{what} (chongming-task run)", timeout=STOP_TIMEOUT)
-        return True
     finally:
         if display is not None:
             display.update(run)
             display.close()
-    return False
+    if not received or run.done:
+        return bool(received)
+    what = "SIGTERM" if received[0] == "SIGTERM" else "interrupted"
+    output.notice(f"{what}: stopping {run.task_id} cleanly (up to {STOP_TIMEOUT:g}s)")
+    controller.close(reason=f"{what} (chongming-task run)", timeout=STOP_TIMEOUT)
+    return True
 
 
 def _summary(snapshot: Any) -> str:
