@@ -121,3 +121,21 @@ def test_an_outcome_at_the_cap_is_stored(controller: Controller) -> None:
     controller.register("edge", lambda ctx: "x" * (OUTCOME_MAX_BYTES - 2))
     assert controller.submit("edge", task_id="edge").wait(10).ok
     assert controller.store.get("edge").status is S.SUCCEEDED  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("keyword", "message"),
+    [
+        ("max_paralel", "'max_paralel'; did you mean 'max_parallel'?"),
+        ("lease", "'lease'; did you mean 'lease_ttl'?"),
+        ("xyz", "'xyz'$"),
+    ],
+)
+def test_a_keyword_that_is_no_setting_names_the_nearest(keyword: str, message: str) -> None:
+    # Python's own error for a misspelt keyword (as list_tasks gives), with a hint:
+    # the settings are one TypedDict (ControllerSettings), not a hand-kept signature.
+    settings: dict[str, Any] = {keyword: 2}
+    with pytest.raises(
+        TypeError, match=f"^Controller\\(\\) got an unexpected keyword argument {message}"
+    ):
+        Controller(**settings)

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Unpack
 
@@ -32,10 +31,9 @@ from chongming_task.controller._commands import CommandListener
 from chongming_task.controller._events import Subscriber
 from chongming_task.controller._internal import ControllerInternals
 from chongming_task.controller._options import (
-    DEFAULT_COMMAND_POLL_INTERVAL,
     DEFAULT_FLUSH_TIMEOUT,
-    DEFAULT_LEASE_TTL,
     ControllerOptions,
+    ControllerSettings,
     TaskFilters,
     task_query,
 )
@@ -47,9 +45,8 @@ from chongming_task.controller._submission import BatchOptions
 from chongming_task.controller._waiting import wait_for_runs
 from chongming_task.controller._writethrough import PendingWrite, PersistFailure
 from chongming_task.core._clock import Clock
-from chongming_task.policies import BucketPolicy, ConcurrencyPolicy, RetryPolicy, Timeout
+from chongming_task.policies import BucketPolicy, RetryPolicy, Timeout
 from chongming_task.run import TaskOutcome, TaskRun
-from chongming_task.runtime.executors._base import Executor
 from chongming_task.stores._base import TaskStore
 
 if TYPE_CHECKING:
@@ -63,52 +60,21 @@ class Controller:
     """Registers task definitions, runs submissions within limits, and controls them.
 
     ``store`` is where every transition is written and every query is read (``None``:
-    a private ``InMemoryTaskStore``). The keyword settings are checked once into a
-    :class:`~chongming_task.controller._options.ControllerOptions`, whose fields say
-    what each one means (``max_parallel`` is shorthand for ``concurrency``,
-    ``num_buckets`` for ``bucket_policy``).
+    a private ``InMemoryTaskStore``). The keyword settings
+    (:class:`~chongming_task.controller._options.ControllerSettings`) are checked once
+    into a :class:`~chongming_task.controller._options.ControllerOptions`, whose fields
+    say what each one means and defaults to (``max_parallel`` is shorthand for
+    ``concurrency``, ``num_buckets`` for ``bucket_policy``).
 
     Raises:
         ConfigurationError: Contradictory or out-of-range settings.
+        TypeError: A keyword that is no setting (the message names the nearest one).
     """
 
     def __init__(
-        self,
-        store: TaskStore | None = None,
-        *,
-        max_parallel: int | None = None,
-        concurrency: ConcurrencyPolicy | None = None,
-        max_parallel_per_bucket: int | None = None,
-        num_buckets: int | None = None,
-        bucket_policy: BucketPolicy | None = None,
-        owned_buckets: Iterable[int] | None = None,
-        owner: str | None = None,
-        executor: Executor | None = None,
-        clock: Clock | None = None,
-        lease_ttl: float = DEFAULT_LEASE_TTL,
-        command_poll_interval: float = DEFAULT_COMMAND_POLL_INTERVAL,
-        graceful_stop: float = 5.0,
-        pause_timeout: float = 5.0,
-        artifact_dir: str | Path | None = None,
-        keep_finished: int | None = None,
+        self, store: TaskStore | None = None, **settings: Unpack[ControllerSettings]
     ) -> None:
-        options = ControllerOptions.check(
-            max_parallel=max_parallel,
-            concurrency=concurrency,
-            max_parallel_per_bucket=max_parallel_per_bucket,
-            num_buckets=num_buckets,
-            bucket_policy=bucket_policy,
-            owned_buckets=owned_buckets,
-            owner=owner,
-            executor=executor,
-            clock=clock,
-            lease_ttl=lease_ttl,
-            command_poll_interval=command_poll_interval,
-            graceful_stop=graceful_stop,
-            pause_timeout=pause_timeout,
-            artifact_dir=artifact_dir,
-            keep_finished=keep_finished,
-        )
+        options = ControllerOptions.check(**settings)
         # The public view of the options; ``owned_buckets`` alone changes later (a
         # bucket handoff moves buckets between live nodes).
         self.clock: Clock = options.clock

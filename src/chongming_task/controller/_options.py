@@ -1,14 +1,16 @@
 """The controller's settings: ``ControllerOptions``, and the checks behind it.
 
-``Controller(...)`` hands its keyword arguments to :meth:`ControllerOptions.check`
-once; every part (admission, write-through, leases, commands, submission) is built
-from the frozen result, so no part re-reads or re-checks a raw argument. Each helper
-turns a user's argument into the exact type the controller keeps, or raises a
-``ConfigurationError`` that says what is wrong and what to write instead.
+``Controller(store, **settings)`` hands its :class:`ControllerSettings` to
+:meth:`ControllerOptions.check` once; every part (admission, write-through, leases,
+commands, submission) is built from the frozen result, so no part re-reads or
+re-checks a raw argument. Each helper turns a user's argument into the exact type the
+controller keeps, or raises a ``ConfigurationError`` that says what is wrong and what
+to write instead.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
 import socket
 from collections.abc import Iterable, Mapping
@@ -33,6 +35,7 @@ __all__ = [
     "DEFAULT_LEASE_TTL",
     "LEASE_TTL_MAX",
     "ControllerOptions",
+    "ControllerSettings",
     "QueueTaskFilters",
     "TaskFilters",
     "check_executor",
@@ -49,6 +52,41 @@ DEFAULT_COMMAND_POLL_INTERVAL = 0.2
 DEFAULT_FLUSH_TIMEOUT = 10.0
 #: The longest lease (and command poll interval) a controller takes: one year.
 LEASE_TTL_MAX = 365 * 24 * 3600.0
+
+
+class ControllerSettings(TypedDict, total=False):
+    """The keyword settings of ``Controller(store, **settings)``, all optional.
+
+    Each is checked once into :class:`ControllerOptions`; the field of the same name
+    there says what it means and what it defaults to.
+    """
+
+    max_parallel: int | None
+    """Shorthand for ``concurrency=ConcurrencyPolicy(max_parallel=...)``."""
+    concurrency: ConcurrencyPolicy | None
+    max_parallel_per_bucket: int | None
+    num_buckets: int | None
+    """Shorthand for ``bucket_policy=BucketPolicy(num_buckets=...)``."""
+    bucket_policy: BucketPolicy | None
+    owned_buckets: Iterable[int] | None
+    owner: str | None
+    executor: Executor | None
+    clock: Clock | None
+    lease_ttl: float
+    command_poll_interval: float
+    graceful_stop: float
+    pause_timeout: float
+    artifact_dir: str | Path | None
+    keep_finished: int | None
+
+
+def _refuse_unknown(settings: Mapping[str, object]) -> None:
+    """Python's own error for a misspelt keyword, with the setting it was meant to be."""
+    unknown = sorted(settings.keys() - ControllerSettings.__optional_keys__)
+    if unknown:
+        near = difflib.get_close_matches(unknown[0], ControllerSettings.__optional_keys__, 1)
+        hint = f"; did you mean {near[0]!r}?" if near else ""
+        raise TypeError(f"Controller() got an unexpected keyword argument {unknown[0]!r}{hint}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -87,34 +125,30 @@ class ControllerOptions:
     controller (a worker, a scheduler) sets it so its memory stays flat."""
 
     @classmethod
-    def check(
-        cls,
-        *,
-        max_parallel: int | None,
-        concurrency: ConcurrencyPolicy | None,
-        max_parallel_per_bucket: int | None,
-        num_buckets: int | None,
-        bucket_policy: BucketPolicy | None,
-        owned_buckets: Iterable[int] | None,
-        owner: str | None,
-        executor: Executor | None,
-        clock: Clock | None,
-        lease_ttl: float,
-        command_poll_interval: float,
-        graceful_stop: float,
-        pause_timeout: float,
-        artifact_dir: str | Path | None,
-        keep_finished: int | None,
-    ) -> ControllerOptions:
-        """The options of ``Controller(**arguments)``, each checked and normalised.
+    def check(cls, **settings: Unpack[ControllerSettings]) -> ControllerOptions:
+        """The options of ``Controller(store, **settings)``, each checked and normalised.
 
-        Every argument is given: the defaults are ``Controller``'s, whose signature is
-        the guide's. ``max_parallel`` is shorthand for ``concurrency`` and
-        ``num_buckets`` for ``bucket_policy``: given both, they must agree.
+        A setting left out takes the default its field documents. ``max_parallel`` is
+        shorthand for ``concurrency`` and ``num_buckets`` for ``bucket_policy``: given
+        both, they must agree.
 
         Raises:
             ConfigurationError: Contradictory or out-of-range settings.
+            TypeError: A keyword that is no setting (the message names the nearest one).
         """
+        _refuse_unknown(settings)
+        executor = settings.get("executor")
+        owner = settings.get("owner")
+        lease_ttl = settings.get("lease_ttl", DEFAULT_LEASE_TTL)
+        command_poll_interval = settings.get("command_poll_interval", DEFAULT_COMMAND_POLL_INTERVAL)
+        graceful_stop = settings.get("graceful_stop", 5.0)
+        pause_timeout = settings.get("pause_timeout", 5.0)
+        max_parallel, concurrency = settings.get("max_parallel"), settings.get("concurrency")
+        num_buckets, bucket_policy = settings.get("num_buckets"), settings.get("bucket_policy")
+        owned_buckets = settings.get("owned_buckets")
+        keep_finished = settings.get("keep_finished")
+        max_parallel_per_bucket = settings.get("max_parallel_per_bucket")
+        clock, artifact_dir = settings.get("clock"), settings.get("artifact_dir")
         check_executor(executor)  # guide §7.2: no InlineExecutor
         resolved = concurrency_policy(max_parallel, concurrency)
         policy = bucket_rules.policy(num_buckets, bucket_policy)
