@@ -57,55 +57,26 @@ LEASE_TTL_MAX = 365 * 24 * 3600.0
 class ControllerSettings(TypedDict, total=False):
     """The keyword settings of ``Controller(store, **settings)``, all optional.
 
-    Each is checked once into :class:`ControllerOptions`; the field of the same name
-    there says what it means and what it defaults to.
+    Checked once into :class:`ControllerOptions` (``ControllerOptions.check``).
     """
 
     max_parallel: int | None
     """Shorthand for ``concurrency=ConcurrencyPolicy(max_parallel=...)``."""
     concurrency: ConcurrencyPolicy | None
+    """Global cap, named-resource limits per tag, default priority (guide §8.4)."""
     max_parallel_per_bucket: int | None
+    """Executing tasks allowed per bucket; ``None`` (the default): no limit."""
     num_buckets: int | None
     """Shorthand for ``bucket_policy=BucketPolicy(num_buckets=...)``."""
     bucket_policy: BucketPolicy | None
-    owned_buckets: Iterable[int] | None
-    owner: str | None
-    executor: Executor | None
-    clock: Clock | None
-    lease_ttl: float
-    command_poll_interval: float
-    graceful_stop: float
-    pause_timeout: float
-    artifact_dir: str | Path | None
-    keep_finished: int | None
-
-
-def _refuse_unknown(settings: Mapping[str, object]) -> None:
-    """Python's own error for a misspelt keyword, with the setting it was meant to be."""
-    unknown = sorted(settings.keys() - ControllerSettings.__optional_keys__)
-    if unknown:
-        near = difflib.get_close_matches(unknown[0], ControllerSettings.__optional_keys__, 1)
-        hint = f"; did you mean {near[0]!r}?" if near else ""
-        raise TypeError(f"Controller() got an unexpected keyword argument {unknown[0]!r}{hint}")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ControllerOptions:
-    """A controller's settings, checked once (see :meth:`check` for the arguments)."""
-
-    concurrency: ConcurrencyPolicy
-    """Global cap, named-resource limits per tag, default priority."""
-    max_parallel_per_bucket: int | None
-    """Executing tasks allowed per bucket; ``None`` (the default): no limit."""
-    bucket_policy: BucketPolicy
     """How ``bucket_key`` maps to a bucket (64 buckets by default)."""
-    owned_buckets: frozenset[int] | None
+    owned_buckets: Iterable[int] | None
     """The buckets this node runs at construction (§8.14); ``None``: all of them."""
-    owner: str
+    owner: str | None
     """Identity written on tasks, leases and commands (default ``hostname:pid``)."""
     executor: Executor | None
     """Executor of every run; ``None``: a thread per run."""
-    clock: Clock
+    clock: Clock | None
     """Time source (``SystemClock`` by default, ``FakeClock`` in tests)."""
     lease_ttl: float
     """Seconds a lease lasts (30): how soon another process may call us dead."""
@@ -123,6 +94,44 @@ class ControllerOptions:
     Beyond it the earliest-finished are forgotten by this process, never by the store
     (which still answers ``get``, ``history`` and ``wait`` for them): a long-lived
     controller (a worker, a scheduler) sets it so its memory stays flat."""
+
+
+def _refuse_unknown(settings: Mapping[str, object]) -> None:
+    """Python's own error for a misspelt keyword, with the setting it was meant to be."""
+    unknown = sorted(settings.keys() - ControllerSettings.__optional_keys__)
+    if unknown:
+        near = difflib.get_close_matches(unknown[0], ControllerSettings.__optional_keys__, 1)
+        hint = f"; did you mean {near[0]!r}?" if near else ""
+        raise TypeError(f"Controller() got an unexpected keyword argument {unknown[0]!r}{hint}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ControllerOptions:
+    """A controller's settings, checked once: what every part is built from.
+
+    Each field holds the :class:`ControllerSettings` entry of the same name, which says
+    what it means, in its checked form: ``max_parallel`` folded into ``concurrency``,
+    ``num_buckets`` into ``bucket_policy``, ``owner`` and ``clock`` defaulted. Grouped
+    by the parts that read them.
+    """
+
+    # admission and dispatch
+    concurrency: ConcurrencyPolicy
+    max_parallel_per_bucket: int | None
+    executor: Executor | None
+    keep_finished: int | None
+    # buckets (§8.14)
+    bucket_policy: BucketPolicy
+    owned_buckets: frozenset[int] | None
+    # identity, time, files
+    owner: str
+    clock: Clock
+    artifact_dir: str | Path | None
+    # leases, commands, runs
+    lease_ttl: float
+    command_poll_interval: float
+    graceful_stop: float
+    pause_timeout: float
 
     @classmethod
     def check(cls, **settings: Unpack[ControllerSettings]) -> ControllerOptions:
