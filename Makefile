@@ -14,8 +14,11 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-## The test command of the README: a fresh clone needs nothing else.
+## The test command of the README: a fresh clone needs nothing else. The package is
+## byte-compiled first: where PYTHONDONTWRITEBYTECODE is set (as on CI) every process
+## the tests start (the CLI, workers, process executors) would compile it again.
 test: $(STAMP)
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m compileall -q src tests > /dev/null
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)
