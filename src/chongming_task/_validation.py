@@ -23,6 +23,7 @@ outcome             at most ``OUTCOME_MAX_BYTES`` (1 MiB) of compact UTF-8 JSON
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 from collections.abc import Iterable, Mapping
@@ -50,6 +51,7 @@ __all__ = [
     "check_task_id",
     "check_text",
     "check_utf8",
+    "refuse_unknown_keywords",
 ]
 
 #: The largest task outcome a store accepts, measured as UTF-8 bytes of its compact JSON.
@@ -228,3 +230,17 @@ def check_global_limits(value: object, name: str = "global_limits") -> dict[str,
         check_text(tag, f"{name} name")
         result[tag] = check_int(limit, f"{name}[{tag!r}]", minimum=1, maximum=GLOBAL_LIMIT_MAX)
     return result
+
+
+def refuse_unknown_keywords(call: str, given: Iterable[str], accepted: Iterable[str]) -> None:
+    """Python's own ``TypeError`` for a keyword ``call`` does not take, naming the nearest.
+
+    For the public calls whose keywords are a ``TypedDict`` (``Controller(**settings)``,
+    ``list_tasks(**filters)``): Python cannot refuse those itself at run time.
+    """
+    known = set(accepted)
+    unknown = sorted(set(given) - known)
+    if unknown:
+        near = difflib.get_close_matches(unknown[0], sorted(known), 1)
+        hint = f"; did you mean {near[0]!r}?" if near else ""
+        raise TypeError(f"{call}() got an unexpected keyword argument {unknown[0]!r}{hint}")

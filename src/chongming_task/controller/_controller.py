@@ -60,11 +60,10 @@ class Controller:
     """Registers task definitions, runs submissions within limits, and controls them.
 
     ``store`` is where every transition is written and every query is read (``None``:
-    a private ``InMemoryTaskStore``). The keyword settings
-    (:class:`~chongming_task.controller._options.ControllerSettings`) are checked once
-    into a :class:`~chongming_task.controller._options.ControllerOptions`, whose fields
-    say what each one means and defaults to (``max_parallel`` is shorthand for
-    ``concurrency``, ``num_buckets`` for ``bucket_policy``).
+    a private ``InMemoryTaskStore``). The keyword settings are
+    :class:`~chongming_task.controller._options.ControllerSettings`, whose entries say
+    what each one means and defaults to; they are checked once into a
+    :class:`~chongming_task.controller._options.ControllerOptions`.
 
     Raises:
         ConfigurationError: Contradictory or out-of-range settings.

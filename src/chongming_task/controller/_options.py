@@ -10,7 +10,6 @@ to write instead.
 
 from __future__ import annotations
 
-import difflib
 import os
 import socket
 from collections.abc import Iterable, Mapping
@@ -96,15 +95,6 @@ class ControllerSettings(TypedDict, total=False):
     controller (a worker, a scheduler) sets it so its memory stays flat."""
 
 
-def _refuse_unknown(settings: Mapping[str, object]) -> None:
-    """Python's own error for a misspelt keyword, with the setting it was meant to be."""
-    unknown = sorted(settings.keys() - ControllerSettings.__optional_keys__)
-    if unknown:
-        near = difflib.get_close_matches(unknown[0], ControllerSettings.__optional_keys__, 1)
-        hint = f"; did you mean {near[0]!r}?" if near else ""
-        raise TypeError(f"Controller() got an unexpected keyword argument {unknown[0]!r}{hint}")
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ControllerOptions:
     """A controller's settings, checked once: what every part is built from.
@@ -137,7 +127,8 @@ class ControllerOptions:
     def check(cls, **settings: Unpack[ControllerSettings]) -> ControllerOptions:
         """The options of ``Controller(store, **settings)``, each checked and normalised.
 
-        A setting left out takes the default its field documents. ``max_parallel`` is
+        A setting left out takes the default its ``ControllerSettings`` entry
+        documents. ``max_parallel`` is
         shorthand for ``concurrency`` and ``num_buckets`` for ``bucket_policy``: given
         both, they must agree.
 
@@ -145,7 +136,9 @@ class ControllerOptions:
             ConfigurationError: Contradictory or out-of-range settings.
             TypeError: A keyword that is no setting (the message names the nearest one).
         """
-        _refuse_unknown(settings)
+        _validation.refuse_unknown_keywords(
+            "Controller", settings, ControllerSettings.__optional_keys__
+        )
         executor = settings.get("executor")
         owner = settings.get("owner")
         lease_ttl = settings.get("lease_ttl", DEFAULT_LEASE_TTL)
@@ -312,9 +305,7 @@ def task_query(
     Raises:
         TypeError: A filter outside ``accepted`` (the names of the caller's filters).
     """
-    unknown = sorted(filters.keys() - accepted)
-    if unknown:
-        raise TypeError(f"list_tasks() got an unexpected keyword argument {unknown[0]!r}")
+    _validation.refuse_unknown_keywords("list_tasks", filters, accepted)
     buckets = filters.get("buckets")
     return TaskQuery(
         statuses=parse_statuses(filters.get("status")),
