@@ -139,3 +139,11 @@ def test_a_keyword_that_is_no_setting_names_the_nearest(keyword: str, message: s
         TypeError, match=f"^Controller\\(\\) got an unexpected keyword argument {message}"
     ):
         Controller(**settings)
+
+
+def test_a_misspelt_list_tasks_filter_names_the_nearest(controller: Controller) -> None:
+    filters: dict[str, Any] = {"stauts": "queued"}
+    with pytest.raises(
+        TypeError, match=r"^list_tasks\(\) got an unexpected keyword argument 'stauts'; did you"
+    ):
+        controller.list_tasks(**filters)
