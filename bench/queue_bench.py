@@ -22,6 +22,16 @@ What is measured, and how (performance claims live here, never in tests):
   ``finished_at``), so process start-up is outside the window for the first worker,
   as it is for procrastinate, whose window comes from ``procrastinate_events`` (first
   ``started`` to last ``succeeded``) with K ``run_worker(concurrency=4)`` processes.
+  While a run goes on, the bench polls both sides the same cheap way: one
+  ``count(*)`` of the unfinished rows every 50 ms on one connection opened before the
+  workers start and reused (``Poller``), so neither side pays a new connection per
+  poll (an earlier version opened one per poll on procrastinate's side only).
+* **cpu**: worker CPU per task, both sides: one worker process (4 slots) is started
+  and warmed up (20 tasks), its user + sys time is read from ``/proc/PID/stat``, N
+  no-op tasks are enqueued, and when the last has finished the time is read again;
+  the figure is the difference over N (start-up excluded). The same worker then sits
+  idle for ``IDLE_SECONDS``; its CPU over that time, as a share of one core, is the
+  idle figure (ours on PostgreSQL and SQLite, procrastinate on PostgreSQL).
 * **recovery**: a worker with ``--lease-ttl L`` runs a task that never ends; a second
   worker (another bucket) reconciles every L/2 by default. The first is SIGKILLed;
   the figure is the time from the kill to the stored ``running -> lost`` transition,
@@ -124,6 +134,37 @@ def _open(db: str) -> TaskStore:
     from chongming_task import SqliteTaskStore
 
     return SqliteTaskStore(db)
+
+
+class Poller:
+    """One ``count(*)`` query on one reused PostgreSQL connection: the bench's wait."""
+
+    def __init__(self, dsn: str, sql: str) -> None:
+        import psycopg
+
+        self._conn = psycopg.connect(dsn, autocommit=True)
+        self._sql = sql
+
+    def __call__(self) -> int:
+        row = self._conn.execute(self._sql).fetchone()
+        return int(row[0]) if row else 0
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+#: Our unfinished rows, counted as procrastinate's are (``REMAINING_SQL``).
+OURS_REMAINING_SQL = "SELECT count(*) FROM ct_tasks WHERE status NOT IN ({})".format(
+    ", ".join(f"'{s.value}'" for s in TaskStatus if s.is_terminal)
+)
+
+IDLE_SECONDS = 10.0
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + sys CPU of process ``pid`` (all its threads) so far, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -261,8 +302,12 @@ def throughput_ours(dsn: str, workers: int, tasks: int, log_dir: Path) -> dict[s
         client = Client(store)
         for start in range(0, tasks, 500):
             client.enqueue_many("noop", [() for _ in range(min(500, tasks - start))])
-        with _workers(dsn, workers, worker=("--max-parallel", str(SLOTS)), log_dir=log_dir):
-            _until(lambda: store.count_by_status().get(TaskStatus.SUCCEEDED, 0) >= tasks, step=0.05)
+        poll = Poller(dsn, OURS_REMAINING_SQL)
+        try:
+            with _workers(dsn, workers, worker=("--max-parallel", str(SLOTS)), log_dir=log_dir):
+                _until(lambda: poll() == 0, step=0.05)
+        finally:
+            poll.close()
         done = store.query_heads()
         assert len(done) == tasks
         snapshots = store.query()
@@ -278,12 +323,14 @@ def throughput_procrastinate(dsn: str, workers: int, tasks: int) -> dict[str, fl
     env = _env()
     # Imported, not run as __main__: procrastinate wants its app in an importable module.
     code = f"from peers.procrastinate_peer import worker; worker({dsn!r}, {SLOTS})"
+    poll = Poller(dsn, procrastinate_peer.REMAINING_SQL)
     procs = [subprocess.Popen([sys.executable, "-c", code], env=env) for _ in range(workers)]
     try:
-        _until(lambda: procrastinate_peer.remaining(dsn) == 0, step=0.05)
+        _until(lambda: poll() == 0, step=0.05)
         for proc in procs:
             proc.wait(60)
     finally:
+        poll.close()
         for proc in procs:
             if proc.poll() is None:
                 proc.kill()
@@ -291,6 +338,62 @@ def throughput_procrastinate(dsn: str, workers: int, tasks: int) -> dict[str, fl
     succeeded, seconds = procrastinate_peer.window(dsn)
     assert succeeded == tasks, (succeeded, tasks)
     return {"tasks_per_s": tasks / seconds, "seconds": seconds}
+
+
+# ----------------------------------------------------------------- cpu
+
+
+def _cpu_figures(
+    pid: int, enqueue: Callable[[int], None], remaining: Callable[[], int], tasks: int
+) -> dict[str, float]:
+    """CPU per task of worker ``pid`` over ``tasks`` tasks, then its idle share of a core."""
+    enqueue(20)  # warm-up: imports, connections, prepared statements
+    _until(lambda: remaining() == 0, timeout=120)
+    before = _cpu_seconds(pid)
+    enqueue(tasks)
+    _until(lambda: remaining() == 0, step=0.05)
+    busy = _cpu_seconds(pid) - before
+    time.sleep(1.0)  # the last task's bookkeeping is over
+    before, started = _cpu_seconds(pid), time.monotonic()
+    time.sleep(IDLE_SECONDS)
+    idle = (_cpu_seconds(pid) - before) / (time.monotonic() - started)
+    return {"cpu_ms_per_task": busy / tasks * 1000, "idle_core_share": idle}
+
+
+def cpu_ours(db: str, tasks: int, log_dir: Path) -> dict[str, float]:
+    with (
+        _open(db) as store,
+        _workers(
+            db, 1, worker=("--max-parallel", str(SLOTS)), log_dir=log_dir, name="cpu"
+        ) as procs,
+    ):
+        client = Client(store)
+        _until(store.list_workers, timeout=60)
+
+        def enqueue(n: int) -> None:
+            for start in range(0, n, 500):
+                client.enqueue_many("noop", [() for _ in range(min(500, n - start))])
+
+        def remaining() -> int:
+            counts = store.count_by_status()
+            return sum(n for status, n in counts.items() if not status.is_terminal)
+
+        return _cpu_figures(procs[0].pid, enqueue, remaining, tasks)
+
+
+def cpu_procrastinate(dsn: str, tasks: int) -> dict[str, float]:
+    procrastinate_peer.prepare(dsn, 0)
+    code = f"from peers.procrastinate_peer import worker; worker({dsn!r}, {SLOTS}, wait=True)"
+    proc = subprocess.Popen([sys.executable, "-c", code], env=_env())
+    poll = Poller(dsn, procrastinate_peer.REMAINING_SQL)
+    try:
+        return _cpu_figures(
+            proc.pid, lambda n: procrastinate_peer.prepare(dsn, n, schema=False), poll, tasks
+        )
+    finally:
+        poll.close()
+        proc.kill()
+        proc.wait(5)
 
 
 # ----------------------------------------------------------------- recovery
@@ -351,7 +454,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=None, help="throughput rounds per side")
     parser.add_argument(
         "--only",
-        choices=("calls", "latency", "throughput", "recovery"),
+        choices=("calls", "latency", "throughput", "cpu", "recovery"),
         action="append",
         default=None,
         help="measure only these (repeatable; default all)",
@@ -362,7 +465,7 @@ def main() -> int:
     tasks = args.tasks or (500 if args.quick else 3000)
     lease_ttl, rounds = 2.0, (1 if args.quick else 3)
     args.rounds = args.rounds or (1 if args.quick else 3)
-    only = set(args.only or ("calls", "latency", "throughput", "recovery"))
+    only = set(args.only or ("calls", "latency", "throughput", "cpu", "recovery"))
     base = args.postgres or pg.base_dsn()
     try:
         pg.check(base)
@@ -423,6 +526,25 @@ def main() -> int:
                 f"throughput, {workers} worker(s): ours {ours:.0f} tasks/s, procrastinate "
                 f"{peer:.0f} tasks/s ({ours / peer:.2f}x; medians of rounds: ours "
                 f"{shown['ours']}, procrastinate {shown['procrastinate']})",
+                flush=True,
+            )
+        if "cpu" in only:
+            with pg.fresh_schema(base) as dsn:
+                ours = figures["cpu_ours_postgres"] = cpu_ours(dsn, tasks, tmp)
+            with pg.fresh_schema(base) as dsn:
+                peer = figures["cpu_procrastinate"] = cpu_procrastinate(dsn, tasks)
+            lite = figures["cpu_ours_sqlite"] = cpu_ours(_sqlite_db(tmp, "cpu"), tasks, tmp)
+            print(
+                f"worker CPU per task (PostgreSQL): ours {ours['cpu_ms_per_task']:.3f} ms, "
+                f"procrastinate {peer['cpu_ms_per_task']:.3f} ms "
+                f"({ours['cpu_ms_per_task'] / peer['cpu_ms_per_task']:.2f}x); "
+                f"SQLite ours {lite['cpu_ms_per_task']:.3f} ms",
+                flush=True,
+            )
+            print(
+                f"idle worker, share of one core: ours PostgreSQL "
+                f"{ours['idle_core_share']:.2%}, SQLite {lite['idle_core_share']:.2%}; "
+                f"procrastinate {peer['idle_core_share']:.2%}",
                 flush=True,
             )
         if "recovery" in only:

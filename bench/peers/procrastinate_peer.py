@@ -42,11 +42,12 @@ def make_app(dsn: str) -> Any:
     return app
 
 
-def prepare(dsn: str, jobs: int) -> None:
+def prepare(dsn: str, jobs: int, schema: bool = True) -> None:
     """Apply procrastinate's schema to the (fresh) schema and defer ``jobs`` no-op jobs."""
     app = make_app(dsn)
     with app.open():
-        app.schema_manager.apply_schema()
+        if schema:
+            app.schema_manager.apply_schema()
         task = app.tasks["noop"]
         batch = 500
         for start in range(0, jobs, batch):
@@ -68,21 +69,16 @@ def window(dsn: str) -> tuple[int, float]:
     return int(row[0]), float(row[1] or 0.0)
 
 
-def remaining(dsn: str) -> int:
-    import psycopg
-
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM procrastinate_jobs WHERE status IN ('todo', 'doing')"
-        ).fetchone()
-    return int(row[0]) if row else 0
+#: The jobs not finished yet; the bench polls it on one reused connection, as it polls
+#: our side (``queue_bench.Poller``), so neither side pays a connection per poll.
+REMAINING_SQL = "SELECT count(*) FROM procrastinate_jobs WHERE status IN ('todo', 'doing')"
 
 
-def worker(dsn: str, concurrency: int) -> None:
-    """One worker process: take jobs until none is left."""
+def worker(dsn: str, concurrency: int, wait: bool = False) -> None:
+    """One worker process: take jobs until none is left (``wait``: until killed)."""
     import logging
 
     logging.basicConfig(level=logging.WARNING)
     app = make_app(dsn)
     with app.open():
-        app.run_worker(concurrency=concurrency, wait=False, install_signal_handlers=False)
+        app.run_worker(concurrency=concurrency, wait=wait, install_signal_handlers=False)
