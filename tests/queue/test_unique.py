@@ -66,7 +66,9 @@ def advance(store: TaskStore, clock: FakeClock, task_id: str, *steps: str) -> No
     }
     for name in steps:
         moves[name]()
-    store.save(machine.snapshot, expect_version=stored.status_version, transitions=machine.transitions)
+    store.save(
+        machine.snapshot, expect_version=stored.status_version, transitions=machine.transitions
+    )
 
 
 def test_a_second_enqueue_returns_the_queued_task(client: Client, store: TaskStore) -> None:
