@@ -74,7 +74,8 @@ def advance(store: TaskStore, clock: FakeClock, task_id: str, *steps: str) -> No
 def test_a_second_enqueue_returns_the_queued_task(client: Client, store: TaskStore) -> None:
     first = client.enqueue("job", 1, unique_key="report:42")
     second = client.enqueue("job", 2, unique_key="report:42")
-    assert first.created and not second.created
+    assert first.created
+    assert not second.created
     assert second.task_id == first.task_id
     assert keyed(store, "report:42") == [(first.task_id, S.QUEUED)]
     stored = store.get(first.task_id)
@@ -82,7 +83,8 @@ def test_a_second_enqueue_returns_the_queued_task(client: Client, store: TaskSto
     assert stored.metadata["unique_key"] == "report:42"  # visible on the task
     assert stored.metadata["recipe"]["args"] == [1]  # the second call's arguments are dropped
     other = client.enqueue("job", 3, unique_key="report:43")  # another key: its own task
-    assert other.created and other.task_id != first.task_id
+    assert other.created
+    assert other.task_id != first.task_id
 
 
 def test_a_running_task_keeps_its_key(client: Client, store: TaskStore, clock: FakeClock) -> None:
@@ -97,7 +99,8 @@ def test_a_finished_task_frees_its_key(client: Client, store: TaskStore, clock: 
     stopped = client.enqueue("job", unique_key="k")
     assert client.stop(stopped.task_id)
     second = client.enqueue("job", unique_key="k")
-    assert second.created and second.task_id != stopped.task_id
+    assert second.created
+    assert second.task_id != stopped.task_id
     advance(store, clock, second.task_id, "start", "run", "succeed")
     third = client.enqueue("job", unique_key="k")
     assert third.created
@@ -124,7 +127,8 @@ def test_unique_for_counts_tasks_finished_within_the_window(
     assert not client.enqueue("job", unique_key="k", unique_for=window).created
     clock.advance(0.001)
     after = client.enqueue("job", unique_key="k", unique_for=window)
-    assert after.created and after.task_id != first.task_id
+    assert after.created
+    assert after.task_id != first.task_id
     # Without a window only an unfinished task counts: the new one, queued.
     assert client.enqueue("job", unique_key="k").task_id == after.task_id
     assert [status for _, status in keyed(store, "k")] == [S.SUCCEEDED, S.QUEUED]
@@ -159,7 +163,8 @@ def test_enqueue_many_dedupes_within_the_batch_and_against_the_store(
     assert len({h.task_id for h in handles}) == 4
     assert keyed(store, "b") == [(handles[1].task_id, S.QUEUED)]
     b = store.get(handles[1].task_id)
-    assert b is not None and b.metadata["recipe"]["args"] == [2]  # the first call of the key
+    assert b is not None
+    assert b.metadata["recipe"]["args"] == [2]
     assert len(store.query()) == 4  # existing + b + the unkeyed one + c
     # A batch whose every key stands creates nothing.
     again = client.enqueue_many("job", [(9,), (9,)], unique_keys=["a", "c"])
