@@ -46,7 +46,9 @@ def test_a_second_submit_with_the_key_prints_the_first_task(
         assert (held.json()["task_id"], held.json()["created"]) == (task_id, False)
         fresh = invoke(*base, "--unique-key", "nightly")
         assert fresh.json()["created"] is True
-        assert client.get(fresh.json()["task_id"]).status is TaskStatus.QUEUED  # type: ignore[union-attr]
+        created = client.store.get(fresh.json()["task_id"])
+        assert created is not None
+        assert created.status is TaskStatus.QUEUED
 
 
 @pytest.mark.parametrize(
