@@ -9,6 +9,7 @@ and count what the store created.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import subprocess
 import sys
@@ -19,9 +20,10 @@ from typing import Any
 
 import pytest
 
-from chongming_task import Client, TaskStatus
+from chongming_task import AsyncClient, Client, TaskStatus
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.errors import ConfigurationError, DuplicateTaskId
+from chongming_task.queue import AsyncTaskHandle
 from chongming_task.stores._base import TaskQuery, TaskStore
 from chongming_task.testing import FakeClock
 
@@ -246,6 +248,17 @@ def test_enqueue_many_refuses_bad_unique_options(client: Client, store: TaskStor
     with pytest.raises(ConfigurationError, match="one entry per call"):
         client.enqueue_many("job", [(1,), (2,)], unique_keys=["a"])
     assert store.query() == []
+
+
+def test_the_async_client_takes_unique_keys(store: TaskStore) -> None:
+    async def both() -> tuple[AsyncTaskHandle, AsyncTaskHandle]:
+        client = AsyncClient(store)
+        first = await client.enqueue("job", unique_key="k")
+        return first, await client.enqueue("job", unique_key="k")
+
+    first, second = asyncio.run(both())
+    assert (first.created, second.created) == (True, False)
+    assert second.task_id == first.task_id
 
 
 # ------------------------------------------------------------ racing processes

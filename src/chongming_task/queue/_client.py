@@ -506,6 +506,11 @@ class AsyncTaskHandle:
     def task_id(self) -> str:
         return self._sync.task_id
 
+    @property
+    def created(self) -> bool:
+        """As :attr:`TaskHandle.created`."""
+        return self._sync.created
+
     async def snapshot(self) -> TaskSnapshot:
         return await asyncio.to_thread(lambda: self._sync.snapshot)
 
