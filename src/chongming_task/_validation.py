@@ -17,6 +17,7 @@ ids, tags           non-empty strings of at most 256 characters, no control
                     characters, valid UTF-8 (no lone surrogates)
 metadata            a mapping of ``str`` keys to JSON values
 global limits       a mapping of tag names (as ids) to integers >= 1
+unique work         a key as an id; a window of seconds or a ``timedelta`` > 0
 outcome             at most ``OUTCOME_MAX_BYTES`` (1 MiB) of compact UTF-8 JSON
 ==================  ==========================================================
 """
@@ -50,6 +51,7 @@ __all__ = [
     "check_tags",
     "check_task_id",
     "check_text",
+    "check_unique",
     "check_utf8",
     "refuse_unknown_keywords",
 ]
@@ -230,6 +232,24 @@ def check_global_limits(value: object, name: str = "global_limits") -> dict[str,
         check_text(tag, f"{name} name")
         result[tag] = check_int(limit, f"{name}[{tag!r}]", minimum=1, maximum=GLOBAL_LIMIT_MAX)
     return result
+
+
+def check_unique(unique_key: object, unique_for: object) -> tuple[str | None, float | None]:
+    """``enqueue``'s unique work: the key (an id, see :func:`check_text`) and its window.
+
+    ``unique_for`` is seconds (finite, > 0, at most 100 years) or a ``timedelta``; it
+    needs a ``unique_key``. Returns ``(key, seconds)``, ``None`` where not given.
+    """
+    key = None if unique_key is None else check_text(unique_key, "unique_key")
+    if unique_for is None:
+        return key, None
+    if key is None:
+        raise ConfigurationError(
+            f"unique_for={unique_for!r} needs a unique_key: the window is how long a "
+            "finished task with that key still counts"
+        )
+    seconds = unique_for.total_seconds() if isinstance(unique_for, timedelta) else unique_for
+    return key, check_seconds(seconds, "unique_for")
 
 
 def refuse_unknown_keywords(call: str, given: Iterable[str], accepted: Iterable[str]) -> None:

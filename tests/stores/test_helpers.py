@@ -46,8 +46,8 @@ def test_micros_round_trip_exactly(value: datetime) -> None:
 
 def test_both_dialects_define_the_same_sections() -> None:
     sqlite, postgres = load_sections("sqlite"), load_sections("postgres")
-    # lock_slots: SQLite's BEGIN IMMEDIATE already serialises slot-taking claims.
-    only_postgres = {"current_schema", "migration_lock", "lock_slots"}
+    # lock_slots, unique_lock: SQLite's BEGIN IMMEDIATE already serialises those writes.
+    only_postgres = {"current_schema", "migration_lock", "lock_slots", "unique_lock"}
     only_sqlite = {"commands_rev", "update_task_hot", "select_lost", "mark_lost"}
     assert set(sqlite) - only_sqlite == set(postgres) - only_postgres
 

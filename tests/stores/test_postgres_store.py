@@ -200,6 +200,33 @@ def test_a_version_3_schema_gets_claim_priorities_and_keeps_its_data(postgres_ds
     assert dict(admin(postgres_dsn, "SELECT command_id, priority FROM ct_commands")) == dict(rows)
 
 
+def test_a_version_7_schema_gets_unique_keys_and_keeps_its_tasks(postgres_dsn: str) -> None:
+    PostgresTaskStore(postgres_dsn).close()
+    fresh = layout(postgres_dsn)
+    schema_at_version(postgres_dsn, 7)
+    # An unfinished task whose metadata happens to say "unique_key": written before
+    # unique work existed, it holds no key (the column starts NULL for every row).
+    old = snap("kept", status=TaskStatus.QUEUED, metadata={"unique_key": "k"})
+    params = task_params(old, lambda v: v, list)
+    params["transitions"] = "[]"
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(load_sections("postgres")["insert_task"], params)
+    with PostgresTaskStore(postgres_dsn) as store:
+        assert store.get("kept") == old
+        new = snap("new", status=TaskStatus.QUEUED, metadata={"unique_key": "k"})
+        assert store.create_unique([(new, [])]) == [("new", True)]
+        assert store.create_unique([(snap("again", metadata={"unique_key": "k"}), [])]) == [
+            ("new", False)
+        ]
+    keys = dict(admin(postgres_dsn, "SELECT task_id, unique_key FROM ct_tasks"))
+    assert keys == {"kept": None, "new": "k"}
+    assert layout(postgres_dsn) == fresh
+    # Idempotent: rewound to version 7, the schema migrates again to the same layout.
+    admin(postgres_dsn, "UPDATE ct_meta SET value = 7 WHERE key = 'schema_version'")
+    PostgresTaskStore(postgres_dsn).close()
+    assert layout(postgres_dsn) == fresh
+
+
 def test_a_newer_schema_is_refused_with_a_clear_message(postgres_dsn: str) -> None:
     PostgresTaskStore(postgres_dsn).close()
     admin(postgres_dsn, "UPDATE ct_meta SET value = 99 WHERE key = 'schema_version'")

@@ -196,7 +196,36 @@ def test_a_version_3_file_gets_claim_priorities_and_keeps_its_data(
     assert schema_of(path) == schema_of(fresh)
     with closing(sqlite3.connect(path)) as conn:
         found = conn.execute("SELECT value FROM ct_meta WHERE key = 'schema_version'").fetchone()
-    assert found[0] == SCHEMA_VERSION == 7
+    assert found[0] == SCHEMA_VERSION == 8
+
+
+def test_a_version_7_file_gets_unique_keys_and_keeps_its_tasks(path: str, tmp_path: Path) -> None:
+    file_at_version(path, 7)
+    sections = load_sections("sqlite")
+    # An unfinished task whose metadata happens to say "unique_key": written before
+    # unique work existed, it holds no key (the column starts NULL for every row).
+    old = snap("kept", status=TaskStatus.QUEUED, metadata={"unique_key": "k"})
+    with closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        conn.execute(sections["insert_task"], task_params(old, to_micros, lambda v: dumps(list(v))))
+    with SqliteTaskStore(path) as store:
+        assert store.get("kept") == old
+        new = snap("new", status=TaskStatus.QUEUED, metadata={"unique_key": "k"})
+        assert store.create_unique([(new, [])]) == [("new", True)]
+        assert store.create_unique([(snap("again", metadata={"unique_key": "k"}), [])]) == [
+            ("new", False)
+        ]
+    with closing(sqlite3.connect(path)) as conn:
+        keys = dict(conn.execute("SELECT task_id, unique_key FROM ct_tasks").fetchall())
+    assert keys == {"kept": None, "new": "k"}
+    fresh = str(tmp_path / "fresh.db")
+    SqliteTaskStore(fresh).close()
+    assert schema_of(path) == schema_of(fresh)
+    names = {name for _, name, _ in schema_of(path)}
+    assert {"ct_tasks_unique_unfinished", "ct_tasks_unique_key"} <= names
+    # Idempotent: rewound to version 7, the file migrates again to the same schema.
+    raw(path, "UPDATE ct_meta SET value = 7 WHERE key = 'schema_version'")
+    SqliteTaskStore(path).close()
+    assert schema_of(path) == schema_of(fresh)
 
 
 def _claim_plan(store: SqliteTaskStore, path: str, section: str, **params: object) -> str:

@@ -46,6 +46,8 @@ RESERVED_ARG_NAMES: Final[Mapping[str, str]] = {
     "tags": "--tag",
     "priority": "--priority",
     "bucket_key": "--bucket-key",
+    "unique_key": "--unique-key",
+    "unique_for": "--unique-for",
     "metadata": "the submission (not settable from the CLI)",
     "blocked": "the submission (not settable from the CLI)",
     "retry": "the task definition",

@@ -32,6 +32,7 @@ from chongming_task._validation import (
     check_tags,
     check_task_id,
     check_text,
+    check_unique,
 )
 from chongming_task.controller._options import QueueTaskFilters, default_owner, task_query
 from chongming_task.controller._registry import TaskRegistry
@@ -47,7 +48,7 @@ from chongming_task.runtime._options import check_signature
 from chongming_task.states import TaskStatus
 from chongming_task.stores._base import TaskStore
 from chongming_task.stores._capabilities import require_queue
-from chongming_task.stores._queue_records import RECIPE_KEY, Recipe
+from chongming_task.stores._queue_records import RECIPE_KEY, UNIQUE_KEY, Recipe
 
 if TYPE_CHECKING:
     from chongming_task.controller import Controller
@@ -115,13 +116,18 @@ def _registry_of(tasks: object) -> TaskRegistry | None:
 
 
 class TaskHandle:
-    """A task enqueued (or looked up) through a :class:`Client`: read it, control it, wait."""
+    """A task enqueued (or looked up) through a :class:`Client`: read it, control it, wait.
 
-    __slots__ = ("_client", "task_id")
+    ``created`` is ``False`` when an enqueue with a ``unique_key`` found a task with that
+    key standing and returned it instead of creating one (``True`` otherwise).
+    """
 
-    def __init__(self, client: Client, task_id: str) -> None:
+    __slots__ = ("_client", "created", "task_id")
+
+    def __init__(self, client: Client, task_id: str, *, created: bool = True) -> None:
         self._client = client
         self.task_id = task_id
+        self.created = created
 
     @property
     def snapshot(self) -> TaskSnapshot:
@@ -168,8 +174,11 @@ class TaskHandle:
         return f"TaskHandle({self.task_id!r})"
 
 
-def task_metadata(metadata: Mapping[str, JSONValue] | None) -> dict[str, JSONValue]:
-    """The caller's metadata, checked, with the current trace context added.
+def task_metadata(
+    metadata: Mapping[str, JSONValue] | None, unique_key: str | None = None
+) -> dict[str, JSONValue]:
+    """The caller's metadata, checked, with the current trace context (and the unique
+    key, under the reserved ``"unique_key"``) added.
 
     The W3C ``traceparent`` of the enqueuing span (when the ``otel`` extra is installed
     and a span is current) makes the worker's run span its child; a ``traceparent``
@@ -179,9 +188,12 @@ def task_metadata(metadata: Mapping[str, JSONValue] | None) -> dict[str, JSONVal
     bad = json_path_error(metadata, "metadata")
     if bad is not None:
         raise ConfigurationError(f"only JSON crosses the store; {bad}")
-    if RECIPE_KEY in metadata:
-        raise ConfigurationError(f"metadata key {RECIPE_KEY!r} is reserved for the queue")
+    for reserved in (RECIPE_KEY, UNIQUE_KEY):
+        if reserved in metadata:
+            raise ConfigurationError(f"metadata key {reserved!r} is reserved for the queue")
     result = dict(metadata)
+    if unique_key is not None:
+        result[UNIQUE_KEY] = unique_key
     if TRACEPARENT not in result:
         with contextlib.suppress(ConfigurationError):  # no otel extra: nothing to carry
             result = inject_trace_context(result)
@@ -239,9 +251,17 @@ class Client:
         delay: float | timedelta | None = None,
         not_before: datetime | None = None,
         metadata: Mapping[str, JSONValue] | None = None,
+        unique_key: str | None = None,
+        unique_for: float | timedelta | None = None,
         **kwargs: Any,
     ) -> TaskHandle:
         """Store task ``name`` ``queued`` for a worker owning its bucket; returns its handle.
+
+        With ``unique_key``, nothing is created while a task enqueued with that key is
+        not finished (nor, with ``unique_for`` seconds or a ``timedelta``, while one
+        finished within that period): that task's handle is returned, with
+        ``handle.created`` ``False``. The store decides, atomically, so enqueuers
+        racing on one key from any number of processes create one task.
 
         Raises:
             ConfigurationError: Unknown name or arguments that do not bind (with
@@ -249,6 +269,7 @@ class Client:
                 ``task_id`` or a malformed option; nothing is stored then.
             StoreError: The store failed; nothing is stored.
         """
+        key, window = check_unique(unique_key, unique_for)
         snapshot, records = self._prepare(
             name,
             args,
@@ -261,11 +282,19 @@ class Client:
             delay=delay,
             not_before=not_before,
             metadata=metadata,
+            unique_key=key,
         )
         queue = require_queue(self.store, "Client.enqueue (workers claim from a queue)")
-        self.store.create(snapshot, records)
-        queue.notify_work()
-        return TaskHandle(self, snapshot.task_id)
+        if key is None:
+            self.store.create(snapshot, records)
+            queue.notify_work()
+            return TaskHandle(self, snapshot.task_id)
+        [(standing, created)] = queue.create_unique(
+            [(snapshot, records)], finished_since=self._finished_since(window)
+        )
+        if created:
+            queue.notify_work()
+        return TaskHandle(self, standing, created=created)
 
     def enqueue_many(
         self,
@@ -279,8 +308,15 @@ class Client:
         tags: Iterable[str] | None = None,
         label: str | None = None,
         metadata: Mapping[str, JSONValue] | None = None,
+        unique_keys: Sequence[str | None] | None = None,
+        unique_for: float | timedelta | None = None,
     ) -> list[TaskHandle]:
         """Enqueue ``name`` once per call (a tuple of args or a mapping of kwargs), all or none.
+
+        ``unique_keys`` gives each call a unique key (or ``None``), as
+        :meth:`enqueue`'s ``unique_key``; ``unique_for`` is the window for all of them.
+        A call whose key has a standing task -- stored already, or created by an
+        earlier call of this batch -- gets that task's handle (``created`` ``False``).
 
         Raises:
             ConfigurationError: As :meth:`enqueue`, naming the call at fault; nothing
@@ -289,10 +325,18 @@ class Client:
         items = list(calls)
         ids = list(task_ids) if task_ids is not None else [None] * len(items)
         keys = list(bucket_keys) if bucket_keys is not None else [None] * len(items)
-        if len(ids) != len(items) or len(keys) != len(items):
-            raise ConfigurationError("task_ids and bucket_keys need one entry per call")
+        uniques = list(unique_keys) if unique_keys is not None else [None] * len(items)
+        if len(ids) != len(items) or len(keys) != len(items) or len(uniques) != len(items):
+            raise ConfigurationError(
+                "task_ids, bucket_keys and unique_keys need one entry per call"
+            )
+        if unique_for is not None and all(u is None for u in uniques):
+            check_unique(None, unique_for)  # refused: a window needs a key
+        window: float | None = None
         entries: list[tuple[TaskSnapshot, Sequence[Transition]]] = []
-        for index, (item, task_id, key) in enumerate(zip(items, ids, keys, strict=True)):
+        for index, (item, task_id, key, given_unique) in enumerate(
+            zip(items, ids, keys, uniques, strict=True)
+        ):
             if isinstance(item, tuple):
                 args, kwargs = item, {}
             elif isinstance(item, Mapping):
@@ -303,6 +347,10 @@ class Client:
                     f"a mapping of keyword arguments, got {type(item).__name__}"
                 )
             try:
+                unique, seconds = check_unique(
+                    given_unique, None if given_unique is None else unique_for
+                )
+                window = seconds if seconds is not None else window
                 entries.append(
                     self._prepare(
                         name,
@@ -316,17 +364,28 @@ class Client:
                         delay=None,
                         not_before=None,
                         metadata=metadata,
+                        unique_key=unique,
                     )
                 )
             except ConfigurationError as exc:
                 raise ConfigurationError(
                     f"enqueue_many({name!r}): call {index}: {exc}; nothing was enqueued"
                 ) from None
-        if entries:
-            queue = require_queue(self.store, "Client.enqueue_many (workers claim from a queue)")
+        if not entries:
+            return []
+        queue = require_queue(self.store, "Client.enqueue_many (workers claim from a queue)")
+        if all(u is None for u in uniques):
             self.store.create_batch(entries)
             queue.notify_work()
-        return [TaskHandle(self, snapshot.task_id) for snapshot, _ in entries]
+            return [TaskHandle(self, snapshot.task_id) for snapshot, _ in entries]
+        standing = queue.create_unique(entries, finished_since=self._finished_since(window))
+        if any(created for _, created in standing):
+            queue.notify_work()
+        return [TaskHandle(self, task_id, created=created) for task_id, created in standing]
+
+    def _finished_since(self, window: float | None) -> datetime | None:
+        """When the ``unique_for`` window opened (by the store's clock), or ``None``."""
+        return None if window is None else self.clock.now() - timedelta(seconds=window)
 
     def _prepare(
         self,
@@ -342,6 +401,7 @@ class Client:
         delay: float | timedelta | None,
         not_before: datetime | None,
         metadata: Mapping[str, JSONValue] | None,
+        unique_key: str | None = None,
     ) -> tuple[TaskSnapshot, tuple[Transition, ...]]:
         check_text(name, "task name")
         if task_id is not None:
@@ -377,7 +437,7 @@ class Client:
         bucket = None if bucket_key is None else self.bucket_policy.bucket_for(bucket_key)
         if task_id is None:
             task_id = f"{name}-{secrets.token_hex(6)}"
-        stored = task_metadata(metadata)
+        stored = task_metadata(metadata, unique_key)
         recipe = Recipe(
             args=tuple(args), kwargs=dict(kwargs), not_before=not_before, enqueued_by=self.actor
         )
@@ -445,6 +505,11 @@ class AsyncTaskHandle:
     @property
     def task_id(self) -> str:
         return self._sync.task_id
+
+    @property
+    def created(self) -> bool:
+        """As :attr:`TaskHandle.created`."""
+        return self._sync.created
 
     async def snapshot(self) -> TaskSnapshot:
         return await asyncio.to_thread(lambda: self._sync.snapshot)

@@ -37,7 +37,7 @@ __all__ = ["SCHEMA_VERSION", "Cursor", "Dialect", "History", "schema_missing"]
 #: commands, claimed highest first (workers take urgent submissions before older ones),
 #: and the action index rebuilt on (action, priority DESC, seq) over claimable rows.
 #: Older databases are migrated on open; newer ones are refused.
-SCHEMA_VERSION: Final = 7
+SCHEMA_VERSION: Final = 8
 
 T = TypeVar("T")
 
@@ -153,6 +153,13 @@ class Dialect(ABC):
 
         Nothing by default: a database whose write transactions are serialised
         (SQLite's ``BEGIN IMMEDIATE``) needs no more.
+        """
+        return
+
+    def lock_unique(self, cur: Cursor, key: str) -> None:
+        """Serialise the enqueues of unique key ``key`` (inside their transaction).
+
+        Nothing by default: SQLite's ``BEGIN IMMEDIATE`` already serialises writers.
         """
         return
 

@@ -28,7 +28,13 @@ from chongming_task.stores._base import TaskHead, TaskNotFound, TaskQuery, refus
 from chongming_task.stores._codec import check_outcome, require_aware
 from chongming_task.stores._global_slots import GlobalSlot, SlotLedger
 from chongming_task.stores._memory_control import MemoryControl
-from chongming_task.stores._queue_records import WorkerRecord, is_claimable
+from chongming_task.stores._queue_records import (
+    WorkerRecord,
+    is_claimable,
+    unique_key_of,
+    unique_stands,
+    unique_taken,
+)
 from chongming_task.stores._queue_store import QueueStore, claims_nothing
 from chongming_task.stores._scan import (
     count_buckets,
@@ -46,6 +52,8 @@ __all__ = ["InMemoryTaskStore"]
 class _Row:
     seq: int
     snapshot: TaskSnapshot
+    unique: str | None = None
+    """The unique key, for a task made by ``create_unique``."""
 
 
 class InMemoryTaskStore(MemoryControl, QueueStore):
@@ -64,6 +72,7 @@ class InMemoryTaskStore(MemoryControl, QueueStore):
         self._history: dict[str, list[Transition]] = {}
         self._workers: dict[str, WorkerRecord] = {}
         self._slots: dict[tuple[str, str], GlobalSlot] = {}  # (name, task_id) -> holder
+        self._unique: dict[str, list[str]] = {}  # unique key -> its tasks' ids, oldest first
 
     # ------------------------------------------------------------ snapshots
 
@@ -145,12 +154,82 @@ class InMemoryTaskStore(MemoryControl, QueueStore):
             stored = row.snapshot
             if stored.status_version != expect_version or (unheld and stored.owner is not None):
                 raise ConcurrencyConflict(task_id, expect_version, stored.status_version)
+            if row.unique is not None:
+                self._refuse_second_unfinished(row, snapshot)
             row.snapshot = snapshot
             trail = self._history.get(task_id)
             if one is not None and trail and one.version > trail[-1].version:
                 trail.append(one)  # the usual case: the next record of the task
             elif transitions:
                 self._append_locked(transitions)
+
+    def _refuse_second_unfinished(self, row: _Row, snapshot: TaskSnapshot) -> None:
+        """A retry may not give ``row``'s unique key a second unfinished task (the SQL
+        stores' partial unique index refuses the same write). Called with the lock held."""
+        if snapshot.is_terminal or not row.snapshot.is_terminal:
+            return
+        key = row.unique
+        assert key is not None
+        for other in self._unique.get(key, ()):
+            found = self._tasks.get(other)
+            if found is not None and found is not row and not found.snapshot.is_terminal:
+                raise unique_taken(snapshot.task_id, key)
+
+    def create_unique(
+        self,
+        entries: Sequence[tuple[TaskSnapshot, Sequence[Transition]]],
+        *,
+        finished_since: datetime | None = None,
+    ) -> list[tuple[str, bool]]:
+        refuse_repeated_ids(entries)
+        for snapshot, _ in entries:
+            check_outcome(snapshot.outcome, snapshot.task_id)
+        with self._locked():
+            results: list[tuple[str, bool]] = []
+            made: dict[str, str] = {}  # key -> id created earlier in this call
+            fresh: list[tuple[TaskSnapshot, Sequence[Transition], str | None]] = []
+            for snapshot, transitions in entries:
+                key = unique_key_of(snapshot)
+                standing = None
+                if key is not None:
+                    standing = made.get(key) or self._standing_locked(key, finished_since)
+                if standing is not None:
+                    results.append((standing, False))
+                    continue
+                if snapshot.task_id in self._tasks:
+                    raise DuplicateTaskId(
+                        snapshot.task_id,
+                        f"task id {snapshot.task_id!r} already exists in the store; nothing "
+                        "of this batch was stored, choose another task_id",
+                    )
+                if key is not None:
+                    made[key] = snapshot.task_id
+                fresh.append((snapshot, transitions, key))
+                results.append((snapshot.task_id, True))
+            for snapshot, transitions, key in fresh:
+                self._tasks[snapshot.task_id] = _Row(next(self._seq), snapshot, key)
+                self._append_locked(transitions)
+                if key is not None:
+                    self._unique.setdefault(key, []).append(snapshot.task_id)
+            return results
+
+    def _standing_locked(self, key: str, finished_since: datetime | None) -> str | None:
+        """The task that stands for ``key`` (see ``create_unique``); forgets deleted ids."""
+        rows = [self._tasks.get(task_id) for task_id in self._unique.get(key, ())]
+        mine = [row for row in rows if row is not None and row.unique == key]
+        if mine:
+            self._unique[key] = [row.snapshot.task_id for row in mine]
+        else:
+            self._unique.pop(key, None)
+        best: tuple[datetime, str] | None = None
+        for row in mine:
+            found = row.snapshot
+            if not found.is_terminal:
+                return found.task_id
+            at = found.finished_at
+            if at is not None and unique_stands(found.status, at, finished_since):
+                best = max(best or (at, found.task_id), (at, found.task_id))
+        return None if best is None else best[1]
 
     def get(self, task_id: str) -> TaskSnapshot | None:
         with self._locked():

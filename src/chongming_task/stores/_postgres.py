@@ -357,6 +357,9 @@ class PostgresDialect(Dialect):
         # section.
         cur.execute(self.sql["lock_slots"], {"key": self._slot_lock})
 
+    def lock_unique(self, cur: Cursor, key: str) -> None:
+        cur.execute(self.sql["unique_lock"], {"unique_key": key})
+
     def instant(self, value: datetime) -> datetime:
         return value
 

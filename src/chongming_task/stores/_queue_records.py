@@ -21,14 +21,48 @@ from chongming_task.states import TaskStatus
 
 __all__ = [
     "RECIPE_KEY",
+    "UNIQUE_KEY",
     "Recipe",
     "WorkerRecord",
     "is_claimable",
     "recipe_of",
+    "unique_key_of",
+    "unique_stands",
+    "unique_taken",
 ]
 
 #: The metadata key holding a queued task's recipe (reserved: ``Client`` refuses it).
 RECIPE_KEY: Final = "recipe"
+
+
+#: The metadata key holding the unique key a task was enqueued with (reserved like the
+#: recipe). The store indexes it only for tasks created by ``QueueStore.create_unique``.
+UNIQUE_KEY: Final = "unique_key"
+
+
+def unique_key_of(snapshot: TaskSnapshot) -> str | None:
+    """The unique key ``snapshot`` carries in its metadata, or ``None``."""
+    key = snapshot.metadata.get(UNIQUE_KEY)
+    return key if isinstance(key, str) else None
+
+
+def unique_stands(
+    status: TaskStatus, finished_at: datetime | None, finished_since: datetime | None
+) -> bool:
+    """Whether a task with a unique key keeps another with that key from being created:
+    it is not terminal, or it finished at or after ``finished_since`` (the window)."""
+    if not status.is_terminal:
+        return True
+    return finished_since is not None and finished_at is not None and finished_at >= finished_since
+
+
+def unique_taken(task_id: str, key: str) -> ConfigurationError:
+    """The refusal of a write that would give ``key`` a second unfinished task (a retry of
+    a finished task while another task with its key is not finished)."""
+    return ConfigurationError(
+        f"task {task_id!r} cannot become unfinished again: another task with its "
+        f"unique_key {key!r} is not finished; wait for that one or stop it first"
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

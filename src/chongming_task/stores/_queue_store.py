@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import ClassVar
 
 from chongming_task._model import TaskSnapshot, Transition
+from chongming_task.errors import ConfigurationError
 from chongming_task.stores._codec import require_aware
 from chongming_task.stores._global_slots import GlobalSlot
 from chongming_task.stores._queue_records import WorkerRecord
@@ -54,6 +55,36 @@ class QueueStore(ABC):
         A hint like every wake-up (workers poll anyway). The default does nothing.
         """
         return
+
+    def create_unique(
+        self,
+        entries: Sequence[tuple[TaskSnapshot, Sequence[Transition]]],
+        *,
+        finished_since: datetime | None = None,
+    ) -> list[tuple[str, bool]]:
+        """Create each entry unless a task with its unique key stands; all in one atomic step.
+
+        An entry's key is ``metadata["unique_key"]``
+        (:func:`~chongming_task.stores._queue_records.unique_key_of`); an entry without
+        one is created as by ``create_batch``. A task created by this method with the
+        same key *stands* while it is not terminal, or when it finished at or after
+        ``finished_since`` (the ``unique_for`` window; ``None``: only unfinished ones
+        count). Earlier entries of the same call count too. The decision and the
+        inserts are one transaction serialised per key (the store's constraint: at most
+        one unfinished task per key), so callers racing on one key from any number of
+        processes create one task.
+
+        Returns, per entry, the id of the task that stands for it and whether this call
+        created it (an unfinished standing task first, else the one that finished last).
+
+        Raises:
+            DuplicateTaskId: An entry to be created has a taken id; nothing is stored.
+            ConfigurationError: The store does not enforce unique keys (the default).
+        """
+        raise ConfigurationError(
+            f"unique_key needs a store that enforces unique keys; {type(self).__name__} "
+            "does not (the built-in stores do)"
+        )
 
     @abstractmethod
     def claim_queued(

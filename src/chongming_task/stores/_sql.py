@@ -32,6 +32,7 @@ from chongming_task._model import (
     Transition,
     dumps,
     loads,
+    parse_datetime,
 )
 from chongming_task._redact import redact_text_fields
 from chongming_task._validation import check_seconds
@@ -70,7 +71,13 @@ from chongming_task.stores._command_store import validate_claim
 from chongming_task.stores._dialect import SCHEMA_VERSION, Cursor, Dialect, History
 from chongming_task.stores._global_slots import GlobalSlot, SlotLedger
 from chongming_task.stores._lost import Marking, check_lost_query
-from chongming_task.stores._queue_records import WorkerRecord, is_claimable
+from chongming_task.stores._queue_records import (
+    WorkerRecord,
+    is_claimable,
+    unique_key_of,
+    unique_stands,
+    unique_taken,
+)
 from chongming_task.stores._queue_store import QueueStore, claims_nothing
 from chongming_task.stores._records import CorruptRows
 from chongming_task.stores._scan import touch_changes
@@ -220,6 +227,72 @@ class SqlStore(TaskStore, QueueStore):
         if prepared:
             self._run(insert, write=True, atomic=True)
 
+    def create_unique(
+        self,
+        entries: Sequence[tuple[TaskSnapshot, Sequence[Transition]]],
+        *,
+        finished_since: datetime | None = None,
+    ) -> list[tuple[str, bool]]:
+        """One transaction: per keyed entry, lock the key (PostgreSQL; SQLite's
+        ``BEGIN IMMEDIATE`` serialises writers), read the standing task, insert if none."""
+        refuse_repeated_ids(entries)
+        prepared = [
+            (
+                snapshot,
+                unique_key_of(snapshot),
+                rows.task_params(snapshot, self._instant, self._array),
+                history_rows(transitions),
+            )
+            for snapshot, transitions in entries
+        ]
+        since = None if finished_since is None else self._instant(finished_since)
+        terminal = self._array(_TERMINAL_VALUES)
+
+        def enqueue(cur: Cursor) -> list[tuple[str, bool]]:
+            results: list[tuple[str, bool]] = []
+            for snapshot, key, params, history in prepared:
+                if key is not None:
+                    self._dialect.lock_unique(cur, key)
+                    standing = self._standing(cur, key, since, terminal, finished_since)
+                    if standing is not None:
+                        results.append((standing, False))
+                        continue
+                try:
+                    self._dialect.write_task(cur, "insert_task", params, history)
+                except Exception as exc:
+                    if self._dialect.is_unique_violation(exc):
+                        raise _duplicate(snapshot.task_id, batch=True) from exc
+                    raise
+                if key is not None:
+                    cur.execute(
+                        self._sql["set_unique_key"],
+                        {"unique_key": key, "task_id": snapshot.task_id},
+                    )
+                results.append((snapshot.task_id, True))
+            return results
+
+        return self._run(enqueue, write=True, atomic=True) if prepared else []
+
+    def _standing(
+        self,
+        cur: Cursor,
+        key: str,
+        since: Any,
+        terminal: Any,
+        finished_since: datetime | None,
+    ) -> str | None:
+        """The task that stands for ``key`` (``QueueStore.create_unique``), or ``None``."""
+        params = {"unique_key": key, "finished_since": since, "terminal": terminal}
+        best: tuple[datetime, str] | None = None
+        for task_id, status, finished in cur.execute(self._sql["unique_standing"], params):
+            state = rows.STATUS_BY_VALUE[status]
+            if not state.is_terminal:
+                return str(task_id)
+            at = parse_datetime(finished, "finished_at")
+            if at is not None and unique_stands(state, at, finished_since):
+                best = max(best or (at, str(task_id)), (at, str(task_id)))
+        return None if best is None else best[1]
+
     def create_many(self, snapshots: Iterable[TaskSnapshot]) -> int:
         """Bulk-insert new tasks without history (imports, seeding); returns how many.
 
@@ -282,7 +355,14 @@ class SqlStore(TaskStore, QueueStore):
         params, history = self._update_params(snapshot, expect_version, transitions)
 
         def update(cur: Cursor) -> None:
-            if not self._dialect.write_task(cur, statement, params, history):
+            try:
+                written = self._dialect.write_task(cur, statement, params, history)
+            except Exception as exc:
+                key = unique_key_of(snapshot)
+                if key is not None and self._dialect.is_unique_violation(exc):
+                    raise unique_taken(snapshot.task_id, key) from exc
+                raise
+            if not written:
                 raise self._conflict(cur, snapshot, expect_version)
 
         self._run(update, write=True, atomic=bool(history) if atomic is None else atomic)

@@ -50,6 +50,18 @@ def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
         help="W3C traceparent of the caller's trace: the task's span becomes its child "
         "(env TRACEPARENT; default: the current OpenTelemetry span, when there is one)",
     )
+    parser.add_argument(
+        "--unique-key",
+        metavar="KEY",
+        help="create nothing while a task submitted with KEY is unfinished: print that "
+        "task's id instead (docs/queue.md, unique work)",
+    )
+    parser.add_argument(
+        "--unique-for",
+        metavar="DURATION",
+        help="with --unique-key: a task with KEY that finished within DURATION (90s, 30m, "
+        "12h, 7d; a bare number is seconds) counts too",
+    )
     parser.add_argument("--wait", action="store_true", help="wait until the task ends")
     parser.add_argument(
         "--timeout", type=seconds, metavar="SECONDS", help="with --wait: give up after SECONDS"
@@ -93,6 +105,24 @@ def trace_metadata(flag: str | None) -> dict[str, JSONValue]:
         return {}
 
 
+def unique_options(args: argparse.Namespace) -> tuple[str | None, float | None]:
+    """``--unique-key`` and ``--unique-for`` checked as ``Client.enqueue`` checks them.
+
+    Raises:
+        UsageError: A malformed key or duration, or ``--unique-for`` alone (exit 2).
+    """
+    from chongming_task._retention import parse_age
+    from chongming_task._validation import check_unique
+
+    if args.unique_for is not None and args.unique_key is None:
+        raise UsageError("--unique-for needs --unique-key (the window of that key)")
+    try:
+        window = None if args.unique_for is None else parse_age(args.unique_for)
+        return check_unique(args.unique_key, window)
+    except ConfigurationError as exc:
+        raise UsageError(f"--unique-key/--unique-for: {exc}") from None
+
+
 def cmd_submit(args: argparse.Namespace, session: Session) -> int:
     from chongming_task.controller import Controller
     from chongming_task.policies import BucketPolicy
@@ -101,6 +131,7 @@ def cmd_submit(args: argparse.Namespace, session: Session) -> int:
 
     if args.timeout is not None and (args.timeout <= 0 or not args.wait):
         raise UsageError("--timeout needs --wait and a positive number of seconds")
+    unique_key, unique_for = unique_options(args)
     request, module, spec = validate_submission(args, session)
     definitions = session.track(Controller())
     register_tasks(definitions, module, spec)
@@ -123,6 +154,8 @@ def cmd_submit(args: argparse.Namespace, session: Session) -> int:
             tags=request.tags,
             label=request.label,
             metadata=trace_metadata(args.traceparent),
+            unique_key=unique_key,
+            unique_for=unique_for,
             **request.kwargs,
         )
     except ConfigurationError as exc:
@@ -130,7 +163,9 @@ def cmd_submit(args: argparse.Namespace, session: Session) -> int:
     output = session.output
     if not args.wait:
         if session.json:
-            output.json(document("submit", task_id=handle.task_id, task=None))
+            output.json(
+                document("submit", task_id=handle.task_id, created=handle.created, task=None)
+            )
         else:
             output.print(handle.task_id)
         return ExitCode.OK
@@ -145,7 +180,11 @@ def cmd_submit(args: argparse.Namespace, session: Session) -> int:
             f"task {handle.task_id!r} is still {shown} after {args.timeout:g}s"
         ) from exc
     if session.json:
-        output.json(document("submit", task_id=handle.task_id, task=task_doc(snapshot)))
+        output.json(
+            document(
+                "submit", task_id=handle.task_id, created=handle.created, task=task_doc(snapshot)
+            )
+        )
     else:
         output.print(f"{snapshot.task_id}: {snapshot.status.value}")
     return ExitCode.OK if snapshot.status is TaskStatus.SUCCEEDED else ExitCode.TASK_NOT_SUCCEEDED

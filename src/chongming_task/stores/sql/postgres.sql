@@ -170,6 +170,22 @@ CREATE TABLE IF NOT EXISTS ct_slots (
 
 CREATE INDEX IF NOT EXISTS ct_slots_task ON ct_slots (task_id);
 
+-- name: migrate_8
+-- Version 8: unique work (docs/queue.md, "Unique work"). A task created with a unique
+-- key keeps it in unique_key (NULL for every other task and for every row written
+-- before this version, so existing rows are kept as they are). At most one unfinished
+-- task per key: the partial unique index is the store's constraint. The finished tasks
+-- of a key (the unique_for window) are found through ct_tasks_unique_key. Every
+-- statement may run again on a migrated schema.
+ALTER TABLE ct_tasks ADD COLUMN IF NOT EXISTS unique_key text COLLATE "C";
+
+CREATE UNIQUE INDEX IF NOT EXISTS ct_tasks_unique_unfinished ON ct_tasks (unique_key)
+    WHERE unique_key IS NOT NULL
+      AND status NOT IN ('cancelled', 'failed', 'lost', 'skipped', 'stopped', 'succeeded');
+
+CREATE INDEX IF NOT EXISTS ct_tasks_unique_key ON ct_tasks (unique_key, seq)
+    WHERE unique_key IS NOT NULL;
+
 -- name: schema_exists
 SELECT count(*) FROM (SELECT to_regclass('ct_meta') AS t) r WHERE r.t IS NOT NULL;
 
@@ -574,3 +590,22 @@ SELECT doc::text FROM ct_workers ORDER BY worker_id;
 
 -- name: delete_worker
 DELETE FROM ct_workers WHERE worker_id = %(worker_id)s;
+
+-- name: unique_lock
+-- Serialises the enqueues of one unique key in this schema until the transaction ends,
+-- so the read of the standing task and the insert are one step (READ COMMITTED alone
+-- would let two transactions both read "none" and the loser fail on the index).
+SELECT pg_advisory_xact_lock(
+    hashtext(current_schema() || '.chongming_task.unique'), hashtext(%(unique_key)s)
+);
+
+-- name: unique_standing
+-- The tasks of a key that may stand: unfinished, or updated since the window opened
+-- (a task's updated_at is never before its finished_at); the caller checks finished_at.
+SELECT task_id, status, doc ->> 'finished_at' FROM ct_tasks
+WHERE unique_key = %(unique_key)s
+  AND (status <> ALL(%(terminal)s) OR updated_at >= %(finished_since)s)
+ORDER BY seq DESC;
+
+-- name: set_unique_key
+UPDATE ct_tasks SET unique_key = %(unique_key)s WHERE task_id = %(task_id)s;

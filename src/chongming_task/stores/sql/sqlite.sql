@@ -204,6 +204,22 @@ CREATE TABLE IF NOT EXISTS ct_slots (
 
 CREATE INDEX IF NOT EXISTS ct_slots_task ON ct_slots (task_id);
 
+-- name: migrate_8
+-- Version 8: unique work (docs/queue.md, "Unique work"). A task created with a unique
+-- key keeps it in unique_key (NULL for every other task and for every row written
+-- before this version, so existing rows are kept as they are). At most one unfinished
+-- task per key: the partial unique index is the store's constraint. The finished tasks
+-- of a key (the unique_for window) are found through ct_tasks_unique_key. The store
+-- skips the ADD COLUMN on a file that has the column already.
+ALTER TABLE ct_tasks ADD COLUMN unique_key TEXT;
+
+CREATE UNIQUE INDEX IF NOT EXISTS ct_tasks_unique_unfinished ON ct_tasks (unique_key)
+    WHERE unique_key IS NOT NULL
+      AND status NOT IN ('cancelled', 'failed', 'lost', 'skipped', 'stopped', 'succeeded');
+
+CREATE INDEX IF NOT EXISTS ct_tasks_unique_key ON ct_tasks (unique_key, seq)
+    WHERE unique_key IS NOT NULL;
+
 -- name: schema_exists
 SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'ct_meta';
 
@@ -604,3 +620,16 @@ SELECT doc FROM ct_workers ORDER BY worker_id;
 
 -- name: delete_worker
 DELETE FROM ct_workers WHERE worker_id = :worker_id;
+
+-- name: unique_standing
+-- The tasks of a key that may stand: unfinished, or updated since the window opened
+-- (a task's updated_at is never before its finished_at); the caller checks finished_at.
+-- Called inside BEGIN IMMEDIATE, which already serialises writers.
+SELECT task_id, status, json_extract(doc, '$.finished_at') FROM ct_tasks
+WHERE unique_key = :unique_key
+  AND (status NOT IN (SELECT value FROM json_each(:terminal))
+       OR updated_at >= :finished_since)
+ORDER BY seq DESC;
+
+-- name: set_unique_key
+UPDATE ct_tasks SET unique_key = :unique_key WHERE task_id = :task_id;
