@@ -47,6 +47,12 @@ from chongming_task.runtime._options import check_signature
 from chongming_task.states import TaskStatus
 from chongming_task.stores._base import TaskStore
 from chongming_task.stores._capabilities import require_queue
+from chongming_task.stores._limits import (
+    FleetLimit,
+    check_concurrency_key,
+    check_limit,
+    check_limit_key,
+)
 from chongming_task.stores._queue_records import RECIPE_KEY, Recipe
 
 if TYPE_CHECKING:
@@ -239,9 +245,13 @@ class Client:
         delay: float | timedelta | None = None,
         not_before: datetime | None = None,
         metadata: Mapping[str, JSONValue] | None = None,
+        concurrency_key: str | None = None,
         **kwargs: Any,
     ) -> TaskHandle:
         """Store task ``name`` ``queued`` for a worker owning its bucket; returns its handle.
+
+        ``concurrency_key`` (``"tenant:42"``) is the dynamic key fleet limits count the
+        task under, beside its tags (:meth:`set_limit`, docs/queue.md "Limits").
 
         Raises:
             ConfigurationError: Unknown name or arguments that do not bind (with
@@ -261,6 +271,7 @@ class Client:
             delay=delay,
             not_before=not_before,
             metadata=metadata,
+            concurrency_key=concurrency_key,
         )
         queue = require_queue(self.store, "Client.enqueue (workers claim from a queue)")
         self.store.create(snapshot, records)
@@ -279,8 +290,11 @@ class Client:
         tags: Iterable[str] | None = None,
         label: str | None = None,
         metadata: Mapping[str, JSONValue] | None = None,
+        concurrency_keys: Sequence[str | None] | None = None,
     ) -> list[TaskHandle]:
         """Enqueue ``name`` once per call (a tuple of args or a mapping of kwargs), all or none.
+
+        ``concurrency_keys`` gives each call its ``concurrency_key`` (see :meth:`enqueue`).
 
         Raises:
             ConfigurationError: As :meth:`enqueue`, naming the call at fault; nothing
@@ -289,10 +303,17 @@ class Client:
         items = list(calls)
         ids = list(task_ids) if task_ids is not None else [None] * len(items)
         keys = list(bucket_keys) if bucket_keys is not None else [None] * len(items)
-        if len(ids) != len(items) or len(keys) != len(items):
-            raise ConfigurationError("task_ids and bucket_keys need one entry per call")
+        limit_keys = (
+            list(concurrency_keys) if concurrency_keys is not None else [None] * len(items)
+        )
+        if len(ids) != len(items) or len(keys) != len(items) or len(limit_keys) != len(items):
+            raise ConfigurationError(
+                "task_ids, bucket_keys and concurrency_keys need one entry per call"
+            )
         entries: list[tuple[TaskSnapshot, Sequence[Transition]]] = []
-        for index, (item, task_id, key) in enumerate(zip(items, ids, keys, strict=True)):
+        for index, (item, task_id, key, limit_key) in enumerate(
+            zip(items, ids, keys, limit_keys, strict=True)
+        ):
             if isinstance(item, tuple):
                 args, kwargs = item, {}
             elif isinstance(item, Mapping):
@@ -316,6 +337,7 @@ class Client:
                         delay=None,
                         not_before=None,
                         metadata=metadata,
+                        concurrency_key=limit_key,
                     )
                 )
             except ConfigurationError as exc:
@@ -342,6 +364,7 @@ class Client:
         delay: float | timedelta | None,
         not_before: datetime | None,
         metadata: Mapping[str, JSONValue] | None,
+        concurrency_key: str | None = None,
     ) -> tuple[TaskSnapshot, tuple[Transition, ...]]:
         check_text(name, "task name")
         if task_id is not None:
@@ -374,12 +397,18 @@ class Client:
             not_before = check_aware(not_before, "not_before").astimezone(UTC)
         if bucket_key is not None:
             check_text(bucket_key, "bucket_key")
+        if concurrency_key is not None:
+            check_concurrency_key(concurrency_key)
         bucket = None if bucket_key is None else self.bucket_policy.bucket_for(bucket_key)
         if task_id is None:
             task_id = f"{name}-{secrets.token_hex(6)}"
         stored = task_metadata(metadata)
         recipe = Recipe(
-            args=tuple(args), kwargs=dict(kwargs), not_before=not_before, enqueued_by=self.actor
+            args=tuple(args),
+            kwargs=dict(kwargs),
+            not_before=not_before,
+            enqueued_by=self.actor,
+            concurrency_key=concurrency_key,
         )
         machine = StateMachine.create(
             task_id,
@@ -429,6 +458,37 @@ class Client:
 
     def resume(self, task_id: str) -> bool:
         return control_task(self.store, task_id, "resume", actor=self.actor, clock=self.clock)
+
+    # ------------------------------------------------------------ fleet limits
+
+    def set_limit(
+        self, key: str, *, concurrency: int | None = None, rate: str | None = None
+    ) -> FleetLimit:
+        """Declare (or replace) a fleet limit every worker on this store obeys.
+
+        ``key`` is a tag, a ``concurrency_key``, or a pattern ending in ``*``
+        (``"tenant:*"``: one limit per distinct matching key). ``concurrency=N`` caps
+        the tasks of a key holding a slot at once; ``rate="100/m"`` (``/s``, ``/m``,
+        ``/h``) caps its starts within any such window; both may be given.
+
+        Raises:
+            ConfigurationError: A malformed key or bound, neither bound, or a store
+                that keeps no fleet limits; nothing is changed.
+        """
+        limit = check_limit(key, concurrency, rate)
+        require_queue(self.store, "Client.set_limit (limits are kept with the queue)").set_limit(
+            limit
+        )
+        return limit
+
+    def delete_limit(self, key: str) -> bool:
+        """Forget the fleet limit declared for ``key``; ``False`` if there was none."""
+        check_limit_key(key)
+        return require_queue(self.store, "Client.delete_limit").delete_limit(key)
+
+    def limits(self) -> list[FleetLimit]:
+        """The declared fleet limits, by key."""
+        return require_queue(self.store, "Client.limits").list_limits()
 
     def __repr__(self) -> str:
         return f"Client({self.store!r})"
@@ -519,6 +579,19 @@ class AsyncClient:
 
     async def resume(self, task_id: str) -> bool:
         return await asyncio.to_thread(self.sync.resume, task_id)
+
+    async def set_limit(
+        self, key: str, *, concurrency: int | None = None, rate: str | None = None
+    ) -> FleetLimit:
+        return await asyncio.to_thread(
+            lambda: self.sync.set_limit(key, concurrency=concurrency, rate=rate)
+        )
+
+    async def delete_limit(self, key: str) -> bool:
+        return await asyncio.to_thread(self.sync.delete_limit, key)
+
+    async def limits(self) -> list[FleetLimit]:
+        return await asyncio.to_thread(self.sync.limits)
 
 
 JSONArgs = tuple[JSONValue, ...]

@@ -47,6 +47,7 @@ __all__ = [
     "LimitStart",
     "LimitUse",
     "Rate",
+    "check_concurrency_key",
     "check_limit",
     "check_limit_key",
     "limit_uses",
@@ -94,7 +95,7 @@ def parse_rate(value: object, name: str = "rate") -> Rate:
     return Rate(count, _UNITS[found.group(2)])
 
 
-def check_limit_key(key: object) -> str:
+def check_limit_key(key: object, name: str = "a limit key") -> str:
     """A limit key: a tag or concurrency key, or a pattern ending in ``*``.
 
     Raises:
@@ -102,15 +103,30 @@ def check_limit_key(key: object) -> str:
             characters, or with a ``*`` anywhere but at the end.
     """
     if not isinstance(key, str) or not key:
-        raise ConfigurationError(f"a limit key must be a non-empty string, got {key!r}")
+        raise ConfigurationError(f"{name} must be a non-empty string, got {key!r}")
     if len(key) > MAX_KEY:
-        raise ConfigurationError(f"a limit key has at most {MAX_KEY} characters, got {len(key)}")
+        raise ConfigurationError(f"{name} has at most {MAX_KEY} characters, got {len(key)}")
     if not _KEY.match(key):
         raise ConfigurationError(
-            f"limit key {key!r}: no spaces, and '*' only at the end (a pattern such as "
+            f"{name} {key!r}: no spaces, and '*' only at the end (a pattern such as "
             "'tenant:*' means one limit per matching key)"
         )
     return key
+
+
+def check_concurrency_key(key: object) -> str:
+    """A task's ``concurrency_key``: a limit key that is not a pattern.
+
+    Raises:
+        ConfigurationError: As :func:`check_limit_key`, or it ends in ``*``.
+    """
+    checked = check_limit_key(key, "concurrency_key")
+    if checked.endswith("*"):
+        raise ConfigurationError(
+            f"concurrency_key {checked!r} ends in '*': a task's key is one key, "
+            "patterns are for Client.set_limit"
+        )
+    return checked
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -50,6 +50,11 @@ def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
         help="W3C traceparent of the caller's trace: the task's span becomes its child "
         "(env TRACEPARENT; default: the current OpenTelemetry span, when there is one)",
     )
+    parser.add_argument(
+        "--concurrency-key",
+        metavar="KEY",
+        help="the key fleet limits count the task under (e.g. tenant:42; see `limits`)",
+    )
     parser.add_argument("--wait", action="store_true", help="wait until the task ends")
     parser.add_argument(
         "--timeout", type=seconds, metavar="SECONDS", help="with --wait: give up after SECONDS"
@@ -123,6 +128,7 @@ def cmd_submit(args: argparse.Namespace, session: Session) -> int:
             tags=request.tags,
             label=request.label,
             metadata=trace_metadata(args.traceparent),
+            concurrency_key=args.concurrency_key,
             **request.kwargs,
         )
     except ConfigurationError as exc:
