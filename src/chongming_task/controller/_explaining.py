@@ -22,6 +22,8 @@ from chongming_task.policies import Timeout
 from chongming_task.run import TaskRun
 from chongming_task.states import OCCUPYING, TaskStatus
 from chongming_task.stores._base import QueueStore, TaskQuery, TaskStore
+from chongming_task.stores._limits import LimitUse, limit_uses
+from chongming_task.stores._queue_records import concurrency_key_of
 
 __all__ = ["SCAN_LIMIT", "controller_facts", "explain_task", "name_gaps", "store_facts"]
 
@@ -118,8 +120,20 @@ def _queue_facts(store: TaskStore, facts: Facts) -> Facts:
                     )
                 )
                 worker_running[worker.worker_id] = tuple(s.task_id for s in held)
+    uses: list[LimitUse] = []
+    if owner is None and isinstance(store, QueueStore) and store.supports_global_limits:
+        declared = store.list_limits()
+        if declared:
+            keys = set(snap.tags)
+            key = concurrency_key_of(snap)
+            if key is not None:
+                keys.add(key)
+            uses = limit_uses(
+                keys, declared, store.list_global_slots(), store.list_limit_starts(), facts.now
+            )
     return dataclasses.replace(
         facts,
+        limit_uses=tuple(uses),
         holder_running=running,
         queue_ahead=tuple(ahead) if found else None,
         queue_higher=higher,

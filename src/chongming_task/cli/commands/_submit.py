@@ -52,6 +52,7 @@ def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
     )
     parser.add_argument(
         "--concurrency-key",
+        type=_concurrency_key,
         metavar="KEY",
         help="the key fleet limits count the task under (e.g. tenant:42; see `limits`)",
     )
@@ -59,6 +60,15 @@ def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument(
         "--timeout", type=seconds, metavar="SECONDS", help="with --wait: give up after SECONDS"
     )
+
+
+def _concurrency_key(value: str) -> str:
+    from chongming_task.stores._limits import check_concurrency_key
+
+    try:
+        return check_concurrency_key(value)
+    except ConfigurationError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def new_task_id(name: str) -> str:
