@@ -68,26 +68,26 @@ def cmd_limits(args: argparse.Namespace, session: Session) -> int:
         else:
             output.print(f"limit {args.key!r} deleted")
         return ExitCode.OK
-    limits = client.limits()
-    uses = _uses(store)
+    from chongming_task.stores._limits import fleet_view
+
+    view = fleet_view(store)
     if session.json:
         output.json(
             document(
                 "limits",
                 limits=[
-                    {**limit.to_dict(), "in_use": [_use_doc(u) for u in uses if u.rule == limit.key]}
-                    for limit in limits
+                    {**limit.to_dict(), "in_use": [_use_doc(u) for u in uses]}
+                    for limit, uses in view
                 ],
             )
         )
         return ExitCode.OK
-    if not limits:
+    if not view:
         output.print("no limits declared")
-    for limit in limits:
+    for limit, uses in view:
         output.print(_describe(limit.key, limit.concurrency, limit.rate))
         for use in uses:
-            if use.rule == limit.key:
-                output.print(f"  {use_line(use)}")
+            output.print(f"  {use_line(use)}")
     return ExitCode.OK
 
 
@@ -98,17 +98,6 @@ def _describe(key: str, concurrency: int | None, rate: object) -> str:
     if rate is not None:
         parts.append(f"rate {rate}")
     return " ".join(parts)
-
-
-def _uses(store: Any) -> list[LimitUse]:
-    """The use of every key that holds slots or starts now."""
-    from chongming_task.stores._limits import limit_uses
-
-    now = store.clock.now()
-    slots = store.list_global_slots()
-    starts = store.list_limit_starts()
-    keys = {s.name for s in slots if s.live(now)} | {s.key for s in starts if s.live(now)}
-    return limit_uses(keys, store.list_limits(), slots, starts, now)
 
 
 def use_line(use: LimitUse) -> str:
