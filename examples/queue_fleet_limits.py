@@ -58,8 +58,7 @@ def main() -> None:
 
         syncs = {
             tenant: [
-                client.enqueue("sync", tenant, concurrency_key=f"tenant:{tenant}")
-                for _ in range(3)
+                client.enqueue("sync", tenant, concurrency_key=f"tenant:{tenant}") for _ in range(3)
             ]
             for tenant in ("acme", "globex")
         }

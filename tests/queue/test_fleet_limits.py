@@ -170,7 +170,8 @@ def test_a_fleet_rate_limit_holds_across_three_workers(
     for task_id in limited:  # each task started after (never before) its recorded start
         start = seen[(task_id, "mail")].started_at
         running = [t.at for t in store.history(task_id) if t.to_status is TaskStatus.STARTING]
-        assert running and running[0] >= start
+        assert running
+        assert running[0] >= start
 
 
 def test_explain_from_another_process_names_the_full_limit_and_its_holder(
@@ -314,7 +315,7 @@ def test_bad_limits_are_refused_and_change_nothing(
 
 def test_a_pattern_is_no_concurrency_key() -> None:
     client = Client(InMemoryTaskStore())
-    with pytest.raises(ConfigurationError, match="patterns are for Client.set_limit"):
+    with pytest.raises(ConfigurationError, match=r"patterns are for Client\.set_limit"):
         client.enqueue("job", concurrency_key="tenant:*")
     with pytest.raises(ConfigurationError, match="call 1: concurrency_key"):
         client.enqueue_many("job", [(), ()], concurrency_keys=["ok", ""])

@@ -303,9 +303,7 @@ class Client:
         items = list(calls)
         ids = list(task_ids) if task_ids is not None else [None] * len(items)
         keys = list(bucket_keys) if bucket_keys is not None else [None] * len(items)
-        limit_keys = (
-            list(concurrency_keys) if concurrency_keys is not None else [None] * len(items)
-        )
+        limit_keys = list(concurrency_keys) if concurrency_keys is not None else [None] * len(items)
         if len(ids) != len(items) or len(keys) != len(items) or len(limit_keys) != len(items):
             raise ConfigurationError(
                 "task_ids, bucket_keys and concurrency_keys need one entry per call"
@@ -397,8 +395,6 @@ class Client:
             not_before = check_aware(not_before, "not_before").astimezone(UTC)
         if bucket_key is not None:
             check_text(bucket_key, "bucket_key")
-        if concurrency_key is not None:
-            check_concurrency_key(concurrency_key)
         bucket = None if bucket_key is None else self.bucket_policy.bucket_for(bucket_key)
         if task_id is None:
             task_id = f"{name}-{secrets.token_hex(6)}"
@@ -408,7 +404,9 @@ class Client:
             kwargs=dict(kwargs),
             not_before=not_before,
             enqueued_by=self.actor,
-            concurrency_key=concurrency_key,
+            concurrency_key=None
+            if concurrency_key is None
+            else check_concurrency_key(concurrency_key),
         )
         machine = StateMachine.create(
             task_id,

@@ -20,8 +20,8 @@ from chongming_task.errors import ConfigurationError, StoreError
 from chongming_task.states import TaskStatus
 
 __all__ = [
-    "RECIPE_KEY",
     "CONCURRENCY_KEY",
+    "RECIPE_KEY",
     "Recipe",
     "WorkerRecord",
     "concurrency_key_in",

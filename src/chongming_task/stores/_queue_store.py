@@ -20,8 +20,8 @@ from datetime import datetime
 from typing import ClassVar
 
 from chongming_task._model import TaskSnapshot, Transition
-from chongming_task.stores._codec import require_aware
 from chongming_task.errors import ConfigurationError
+from chongming_task.stores._codec import require_aware
 from chongming_task.stores._limits import FleetLimit, GlobalSlot, LimitStart
 from chongming_task.stores._queue_records import WorkerRecord
 

@@ -37,7 +37,9 @@ def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
     actions = parser.add_subparsers(dest="action", metavar="ACTION")
     new_parser(actions, "list", help="the declared limits and their use", handler=cmd_limits)
     sub = new_parser(actions, "set", help="declare or replace a limit", handler=cmd_limits)
-    sub.add_argument("key", metavar="KEY", help="a tag, a concurrency key, or a pattern ending in *")
+    sub.add_argument(
+        "key", metavar="KEY", help="a tag, a concurrency key, or a pattern ending in *"
+    )
     sub.add_argument("--concurrency", type=integer, metavar="N", help="at most N holders at once")
     sub.add_argument("--rate", metavar="COUNT/UNIT", help="at most COUNT starts per s, m or h")
     sub = new_parser(actions, "delete", help="forget a limit", handler=cmd_limits)
