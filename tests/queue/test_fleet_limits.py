@@ -309,7 +309,7 @@ def test_bad_limits_are_refused_and_change_nothing(
     client = Client(InMemoryTaskStore())
     client.set_limit("kept", concurrency=1)
     with pytest.raises(ConfigurationError, match=re.escape(message)):
-        client.set_limit(key, **options)  # type: ignore[arg-type]
+        client.set_limit(key, **options)
     assert [x.key for x in client.limits()] == ["kept"]
 
 
