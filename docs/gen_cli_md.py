@@ -248,6 +248,17 @@ def generate() -> str:
                 (("--db", "postgresql://app@127.0.0.1:1/tasks", "ps"), 1),
             )
         )
+        blocks["limits"] = "\n\n".join(
+            walk.run(*args, expect=code)[0]
+            for args, code in (
+                ((*db, "limits", "set", "tenant:*", "--concurrency", "1"), 0),
+                ((*db, "limits", "set", "mail", "--rate", "100/m"), 0),
+                ((*db, "submit", "count", *t, "--concurrency-key", "tenant:acme"), 0),
+                ((*db, "limits"), 0),
+                ((*db, "limits", "set", "mail", "--rate", "100/d"), 2),
+                ((*db, "limits", "delete", "mail"), 0),
+            )
+        )
         blocks["prune"], _ = walk.run(*db, "prune", "--keep-terminal", "5")
         blocks["task_json"] = "```json\n" + json.dumps(sample_task, indent=2) + "\n```"
     return TEMPLATE.format(**blocks)

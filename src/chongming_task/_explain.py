@@ -30,6 +30,7 @@ from chongming_task._checkpoint_gaps import CheckpointGaps, GapForecast, forecas
 from chongming_task._model import JSONValue, TaskSnapshot, Transition
 from chongming_task.policies import Timeout
 from chongming_task.states import OCCUPYING, TaskStatus
+from chongming_task.stores._limits import LimitUse
 from chongming_task.stores._queue_records import WorkerRecord
 
 __all__ = [
@@ -156,6 +157,39 @@ class LimitFull(Reason):
             return f"bucket {self.bucket}'s limit is full ({used} slots {held})"
         where = f" of worker {self.name}" if self.name else ""
         return f"max_parallel{where} is full ({used} slots {held})"
+
+
+@_reason("fleet_limit_full")
+class FleetLimitFull(Reason):
+    """A fleet limit (declared in the store) on one of the task's keys has no room."""
+
+    key: str
+    """The task's key (a tag or its concurrency key)."""
+    rule: str
+    """The declared limit bounding it (the key itself or a pattern)."""
+    concurrency: int | None = None
+    holders: tuple[str, ...] = ()
+    """``task_id@worker`` of each holder, when the concurrency is reached."""
+    rate: str | None = None
+    started: int = 0
+    """Starts counted in the current window, when the rate is reached."""
+    opens_at: datetime | None = None
+    """When the rate window next has room."""
+
+    @property
+    def message(self) -> str:
+        name = repr(self.key) if self.rule == self.key else f"{self.key!r} (limit {self.rule!r})"
+        parts = []
+        if self.holders:
+            parts.append(
+                f"{len(self.holders)} of {self.concurrency} slots held by {_ids(self.holders)}"
+            )
+        if self.opens_at is not None:
+            parts.append(
+                f"{self.started} starts of {self.rate} in the window; "
+                f"the next start is allowed at {self.opens_at.isoformat()}"
+            )
+        return f"fleet limit {name} is full ({'; '.join(parts)})"
 
 
 @_reason("held_by")
@@ -478,6 +512,8 @@ class Facts:
     last_checkpoint_at: datetime | None = None
     gaps: CheckpointGaps | None = None
     """Measured gaps of this task's name (merged over its runs)."""
+    limit_uses: tuple[LimitUse, ...] = ()
+    """Store view: the fleet limits on the task's keys and their use now."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -681,6 +717,7 @@ def _unheld(facts: Facts) -> list[Reason]:
     recipe = recipe_of(snap)
     if recipe is not None and recipe.not_before is not None and recipe.not_before > facts.now:
         reasons.append(NotBefore(at=recipe.not_before))
+    reasons.extend(_fleet_limits(facts.limit_uses))
     if facts.workers is None:
         return reasons
     live = [w for w in facts.workers if w.alive(facts.now)]
@@ -702,6 +739,27 @@ def _unheld(facts: Facts) -> list[Reason]:
             )
         )
     return reasons
+
+
+def _fleet_limits(uses: Sequence[LimitUse]) -> list[Reason]:
+    found: list[Reason] = []
+    for use in uses:
+        if not (use.concurrency_full or use.rate_full):
+            continue
+        found.append(
+            FleetLimitFull(
+                key=use.key,
+                rule=use.rule,
+                concurrency=use.concurrency,
+                holders=tuple(f"{h.task_id}@{h.owner}" for h in use.holders)
+                if use.concurrency_full
+                else (),
+                rate=None if use.rate is None else str(use.rate),
+                started=len(use.starts) if use.rate_full else 0,
+                opens_at=use.opens_at,
+            )
+        )
+    return found
 
 
 def _blocked(facts: Facts) -> BlockedUpstream:

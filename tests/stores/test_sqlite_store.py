@@ -196,7 +196,7 @@ def test_a_version_3_file_gets_claim_priorities_and_keeps_its_data(
     assert schema_of(path) == schema_of(fresh)
     with closing(sqlite3.connect(path)) as conn:
         found = conn.execute("SELECT value FROM ct_meta WHERE key = 'schema_version'").fetchone()
-    assert found[0] == SCHEMA_VERSION == 8
+    assert found[0] == SCHEMA_VERSION == 9
 
 
 def test_a_version_7_file_gets_unique_keys_and_keeps_its_tasks(path: str, tmp_path: Path) -> None:
@@ -494,3 +494,30 @@ def test_a_store_dropped_without_close_closes_its_connections(tmp_path: Path) ->
     for conn in connections:
         with pytest.raises(sqlite3.ProgrammingError, match="closed"):
             conn.execute("SELECT 1")
+
+
+def test_a_version_8_file_gets_fleet_limits_and_keeps_its_queue(tmp_path: Path) -> None:
+    from datetime import timedelta
+
+    from chongming_task.queue import Client
+
+    path = str(tmp_path / "v8.db")
+    with SqliteTaskStore(path) as store:
+        queued = Client(store).enqueue("job", concurrency_key="tenant:1").task_id
+    with closing(sqlite3.connect(path)) as conn:  # as version 8 left it
+        conn.execute("DROP TABLE ct_limits")
+        conn.execute("DROP TABLE ct_limit_starts")
+        conn.execute("UPDATE ct_meta SET value = 8 WHERE key = 'schema_version'")
+        conn.commit()
+    with SqliteTaskStore(path) as store:
+        client = Client(store)
+        client.set_limit("tenant:*", concurrency=1, rate="1/h")
+        assert [x.key for x in client.limits()] == ["tenant:*"]
+        until = store.clock.now() + timedelta(seconds=30)
+        (claimed,) = store.claim_queued("w", buckets=None, limit=5, lease_until=until)
+        assert claimed.task_id == queued
+        assert [(s.name, s.task_id) for s in store.list_global_slots()] == [("tenant:1", queued)]
+        assert [s.task_id for s in store.list_limit_starts()] == [queued]
+    with closing(sqlite3.connect(path)) as conn:
+        found = conn.execute("SELECT value FROM ct_meta WHERE key = 'schema_version'").fetchone()
+    assert found[0] == SCHEMA_VERSION

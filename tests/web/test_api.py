@@ -28,6 +28,7 @@ API = [
     "/api/schedules",
     "/api/workers",
     "/api/buckets",
+    "/api/limits",
 ]
 POSTS = [
     "/tasks/x/stop",
@@ -648,3 +649,31 @@ def test_the_task_page_says_why_a_task_waits(client: TestClient, store: TaskStor
     kinds = [reason["kind"] for reason in api["explain"]["reasons"]]
     assert kinds[0] == "paused"
     assert store.get(handle.task_id).status is TaskStatus.PAUSED  # type: ignore[union-attr]
+
+
+def test_the_workers_page_and_api_show_the_fleet_limits(
+    client: TestClient, store: TaskStore
+) -> None:
+    from datetime import timedelta as _td
+
+    from chongming_task.queue import Client as QueueClient
+    from chongming_task.stores import QueueStore
+
+    assert client.get("/api/limits", headers=BEARER).json() == {"limits": []}
+    assert "No limits declared." in client.get("/workers", headers=BEARER).text
+    queue = QueueClient(store)
+    queue.set_limit("tenant:*", concurrency=1, rate="10/m")
+    held = queue.enqueue("job", concurrency_key="tenant:7")
+    assert isinstance(store, QueueStore)
+    until = store.clock.now() + _td(seconds=30)
+    assert store.claim_queued("w1", buckets=None, limit=5, lease_until=until)
+    (limit,) = client.get("/api/limits", headers=BEARER).json()["limits"]
+    assert (limit["key"], limit["concurrency"], limit["rate"]) == ("tenant:*", 1, "10/m")
+    (use,) = limit["in_use"]
+    assert use["key"] == "tenant:7"
+    assert use["holders"] == [{"task_id": held.task_id, "owner": "w1"}]
+    assert use["starts"] == 1
+    page = client.get("/workers", headers=BEARER).text
+    assert "tenant:*" in page
+    assert held.task_id in page
+    assert "1/1 held" in page

@@ -22,6 +22,8 @@ from chongming_task.policies import Timeout
 from chongming_task.run import TaskRun
 from chongming_task.states import OCCUPYING, TaskStatus
 from chongming_task.stores._base import QueueStore, TaskQuery, TaskStore
+from chongming_task.stores._limits import LimitUse, limit_uses
+from chongming_task.stores._queue_records import concurrency_key_of
 
 __all__ = ["SCAN_LIMIT", "controller_facts", "explain_task", "name_gaps", "store_facts"]
 
@@ -120,12 +122,28 @@ def _queue_facts(store: TaskStore, facts: Facts) -> Facts:
                 worker_running[worker.worker_id] = tuple(s.task_id for s in held)
     return dataclasses.replace(
         facts,
+        limit_uses=() if owner is not None else _limit_uses(store, snap, facts.now),
         holder_running=running,
         queue_ahead=tuple(ahead) if found else None,
         queue_higher=higher,
         workers=workers,
         worker_running=worker_running,
     )
+
+
+def _limit_uses(store: TaskStore, snap: TaskSnapshot, now: datetime) -> tuple[LimitUse, ...]:
+    """The fleet limits on an unheld queued task's keys and their use now."""
+    if not (isinstance(store, QueueStore) and store.supports_global_limits):
+        return ()
+    declared = store.list_limits()
+    if not declared:
+        return ()
+    keys = set(snap.tags)
+    key = concurrency_key_of(snap)
+    if key is not None:
+        keys.add(key)
+    slots, starts = store.list_global_slots(), store.list_limit_starts()
+    return tuple(limit_uses(keys, declared, slots, starts, now))
 
 
 def controller_facts(

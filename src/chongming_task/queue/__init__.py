@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from chongming_task.controller._unheld import control_task, control_unheld
 from chongming_task.queue._client import AsyncClient, AsyncTaskHandle, Client, TaskHandle
-from chongming_task.stores._global_slots import GlobalSlot
+from chongming_task.stores._limits import GlobalSlot
 from chongming_task.stores._queue_records import RECIPE_KEY, Recipe, WorkerRecord, recipe_of
 
 __all__ = [

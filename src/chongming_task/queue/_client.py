@@ -48,6 +48,12 @@ from chongming_task.runtime._options import check_signature
 from chongming_task.states import TaskStatus
 from chongming_task.stores._base import TaskStore
 from chongming_task.stores._capabilities import require_queue
+from chongming_task.stores._limits import (
+    FleetLimit,
+    check_concurrency_key,
+    check_limit,
+    check_limit_key,
+)
 from chongming_task.stores._queue_records import RECIPE_KEY, UNIQUE_KEY, Recipe
 
 if TYPE_CHECKING:
@@ -253,6 +259,7 @@ class Client:
         metadata: Mapping[str, JSONValue] | None = None,
         unique_key: str | None = None,
         unique_for: float | timedelta | None = None,
+        concurrency_key: str | None = None,
         **kwargs: Any,
     ) -> TaskHandle:
         """Store task ``name`` ``queued`` for a worker owning its bucket; returns its handle.
@@ -262,6 +269,9 @@ class Client:
         finished within that period): that task's handle is returned, with
         ``handle.created`` ``False``. The store decides, atomically, so enqueuers
         racing on one key from any number of processes create one task.
+
+        ``concurrency_key`` (``"tenant:42"``) is the dynamic key fleet limits count the
+        task under, beside its tags (:meth:`set_limit`, docs/queue.md "Limits").
 
         Raises:
             ConfigurationError: Unknown name or arguments that do not bind (with
@@ -283,6 +293,7 @@ class Client:
             not_before=not_before,
             metadata=metadata,
             unique_key=key,
+            concurrency_key=concurrency_key,
         )
         queue = require_queue(self.store, "Client.enqueue (workers claim from a queue)")
         if key is None:
@@ -310,6 +321,7 @@ class Client:
         metadata: Mapping[str, JSONValue] | None = None,
         unique_keys: Sequence[str | None] | None = None,
         unique_for: float | timedelta | None = None,
+        concurrency_keys: Sequence[str | None] | None = None,
     ) -> list[TaskHandle]:
         """Enqueue ``name`` once per call (a tuple of args or a mapping of kwargs), all or none.
 
@@ -317,6 +329,7 @@ class Client:
         :meth:`enqueue`'s ``unique_key``; ``unique_for`` is the window for all of them.
         A call whose key has a standing task -- stored already, or created by an
         earlier call of this batch -- gets that task's handle (``created`` ``False``).
+        ``concurrency_keys`` gives each call its ``concurrency_key`` (see :meth:`enqueue`).
 
         Raises:
             ConfigurationError: As :meth:`enqueue`, naming the call at fault; nothing
@@ -326,16 +339,17 @@ class Client:
         ids = list(task_ids) if task_ids is not None else [None] * len(items)
         keys = list(bucket_keys) if bucket_keys is not None else [None] * len(items)
         uniques = list(unique_keys) if unique_keys is not None else [None] * len(items)
-        if len(ids) != len(items) or len(keys) != len(items) or len(uniques) != len(items):
+        limit_keys = list(concurrency_keys) if concurrency_keys is not None else [None] * len(items)
+        if any(len(column) != len(items) for column in (ids, keys, uniques, limit_keys)):
             raise ConfigurationError(
-                "task_ids, bucket_keys and unique_keys need one entry per call"
+                "task_ids, bucket_keys, unique_keys and concurrency_keys need one entry per call"
             )
         if unique_for is not None and all(u is None for u in uniques):
             check_unique(None, unique_for)  # refused: a window needs a key
         window: float | None = None
         entries: list[tuple[TaskSnapshot, Sequence[Transition]]] = []
-        for index, (item, task_id, key, given_unique) in enumerate(
-            zip(items, ids, keys, uniques, strict=True)
+        for index, (item, task_id, key, given_unique, limit_key) in enumerate(
+            zip(items, ids, keys, uniques, limit_keys, strict=True)
         ):
             if isinstance(item, tuple):
                 args, kwargs = item, {}
@@ -365,6 +379,7 @@ class Client:
                         not_before=None,
                         metadata=metadata,
                         unique_key=unique,
+                        concurrency_key=limit_key,
                     )
                 )
             except ConfigurationError as exc:
@@ -402,6 +417,7 @@ class Client:
         not_before: datetime | None,
         metadata: Mapping[str, JSONValue] | None,
         unique_key: str | None = None,
+        concurrency_key: str | None = None,
     ) -> tuple[TaskSnapshot, tuple[Transition, ...]]:
         check_text(name, "task name")
         if task_id is not None:
@@ -439,7 +455,13 @@ class Client:
             task_id = f"{name}-{secrets.token_hex(6)}"
         stored = task_metadata(metadata, unique_key)
         recipe = Recipe(
-            args=tuple(args), kwargs=dict(kwargs), not_before=not_before, enqueued_by=self.actor
+            args=tuple(args),
+            kwargs=dict(kwargs),
+            not_before=not_before,
+            enqueued_by=self.actor,
+            concurrency_key=None
+            if concurrency_key is None
+            else check_concurrency_key(concurrency_key),
         )
         machine = StateMachine.create(
             task_id,
@@ -489,6 +511,37 @@ class Client:
 
     def resume(self, task_id: str) -> bool:
         return control_task(self.store, task_id, "resume", actor=self.actor, clock=self.clock)
+
+    # ------------------------------------------------------------ fleet limits
+
+    def set_limit(
+        self, key: str, *, concurrency: int | None = None, rate: str | None = None
+    ) -> FleetLimit:
+        """Declare (or replace) a fleet limit every worker on this store obeys.
+
+        ``key`` is a tag, a ``concurrency_key``, or a pattern ending in ``*``
+        (``"tenant:*"``: one limit per distinct matching key). ``concurrency=N`` caps
+        the tasks of a key holding a slot at once; ``rate="100/m"`` (``/s``, ``/m``,
+        ``/h``) caps its starts within any such window; both may be given.
+
+        Raises:
+            ConfigurationError: A malformed key or bound, neither bound, or a store
+                that keeps no fleet limits; nothing is changed.
+        """
+        limit = check_limit(key, concurrency, rate)
+        require_queue(self.store, "Client.set_limit (limits are kept with the queue)").set_limit(
+            limit
+        )
+        return limit
+
+    def delete_limit(self, key: str) -> bool:
+        """Forget the fleet limit declared for ``key``; ``False`` if there was none."""
+        check_limit_key(key)
+        return require_queue(self.store, "Client.delete_limit").delete_limit(key)
+
+    def limits(self) -> list[FleetLimit]:
+        """The declared fleet limits, by key."""
+        return require_queue(self.store, "Client.limits").list_limits()
 
     def __repr__(self) -> str:
         return f"Client({self.store!r})"
@@ -584,6 +637,19 @@ class AsyncClient:
 
     async def resume(self, task_id: str) -> bool:
         return await asyncio.to_thread(self.sync.resume, task_id)
+
+    async def set_limit(
+        self, key: str, *, concurrency: int | None = None, rate: str | None = None
+    ) -> FleetLimit:
+        return await asyncio.to_thread(
+            lambda: self.sync.set_limit(key, concurrency=concurrency, rate=rate)
+        )
+
+    async def delete_limit(self, key: str) -> bool:
+        return await asyncio.to_thread(self.sync.delete_limit, key)
+
+    async def limits(self) -> list[FleetLimit]:
+        return await asyncio.to_thread(self.sync.limits)
 
 
 JSONArgs = tuple[JSONValue, ...]

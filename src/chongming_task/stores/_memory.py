@@ -26,10 +26,17 @@ from chongming_task.errors import (
 from chongming_task.states import TaskStatus
 from chongming_task.stores._base import TaskHead, TaskNotFound, TaskQuery, refuse_repeated_ids
 from chongming_task.stores._codec import check_outcome, require_aware
-from chongming_task.stores._global_slots import GlobalSlot, SlotLedger
+from chongming_task.stores._limits import (
+    FleetLimit,
+    GlobalSlot,
+    LimitBook,
+    LimitLedger,
+    LimitStart,
+)
 from chongming_task.stores._memory_control import MemoryControl
 from chongming_task.stores._queue_records import (
     WorkerRecord,
+    concurrency_key_of,
     is_claimable,
     unique_key_of,
     unique_stands,
@@ -73,6 +80,8 @@ class InMemoryTaskStore(MemoryControl, QueueStore):
         self._workers: dict[str, WorkerRecord] = {}
         self._slots: dict[tuple[str, str], GlobalSlot] = {}  # (name, task_id) -> holder
         self._unique: dict[str, list[str]] = {}  # unique key -> its tasks' ids, oldest first
+        self._limits: dict[str, FleetLimit] = {}
+        self._starts: list[LimitStart] = []  # oldest first
 
     # ------------------------------------------------------------ snapshots
 
@@ -374,10 +383,16 @@ class InMemoryTaskStore(MemoryControl, QueueStore):
         priority, _ = order_key("priority")
         with self._locked():
             ledger = None
-            if global_limits:
+            book = LimitBook(self._limits.values(), global_limits)
+            if book:
                 for slot_key in [k for k, v in self._slots.items() if not v.live(now)]:
                     del self._slots[slot_key]
-                ledger = SlotLedger(global_limits, Counter(name for name, _ in self._slots))
+                self._starts = [s for s in self._starts if s.live(now)]
+                ledger = LimitLedger(
+                    book,
+                    Counter(name for name, _ in self._slots),
+                    Counter(s.key for s in self._starts),
+                )
             candidates = sorted(
                 (
                     row
@@ -394,20 +409,21 @@ class InMemoryTaskStore(MemoryControl, QueueStore):
                     break
                 if not is_claimable(row.snapshot, now):
                     continue
-                names = frozenset() if ledger is None else ledger.needs(row.snapshot.tags)
-                if names:
-                    assert ledger is not None
-                    if not ledger.fits(names):
+                task_id = row.snapshot.task_id
+                if ledger is not None:
+                    keys = book.keys_of(row.snapshot.tags, concurrency_key_of(row.snapshot))
+                    if keys and not ledger.fits(keys):
                         continue
-                    ledger.take(names)
+                    names, starts = ledger.take(keys, now)
                     for name in names:
-                        self._slots[(name, row.snapshot.task_id)] = GlobalSlot(
+                        self._slots[(name, task_id)] = GlobalSlot(
                             name=name,
-                            task_id=row.snapshot.task_id,
+                            task_id=task_id,
                             owner=owner,
                             acquired_at=now,
                             lease_until=lease_until,
                         )
+                    self._starts.extend(replace(start, task_id=task_id) for start in starts)
                 row.snapshot = replace(
                     row.snapshot, owner=owner, lease_owner=owner, lease_until=lease_until
                 )
@@ -427,6 +443,26 @@ class InMemoryTaskStore(MemoryControl, QueueStore):
         with self._locked():
             slots = list(self._slots.values())
         return sorted(slots, key=lambda s: (s.name, s.acquired_at, s.task_id))
+
+    def set_limit(self, limit: FleetLimit) -> None:
+        with self._locked():
+            self._limits[limit.key] = limit
+        self._signal.notify()
+
+    def delete_limit(self, key: str) -> bool:
+        with self._locked():
+            found = self._limits.pop(key, None) is not None
+        if found:
+            self._signal.notify()
+        return found
+
+    def list_limits(self) -> list[FleetLimit]:
+        with self._locked():
+            return [self._limits[key] for key in sorted(self._limits)]
+
+    def list_limit_starts(self) -> list[LimitStart]:
+        with self._locked():
+            return list(self._starts)
 
     def save_unheld(
         self, snapshot: TaskSnapshot, *, expect_version: int, transitions: Sequence[Transition] = ()

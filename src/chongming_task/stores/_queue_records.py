@@ -20,10 +20,13 @@ from chongming_task.errors import ConfigurationError, StoreError
 from chongming_task.states import TaskStatus
 
 __all__ = [
+    "CONCURRENCY_KEY",
     "RECIPE_KEY",
     "UNIQUE_KEY",
     "Recipe",
     "WorkerRecord",
+    "concurrency_key_in",
+    "concurrency_key_of",
     "is_claimable",
     "recipe_of",
     "unique_key_of",
@@ -33,6 +36,8 @@ __all__ = [
 
 #: The metadata key holding a queued task's recipe (reserved: ``Client`` refuses it).
 RECIPE_KEY: Final = "recipe"
+#: The recipe member holding a task's dynamic limit key (read by the claim's SQL).
+CONCURRENCY_KEY: Final = "concurrency_key"
 
 
 #: The metadata key holding the unique key a task was enqueued with (reserved like the
@@ -73,14 +78,19 @@ class Recipe:
     kwargs: Mapping[str, JSONValue] | None = None
     not_before: datetime | None = None
     enqueued_by: str | None = None
+    concurrency_key: str | None = None
+    """The dynamic key fleet limits count it under (``enqueue(concurrency_key=...)``)."""
 
     def to_dict(self) -> dict[str, JSONValue]:
-        return {
+        found: dict[str, JSONValue] = {
             "args": list(self.args),
             "kwargs": dict(self.kwargs or {}),
             "not_before": None if self.not_before is None else self.not_before.isoformat(),
             "enqueued_by": self.enqueued_by,
         }
+        if self.concurrency_key is not None:
+            found[CONCURRENCY_KEY] = self.concurrency_key
+        return found
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Recipe:
@@ -94,7 +104,19 @@ class Recipe:
             kwargs=dict(kwargs),
             not_before=parse_datetime(data.get("not_before"), "recipe.not_before"),
             enqueued_by=by if isinstance(by, str) else None,
+            concurrency_key=concurrency_key_in(data),
         )
+
+
+def concurrency_key_in(recipe: object) -> str | None:
+    """The ``concurrency_key`` of a stored recipe (a mapping), if it has one."""
+    key = recipe.get(CONCURRENCY_KEY) if isinstance(recipe, Mapping) else None
+    return key if isinstance(key, str) else None
+
+
+def concurrency_key_of(snapshot: TaskSnapshot) -> str | None:
+    """The ``concurrency_key`` a queued task was enqueued with (without decoding it all)."""
+    return concurrency_key_in(snapshot.metadata.get(RECIPE_KEY))
 
 
 def recipe_of(snapshot: TaskSnapshot) -> Recipe | None:

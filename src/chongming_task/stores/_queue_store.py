@@ -4,8 +4,9 @@
 name and JSON arguments); any worker that owns its bucket claims it atomically with
 :meth:`QueueStore.claim_queued` and runs it as a local submit. Workers announce
 themselves in the registry (:meth:`QueueStore.put_worker`), which bucket verdicts and
-``explain`` read. Global limits (lease-backed slots across processes) are an optional
-part, declared by :attr:`QueueStore.supports_global_limits`.
+``explain`` read. Fleet limits (``stores/_limits.py``: concurrency and starts per window
+per key, declared in the store, enforced inside the claim) are an optional part,
+declared by :attr:`QueueStore.supports_global_limits`.
 
 A store without this concern runs every in-process feature; ``Client``, ``Worker``
 and the bucket agent refuse it with a ``ConfigurationError``.
@@ -21,7 +22,7 @@ from typing import ClassVar
 from chongming_task._model import TaskSnapshot, Transition
 from chongming_task.errors import ConfigurationError
 from chongming_task.stores._codec import require_aware
-from chongming_task.stores._global_slots import GlobalSlot
+from chongming_task.stores._limits import FleetLimit, GlobalSlot, LimitStart
 from chongming_task.stores._queue_records import WorkerRecord
 
 __all__ = ["QueueStore", "claims_nothing"]
@@ -46,8 +47,8 @@ class QueueStore(ABC):
     """
 
     supports_global_limits: ClassVar[bool] = False
-    """Whether :meth:`claim_queued` takes ``global_limits`` (lease-backed slots across
-    processes, with :meth:`release_global_slots` and :meth:`list_global_slots`)."""
+    """Whether the store keeps fleet limits: :meth:`set_limit` and the others, and
+    :meth:`claim_queued` obeying them and a worker's ``global_limits``."""
 
     def notify_work(self) -> None:
         """Wake the workers waiting in ``wait_for_commands``: queued work arrived.
@@ -111,7 +112,7 @@ class QueueStore(ABC):
         ``global_limits`` (tag -> slots; only on a store whose
         ``supports_global_limits`` is true) limits holders across processes: a task
         carrying such a tag is taken only if every such limit has fewer live holders
-        (:class:`~chongming_task.stores._global_slots.GlobalSlot` rows whose
+        (:class:`~chongming_task.stores._limits.GlobalSlot` rows whose
         ``lease_until`` has not passed) than its number, and then gets one slot of each,
         leased until ``lease_until``, in the same atomic write. A task that does not fit
         is skipped (it stays queued and unheld) and the scan goes on past it, so it
@@ -148,8 +149,31 @@ class QueueStore(ABC):
         return 0
 
     def list_global_slots(self) -> list[GlobalSlot]:
-        """Every slot row of the global limits, expired ones included (see
+        """Every slot row of the concurrency limits, expired ones included (see
         :meth:`GlobalSlot.live`), by name then acquisition. Empty by default."""
+        return []
+
+    def set_limit(self, limit: FleetLimit) -> None:
+        """Declare (or replace) the fleet limit of ``limit.key``; wakes the claimers.
+
+        Raises:
+            ConfigurationError: The store keeps no fleet limits.
+        """
+        raise ConfigurationError(
+            f"{type(self).__name__} keeps no fleet limits (QueueStore.supports_global_limits)"
+        )
+
+    def delete_limit(self, key: str) -> bool:
+        """Forget the fleet limit of ``key``; ``False`` if there was none."""
+        return False
+
+    def list_limits(self) -> list[FleetLimit]:
+        """The declared fleet limits, by key. Empty by default."""
+        return []
+
+    def list_limit_starts(self) -> list[LimitStart]:
+        """The starts counted by rate limits (expired ones may be included, see
+        :meth:`LimitStart.live`), oldest first. Empty by default."""
         return []
 
     # ------------------------------------------------------------ worker registry

@@ -69,10 +69,18 @@ from chongming_task.stores._codec import (
 )
 from chongming_task.stores._command_store import validate_claim
 from chongming_task.stores._dialect import SCHEMA_VERSION, Cursor, Dialect, History
-from chongming_task.stores._global_slots import GlobalSlot, SlotLedger
+from chongming_task.stores._limits import (
+    FleetLimit,
+    GlobalSlot,
+    LimitBook,
+    LimitLedger,
+    LimitStart,
+    parse_rate,
+)
 from chongming_task.stores._lost import Marking, check_lost_query
 from chongming_task.stores._queue_records import (
     WorkerRecord,
+    concurrency_key_of,
     is_claimable,
     unique_key_of,
     unique_stands,
@@ -604,8 +612,8 @@ class SqlStore(TaskStore, QueueStore):
         # The query leaves out rows that are not due (a delay) or carry no recipe, so
         # any number of delayed tasks ahead cannot hide a due one. Read about as many
         # rows as wanted (a few more cover what the exact check below refuses: SQLite
-        # compares to the ms); only if some of them could not be taken (a global limit
-        # filled meanwhile) look further. A wider first read would decode, and on
+        # compares to the ms); only if some of them could not be taken (a limit filled
+        # meanwhile) look further. A wider first read would decode, and on
         # PostgreSQL lock, rows other claimers then have to skip.
         windows = (limit + 4, limit * 4 + 16)
         params: dict[str, Any] = {"now": now.isoformat(), "full": self._array([])}
@@ -615,7 +623,7 @@ class SqlStore(TaskStore, QueueStore):
             params["buckets"] = self._array(sorted(buckets))
 
         def claim(cur: Cursor) -> list[TaskSnapshot]:
-            ledger = self._slot_ledger(cur, global_limits, now) if global_limits else None
+            ledger = self._limit_ledger(cur, global_limits, now)
             if ledger is not None:
                 params["full"] = self._array(ledger.full())
             taken: list[TaskSnapshot] = []
@@ -645,7 +653,7 @@ class SqlStore(TaskStore, QueueStore):
         taken: list[TaskSnapshot],
         *,
         limit: int,
-        ledger: SlotLedger | None,
+        ledger: LimitLedger | None,
         owner: str,
         now: datetime,
         lease_until: datetime,
@@ -657,20 +665,20 @@ class SqlStore(TaskStore, QueueStore):
             found = rows.decode_task(row)
             if not is_claimable(found, now):
                 continue
-            names = frozenset() if ledger is None else ledger.needs(found.tags)
-            if names:
-                assert ledger is not None
-                if not ledger.fits(names):
-                    continue  # full meanwhile (this claim took its last slot)
+            keys: frozenset[str] = frozenset()
+            if ledger is not None:
+                keys = ledger.book.keys_of(found.tags, concurrency_key_of(found))
+                if keys and not ledger.fits(keys):
+                    continue  # full meanwhile (this claim took its last room)
             held = found.replace(owner=owner, lease_owner=owner, lease_until=lease_until)
             update = rows.task_params(held, self._instant, self._array)
             update["expect_version"] = found.status_version
             if not self._dialect.write_task(cur, "update_task_unheld", update, []):
                 continue
-            if names:
+            if keys:
                 assert ledger is not None
-                ledger.take(names)
-                for name in sorted(names):
+                names, starts = ledger.take(keys, now)
+                for name in names:
                     slot = {
                         "name": name,
                         "task_id": found.task_id,
@@ -679,15 +687,89 @@ class SqlStore(TaskStore, QueueStore):
                         "lease_until": self._instant(lease_until),
                     }
                     cur.execute(self._sql["insert_slot"], slot)
+                for start in starts:
+                    params = {
+                        "key": start.key,
+                        "task_id": found.task_id,
+                        "now": self._instant(now),
+                        "expires_at": self._instant(start.expires_at),
+                    }
+                    cur.execute(self._sql["insert_start"], params)
             taken.append(held)
 
-    def _slot_ledger(self, cur: Cursor, limits: Mapping[str, int], now: datetime) -> SlotLedger:
-        """Inside a claim's transaction: lock, drop expired slots, count live ones."""
+    def _limit_ledger(
+        self, cur: Cursor, extra: Mapping[str, int] | None, now: datetime
+    ) -> LimitLedger | None:
+        """Inside a claim's transaction: the limits, and if any, their live use.
+
+        With limits, claims are serialised (a lock on PostgreSQL, ``BEGIN IMMEDIATE``
+        on SQLite) before counting, so two claimers never both take the last room.
+        """
+        book = LimitBook(self._decode_limits(cur.execute(self._sql["select_limits"], {})), extra)
+        if not book:
+            return None
         self._dialect.lock_slots(cur)
-        names = {"names": self._array(sorted(limits)), "now": self._instant(now)}
-        cur.execute(self._sql["purge_slots"], names)
-        counts = cur.execute(self._sql["count_slots"], names).fetchall()
-        return SlotLedger(limits, {str(name): int(n) for name, n in counts})
+        at = {"now": self._instant(now)}
+        cur.execute(self._sql["purge_slots"], at)
+        cur.execute(self._sql["purge_starts"], at)
+        holders = cur.execute(self._sql["count_slots"], at).fetchall()
+        starts = cur.execute(self._sql["count_starts"], at).fetchall()
+        return LimitLedger(
+            book,
+            {str(name): int(n) for name, n in holders},
+            {str(key): int(n) for key, n in starts},
+        )
+
+    @staticmethod
+    def _decode_limits(cur: Cursor) -> list[FleetLimit]:
+        return [
+            FleetLimit(
+                key=str(key),
+                concurrency=None if concurrency is None else int(concurrency),
+                rate=None if rate is None else parse_rate(rate),
+            )
+            for key, concurrency, rate in cur.fetchall()
+        ]
+
+    def set_limit(self, limit: FleetLimit) -> None:
+        params = {
+            "key": limit.key,
+            "concurrency": limit.concurrency,
+            "rate": None if limit.rate is None else str(limit.rate),
+            "now": self._instant(self.clock.now()),
+        }
+        self._run(lambda cur: cur.execute(self._sql["upsert_limit"], params), write=True)
+        self.notify_work()
+
+    def delete_limit(self, key: str) -> bool:
+        def delete(cur: Cursor) -> bool:
+            cur.execute(self._sql["delete_limit"], {"key": key})
+            return bool(cur.rowcount)
+
+        found = bool(self._run(delete, write=True))
+        if found:
+            self.notify_work()
+        return found
+
+    def list_limits(self) -> list[FleetLimit]:
+        return self._run(
+            lambda cur: self._decode_limits(cur.execute(self._sql["select_limits"], {})),
+            write=False,
+        )
+
+    def list_limit_starts(self) -> list[LimitStart]:
+        found = self._run(
+            lambda cur: cur.execute(self._sql["select_starts"], {}).fetchall(), write=False
+        )
+        return [
+            LimitStart(
+                key=str(key),
+                task_id=str(task_id),
+                started_at=self._instant_out(started),
+                expires_at=self._instant_out(expires),
+            )
+            for key, task_id, started, expires in found
+        ]
 
     def release_global_slots(self, owner: str, task_id: str) -> int:
         def release(cur: Cursor) -> int:

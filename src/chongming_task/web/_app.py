@@ -45,6 +45,7 @@ from chongming_task.schedule._control import ScheduleControl
 from chongming_task.schedule._stats import ScheduleStatistics
 from chongming_task.states import TaskStatus
 from chongming_task.stores._base import TaskStore
+from chongming_task.stores._limits import LimitUse, fleet_view
 from chongming_task.web._auth import (
     COOKIE_NAME,
     CSRF_FIELD,
@@ -285,6 +286,7 @@ def create_app(
         ),
         Route("/api/schedules/{name:path}/{action}", handlers.schedule_action, methods=["POST"]),
         Route("/api/workers", handlers.api_workers),
+        Route("/api/limits", handlers.api_limits),
         Route("/api/buckets", handlers.api_buckets),
         Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
     ]
@@ -1006,6 +1008,21 @@ class _Handlers:
                 page="workers",
                 workers=data.workers(),
                 registry=data.worker_source is not None,
+                limits=fleet_view(self.config.store),
+            )
+
+        return await self._call(request, build)
+
+    @authenticated
+    async def api_limits(self, request: Request) -> Response:
+        def build() -> Response:
+            return JSONResponse(
+                {
+                    "limits": [
+                        {**limit.to_dict(), "in_use": [_limit_use_doc(u) for u in uses]}
+                        for limit, uses in fleet_view(self.config.store)
+                    ]
+                }
             )
 
         return await self._call(request, build)
@@ -1148,6 +1165,15 @@ def _health_doc(health: Any) -> dict[str, Any] | None:
         "next_due": _dt(health.next_due),
         "next_due_schedule": health.next_due_schedule,
         "problems": [redact(p) for p in health.problems],
+    }
+
+
+def _limit_use_doc(use: LimitUse) -> dict[str, Any]:
+    return {
+        "key": use.key,
+        "holders": [{"task_id": h.task_id, "owner": h.owner} for h in use.holders],
+        "starts": len(use.starts),
+        "opens_at": None if use.opens_at is None else use.opens_at.isoformat(),
     }
 
 

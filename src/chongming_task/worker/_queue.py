@@ -3,9 +3,10 @@
 * **claim** (``claim(free)``): queued unheld tasks of the buckets it owns, highest
   priority first, only as many as it has free slots (``TaskStore.claim_queued``), each
   then run by the controller exactly as a local submit
-  (``Controller._internal.run_claimed``); with ``global_limits`` the claim also takes
-  the tasks' global slots, given back when they end (``release_slots``; a dead
-  worker's slots free when their lease passes).
+  (``Controller._internal.run_claimed``); the store's fleet limits (plus the
+  worker's ``global_limits``) are obeyed inside the claim, which takes the tasks'
+  slots, given back when they end (``release_slots``; a dead worker's slots free when
+  their lease passes).
 * **heartbeat**: its :class:`WorkerRecord` in the store's registry every
   ``heartbeat_interval`` (``chongming-task workers``, ``health``): its bucket
   declaration, with a lease of three intervals; handoffs addressed to it are applied
@@ -33,7 +34,7 @@ from chongming_task.core.state_machine import StateMachine
 from chongming_task.errors import ConcurrencyConflict, ConfigurationError, InvalidTransition
 from chongming_task.states import TaskStatus
 from chongming_task.stores._base import TaskQuery
-from chongming_task.stores._queue_records import WorkerRecord, recipe_of
+from chongming_task.stores._queue_records import WorkerRecord, concurrency_key_of, recipe_of
 from chongming_task.stores._queue_store import QueueStore
 
 if TYPE_CHECKING:
@@ -111,22 +112,16 @@ class WorkQueueDuty:
         if queue is None or free <= 0:
             return 0
         until = self.clock.now() + timedelta(seconds=self.controller.lease_ttl)
-        limits = self.worker.global_limits
-        if limits:
-            claimed = queue.claim_queued(
-                self.worker.owner,
-                buckets=self._buckets(),
-                limit=free,
-                lease_until=until,
-                global_limits=limits,
-            )
-        else:
-            claimed = queue.claim_queued(
-                self.worker.owner, buckets=self._buckets(), limit=free, lease_until=until
-            )
+        claimed = queue.claim_queued(
+            self.worker.owner,
+            buckets=self._buckets(),
+            limit=free,
+            lease_until=until,
+            global_limits=self.worker.global_limits or None,
+        )
         for snapshot in claimed:
-            if limits and any(tag in limits for tag in snapshot.tags):
-                with self._slotted_lock:
+            if snapshot.tags or concurrency_key_of(snapshot) is not None:
+                with self._slotted_lock:  # it may hold slots of a fleet limit
                     self._slotted.add(snapshot.task_id)
             try:
                 self.controller._internal.run_claimed(snapshot)

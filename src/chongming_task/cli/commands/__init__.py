@@ -23,6 +23,9 @@ def register_all(subparsers: argparse._SubParsersAction[Any]) -> None:
         _inspect_ as inspect_,
     )
     from chongming_task.cli.commands import (
+        _limits as limits,
+    )
+    from chongming_task.cli.commands import (
         _lint as lint,
     )
     from chongming_task.cli.commands import (
@@ -51,6 +54,7 @@ def register_all(subparsers: argparse._SubParsersAction[Any]) -> None:
     run.add_parsers(subparsers)
     worker.add_parsers(subparsers)
     workers.add_parsers(subparsers)
+    limits.add_parsers(subparsers)
     submit.add_parsers(subparsers)
     ps.add_parsers(subparsers)
     inspect_.add_parsers(subparsers)

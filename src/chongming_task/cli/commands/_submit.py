@@ -62,10 +62,25 @@ def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
         help="with --unique-key: a task with KEY that finished within DURATION (90s, 30m, "
         "12h, 7d; a bare number is seconds) counts too",
     )
+    parser.add_argument(
+        "--concurrency-key",
+        type=_concurrency_key,
+        metavar="KEY",
+        help="the key fleet limits count the task under (e.g. tenant:42; see `limits`)",
+    )
     parser.add_argument("--wait", action="store_true", help="wait until the task ends")
     parser.add_argument(
         "--timeout", type=seconds, metavar="SECONDS", help="with --wait: give up after SECONDS"
     )
+
+
+def _concurrency_key(value: str) -> str:
+    from chongming_task.stores._limits import check_concurrency_key
+
+    try:
+        return check_concurrency_key(value)
+    except ConfigurationError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def new_task_id(name: str) -> str:
@@ -156,6 +171,7 @@ def cmd_submit(args: argparse.Namespace, session: Session) -> int:
             metadata=trace_metadata(args.traceparent),
             unique_key=unique_key,
             unique_for=unique_for,
+            concurrency_key=args.concurrency_key,
             **request.kwargs,
         )
     except ConfigurationError as exc:

@@ -186,6 +186,30 @@ CREATE UNIQUE INDEX IF NOT EXISTS ct_tasks_unique_unfinished ON ct_tasks (unique
 CREATE INDEX IF NOT EXISTS ct_tasks_unique_key ON ct_tasks (unique_key, seq)
     WHERE unique_key IS NOT NULL;
 
+-- name: migrate_9
+-- Version 9: fleet limits (docs/queue.md, "Limits"). ct_limits holds the declared
+-- limits (a key, a tag or a concurrency key or a pattern ending in '*', with its
+-- concurrency and its rate such as '100/m'); the slots of concurrency limits stay in
+-- ct_slots (one row per holder, named by the concrete key); ct_limit_starts holds one
+-- row per start of a rate-limited key, counted until expires_at (the end of the window
+-- that began with it). Every statement may run again on a migrated schema.
+CREATE TABLE IF NOT EXISTS ct_limits (
+    key text COLLATE "C" PRIMARY KEY,
+    concurrency integer,
+    rate text,
+    updated_at timestamptz NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS ct_limit_starts (
+    key text COLLATE "C" NOT NULL,
+    task_id text COLLATE "C" NOT NULL,
+    started_at timestamptz NOT NULL,
+    expires_at timestamptz NOT NULL,
+    PRIMARY KEY (key, started_at, task_id)
+);
+
+CREATE INDEX IF NOT EXISTS ct_limit_starts_expiry ON ct_limit_starts (expires_at);
+
 -- name: schema_exists
 SELECT count(*) FROM (SELECT to_regclass('ct_meta') AS t) r WHERE r.t IS NOT NULL;
 
@@ -523,7 +547,8 @@ WITH task AS (
 SELECT count(*) FROM task;
 
 -- name: claim_queued
--- %(full)s: the global limits with no free slot; their tasks are passed over.
+-- %(full)s: the limit keys with no room (tags or concurrency keys); their tasks are
+-- passed over.
 SELECT t.doc::text, t.progress::text, t.heartbeat_at, t.lease_owner, t.lease_until, t.pid,
   t.task_id, t.checkpoint_gaps::text
 FROM ct_tasks t WHERE t.status = 'queued' AND t.owner IS NULL
@@ -532,6 +557,7 @@ FROM ct_tasks t WHERE t.status = 'queued' AND t.owner IS NULL
         WHEN t.doc->'metadata'->'recipe'->>'not_before' ~ '^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?([+-]\d\d:\d\d|Z)$'
         THEN (t.doc->'metadata'->'recipe'->>'not_before')::timestamptz END) <= %(now)s::timestamptz)
     AND NOT (t.tags && %(full)s::text[])
+    AND coalesce(t.doc->'metadata'->'recipe'->>'concurrency_key', '') <> ALL(%(full)s::text[])
 ORDER BY t.priority DESC, t.created_at, t.seq LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 
@@ -544,6 +570,7 @@ FROM ct_tasks t WHERE t.status = 'queued' AND t.owner IS NULL
         WHEN t.doc->'metadata'->'recipe'->>'not_before' ~ '^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?([+-]\d\d:\d\d|Z)$'
         THEN (t.doc->'metadata'->'recipe'->>'not_before')::timestamptz END) <= %(now)s::timestamptz)
     AND t.bucket = ANY(%(buckets)s) AND NOT (t.tags && %(full)s::text[])
+    AND coalesce(t.doc->'metadata'->'recipe'->>'concurrency_key', '') <> ALL(%(full)s::text[])
 ORDER BY t.priority DESC, t.created_at, t.seq LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 
@@ -553,11 +580,10 @@ FOR UPDATE SKIP LOCKED;
 SELECT pg_advisory_xact_lock(%(key)s);
 
 -- name: purge_slots
-DELETE FROM ct_slots WHERE name = ANY(%(names)s) AND lease_until <= %(now)s;
+DELETE FROM ct_slots WHERE lease_until <= %(now)s;
 
 -- name: count_slots
-SELECT name, count(*) FROM ct_slots
-WHERE name = ANY(%(names)s) AND lease_until > %(now)s GROUP BY name;
+SELECT name, count(*) FROM ct_slots WHERE lease_until > %(now)s GROUP BY name;
 
 -- name: insert_slot
 INSERT INTO ct_slots (name, task_id, owner, acquired_at, lease_until)
@@ -576,6 +602,33 @@ DELETE FROM ct_slots WHERE task_id = %(task_id)s AND owner = %(owner)s;
 -- name: select_slots
 SELECT name, task_id, owner, acquired_at, lease_until FROM ct_slots
 ORDER BY name, acquired_at, task_id;
+
+-- name: purge_starts
+DELETE FROM ct_limit_starts WHERE expires_at <= %(now)s;
+
+-- name: count_starts
+SELECT key, count(*) FROM ct_limit_starts WHERE expires_at > %(now)s GROUP BY key;
+
+-- name: insert_start
+INSERT INTO ct_limit_starts (key, task_id, started_at, expires_at)
+VALUES (%(key)s, %(task_id)s, %(now)s, %(expires_at)s)
+ON CONFLICT DO NOTHING;
+
+-- name: select_starts
+SELECT key, task_id, started_at, expires_at FROM ct_limit_starts
+ORDER BY started_at, key, task_id;
+
+-- name: select_limits
+SELECT key, concurrency, rate FROM ct_limits ORDER BY key;
+
+-- name: upsert_limit
+INSERT INTO ct_limits (key, concurrency, rate, updated_at)
+VALUES (%(key)s, %(concurrency)s, %(rate)s, %(now)s)
+ON CONFLICT (key) DO UPDATE SET
+    concurrency = excluded.concurrency, rate = excluded.rate, updated_at = excluded.updated_at;
+
+-- name: delete_limit
+DELETE FROM ct_limits WHERE key = %(key)s;
 
 -- name: notify_work
 SELECT pg_notify(%(channel)s, 'queue');

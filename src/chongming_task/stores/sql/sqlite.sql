@@ -220,6 +220,30 @@ CREATE UNIQUE INDEX IF NOT EXISTS ct_tasks_unique_unfinished ON ct_tasks (unique
 CREATE INDEX IF NOT EXISTS ct_tasks_unique_key ON ct_tasks (unique_key, seq)
     WHERE unique_key IS NOT NULL;
 
+-- name: migrate_9
+-- Version 9: fleet limits (docs/queue.md, "Limits"). ct_limits holds the declared
+-- limits (a key, a tag or a concurrency key or a pattern ending in '*', with its
+-- concurrency and its rate such as '100/m'); the slots of concurrency limits stay in
+-- ct_slots (one row per holder, named by the concrete key); ct_limit_starts holds one
+-- row per start of a rate-limited key, counted until expires_at (the end of the window
+-- that began with it). Every statement may run again on a migrated file.
+CREATE TABLE IF NOT EXISTS ct_limits (
+    key TEXT PRIMARY KEY,
+    concurrency INTEGER,
+    rate TEXT,
+    updated_at INTEGER NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE IF NOT EXISTS ct_limit_starts (
+    key TEXT NOT NULL,
+    task_id TEXT NOT NULL,
+    started_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL,
+    PRIMARY KEY (key, started_at, task_id)
+) WITHOUT ROWID;
+
+CREATE INDEX IF NOT EXISTS ct_limit_starts_expiry ON ct_limit_starts (expires_at);
+
 -- name: schema_exists
 SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'ct_meta';
 
@@ -556,7 +580,8 @@ WHERE task_id = :task_id AND status_version = :expect_version AND owner IS NULL;
 -- statistics the planner sorts every queued row instead) and stops at the limit; rows
 -- not due yet (recipe.not_before, compared as an instant) or without a recipe are
 -- passed over in the walk, so any number of delayed tasks cannot hide a due one.
--- :full: the global limits with no free slot (a JSON array); their tasks are passed over.
+-- :full: the limit keys with no room (tags or concurrency keys, a JSON array); their
+-- tasks are passed over.
 SELECT t.doc, t.progress, t.heartbeat_at, t.lease_owner, t.lease_until, t.pid, t.task_id,
   t.checkpoint_gaps
 FROM ct_tasks t INDEXED BY ct_tasks_claimable WHERE t.status = 'queued' AND t.owner IS NULL
@@ -565,7 +590,9 @@ FROM ct_tasks t INDEXED BY ct_tasks_claimable WHERE t.status = 'queued' AND t.ow
         OR julianday(json_extract(t.doc, '$.metadata.recipe.not_before')) <= julianday(:now))
     AND (:full = '[]' OR NOT EXISTS (
         SELECT 1 FROM ct_task_tags g
-        WHERE g.seq = t.seq AND g.tag IN (SELECT value FROM json_each(:full))))
+        WHERE g.seq = t.seq AND g.tag IN (SELECT value FROM json_each(:full)))
+        AND coalesce(json_extract(t.doc, '$.metadata.recipe.concurrency_key'), '')
+            NOT IN (SELECT value FROM json_each(:full)))
 ORDER BY t.priority DESC, t.created_at, t.seq LIMIT :limit;
 
 -- name: claim_queued_buckets
@@ -578,17 +605,17 @@ FROM ct_tasks t INDEXED BY ct_tasks_claimable WHERE t.status = 'queued' AND t.ow
     AND t.bucket IN (SELECT value FROM json_each(:buckets))
     AND (:full = '[]' OR NOT EXISTS (
         SELECT 1 FROM ct_task_tags g
-        WHERE g.seq = t.seq AND g.tag IN (SELECT value FROM json_each(:full))))
+        WHERE g.seq = t.seq AND g.tag IN (SELECT value FROM json_each(:full)))
+        AND coalesce(json_extract(t.doc, '$.metadata.recipe.concurrency_key'), '')
+            NOT IN (SELECT value FROM json_each(:full)))
 ORDER BY t.priority DESC, t.created_at, t.seq LIMIT :limit;
 
 -- name: purge_slots
 -- (Claims run inside BEGIN IMMEDIATE: SQLite serialises them, no lock is needed.)
-DELETE FROM ct_slots
-WHERE name IN (SELECT value FROM json_each(:names)) AND lease_until <= :now;
+DELETE FROM ct_slots WHERE lease_until <= :now;
 
 -- name: count_slots
-SELECT name, count(*) FROM ct_slots
-WHERE name IN (SELECT value FROM json_each(:names)) AND lease_until > :now GROUP BY name;
+SELECT name, count(*) FROM ct_slots WHERE lease_until > :now GROUP BY name;
 
 -- name: insert_slot
 INSERT INTO ct_slots (name, task_id, owner, acquired_at, lease_until)
@@ -607,6 +634,33 @@ DELETE FROM ct_slots WHERE task_id = :task_id AND owner = :owner;
 -- name: select_slots
 SELECT name, task_id, owner, acquired_at, lease_until FROM ct_slots
 ORDER BY name, acquired_at, task_id;
+
+-- name: purge_starts
+DELETE FROM ct_limit_starts WHERE expires_at <= :now;
+
+-- name: count_starts
+SELECT key, count(*) FROM ct_limit_starts WHERE expires_at > :now GROUP BY key;
+
+-- name: insert_start
+INSERT INTO ct_limit_starts (key, task_id, started_at, expires_at)
+VALUES (:key, :task_id, :now, :expires_at)
+ON CONFLICT DO NOTHING;
+
+-- name: select_starts
+SELECT key, task_id, started_at, expires_at FROM ct_limit_starts
+ORDER BY started_at, key, task_id;
+
+-- name: select_limits
+SELECT key, concurrency, rate FROM ct_limits ORDER BY key;
+
+-- name: upsert_limit
+INSERT INTO ct_limits (key, concurrency, rate, updated_at)
+VALUES (:key, :concurrency, :rate, :now)
+ON CONFLICT (key) DO UPDATE SET
+    concurrency = excluded.concurrency, rate = excluded.rate, updated_at = excluded.updated_at;
+
+-- name: delete_limit
+DELETE FROM ct_limits WHERE key = :key;
 
 -- name: notify_work
 UPDATE ct_meta SET value = value + 1 WHERE key = 'commands_rev';

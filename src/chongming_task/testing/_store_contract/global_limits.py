@@ -1,9 +1,11 @@
-"""Contract cases for global limits: lease-backed slots taken by ``claim_queued``."""
+"""Contract cases for fleet limits: slots and starts taken by ``claim_queued``."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
+from chongming_task.stores._limits import check_limit
+from chongming_task.stores._queue_records import Recipe
 from chongming_task.testing._store_contract.queue import QueueCases
 
 __all__ = ["GlobalLimitCases"]
@@ -83,3 +85,96 @@ class GlobalLimitCases(QueueCases):
         self.queued("b", tags=frozenset({"db"}))
         assert self.claim("w1") == ["a", "b"]
         assert self.queue.list_global_slots() == []
+
+    # ------------------------------------------------------------ fleet limits
+
+    def keyed(self, task_id: str, key: str | None, **changes: object) -> None:
+        """A queued task enqueued with ``concurrency_key=key``."""
+        self.queued(task_id, recipe=Recipe(args=(1,), concurrency_key=key), **changes)
+
+    def test_a_fleet_limit_is_declared_listed_replaced_and_deleted(self) -> None:
+        self.require_slots()
+        assert self.queue.list_limits() == []
+        self.queue.set_limit(check_limit("tenant:*", concurrency=2))
+        self.queue.set_limit(check_limit("db", rate="5/m"))
+        self.queue.set_limit(check_limit("tenant:*", concurrency=1, rate="10/s"))
+        assert [limit.to_dict() for limit in self.queue.list_limits()] == [
+            {"key": "db", "concurrency": None, "rate": "5/m"},
+            {"key": "tenant:*", "concurrency": 1, "rate": "10/s"},
+        ]
+        assert self.queue.delete_limit("db") is True
+        assert self.queue.delete_limit("db") is False
+        assert [limit.key for limit in self.queue.list_limits()] == ["tenant:*"]
+
+    def test_a_pattern_limits_each_dynamic_key_on_its_own(self) -> None:
+        self.require_slots()
+        self.queue.set_limit(check_limit("tenant:*", concurrency=1))
+        for i in range(3):
+            self.keyed(f"a-{i}", "tenant:a")
+        self.keyed("b-0", "tenant:b")
+        self.keyed("b-1", "tenant:b")
+        self.keyed("free", None)
+        self.keyed("other", "shop:1")
+        assert self.claim("w1") == ["a-0", "b-0", "free", "other"]
+        assert self.claim("w2") == []  # one per tenant, across claimers
+        slots = self.queue.list_global_slots()
+        assert [(s.name, s.task_id, s.owner) for s in slots] == [
+            ("tenant:a", "a-0", "w1"),
+            ("tenant:b", "b-0", "w1"),
+        ]
+        assert self.queue.release_global_slots("w1", "a-0") == 1
+        assert self.claim("w2") == ["a-1"]
+        self.queue.delete_limit("tenant:*")
+        assert self.claim("w3") == ["a-2", "b-1"]  # no limit: nothing held back
+
+    def test_an_exact_limit_wins_over_a_pattern_and_tags_count_too(self) -> None:
+        self.require_slots()
+        self.queue.set_limit(check_limit("tenant:*", concurrency=1))
+        self.queue.set_limit(check_limit("tenant:big", concurrency=2))
+        self.queue.set_limit(check_limit("gpu", concurrency=1))
+        for i in range(3):
+            self.keyed(f"big-{i}", "tenant:big")
+        self.keyed("gpu-a", "tenant:x", tags=frozenset({"gpu"}))
+        self.keyed("gpu-b", "tenant:y", tags=frozenset({"gpu"}))
+        assert self.claim("w1") == ["big-0", "big-1", "gpu-a"]
+        assert self.claim("w2") == []
+
+    def test_a_rate_limit_caps_starts_in_a_sliding_window(self) -> None:
+        self.require_slots()
+        self.queue.set_limit(check_limit("mail", rate="2/m"))
+        for i in range(5):
+            self.keyed(f"m-{i}", "mail")
+        assert self.claim("w1", limit=1) == ["m-0"]
+        self.clock.advance(30)
+        assert self.claim("w2") == ["m-1"]  # the second start of this window
+        self.clock.advance(29)
+        assert self.claim("w1") == []  # m-0's window (0..60 s) still counts it
+        self.clock.advance(1)
+        assert self.claim("w1") == ["m-2"]  # m-0's start expired; m-1 still counts
+        starts = self.queue.list_limit_starts()
+        live = [s.task_id for s in starts if s.live(self.clock.now())]
+        assert live == ["m-1", "m-2"]
+        assert all(s.expires_at - s.started_at == timedelta(minutes=1) for s in starts)
+        self.clock.advance(30)
+        assert self.claim("w1") == ["m-3"]
+
+    def test_concurrency_and_rate_together(self) -> None:
+        self.require_slots()
+        self.queue.set_limit(check_limit("api", concurrency=1, rate="2/s"))
+        for i in range(4):
+            self.keyed(f"api-{i}", "api")
+        assert self.claim("w1") == ["api-0"]
+        assert self.queue.release_global_slots("w1", "api-0") == 1
+        assert self.claim("w1") == ["api-1"]
+        assert self.queue.release_global_slots("w1", "api-1") == 1
+        assert self.claim("w1") == []  # room for one holder, but two starts this second
+        self.clock.advance(1)
+        assert self.claim("w1") == ["api-2"]
+
+    def test_a_worker_limit_and_a_store_limit_on_one_key_take_the_smaller(self) -> None:
+        self.require_slots()
+        self.queue.set_limit(check_limit("db", concurrency=3))
+        for i in range(4):
+            self.queued(f"db-{i}", tags=frozenset({"db"}))
+        assert self.claim("w1", db=1) == ["db-0"]
+        assert self.claim("w2") == ["db-1", "db-2"]
