@@ -409,7 +409,7 @@ class Transition:
         _require_optional_str(self.actor, "Transition.actor")
         _require_optional_str(self.reason, "Transition.reason")
         if self.reason is not None:
-            object.__setattr__(self, "reason", redact_reason(escape_surrogates(self.reason)))
+            object.__setattr__(self, "reason", redact_reason(self.reason))
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict with a format version; :meth:`from_dict` reverses it exactly."""

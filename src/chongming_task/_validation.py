@@ -49,11 +49,11 @@ __all__ = [
     "ID_MAX_LENGTH",
     "INT64_MAX",
     "INT64_MIN",
-    "MAX_SECONDS",
-    "OUTCOME_MAX_BYTES",
     "LABEL_MAX_LENGTH",
     "LINE_MAX_LENGTH",
+    "MAX_SECONDS",
     "METADATA_MAX_BYTES",
+    "OUTCOME_MAX_BYTES",
     "UNIT_MAX_LENGTH",
     "add_seconds",
     "check_aware",
@@ -202,8 +202,7 @@ def check_line(value: object, name: str, *, max_length: int, allow_empty: bool =
         raise ConfigurationError(f"{name} must be {kind}, got {value!r}")
     if len(value) > max_length:
         raise ConfigurationError(
-            f"{name} must be at most {max_length} characters, got {len(value)}: "
-            f"{value[:40]!r}..."
+            f"{name} must be at most {max_length} characters, got {len(value)}: {value[:40]!r}..."
         )
     bad = _CONTROL.search(value)
     if bad is not None:

@@ -602,9 +602,7 @@ class StateMachine:
         # TaskSkipped's text comes from the body.
         text = redact_reason(reason) or "skipped"
         failure = Failure(kind=FailureKind.CONDITION_FALSE, message=text, retryable=False)
-        self._apply(
-            S.SKIPPED, trigger, reason=text, check=False, finished_at=_NOW, failure=failure
-        )
+        self._apply(S.SKIPPED, trigger, reason=text, check=False, finished_at=_NOW, failure=failure)
 
     def retry(
         self, *, extra_attempts: int = 1, actor: str | None = None, reason: str | None = None

@@ -24,7 +24,6 @@ from collections import deque
 from typing import TYPE_CHECKING, Final
 
 from chongming_task._redact import redact
-from chongming_task._validation import escape_surrogates
 from chongming_task.errors import TaskError
 
 if TYPE_CHECKING:
@@ -97,7 +96,7 @@ class LogTail:
         if not isinstance(task_id, str) or self.controller.run(task_id) is None:
             return
         at = self.controller.clock.now().strftime("%H:%M:%S")
-        line = f"{at} {record.levelname} {redact(escape_surrogates(record.getMessage()))}"
+        line = f"{at} {record.levelname} {redact(record.getMessage())}"
         with self._lock:
             self._tails.setdefault(task_id, deque(maxlen=self.lines)).append(line)
             self._dirty.add(task_id)
