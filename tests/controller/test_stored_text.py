@@ -12,6 +12,7 @@ and stays ``running`` because the store could not encode its text.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -254,8 +255,6 @@ def test_progress_text_the_store_cannot_keep_fails_the_attempt_clearly(
     assert stored.failure.kind is FailureKind.EXCEPTION
     assert stored.failure.exception_type == "chongming_task.errors.ConfigurationError"
     assert len(stored.failure.message) <= LINE_MAX_LENGTH + 3
-    import re
-
     assert re.search(named, stored.failure.message), stored.failure.message
 
 
