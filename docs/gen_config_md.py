@@ -73,7 +73,66 @@ def render() -> str:
         lines += [f"## `{name}`", "", _cell(sub.description or ""), ""]
         lines += ["| Option | Environment | Default | Meaning |", "|---|---|---|---|"]
         lines += [*_rows(sub), ""]
+    lines += _limits()
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _limits() -> list[str]:
+    """The limits on text the store keeps, from the constants that enforce them."""
+    from chongming_task import _validation as v
+    from chongming_task._redact import MESSAGE_MAX_LENGTH, TRACEBACK_MAX_LENGTH
+
+    one_line = "one line: no control character (tab and newline included), valid UTF-8"
+    rows = [
+        ("task id, tag, task name, bucket key", f"{v.ID_MAX_LENGTH} characters", one_line),
+        ("`label`", f"{v.LABEL_MAX_LENGTH} characters", one_line),
+        ("`ctx.progress(unit=)`", f"{v.UNIT_MAX_LENGTH} characters", one_line),
+        (
+            "`ctx.progress(message=)`",
+            f"{v.LINE_MAX_LENGTH} characters",
+            f"{one_line}; a lone surrogate is kept as its escape (above)",
+        ),
+        ("`submit(skip_reason=)`, `submit(blocked=)`", f"{v.LINE_MAX_LENGTH} characters", one_line),
+        (
+            "`metadata`",
+            f"{v.METADATA_MAX_BYTES} bytes of compact UTF-8 JSON",
+            f"keys: one line of at most {v.ID_MAX_LENGTH} characters; strings valid UTF-8",
+        ),
+        (
+            "outcome (what the task returns)",
+            f"{v.OUTCOME_MAX_BYTES} bytes of compact UTF-8 JSON",
+            "over it the attempt fails (`result_invalid`); a lone surrogate is kept as its escape",
+        ),
+        (
+            "failure message, every recorded reason",
+            f"{MESSAGE_MAX_LENGTH} characters, then `...`",
+            "cut, not refused: control characters removed, secrets redacted",
+        ),
+        (
+            "failure traceback",
+            f"{TRACEBACK_MAX_LENGTH} characters",
+            "the middle is cut, marked with how much was dropped",
+        ),
+    ]
+    return [
+        "## Limits on stored text",
+        "",
+        "What a caller passes is refused where it is passed, with a `ConfigurationError`",
+        "naming the field and the limit (`ctx.progress` raises it in the task body: caught,",
+        "the task carries on; not caught, the attempt fails with it and is stored `failed`).",
+        "Text a task body produces (its outcome, a progress message, an exception, a",
+        "`TaskSkipped` reason, a log line) may hold a lone surrogate -- what `os.listdir`,",
+        "`os.environ` and `os.fsdecode` give for bytes that are not UTF-8: it is stored as",
+        "its backslash escape, the undecodable byte for U+DC80..U+DCFF (`\\udcff` becomes",
+        "the four characters `\\xff`), the code point otherwise (`\\ud800`), so the",
+        "store can keep it and says what the run says. A body that needs the exact bytes",
+        "returns `os.fsencode(name).hex()` or writes them to its artifact directory.",
+        "",
+        "| Text | At most | Rule |",
+        "|---|---|---|",
+        *(f"| {what} | {limit} | {_cell(rule)} |" for what, limit, rule in rows),
+        "",
+    ]
 
 
 def main() -> int:

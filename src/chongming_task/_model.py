@@ -20,6 +20,7 @@ from typing import Any, Final, TypeAlias, TypeVar
 
 from chongming_task._checkpoint_gaps import CheckpointGaps
 from chongming_task._redact import redact_reason
+from chongming_task._validation import escape_surrogates
 from chongming_task.errors import ConfigurationError, StoreError
 from chongming_task.states import TaskStatus
 
@@ -337,6 +338,12 @@ class Failure:
             )
         _require_optional_str(self.exception_type, "Failure.exception_type")
         _require_optional_str(self.traceback, "Failure.traceback")
+        # Text from the body (an exception about a file name): a lone surrogate is kept
+        # as its backslash escape, so the store can write it (_validation).
+        for name in ("message", "exception_type", "traceback"):
+            text = getattr(self, name)
+            if text is not None and not text.isascii():
+                object.__setattr__(self, name, escape_surrogates(text))
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict; :meth:`from_dict` reverses it exactly."""

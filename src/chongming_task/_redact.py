@@ -57,6 +57,7 @@ import re
 from dataclasses import replace
 from typing import TYPE_CHECKING, Final, TypeVar, cast
 
+from chongming_task._validation import escape_surrogates
 from chongming_task.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -263,10 +264,11 @@ def scrub_dsn(text: str, dsn: str) -> str:
 def redact(text: str | None) -> str | None:
     """One clean line of at most 512 characters, secrets replaced by ``[REDACTED]``.
 
-    Control characters are removed, runs of whitespace (line breaks included) become
-    one space, and text longer than :data:`MESSAGE_MAX_LENGTH` is cut there with
-    ``"..."`` appended. ``None`` stays ``None`` so optional fields pass straight
-    through.
+    A lone surrogate is written as its backslash escape (an undecodable file name's
+    ``\\udcff`` as ``\\xff``, ``_validation.escape_surrogates``), control characters
+    are removed, runs of whitespace (line breaks included) become one space, and text
+    longer than :data:`MESSAGE_MAX_LENGTH` is cut there with ``"..."`` appended.
+    ``None`` stays ``None`` so optional fields pass straight through.
 
     Args:
         text: A failure message, a stop reason, any text about to be stored.
@@ -276,7 +278,8 @@ def redact(text: str | None) -> str | None:
     """
     if text is None:
         return None
-    cleaned = redact_secrets(str(text).translate(_MESSAGE_CONTROLS))
+    # A lone surrogate (an undecodable file name) as its escape: the store keeps UTF-8.
+    cleaned = redact_secrets(escape_surrogates(str(text)).translate(_MESSAGE_CONTROLS))
     cleaned = " ".join(cleaned.split())
     if len(cleaned) > MESSAGE_MAX_LENGTH:
         return cleaned[:MESSAGE_MAX_LENGTH] + _ELLIPSIS
@@ -346,7 +349,9 @@ def redact_traceback(text: str | None, *, max_length: int = TRACEBACK_MAX_LENGTH
         return None
     if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 256:
         raise ConfigurationError(f"max_length must be an integer >= 256, got {max_length!r}")
-    normalised = str(text).replace("\r\n", "\n").replace("\r", "\n").expandtabs(4)
+    normalised = (
+        escape_surrogates(str(text)).replace("\r\n", "\n").replace("\r", "\n").expandtabs(4)
+    )
     normalised = _redact_pem(normalised.translate(_TRACEBACK_CONTROLS))
     lines = [_redact_line(line).rstrip() for line in normalised.split("\n")]
     cleaned = "\n".join(lines).strip("\n")

@@ -13,13 +13,24 @@ integers            an ``int`` (never a ``bool``), in a stated range
 priority            a signed 64-bit integer (SQLite INTEGER, PostgreSQL bigint)
 durations           a finite ``int``/``float`` of seconds, at most 100 years
 instants            a timezone-aware ``datetime``
-ids, tags           non-empty strings of at most 256 characters, no control
+ids, tags, names    non-empty strings of at most 256 characters, no control
                     characters, valid UTF-8 (no lone surrogates)
-metadata            a mapping of ``str`` keys to JSON values
+one-line texts      label (256), progress unit (64), progress message, skip and
+                    blocked reasons (512 each): no control characters (tab and
+                    newline included), valid UTF-8
+metadata            a mapping of ``str`` keys (as one-line texts of 256) to JSON
+                    values, valid UTF-8, at most ``METADATA_MAX_BYTES`` (64 KiB)
 global limits       a mapping of tag names (as ids) to integers >= 1
 unique work         a key as an id; a window of seconds or a ``timedelta`` > 0
 outcome             at most ``OUTCOME_MAX_BYTES`` (1 MiB) of compact UTF-8 JSON
 ==================  ==========================================================
+
+Text a task *body* produces (its outcome, a progress message, a failure, a skip
+reason, a log line) is not refused for a lone surrogate, which is what
+``os.listdir``, ``os.environ`` and ``os.fsdecode`` give for bytes that are not UTF-8:
+:func:`escape_surrogates` writes each as its backslash escape (``\\udcff`` becomes
+the four characters ``\\xff``, the byte it stands for), so the store can keep it and
+the run and the store agree.
 """
 
 from __future__ import annotations
@@ -27,6 +38,7 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, Final
@@ -38,12 +50,17 @@ __all__ = [
     "ID_MAX_LENGTH",
     "INT64_MAX",
     "INT64_MIN",
+    "LABEL_MAX_LENGTH",
+    "LINE_MAX_LENGTH",
     "MAX_SECONDS",
+    "METADATA_MAX_BYTES",
     "OUTCOME_MAX_BYTES",
+    "UNIT_MAX_LENGTH",
     "add_seconds",
     "check_aware",
     "check_global_limits",
     "check_int",
+    "check_line",
     "check_metadata",
     "check_outcome_size",
     "check_priority",
@@ -53,6 +70,8 @@ __all__ = [
     "check_text",
     "check_unique",
     "check_utf8",
+    "escape_json_surrogates",
+    "escape_surrogates",
     "refuse_unknown_keywords",
 ]
 
@@ -66,6 +85,15 @@ INT64_MAX: Final = 2**63 - 1
 MAX_SECONDS: Final = 100 * 365.25 * 24 * 3600.0
 #: The longest task id, tag or name a store keeps.
 ID_MAX_LENGTH: Final = 256
+#: The longest label (one line, shown in task lists).
+LABEL_MAX_LENGTH: Final = 256
+#: The longest progress unit (``"rows"``, ``"files"``).
+UNIT_MAX_LENGTH: Final = 64
+#: The longest progress message, skip or blocked reason (one line; the same cap as a
+#: failure message, ``chongming_task._redact.MESSAGE_MAX_LENGTH``).
+LINE_MAX_LENGTH: Final = 512
+#: The largest metadata mapping a submission takes, as UTF-8 bytes of compact JSON.
+METADATA_MAX_BYTES: Final = 64 * 1024
 
 
 def check_int(
@@ -157,18 +185,80 @@ def check_utf8(value: str, name: str) -> str:
     return value
 
 
-def check_text(value: object, name: str, *, max_length: int = ID_MAX_LENGTH) -> str:
-    """A non-empty string of at most ``max_length`` characters, no control characters."""
-    if not isinstance(value, str) or not value:
-        raise ConfigurationError(f"{name} must be a non-empty string, got {value!r}")
+#: C0 controls, DEL and C1 controls (U+0080..U+009F, the terminal's CSI among them):
+#: what no stored one-line text holds (they rewrite a terminal, split a log line).
+_CONTROL: Final = re.compile("[\x00-\x1f\x7f-\x9f]")
+#: A lone surrogate: a Python ``str`` holds one, UTF-8 (and so no store) cannot.
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
+def check_line(value: object, name: str, *, max_length: int, allow_empty: bool = True) -> str:
+    """One line of text: a ``str`` of at most ``max_length`` characters, valid UTF-8,
+    without control characters (C0 -- tab and newline included --, DEL, C1).
+
+    The one rule for every text a caller hands to the store; ``name`` and the limit
+    are in the ``ConfigurationError``.
+    """
+    if not isinstance(value, str) or (not value and not allow_empty):
+        kind = "a string" if allow_empty else "a non-empty string"
+        raise ConfigurationError(f"{name} must be {kind}, got {value!r}")
     if len(value) > max_length:
         raise ConfigurationError(
             f"{name} must be at most {max_length} characters, got {len(value)}: {value[:40]!r}..."
         )
-    bad = next((char for char in value if ord(char) < 32 or ord(char) == 127), None)
+    bad = _CONTROL.search(value)
     if bad is not None:
-        raise ConfigurationError(f"{name} must not contain control characters, got {value!r}")
+        raise ConfigurationError(
+            f"{name} must not contain control characters (one line: no tab, newline or "
+            f"escape), got {bad.group()!r} at position {bad.start()}: {value[:80]!r}"
+        )
     return check_utf8(value, name)
+
+
+def check_text(value: object, name: str, *, max_length: int = ID_MAX_LENGTH) -> str:
+    """A non-empty :func:`check_line` of at most ``max_length`` characters."""
+    return check_line(value, name, max_length=max_length, allow_empty=False)
+
+
+def escape_surrogates(text: str) -> str:
+    """``text`` with each lone surrogate written as its backslash escape (lossless).
+
+    A surrogate ``os.fsdecode`` made of an undecodable byte (U+DC80..U+DCFF) becomes
+    that byte's escape (``"\\udcff"`` -> ``"\\\\xff"``); any other lone surrogate its
+    code point's (``"\\ud800"`` -> ``"\\\\ud800"``). Text without one is returned as is.
+    """
+    if text.isascii() or _SURROGATE.search(text) is None:
+        return text
+    return _SURROGATE.sub(_escape_one, text)
+
+
+def _escape_one(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
+
+
+def escape_json_surrogates(value: Any) -> Any:
+    """A JSON value with :func:`escape_surrogates` applied to every string and key.
+
+    For what a task body returns: the same object when there is nothing to escape.
+    """
+    try:
+        json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return _escape_json(value)
+    except (TypeError, ValueError, RecursionError):
+        return value  # not JSON at all: refused by ensure_json, not here
+    return value
+
+
+def _escape_json(value: Any) -> Any:
+    if isinstance(value, str):
+        return escape_surrogates(value)
+    if isinstance(value, Mapping):
+        return {escape_surrogates(str(k)): _escape_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_escape_json(item) for item in value]
+    return value
 
 
 def check_task_id(value: object, name: str = "task_id") -> str:
@@ -195,7 +285,9 @@ def check_tags(value: object, name: str = "tags") -> frozenset[str]:
 
 
 def check_metadata(value: object, name: str = "metadata") -> dict[str, Any]:
-    """Metadata: a mapping of ``str`` keys (JSON values are checked by the caller)."""
+    """Metadata: a mapping of ``str`` keys (one line, at most ``ID_MAX_LENGTH``) whose
+    strings are valid UTF-8, at most ``METADATA_MAX_BYTES`` of JSON (that the values
+    are JSON is checked by the caller)."""
     if not isinstance(value, Mapping):
         raise ConfigurationError(
             f"{name} must be a mapping of str keys to JSON values, got {value!r}"
@@ -204,8 +296,42 @@ def check_metadata(value: object, name: str = "metadata") -> dict[str, Any]:
     for key in result:
         if not isinstance(key, str):
             raise ConfigurationError(f"{name} keys must be strings, got {key!r}")
-        check_utf8(key, f"{name} key")
+        check_line(key, f"{name} key {key[:40]!r}", max_length=ID_MAX_LENGTH)
+    _check_json_text(result, name, METADATA_MAX_BYTES, "METADATA_MAX_BYTES")
     return result
+
+
+def _check_json_text(value: object, name: str, max_bytes: int, constant: str) -> None:
+    """Refuse a JSON value holding a lone surrogate, or over ``max_bytes`` of UTF-8 JSON."""
+    try:
+        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        return  # not JSON: the caller's ensure_json names what is wrong
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        _refuse_surrogate(value, name)
+        raise  # pragma: no cover (the walk above found it)
+    if size > max_bytes:
+        raise ConfigurationError(
+            f"{name} is {size} bytes of JSON, over the cap of {max_bytes} bytes ({constant}); "
+            "keep large data in your own storage and put its key here"
+        )
+
+
+def _refuse_surrogate(value: object, name: str) -> None:
+    """Name where in a JSON value the first lone surrogate is (iterative, any depth)."""
+    stack: list[tuple[str, object]] = [(name, value)]
+    while stack:
+        where, item = stack.pop()
+        if isinstance(item, str):
+            check_utf8(item, where)
+        elif isinstance(item, Mapping):
+            for key, sub in item.items():
+                check_utf8(str(key), f"{where} key")
+                stack.append((f"{where}[{key!r}]", sub))
+        elif isinstance(item, list | tuple):
+            stack.extend((f"{where}[{index}]", sub) for index, sub in enumerate(item))
 
 
 #: The most holders a global limit may allow (slots are rows in the store).

@@ -139,6 +139,7 @@ class TaskRegistry:
             name = getattr(spec, "name", None) or getattr(fn, "__name__", "")
         if not isinstance(name, str) or not name.strip():
             raise ConfigurationError(f"task name must be a non-empty string, got {name!r}")
+        _validation.check_text(name, "task name")
         existing = self._definitions.get(name)
         if existing is not None:
             raise ConfigurationError(

@@ -20,7 +20,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from chongming_task._model import JSONValue, TaskSnapshot, Transition, ensure_json
-from chongming_task._validation import check_metadata, check_priority, check_task_id
+from chongming_task._validation import (
+    LABEL_MAX_LENGTH,
+    LINE_MAX_LENGTH,
+    check_line,
+    check_metadata,
+    check_priority,
+    check_task_id,
+    check_text,
+)
 from chongming_task.controller._options import ControllerOptions, check_tags
 from chongming_task.controller._registry import TaskDefinition, TaskRegistry
 from chongming_task.errors import ConfigurationError, ControllerClosed, DuplicateTaskId
@@ -114,6 +122,12 @@ class Submission:
         common = self._common(
             name, tags=tags, priority=priority, metadata=metadata, retry=retry, timeout=timeout
         )
+        _check_label(label)
+        if skip_reason is not None:
+            check_line(skip_reason, "skip_reason", max_length=LINE_MAX_LENGTH)
+        if isinstance(blocked, str):
+            check_line(blocked, "blocked (the reason)", max_length=LINE_MAX_LENGTH)
+        _check_bucket_key(bucket_key)
         bucket = self._bucket_for(bucket_key)
         if task_id is None:
             task_id = f"{name}-{secrets.token_hex(6)}"  # 48 random bits, as before
@@ -151,6 +165,7 @@ class Submission:
         common = self._common(
             name, tags=tags, priority=priority, metadata=metadata, retry=retry, timeout=timeout
         )
+        _check_label(label)
         given: object = calls  # checked at run time: callers pass anything
         if isinstance(given, str | bytes) or not isinstance(given, Iterable):
             raise ConfigurationError(
@@ -175,6 +190,7 @@ class Submission:
         for index, (item, task_id, key) in enumerate(zip(items, ids, keys, strict=True)):
             try:
                 args, kwargs = _call_arguments(item)
+                _check_bucket_key(key)
                 bucket = self._bucket_for(key)
                 run = self._new_run(
                     common,
@@ -489,3 +505,15 @@ def _call_arguments(item: object) -> tuple[tuple[Any, ...], Mapping[str, Any]]:
         "each call must be a tuple of positional arguments or a mapping of keyword "
         f"arguments, got {type(item).__name__}; wrap a single argument as ({item!r},)"
     )
+
+
+def _check_label(label: str | None) -> None:
+    """A label is one line of text shown in task lists (``_validation.check_line``)."""
+    if label is not None:
+        check_line(label, "label", max_length=LABEL_MAX_LENGTH)
+
+
+def _check_bucket_key(key: str | None) -> None:
+    """A bucket key is stored like an id (``_validation.check_text``), as enqueue does."""
+    if key is not None:
+        check_text(key, "bucket_key")

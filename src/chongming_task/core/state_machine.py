@@ -598,10 +598,11 @@ class StateMachine:
             raise self._invalid(
                 S.SKIPPED, trigger, "body_skipped() is only legal from running (TaskSkipped)"
             )
-        failure = Failure(kind=FailureKind.CONDITION_FALSE, message=reason, retryable=False)
-        self._apply(
-            S.SKIPPED, trigger, reason=reason, check=False, finished_at=_NOW, failure=failure
-        )
+        # Redacted (one line, at most 512 characters) like every other recorded reason:
+        # TaskSkipped's text comes from the body.
+        text = redact_reason(reason) or "skipped"
+        failure = Failure(kind=FailureKind.CONDITION_FALSE, message=text, retryable=False)
+        self._apply(S.SKIPPED, trigger, reason=text, check=False, finished_at=_NOW, failure=failure)
 
     def retry(
         self, *, extra_attempts: int = 1, actor: str | None = None, reason: str | None = None

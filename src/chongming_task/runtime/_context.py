@@ -32,6 +32,12 @@ from typing import Any, Protocol
 
 from chongming_task._checkpoint_gaps import FAST_GAP
 from chongming_task._model import JSONValue, Progress
+from chongming_task._validation import (
+    LINE_MAX_LENGTH,
+    UNIT_MAX_LENGTH,
+    check_line,
+    escape_surrogates,
+)
 from chongming_task.errors import (
     ArtifactDirUnavailable,
     ConfigurationError,
@@ -256,9 +262,21 @@ class RuntimeContext:
     ) -> None:
         """Report how far the task has got. Does not refresh the heartbeat (guide §8.13).
 
+        ``unit`` and ``message`` are one line each (no control characters, tab and
+        newline included) of at most 64 and 512 characters. A lone surrogate in
+        ``message`` (a file name from ``os.listdir``) is kept as its backslash escape
+        (``\\xff``); in ``unit``, a fixed word, it is refused.
+
         Raises:
-            ConfigurationError: ``done`` or ``total`` is not a number.
+            ConfigurationError: ``done`` or ``total`` is not a finite number, or ``unit``
+                or ``message`` is not such a line (the error names the limit).
         """
+        if unit is not None:
+            check_line(unit, "progress unit", max_length=UNIT_MAX_LENGTH)
+        if isinstance(message, str):
+            message = check_line(
+                escape_surrogates(message), "progress message", max_length=LINE_MAX_LENGTH
+            )
         self._host.report_progress(Progress(done=done, total=total, unit=unit, message=message))
 
     def log(self, message: object, *, level: int | str = logging.INFO) -> None:

@@ -20,7 +20,7 @@ from datetime import datetime
 from chongming_task._checkpoint_gaps import GapRecorder
 from chongming_task._model import Failure, FailureKind, Progress, ensure_json
 from chongming_task._redact import redact_failure
-from chongming_task._validation import check_outcome_size
+from chongming_task._validation import check_outcome_size, escape_json_surrogates
 from chongming_task.errors import ConfigurationError, TaskCancelled
 from chongming_task.policies import RetryDecision
 from chongming_task.runtime._attempt import (
@@ -245,6 +245,8 @@ class Driver:
             self._settle_pausing_locked(attempt)
         try:
             ensure_json(value, f"the result of task {machine.snapshot.name!r}")
+            # A file name from os.listdir may hold a lone surrogate: kept as its escape.
+            value = escape_json_surrogates(value)
             # Refused here, before the terminal write, not by the store after it (§8.13).
             check_outcome_size(value, f"the result of task {machine.snapshot.name!r}")
         except ConfigurationError as exc:
