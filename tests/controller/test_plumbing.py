@@ -243,7 +243,9 @@ def stored_task(store: InMemoryTaskStore, task_id: str, owner: str) -> TaskSnaps
     return snapshot
 
 
-def issue(store: InMemoryTaskStore, task_id: str, action: str, reason: str | None = None) -> Command:
+def issue(
+    store: InMemoryTaskStore, task_id: str, action: str, reason: str | None = None
+) -> Command:
     """Control ``task_id`` as "ops" through the one control path; the command it wrote."""
     done = control_task(store, task_id, action, actor="ops", clock=SystemClock(), reason=reason)
     assert done.outcome == "requested"
