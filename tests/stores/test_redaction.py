@@ -212,8 +212,8 @@ def test_commands_for_other_processes_are_redacted(
     store.create(machine.snapshot, machine.transitions)
     snapshot = store.get("remote")
     assert snapshot is not None
-    done = control_task(store, "remote", "stop", actor="cli", clock=clock, reason=ALL)
-    assert done.outcome == "requested"
+    sent = control_task(store, "remote", "stop", actor="cli", clock=clock, reason=ALL)
+    assert sent.outcome == "requested"
     [command] = store.claim_commands("node-b", lease=30)  # looked at, then handed back
     assert_clean(command)
     assert command.claim_token is not None
