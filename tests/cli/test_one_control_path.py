@@ -199,3 +199,38 @@ def test_a_command_an_older_version_addressed_to_nobody_is_settled_once(
     assert final is not None
     assert (final.claims, final.result) == (1, {"applied": True, "outcome": "applied"})
     assert worker.terminate() == 0
+
+
+def test_the_dashboard_pages_say_what_was_applied(db: str, store: TaskStore) -> None:
+    """The HTML forms: one task, and a bulk action over unheld and finished tasks."""
+    pytest.importorskip("starlette")
+    from starlette.testclient import TestClient
+
+    from chongming_task.web import create_app
+
+    client = Client(store)
+    one, two, three = (client.enqueue("add", n, task_id=f"t{n}") for n in (1, 2, 3))
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
+    with TestClient(create_app(store, token=TOKEN, user="alice")) as browser:
+        response = browser.post(
+            f"/tasks/{one.task_id}/stop",
+            data={"reason": "not needed"},
+            headers=bearer,
+            follow_redirects=False,
+        )
+        assert response.status_code == 303
+        page = browser.get(response.headers["location"], headers=bearer).text
+        assert "stopped: no worker had taken the task, so it will never run" in page
+        assert status(store, one.task_id) is S.STOPPED
+
+        response = browser.post(
+            "/tasks/bulk",
+            data={"action": "pause", "reason": "freeze", "ids": [one.task_id, two.task_id]},
+            headers=bearer,
+            follow_redirects=False,
+        )
+        assert response.status_code == 303
+        page = browser.get(response.headers["location"], headers=bearer).text
+        assert "pause applied to 1 task(s) no worker had taken; 1 refused" in page
+        assert (status(store, two.task_id), status(store, three.task_id)) == (S.PAUSED, S.QUEUED)
+    assert commands(db) == []
