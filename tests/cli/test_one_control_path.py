@@ -29,6 +29,8 @@ S = TaskStatus
 DEADLINE = 30.0
 TOKEN = "test-token-0123456789abcdef"
 SURFACES = ["cli", "client", "dashboard"]
+#: Task ids the dashboard is expected to answer 202 "requested" for.
+REQUESTED: set[str] = {"raced"}
 
 
 @pytest.fixture
@@ -50,14 +52,19 @@ Control = Callable[[str, str], str]
 
 
 @pytest.fixture(params=SURFACES)
+def surface(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
 def control(
-    request: pytest.FixtureRequest,
-    db: str,
-    store: TaskStore,
-    invoke: Callable[..., Result],
+    surface: str, db: str, store: TaskStore, invoke: Callable[..., Result]
 ) -> Iterator[Control]:
-    """``control(task_id, action)`` through one surface; returns the actor it records."""
-    surface = request.param
+    """``control(task_id, action)`` through one surface; returns the actor it records.
+
+    The dashboard's answer must be 200 ``applied``; :data:`REQUESTED` lets one call
+    expect 202 ``requested`` instead (a holder appeared meanwhile).
+    """
     if surface == "cli":
 
         def by_cli(task_id: str, action: str) -> str:
@@ -91,9 +98,13 @@ def control(
                 json={"reason": "operator"},
                 headers={"Authorization": f"Bearer {TOKEN}"},
             )
-            assert response.status_code == 200, response.text
             body = response.json()
-            assert (body["result"], body["accepted"], body["confirmed"]) == ("applied", True, True)
+            if task_id in REQUESTED:
+                assert (response.status_code, body["result"]) == (202, "requested"), body
+            else:
+                assert response.status_code == 200, response.text
+                expected = ("applied", True, True)
+                assert (body["result"], body["accepted"], body["confirmed"]) == expected
             return "alice"
 
         yield by_dashboard
@@ -234,3 +245,37 @@ def test_the_dashboard_pages_say_what_was_applied(db: str, store: TaskStore) -> 
         assert "pause applied to 1 task(s) no worker had taken; 1 refused" in page
         assert (status(store, two.task_id), status(store, three.task_id)) == (S.PAUSED, S.QUEUED)
     assert commands(db) == []
+
+
+# The CLI opens a store of its own: there is no hook between its read and its write.
+@pytest.mark.parametrize("surface", ["client", "dashboard"])
+def test_a_worker_claiming_between_the_read_and_the_write_gets_the_action(
+    db: str, store: TaskStore, surface: str, control: Control, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The guarded write loses to the claim; the task is read again and the action
+    becomes a command for its new holder, never one addressed to nobody."""
+    from datetime import timedelta
+
+    from chongming_task.stores import QueueStore
+
+    assert isinstance(store, QueueStore)
+    handle = Client(store).enqueue("add", 1, task_id="raced")
+    until = store.clock.now() + timedelta(seconds=30)
+    real = store.save_unheld
+    claimed: list[str] = []
+
+    def claim_first(snapshot: Any, **kwargs: Any) -> None:
+        if not claimed:
+            taken = store.claim_queued("w1", buckets=None, limit=1, lease_until=until)
+            claimed.extend(s.task_id for s in taken)
+        real(snapshot, **kwargs)
+
+    monkeypatch.setattr(store, "save_unheld", claim_first)
+    control(handle.task_id, "stop")  # accepted: requested from the new holder
+    assert claimed == [handle.task_id]
+    assert (status(store, handle.task_id), handle.snapshot.owner) == (S.QUEUED, "w1")
+    pending = store.claim_commands("w1", lease=5, kinds=("task",))
+    assert [(c.target, c.action, c.target_owner) for c in pending] == [
+        (handle.task_id, "stop", "w1")
+    ]
+    assert len(commands(db)) == 1
