@@ -16,7 +16,7 @@ from chongming_task.controller._events import EventBus
 from chongming_task.controller._writethrough import MAX_PERSIST_FAILURES, RETRY_MAX, WriteThrough
 from chongming_task.core._clock import SystemClock
 from chongming_task.core.state_machine import StateMachine
-from chongming_task.errors import ConfigurationError, StoreError
+from chongming_task.errors import ConcurrencyConflict, ConfigurationError, StoreError
 from chongming_task.states import TaskStatus
 from chongming_task.stores._base import Command, TaskStore
 from chongming_task.stores._memory import InMemoryTaskStore
@@ -392,3 +392,37 @@ def test_a_poller_never_claims_an_action_it_does_not_apply(store: InMemoryTaskSt
         stored = store.get_command(command.command_id)
         assert stored is not None
         assert (stored.status, stored.claims) == ("pending", 0)
+
+
+def test_an_occupying_task_nobody_holds_is_refused_not_written(store: InMemoryTaskStore) -> None:
+    """Running with no holder is lost (reconcile's business): an action would leave it
+    waiting for nobody, and a command would be addressed to nobody."""
+    machine = StateMachine.create("orphan", "job", owner=None)
+    machine.mark_queued()
+    machine.mark_starting()
+    machine.mark_running()
+    store.create(machine.snapshot, machine.transitions)
+    done = control_task(store, "orphan", "stop", actor="ops", clock=SystemClock())
+    assert (done.outcome, done.accepted) == ("refused", False)
+    assert store.get("orphan").status is S.RUNNING  # type: ignore[union-attr]
+    assert store._commands == {}
+
+
+def test_a_task_that_changes_on_every_read_is_a_conflict_not_a_loop(
+    store: InMemoryTaskStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    machine = StateMachine.create("busy", "job", owner=None)
+    machine.mark_queued()
+    store.create(machine.snapshot, machine.transitions)
+    writes: list[int] = []
+
+    def always_beaten(snapshot: TaskSnapshot, **kwargs: object) -> None:
+        writes.append(snapshot.status_version)
+        raise ConcurrencyConflict(snapshot.task_id, 1, 2)
+
+    monkeypatch.setattr(store, "save_unheld", always_beaten)
+    with pytest.raises(ConcurrencyConflict, match="'busy'"):
+        control_task(store, "busy", "pause", actor="ops", clock=SystemClock())
+    assert len(writes) == 20
+    assert store.get("busy").status is S.QUEUED  # type: ignore[union-attr]
+    assert store._commands == {}

@@ -110,6 +110,7 @@ def control_task(
         ConcurrencyConflict: the task changed on every one of many reads in a row.
     """
     check_action(action)
+    last: int | None = None
     for _ in range(_ATTEMPTS):
         run = held(task_id) if held is not None else None
         if run is not None:
@@ -124,6 +125,7 @@ def control_task(
             done = _write_unheld(store, snapshot, action, actor=actor, clock=clock, reason=reason)
             if done is not None:
                 return done
+            last = snapshot.status_version
             continue  # claimed or changed meanwhile: read and route again
         if holder == actor:
             log.warning(
@@ -135,7 +137,8 @@ def control_task(
             return Controlled("not_held", accepted=False, confirmed=False, snapshot=snapshot)
         _issue_command(store, snapshot, holder, action, actor=actor, clock=clock, reason=reason)
         return Controlled("requested", accepted=True, confirmed=False, snapshot=snapshot)
-    raise ConcurrencyConflict(task_id, None, None)
+    current = store.get(task_id)
+    raise ConcurrencyConflict(task_id, last, current.status_version if current else None)
 
 
 def _apply_held(
