@@ -10,12 +10,13 @@ from typing import Any
 import pytest
 
 from chongming_task._model import TaskSnapshot, Transition
-from chongming_task.controller._commands import CommandPoller, control_remote, issue_command
+from chongming_task.controller._commands import CommandPoller
+from chongming_task.controller._control import control_task
 from chongming_task.controller._events import EventBus
 from chongming_task.controller._writethrough import MAX_PERSIST_FAILURES, RETRY_MAX, WriteThrough
 from chongming_task.core._clock import SystemClock
 from chongming_task.core.state_machine import StateMachine
-from chongming_task.errors import ConfigurationError, StoreError
+from chongming_task.errors import ConcurrencyConflict, ConfigurationError, StoreError
 from chongming_task.states import TaskStatus
 from chongming_task.stores._base import Command, TaskStore
 from chongming_task.stores._memory import InMemoryTaskStore
@@ -242,6 +243,15 @@ def stored_task(store: InMemoryTaskStore, task_id: str, owner: str) -> TaskSnaps
     return snapshot
 
 
+def issue(
+    store: InMemoryTaskStore, task_id: str, action: str, reason: str | None = None
+) -> Command:
+    """Control ``task_id`` as "ops" through the one control path; the command it wrote."""
+    done = control_task(store, task_id, action, actor="ops", clock=SystemClock(), reason=reason)
+    assert done.outcome == "requested"
+    return list(store._commands.values())[-1]
+
+
 def make_poller(store: TaskStore, owner: str, runs: dict[str, FakeRun]) -> CommandPoller:
     failures: list[tuple[str | None, str, BaseException]] = []
     return CommandPoller(
@@ -258,12 +268,10 @@ def make_poller(store: TaskStore, owner: str, runs: dict[str, FakeRun]) -> Comma
 def test_the_holder_applies_commands_with_the_issuer_as_actor(store: InMemoryTaskStore) -> None:
     run = FakeRun()
     poller = make_poller(store, "worker-1", {"job-1": run})
-    snapshot = stored_task(store, "job-1", "worker-1")
-    stop = issue_command(
-        store, snapshot, "stop", issued_by="ops", clock=SystemClock(), reason="maintenance"
-    )
+    stored_task(store, "job-1", "worker-1")
+    stop = issue(store, "job-1", "stop", reason="maintenance")
     assert stop.target_owner == "worker-1"
-    pause = issue_command(store, snapshot, "pause", issued_by="ops", clock=SystemClock())
+    pause = issue(store, "job-1", "pause")
     poller.start()
     try:
         wait_until(lambda: len(run.calls) == 2, timeout=5)
@@ -281,30 +289,64 @@ def test_the_holder_applies_commands_with_the_issuer_as_actor(store: InMemoryTas
     assert store.get_command(stop.command_id).result == {"applied": True}  # type: ignore[union-attr]
 
 
-def test_a_command_for_a_task_not_held_is_released_at_once(store: InMemoryTaskStore) -> None:
-    # target_owner None lets anyone claim it; a poller that does not hold it gives it back.
-    command = store.submit_command(
-        Command.new(
-            kind="task",
-            target="job-9",
-            action="stop",
-            issued_by="ops",
-            issued_at=SystemClock().now(),
-            target_owner=None,
-        )
+def unaddressed(action: str, target: str) -> Command:
+    """A task command addressed to no holder, as versions before the one control path
+    wrote for a task nobody held."""
+    return Command.new(
+        kind="task",
+        target=target,
+        action=action,
+        issued_by="ops",
+        issued_at=SystemClock().now(),
+        payload={"reason": "legacy"},
+        target_owner=None,
     )
+
+
+def test_an_unaddressed_command_for_an_unknown_task_is_completed_once(
+    store: InMemoryTaskStore,
+) -> None:
+    # Released, it was claimed again on every poll (about 10 times a second), forever.
+    command = store.submit_command(unaddressed("stop", "job-9"))
     poller = make_poller(store, "bystander", {})
-    assert poller.poll_once() == (1, 1)
+    assert poller.poll_once() == (1, 0)
     stored = store.get_command(command.command_id)
     assert stored is not None
-    assert stored.status == "pending"
-    assert stored.claims == 1
-    assert poller.released == 1
+    assert (stored.status, stored.claims) == ("completed", 1)
+    assert stored.result == {"applied": False, "outcome": "not_found"}
+    assert poller.poll_once() == (0, 0)
+
+
+def test_an_unaddressed_command_is_settled_by_the_one_control_path(
+    store: InMemoryTaskStore,
+) -> None:
+    """Still unheld: applied by a guarded write; held meanwhile: forwarded to the holder."""
+    queued = StateMachine.create("job-q", "job", owner=None)
+    queued.mark_queued()
+    store.create(queued.snapshot, queued.transitions)
+    stored_task(store, "job-h", "worker-1")
+    stop = store.submit_command(unaddressed("stop", "job-q"))
+    pause = store.submit_command(unaddressed("pause", "job-h"))
+    assert make_poller(store, "bystander", {}).poll_once() == (2, 0)
+    assert store.get("job-q").status is S.STOPPED  # type: ignore[union-attr]
+    last = store.history("job-q")[-1]
+    assert (last.actor, last.reason) == ("ops", "legacy")
+    assert store.get_command(stop.command_id).result == {  # type: ignore[union-attr]
+        "applied": True,
+        "outcome": "applied",
+    }
+    assert store.get_command(pause.command_id).result == {  # type: ignore[union-attr]
+        "applied": False,
+        "outcome": "requested",
+    }
+    run = FakeRun()
+    assert make_poller(store, "worker-1", {"job-h": run}).poll_once() == (1, 0)
+    assert run.calls == [("pause", None, "ops")]
 
 
 def test_a_command_for_another_owner_is_never_claimed(store: InMemoryTaskStore) -> None:
-    snapshot = stored_task(store, "job-1", "worker-1")
-    command = issue_command(store, snapshot, "stop", issued_by="ops", clock=SystemClock())
+    stored_task(store, "job-1", "worker-1")
+    command = issue(store, "job-1", "stop")
     assert make_poller(store, "worker-2", {}).poll_once() == (0, 0)
     assert store.get_command(command.command_id).claims == 0  # type: ignore[union-attr]
 
@@ -312,8 +354,8 @@ def test_a_command_for_another_owner_is_never_claimed(store: InMemoryTaskStore) 
 def test_a_command_addressed_to_us_for_a_task_we_lost_is_completed(
     store: InMemoryTaskStore,
 ) -> None:
-    snapshot = stored_task(store, "job-1", "worker-1")
-    command = issue_command(store, snapshot, "resume", issued_by="ops", clock=SystemClock())
+    stored_task(store, "job-1", "worker-1")
+    command = issue(store, "job-1", "resume")
     assert make_poller(store, "worker-1", {}).poll_once() == (1, 0)
     stored = store.get_command(command.command_id)
     assert stored is not None
@@ -334,11 +376,11 @@ def raw_command(action: str, *, target: str = "job-1", target_owner: str | None)
 
 
 def test_unknown_actions_are_refused_when_issued(store: InMemoryTaskStore) -> None:
-    snapshot = stored_task(store, "job-1", "w")
+    stored_task(store, "job-1", "w")
     with pytest.raises(ValueError, match="unknown task action 'explode'; valid actions are "):
-        issue_command(store, snapshot, "explode", issued_by="ops", clock=SystemClock())
+        control_task(store, "job-1", "explode", actor="ops", clock=SystemClock())
     with pytest.raises(ConfigurationError, match="pause, resume, stop"):
-        control_remote(store, "job-1", "explode", issued_by="ops", clock=SystemClock())
+        control_task(store, "missing", "explode", actor="ops", clock=SystemClock())
     assert store.claim_commands("anyone", lease=5) == [], "nothing may have been written"
 
 
@@ -350,3 +392,37 @@ def test_a_poller_never_claims_an_action_it_does_not_apply(store: InMemoryTaskSt
         stored = store.get_command(command.command_id)
         assert stored is not None
         assert (stored.status, stored.claims) == ("pending", 0)
+
+
+def test_an_occupying_task_nobody_holds_is_refused_not_written(store: InMemoryTaskStore) -> None:
+    """Running with no holder is lost (reconcile's business): an action would leave it
+    waiting for nobody, and a command would be addressed to nobody."""
+    machine = StateMachine.create("orphan", "job", owner=None)
+    machine.mark_queued()
+    machine.mark_starting()
+    machine.mark_running()
+    store.create(machine.snapshot, machine.transitions)
+    done = control_task(store, "orphan", "stop", actor="ops", clock=SystemClock())
+    assert (done.outcome, done.accepted) == ("refused", False)
+    assert store.get("orphan").status is S.RUNNING  # type: ignore[union-attr]
+    assert store._commands == {}
+
+
+def test_a_task_that_changes_on_every_read_is_a_conflict_not_a_loop(
+    store: InMemoryTaskStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    machine = StateMachine.create("busy", "job", owner=None)
+    machine.mark_queued()
+    store.create(machine.snapshot, machine.transitions)
+    writes: list[int] = []
+
+    def always_beaten(snapshot: TaskSnapshot, **kwargs: object) -> None:
+        writes.append(snapshot.status_version)
+        raise ConcurrencyConflict(snapshot.task_id, 1, 2)
+
+    monkeypatch.setattr(store, "save_unheld", always_beaten)
+    with pytest.raises(ConcurrencyConflict, match="'busy'"):
+        control_task(store, "busy", "pause", actor="ops", clock=SystemClock())
+    assert len(writes) == 20
+    assert store.get("busy").status is S.QUEUED  # type: ignore[union-attr]
+    assert store._commands == {}

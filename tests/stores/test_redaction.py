@@ -20,7 +20,7 @@ import pytest
 
 from chongming_task import Controller, TaskContext
 from chongming_task._model import Failure, FailureKind, Transition
-from chongming_task.controller._commands import issue_command
+from chongming_task.controller._control import control_task
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.schedule import CronTrigger, Schedule, ScheduleControl
 from chongming_task.states import TaskStatus
@@ -212,13 +212,17 @@ def test_commands_for_other_processes_are_redacted(
     store.create(machine.snapshot, machine.transitions)
     snapshot = store.get("remote")
     assert snapshot is not None
-    command = issue_command(store, snapshot, "stop", issued_by="cli", clock=clock, reason=ALL)
+    sent = control_task(store, "remote", "stop", actor="cli", clock=clock, reason=ALL)
+    assert sent.outcome == "requested"
+    [command] = store.claim_commands("node-b", lease=30)  # looked at, then handed back
     assert_clean(command)
+    assert command.claim_token is not None
+    store.release_command(command.command_id, command.claim_token)
     stored = store.get_command(command.command_id)
     assert stored is not None
     assert_clean(stored)
     assert str(stored.payload["reason"]).startswith("password=[REDACTED] | ")
-    # A command made without issue_command is redacted all the same.
+    # A command made by hand is redacted all the same.
     by_hand = store.submit_command(
         Command.new(
             kind="schedule",

@@ -389,7 +389,7 @@ def test_csrf_header_works_too(client: TestClient, store: TaskStore) -> None:
     response = client.post(
         "/api/tasks/t0000/pause", json={"reason": "x"}, headers={"X-CSRF-Token": csrf}
     )
-    assert response.status_code == 202
+    assert response.status_code == 200  # nobody held it: paused at once
 
 
 def test_bearer_needs_no_csrf(client: TestClient, store: TaskStore) -> None:

@@ -1,16 +1,22 @@
-"""Cross-process control: commands in the store, and the poller that applies them (§8.9).
+"""Cross-process control: the poller that applies the commands addressed to us (§8.9).
 
-A controller that does not hold a task cannot touch its ``TaskRun``; it writes a
-*command* addressed to the task's owner instead. The owner's poller claims commands
-under a lease (a crashed claimant's commands become claimable again), applies each
-through the same ``TaskRun`` methods a local call would use, and completes it with a
-result. A command for a task this controller does not hold is handed back at once
-with ``release_command`` -- completing it would mean the real holder never sees it.
+A controller that does not hold a task cannot touch its ``TaskRun``; the one control
+path (``controller/_control.py``) writes a *command* addressed to the task's holder
+instead. The holder's poller claims commands under a lease (a crashed claimant's
+commands become claimable again), applies each through the same ``TaskRun`` methods a
+local call would use, and completes it with a result. A command addressed to another
+holder is never claimed (the store's claim rule).
+
+A task command addressed to nobody (``target_owner`` unset) is written by no current
+code path, only by older versions for a task nobody held. Handing it back would get
+it claimed again on every poll, forever; instead the first poller that claims it
+settles it through the one control path (a guarded write if the task is still
+unheld, a command for its holder if a worker took it since) and completes it.
 
 The poller claims only the actions it applies (``ACTIONS``): a worker of the same owner
 takes ``submit`` commands, and a submission the poller held even for an instant let
 that worker take a later one first. Unknown actions are refused when issued
-(``issue_command``), since no poller will ever claim them.
+(``check_action``), since no poller will ever claim them.
 
 One thread per controller. It starts at the first submission, or at construction
 for a node that declares ``owned_buckets`` (§8.14); a query-only controller never
@@ -23,129 +29,24 @@ import logging
 import threading
 from collections.abc import Callable
 from datetime import datetime
-from typing import Protocol
 
-from chongming_task._consumer import KEEP, RELEASE, CommandConsumer, Complete, Outcome
-from chongming_task._model import JSONValue, TaskSnapshot
+from chongming_task._consumer import KEEP, CommandConsumer, Complete, Outcome
 from chongming_task._service import BackgroundService
+from chongming_task.controller._control import ACTIONS, Controllable, control_task
 from chongming_task.core._clock import Clock, SystemClock
-from chongming_task.errors import ConfigurationError
 from chongming_task.stores._base import Command, CommandStore, TaskStore
-from chongming_task.stores._capabilities import require_commands
 
-__all__ = [
-    "ACTIONS",
-    "CommandListener",
-    "CommandPoller",
-    "check_action",
-    "control_remote",
-    "issue_command",
-]
+__all__ = ["CommandListener", "CommandPoller"]
 
 log = logging.getLogger("chongming_task.controller")
 
 #: ``fn(command, applied_at)``: told of every command applied here (command latency).
 CommandListener = Callable[[Command, datetime], None]
 
-#: Task actions a poller knows how to apply.
-ACTIONS = frozenset({"stop", "pause", "resume"})
 #: Claims per round trip; more are picked up at once on the next pass.
 CLAIM_BATCH = 20
 #: Longest pause between polls while the store keeps failing.
 MAX_BACKOFF = 5.0
-
-
-class _Controllable(Protocol):
-    """The part of ``TaskRun`` a command is applied through."""
-
-    def stop(self, reason: str | None = None, *, actor: str | None = None) -> bool: ...
-
-    def pause(self, timeout: float | None = None, *, actor: str | None = None) -> bool: ...
-
-    def resume(self, *, actor: str | None = None) -> bool: ...
-
-
-def check_action(action: str) -> None:
-    """Refuse a task action no poller applies, naming the ones it does.
-
-    Raises:
-        ConfigurationError: ``action`` is not one of ``ACTIONS``.
-    """
-    if action not in ACTIONS:
-        raise ConfigurationError(
-            f"unknown task action {action!r}; valid actions are {', '.join(sorted(ACTIONS))}"
-        )
-
-
-def issue_command(
-    store: TaskStore,
-    snapshot: TaskSnapshot,
-    action: str,
-    *,
-    issued_by: str,
-    clock: Clock,
-    reason: str | None = None,
-) -> Command:
-    """Write a task command addressed to the holder of ``snapshot``.
-
-    Raises:
-        ConfigurationError: ``action`` is not one of ``ACTIONS`` (a ``ValueError``):
-            pollers claim only those, so any other would wait forever unanswered;
-            or the store has no commands (it is no ``CommandStore``).
-    """
-    check_action(action)
-    payload: dict[str, JSONValue] = {}
-    if reason is not None:
-        payload["reason"] = reason
-    command = Command.new(
-        kind="task",
-        target=snapshot.task_id,
-        action=action,
-        issued_by=issued_by,
-        issued_at=clock.now(),
-        payload=payload,
-        target_owner=snapshot.lease_owner or snapshot.owner,
-    )
-    commands = require_commands(store, f"{action} of a task another controller holds")
-    return commands.submit_command(command)
-
-
-def control_remote(
-    store: TaskStore,
-    task_id: str,
-    action: str,
-    *,
-    issued_by: str,
-    clock: Clock,
-    reason: str | None = None,
-) -> bool:
-    """Control a task this process does not hold: write a command for its holder.
-
-    Returns ``False`` for an unknown task, ``True`` for a finished one (found, nothing
-    to do) and once the command is written ("accepted"). A task recorded under our own
-    owner name that we do not hold belongs to an earlier process with the same name:
-    nobody would ever apply a command for it, so none is written.
-
-    Raises:
-        ConfigurationError: ``action`` is not one of ``ACTIONS``.
-    """
-    check_action(action)
-    snapshot = store.get(task_id)
-    if snapshot is None:
-        return False
-    if snapshot.is_terminal:
-        return True
-    holder = snapshot.lease_owner or snapshot.owner
-    if holder == issued_by:
-        log.warning(
-            "task %s is recorded as held by %s, but this controller does not hold it "
-            "(an earlier process with the same owner?); run reconcile()",
-            task_id,
-            issued_by,
-        )
-        return False
-    issue_command(store, snapshot, action, issued_by=issued_by, clock=clock, reason=reason)
-    return True
 
 
 class CommandPoller:
@@ -161,7 +62,7 @@ class CommandPoller:
         *,
         store: TaskStore,
         owner: str,
-        lookup: Callable[[str], _Controllable | None],
+        lookup: Callable[[str], Controllable | None],
         interval: float,
         lease: float,
         pause_timeout: float,
@@ -195,7 +96,6 @@ class CommandPoller:
         self._helpers: list[threading.Thread] = []
         self._lock = threading.Lock()
         self.applied = 0
-        self.released = 0
 
     def subscribe(self, fn: CommandListener) -> Callable[[], None]:
         """Call ``fn(command, applied_at)`` after each command this poller applies."""
@@ -217,7 +117,7 @@ class CommandPoller:
 
         Not on a store without commands (no ``CommandStore``): nobody can write one
         there, and controlling this controller's tasks from elsewhere is refused when
-        asked (:func:`issue_command`).
+        asked (:func:`~chongming_task.controller._control.control_task`).
         """
         given: object = self._store  # typed TaskStore; may hold the task part only
         if not isinstance(given, CommandStore):
@@ -246,13 +146,9 @@ class CommandPoller:
     # ------------------------------------------------------------ internals
 
     def _pass(self) -> float:
-        claimed, handed_back = self.poll_once()
-        if claimed > handed_back:
+        claimed, _ = self.poll_once()
+        if claimed:
             return 0.0  # there may be more
-        if handed_back:
-            # Our own release woke every waiter, us included: without a plain wait we
-            # would claim the same foreign command again at once.
-            return self._interval
         self._store.wait_for_commands(self._interval)
         return 0.0
 
@@ -263,16 +159,14 @@ class CommandPoller:
         return min(MAX_BACKOFF, self._interval * 2.0**failures)
 
     def _handle(self, command: Command) -> Outcome:
-        """Apply, complete or hand back one claimed command."""
+        """Apply or complete one claimed command."""
         run = self._lookup(command.target)
         if run is None:
-            if command.target_owner == self._owner:
-                # Addressed to us, yet we do not hold it: pruned, or held by an earlier
-                # process under the same owner name. Nobody else will take it.
-                return Complete({"applied": False, "error": "task is not held"})
-            # Not ours to apply: hand it back at once so the holder still gets it.
-            self.released += 1
-            return RELEASE
+            if command.target_owner is None:
+                return self._settle_unaddressed(command)
+            # Addressed to us (the claim rule takes nothing else), yet we do not hold
+            # it: pruned, or held by an earlier process under the same owner name.
+            return Complete({"applied": False, "error": "task is not held"})
         if command.action == "pause":
             # pause() waits for confirmation; do not hold up other commands meanwhile.
             helper = threading.Thread(
@@ -285,10 +179,23 @@ class CommandPoller:
             return KEEP
         return self._apply(run, command)
 
-    def _apply_later(self, run: _Controllable, command: Command) -> None:
+    def _settle_unaddressed(self, command: Command) -> Outcome:
+        """Settle a command an older version addressed to nobody: see the module doc."""
+        reason = command.payload.get("reason")
+        done = control_task(
+            self._store,
+            command.target,
+            command.action,
+            actor=command.issued_by,
+            clock=self._clock,
+            reason=reason if isinstance(reason, str) else None,
+        )
+        return Complete({"applied": done.outcome == "applied", "outcome": done.outcome})
+
+    def _apply_later(self, run: Controllable, command: Command) -> None:
         self._consumer.settle(command, self._apply(run, command))
 
-    def _apply(self, run: _Controllable, command: Command) -> Outcome:
+    def _apply(self, run: Controllable, command: Command) -> Outcome:
         actor = command.issued_by
         reason = command.payload.get("reason")
         text = reason if isinstance(reason, str) else None

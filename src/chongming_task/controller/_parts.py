@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from chongming_task._model import TaskSnapshot, Transition
 from chongming_task._validation import check_seconds
 from chongming_task.controller._commands import CommandPoller
+from chongming_task.controller._control import control_task
 from chongming_task.controller._dispatch import Dispatcher
 from chongming_task.controller._events import EventBus
 from chongming_task.controller._internal import ControllerInternals
@@ -25,7 +26,6 @@ from chongming_task.controller._options import ControllerOptions
 from chongming_task.controller._reconcile import ReconcileReport, reconcile
 from chongming_task.controller._registry import TaskRegistry
 from chongming_task.controller._submission import Submission
-from chongming_task.controller._unheld import control_task
 from chongming_task.controller._waiting import outcome_of, wait_for_runs, wait_in_store
 from chongming_task.controller._writethrough import WriteThrough
 from chongming_task.run import TaskOutcome
@@ -150,25 +150,25 @@ class Parts:
     # ------------------------------------------------------------ held here, or elsewhere
 
     def control(self, task_id: str, action: str, reason: str | None, wait: float | None) -> bool:
-        """``stop``/``pause``/``resume`` of ``Controller``: the held run, else the store's task.
+        """``stop``/``pause``/``resume`` of ``Controller``, through the one control path.
 
-        A held run is controlled in place (a pause waits ``wait``, by default
-        ``pause_timeout``, for its confirmation); another's task at once if unheld
-        (§9.2), else by a command -- a remote pause is never confirmed: ``False``.
+        A run held here is controlled in place (a pause waits ``wait``, by default
+        ``pause_timeout``, for its confirmation); a task nobody holds at once, by a
+        guarded write; another process's task by a command for its holder. ``pause``
+        is ``True`` only when confirmed (never for a command); ``stop``/``resume``
+        when found and accepted.
         """
-        run = self.dispatch.get(task_id)
-        owner = self.options.owner
-        if run is None:
-            found = control_task(
-                self.store, task_id, action, actor=owner, clock=self.options.clock, reason=reason
-            )
-            return found and action != "pause"
-        if action == "stop":
-            run.stop(reason, actor=owner)
-            return True
-        if action == "pause":
-            return run.pause(self.options.pause_timeout if wait is None else wait, actor=owner)
-        return run.resume(actor=owner)
+        done = control_task(
+            self.store,
+            task_id,
+            action,
+            actor=self.options.owner,
+            clock=self.options.clock,
+            reason=reason,
+            held=self.dispatch.get,
+            pause_timeout=self.options.pause_timeout if wait is None else wait,
+        )
+        return done.confirmed if action == "pause" else done.accepted
 
     def wait(self, task_id: str, timeout: float | None) -> TaskOutcome:
         """The outcome of the held run, else of the stored task (polled)."""

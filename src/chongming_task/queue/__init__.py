@@ -7,7 +7,7 @@ arguments); a worker (``chongming-task worker``) claims it and runs it.
 
 from __future__ import annotations
 
-from chongming_task.controller._unheld import control_task, control_unheld
+from chongming_task.controller._control import control_task
 from chongming_task.queue._client import AsyncClient, AsyncTaskHandle, Client, TaskHandle
 from chongming_task.stores._limits import GlobalSlot
 from chongming_task.stores._queue_records import RECIPE_KEY, Recipe, WorkerRecord, recipe_of
@@ -22,6 +22,5 @@ __all__ = [
     "TaskHandle",
     "WorkerRecord",
     "control_task",
-    "control_unheld",
     "recipe_of",
 ]

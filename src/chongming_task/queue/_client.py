@@ -34,9 +34,9 @@ from chongming_task._validation import (
     check_text,
     check_unique,
 )
+from chongming_task.controller._control import Controlled, control_task
 from chongming_task.controller._options import QueueTaskFilters, default_owner, task_query
 from chongming_task.controller._registry import TaskRegistry
-from chongming_task.controller._unheld import control_task
 from chongming_task.controller._waiting import outcome_of, wait_in_store
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.errors import ConfigurationError
@@ -496,21 +496,24 @@ class Client:
     # ------------------------------------------------------------ control
 
     def stop(self, task_id: str, *, reason: str | None = None) -> bool:
-        return control_task(
-            self.store, task_id, "stop", actor=self.actor, clock=self.clock, reason=reason
-        )
+        """Stop ``task_id``: at once if no worker took it, else by a command for its holder.
+
+        ``True`` when found (stopped now, requested, or already finished).
+        """
+        return self._control(task_id, "stop", reason).accepted
 
     def pause(self, task_id: str) -> bool:
-        from chongming_task.controller._unheld import control_unheld
-
-        done = control_unheld(self.store, task_id, "pause", actor=self.actor, clock=self.clock)
-        if done is not None:
-            return done
-        control_task(self.store, task_id, "pause", actor=self.actor, clock=self.clock)
-        return False
+        """Pause ``task_id``; ``True`` only when paused now (queued and not taken)."""
+        return self._control(task_id, "pause", None).confirmed
 
     def resume(self, task_id: str) -> bool:
-        return control_task(self.store, task_id, "resume", actor=self.actor, clock=self.clock)
+        """Resume a paused ``task_id``; ``True`` when found and accepted."""
+        return self._control(task_id, "resume", None).accepted
+
+    def _control(self, task_id: str, action: str, reason: str | None) -> Controlled:
+        return control_task(
+            self.store, task_id, action, actor=self.actor, clock=self.clock, reason=reason
+        )
 
     # ------------------------------------------------------------ fleet limits
 

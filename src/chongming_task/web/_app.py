@@ -4,10 +4,11 @@
 (``chongming-task dashboard``) or to mount in an existing Starlette/FastAPI service.
 Pages are server-rendered Jinja2 templates (autoescaped); htmx, vendored under
 ``/static``, re-fetches the live fragments when the ``/events`` stream says something
-changed. Every state change is a POST through the library's own control paths:
-commands in the store for tasks (``control_remote``, as ``Controller.stop`` does for a
-task another process holds) and :class:`ScheduleAdmin` for schedules, recorded with
-the dashboard user's label as the actor and the typed reason.
+changed. Every state change is a POST through the library's own control paths: the
+one control path for tasks (``control_task``, as ``Controller.stop`` and ``Client.stop``
+use: a guarded write for a task no worker holds, else a command for its holder) and
+:class:`ScheduleAdmin` for schedules, recorded with the dashboard user's label as the
+actor and the typed reason.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from chongming_task._model import TaskSnapshot, Transition
 from chongming_task._redact import redact, redact_reason
-from chongming_task.controller._commands import control_remote
+from chongming_task.controller._control import control_task
 from chongming_task.core._clock import Clock, SystemClock
 from chongming_task.errors import ConfigurationError, StaleScheduleEdit, StoreError
 from chongming_task.schedule._admin import ScheduleAdmin
@@ -90,7 +91,7 @@ TASK_ACTIONS: Final = ("stop", "pause", "resume")
 SCHEDULE_ACTIONS: Final = ("pause", "resume", "run")
 STATUSES: Final = tuple(s.value for s in TaskStatus)
 MAX_REASON: Final = 500
-_FLASH_KEYS: Final = frozenset({"done", "result", "requested", "refused"})
+_FLASH_KEYS: Final = frozenset({"done", "result", "applied", "requested", "refused"})
 
 #: What each accepted task action honestly means, said after the request.
 ACCEPTED_MESSAGE: Final = {
@@ -100,6 +101,12 @@ ACCEPTED_MESSAGE: Final = {
     "the state below shows when it paused",
     "resume": "resume requested — not confirmed across processes; "
     "the state below shows when it resumed",
+}
+#: What each task action applied at once (no worker held the task) did.
+APPLIED_MESSAGE: Final = {
+    "stop": "stopped: no worker had taken the task, so it will never run",
+    "pause": "paused: no worker had taken the task; none will until it is resumed",
+    "resume": "resumed: the task is queued again for a worker to take",
 }
 SCHEDULE_MESSAGE: Final = {
     "pause": "schedule paused: every firing is recorded as a skipped run until resumed",
@@ -756,30 +763,35 @@ class _Handlers:
                 "accepted": False,
                 "message": f"no task {task_id!r} in the store",
             }
-        if not controls_of(snapshot)[action]:
+        done = None
+        if controls_of(snapshot)[action]:
+            done = control_task(
+                store, task_id, action, actor=actor, clock=self.config.clock, reason=reason
+            )
+        current = (done.snapshot if done else None) or snapshot
+        if done is None or done.outcome in ("refused", "finished", "not_found"):
             return {
                 "task_id": task_id,
                 "action": action,
                 "result": "refused",
                 "accepted": False,
-                "status": snapshot.status.value,
-                "message": f"cannot {action} a task that is {snapshot.status.value}",
+                "status": current.status.value,
+                "message": f"cannot {action} a task that is {current.status.value}",
             }
-        accepted = control_remote(
-            store, task_id, action, issued_by=actor, clock=self.config.clock, reason=reason
-        )
-        current = store.get(task_id) or snapshot
+        result = {"applied": "applied", "requested": "requested"}.get(done.outcome)
         return {
             "task_id": task_id,
             "action": action,
-            "result": "requested" if accepted else "not_accepted",
-            "accepted": bool(accepted),
-            "confirmed": False,
+            "result": result or "not_accepted",
+            "accepted": done.accepted,
+            "confirmed": done.confirmed,
             "status": current.status.value,
             "actor": actor,
             "reason": redact_reason(reason),
-            "message": ACCEPTED_MESSAGE[action]
-            if accepted
+            "message": APPLIED_MESSAGE[action]
+            if result == "applied"
+            else ACCEPTED_MESSAGE[action]
+            if result
             else f"{action} was not accepted: the task's recorded holder is this dashboard",
         }
 
@@ -794,7 +806,7 @@ class _Handlers:
 
         def act() -> Response:
             result = self._control(task_id, action, identity.user, reason)
-            code = {"not_found": 404, "refused": 409}.get(result["result"], 202)
+            code = {"not_found": 404, "refused": 409, "applied": 200}.get(result["result"], 202)
             if _wants_json(request):
                 return JSONResponse(result, status_code=code)
             if code == 404:
@@ -827,10 +839,12 @@ class _Handlers:
             results = [self._control(i, str(action), identity.user, reason) for i in ids]
             if _wants_json(request):
                 return JSONResponse({"results": results}, status_code=202)
-            requested = sum(1 for r in results if r["accepted"])
+            applied = sum(1 for r in results if r["result"] == "applied")
+            requested = sum(1 for r in results if r["result"] == "requested")
+            refused = len(results) - applied - requested
             back = fields.get("back")
             query = urlencode(
-                {"done": action, "requested": requested, "refused": len(results) - requested}
+                {"done": action, "applied": applied, "requested": requested, "refused": refused}
             )
             here = back if isinstance(back, str) and back and "\n" not in back else ""
             return _see_other(request, f"/tasks?{here}{'&' if here else ''}{query}")
@@ -1067,6 +1081,8 @@ def _task_flash(request: Request) -> str | None:
     result = request.query_params.get("result")
     if action not in TASK_ACTIONS:
         return None
+    if result == "applied":
+        return APPLIED_MESSAGE[action]
     if result == "requested":
         return ACCEPTED_MESSAGE[action]
     if result == "refused":
@@ -1080,14 +1096,19 @@ def _bulk_flash(request: Request) -> str | None:
     action = request.query_params.get("done")
     if action not in TASK_ACTIONS:
         return None
-    requested = request.query_params.get("requested", "0")
-    refused = request.query_params.get("refused", "0")
-    if not (requested.isdigit() and refused.isdigit()):
+    counts = [request.query_params.get(k, "0") for k in ("applied", "requested", "refused")]
+    if not all(count.isdigit() for count in counts):
         return None
-    text = f"{action} requested for {int(requested)} task(s)"
-    if int(refused):
-        text += f"; {int(refused)} refused (not in a state that allows it)"
-    return text + " — not confirmed across processes; the table shows the real states"
+    applied, requested, refused = (int(count) for count in counts)
+    parts = [f"{action} applied to {applied} task(s) no worker had taken"] if applied else []
+    if requested or not applied:
+        parts.append(f"{action} requested for {requested} task(s)")
+    if refused:
+        parts.append(f"{refused} refused (not in a state that allows it)")
+    text = "; ".join(parts)
+    if requested:
+        text += " — requests are not confirmed across processes"
+    return text + "; the table shows the real states"
 
 
 def _schedule_flash(request: Request) -> str | None:

@@ -1,7 +1,8 @@
 """``stop``, ``pause``, ``resume``, ``reconcile`` and ``prune``: the control commands.
 
-The console does not hold the tasks it controls, so stop/pause/resume become
-commands in the store that the holder applies (§8.9). Their output says exactly
+stop/pause/resume take the one control path (``Controller.stop`` & co): a task no
+worker took is changed in the store at once (the output says what it is now);
+a held one gets a command its holder applies (§8.9), and the output says exactly
 that: "requested", never "stopped". ``pause`` across processes is unconfirmed by
 design (exit code 0); ``--wait`` polls ``status`` for the caller.
 """
