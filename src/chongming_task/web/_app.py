@@ -46,7 +46,8 @@ from chongming_task.schedule._control import ScheduleControl
 from chongming_task.schedule._stats import ScheduleStatistics
 from chongming_task.states import TaskStatus
 from chongming_task.stores._base import TaskStore
-from chongming_task.stores._limits import LimitUse, fleet_view
+from chongming_task.stores._limits import LimitUse
+from chongming_task.stores._queue_store import fleet_view
 from chongming_task.web._auth import (
     COOKIE_NAME,
     CSRF_FIELD,
