@@ -40,20 +40,40 @@ is redacted here to the same text):
 - Control characters are removed *before* matching, so ``pass\\x00word=x`` cannot
   slip past the pattern and reassemble afterwards. C1 controls (U+0080..U+009F, which
   include the terminal's CSI) are removed too; Go keeps them.
-- Keys may carry a snake/kebab prefix (``db_password``, ``client_secret``,
-  ``x-api-key``, ``--password``), may be quoted (``"password": "x"`` in JSON,
-  ``{'token': 'x'}`` in a Python repr), the full-width ``：`` and ``＝`` of Chinese
-  text separate like ``:`` and ``=``, and ``credentials`` counts as well as
-  ``credential``.
+- A key is any identifier that *ends* in one of the words above: with a snake/kebab
+  prefix (``db_password``, ``client_secret``, ``x-api-key``, ``--password``) or glued
+  to one (``PGPASSWORD``, ``clientsecret``, ``githubtoken``, ``AUTHTOKEN``). Keys may
+  be quoted (``"password": "x"`` in JSON, ``{'token': 'x'}`` in a Python repr); a
+  quoted value ends at its unescaped closing quote (``"ab\\"cd"`` is one value). The
+  full-width ``：`` and ``＝`` of Chinese text separate like ``:`` and ``=``, any
+  Unicode space (``str.isspace()``: no-break, ideographic...) or zero-width character
+  may surround the separator, and ``credentials`` counts as well as ``credential``.
+- ``Authorization: <scheme> <credential>`` with *any* scheme (``ApiKey``, ``OAuth``,
+  ``SSWS``, ``Token``, ...) becomes ``Authorization=[REDACTED]``.
+- Well-known token shapes anywhere in the text become ``[REDACTED]``: GitHub
+  (``ghp_``, ``gho_``, ``ghu_``, ``ghs_``, ``ghr_``, ``github_pat_``), GitLab
+  (``glpat-``), Slack (``xoxb-``, ``xoxp-``, ``xoxa-``, ``xoxr-``, ``xoxs-``,
+  ``xapp-``), Stripe (``sk_live_``, ``sk_test_``, ``rk_live_``, ``rk_test_``), AWS
+  access key ids (``AKIA``/``ASIA`` and 16 more), Google API keys (``AIza``), npm
+  (``npm_``), ``sk-`` API keys and JWTs (``eyJ...eyJ...signature``).
+
+:func:`redact_json` applies the rule to a JSON-ready value (metadata, an outcome, a
+task's arguments): every string is redacted, and every value under a key that ends in
+a secret word is replaced whole. :func:`printable` is the one sanitiser for text shown
+on a terminal: escape sequences (CSI such as ``ESC[2J``, OSC such as the clipboard
+write ``ESC]52;...``), other control characters and lone surrogates never reach it.
 
 Over-redaction (``token: 5`` in an innocent message) is accepted; a leak is not.
-Both functions are idempotent: redacting redacted text changes nothing.
+Every function is idempotent: redacting redacted text changes nothing (the property
+test in ``tests/faults/test_redaction_property.py`` checks both, Unicode included).
 """
 
 from __future__ import annotations
 
 import functools
 import re
+import unicodedata
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Final, TypeVar, cast
 
@@ -69,8 +89,10 @@ __all__ = [
     "REDACTED",
     "TRACEBACK_MAX_LENGTH",
     "mask_dsn",
+    "printable",
     "redact",
     "redact_failure",
+    "redact_json",
     "redact_reason",
     "redact_secrets",
     "redact_text_fields",
@@ -100,6 +122,15 @@ _KEYS: Final = (
     r"|refresh[_-]?token|authorization|credentials?)"
 )
 
+#: What may surround a separator: every character ``str.isspace()`` knows (the no-break
+#: and ideographic spaces too: a Unicode space must not let a secret through) and the
+#: zero-width characters that render as nothing.
+_SPACE: Final = (
+    "["
+    + "".join(f"\\u{code:04x}" for code in range(0x3001) if chr(code).isspace())
+    + "\\u200b-\\u200d\\u2060\\ufeff]"
+)
+
 #: HTTP auth schemes whose credential follows after a space (``Basic dXNlcjpwdw==``):
 #: the value is the scheme and the credential. ``Bearer`` is not here: its credential
 #: is redacted on its own first (``_BEARER_PATTERN``), as the Go code does.
@@ -108,18 +139,55 @@ _AUTH_SCHEMES: Final = r"(?:basic|digest|negotiate|ntlm|token|aws4-hmac-sha256)"
 # A value that already reads [REDACTED] stops there, so a second pass over
 # "f(password=[REDACTED])" keeps the ")" (the bare form would swallow it): redaction
 # is applied by several layers and must be idempotent.
-# ASCII mode on purpose: Go's RE2 treats \b and \s as ASCII, so "用户token=x" is still
-# a key at a word boundary. The lookbehind starts a match only at the beginning of an
-# identifier run, which keeps matching linear; the optional prefix then reaches keys
-# inside runs like "db_password" or "--password".
+# ASCII mode on purpose: Go's RE2 treats \b as ASCII, so "用户token=x" is still a key
+# at a word boundary. The lookbehind starts a match only at the beginning of an
+# identifier run, which keeps matching linear; the prefix then reaches keys inside runs
+# like "db_password", "--password" or "PGPASSWORD". A quoted value may hold escaped
+# quotes ("ab\\"cd"); a bare one runs to the next ASCII space, "," or ";".
 _PAIR_PATTERN: Final = re.compile(
     r"(?<![A-Za-z0-9_-])"
-    r"(?P<key>(?:[A-Za-z0-9_-]*[_-])?" + _KEYS + r")\b"
-    r"(?P<quote>[\"']?)"
-    r"\s*[:=\uff1a\uff1d]\s*"
-    r"(?P<value>\[REDACTED\]|\"[^\"]*\"|'[^']*'"
-    r"|" + _AUTH_SCHEMES + r"\s+(?!\[REDACTED\])[^\s,;]+|[^\s,;]+)",
+    r"(?P<key>[A-Za-z0-9_-]*?" + _KEYS + r")\b"
+    r"(?P<quote>\\?[\"']?)"
+    + _SPACE
+    + r"*[:=\uff1a\uff1d]"
+    + _SPACE
+    + r"*(?P<value>\[REDACTED\]|\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'"
+    r"|" + _AUTH_SCHEMES + _SPACE + r"+(?!\[REDACTED\])[^\s,;]+|[^\s,;]+)",
+    re.IGNORECASE | re.ASCII | re.DOTALL,
+)
+
+# "Authorization: <any scheme> <credential>": the scheme and the credential go, whatever
+# the scheme is called (ApiKey, OAuth, SSWS, Token...). A credential already redacted
+# ("Bearer [REDACTED]", from _BEARER_PATTERN) is left to _PAIR_PATTERN, which gives the
+# Go form "Authorization=[REDACTED] [REDACTED]".
+_AUTH_HEADER_PATTERN: Final = re.compile(
+    r"(?<![A-Za-z0-9_-])"
+    r"(?P<key>[A-Za-z0-9_-]*?authorization)\b"
+    r"(?P<quote>\\?[\"']?)"
+    + _SPACE
+    + r"*[:=\uff1a\uff1d]"
+    + _SPACE
+    + r"*[A-Za-z][A-Za-z0-9._~+/-]*"
+    + _SPACE
+    + r"+(?!\[REDACTED\])[^\s,;]+",
     re.IGNORECASE | re.ASCII,
+)
+
+# Token shapes that are secrets wherever they stand, key or not.
+_TOKEN_PATTERN: Final = re.compile(
+    r"(?<![A-Za-z0-9])(?:"
+    r"gh[pousr]_[A-Za-z0-9]{30,}"
+    r"|github_pat_[A-Za-z0-9_]{20,}"
+    r"|glpat-[A-Za-z0-9_-]{20,}"
+    r"|xox[abposr]-[A-Za-z0-9-]{10,}"
+    r"|xapp-[A-Za-z0-9-]{10,}"
+    r"|[sr]k_(?:live|test)_[A-Za-z0-9]{10,}"
+    r"|(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|APKA|AROA|ASCA)[A-Z0-9]{16}(?![A-Za-z0-9])"
+    r"|AIza[A-Za-z0-9_-]{35}"
+    r"|npm_[A-Za-z0-9]{36}"
+    r"|sk-[A-Za-z0-9_-]{20,}"
+    r"|eyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*"
+    r")",
 )
 
 # scheme://user:password@ -- the scheme starts at the beginning of a run of scheme
@@ -148,12 +216,18 @@ _DSN_PASSWORD_PATTERN: Final = re.compile(
 #: What :func:`mask_dsn` shows instead of a password.
 MASK: Final = "***"
 
-_BEARER_PATTERN: Final = re.compile(r"\bbearer\s+[A-Za-z0-9._~+/\-=]+", re.IGNORECASE | re.ASCII)
+_BEARER_PATTERN: Final = re.compile(
+    r"\bbearer" + _SPACE + r"+[A-Za-z0-9._~+/\-=]+", re.IGNORECASE | re.ASCII
+)
 
 
 def _control_table(*, keep_newlines: bool) -> dict[int, str | None]:
-    """``str.translate`` table: tab/CR/LF/NEL -> space (or kept), other controls -> gone."""
+    """``str.translate`` table: whitespace controls -> space (LF/NEL kept in tracebacks),
+    other controls -> gone (so ``pass\\x00word`` reassembles before matching)."""
     table: dict[int, str | None] = dict.fromkeys([*range(0x20), 0x7F, *range(0x80, 0xA0)])
+    for code in table:
+        if chr(code).isspace():
+            table[code] = " "
     if keep_newlines:
         table[ord("\n")] = "\n"
         table[0x85] = "\n"
@@ -175,6 +249,10 @@ def _replace_pair(match: re.Match[str]) -> str:
     return f"{match.group('key')}{match.group('quote')}={REDACTED}"
 
 
+def _replace_auth(match: re.Match[str]) -> str:
+    return f"{match.group('key')}{match.group('quote')}={REDACTED}"
+
+
 def _url_replacer(mask: str) -> Callable[[re.Match[str]], str]:
     def replace_password(match: re.Match[str]) -> str:
         password = match.group("password")
@@ -193,7 +271,9 @@ def _redact_line(text: str) -> str:
     # URLs first: "password=postgresql://u:pw@h" is then one value either way.
     if "://" in text:
         text = _URL_CREDENTIALS_PATTERN.sub(_REDACT_URL, text)
+    text = _TOKEN_PATTERN.sub(REDACTED, text)
     text = _BEARER_PATTERN.sub(f"Bearer {REDACTED}", text)
+    text = _AUTH_HEADER_PATTERN.sub(_replace_auth, text)
     return _PAIR_PATTERN.sub(_replace_pair, text)
 
 
@@ -263,10 +343,10 @@ def scrub_dsn(text: str, dsn: str) -> str:
 def redact(text: str | None) -> str | None:
     """One clean line of at most 512 characters, secrets replaced by ``[REDACTED]``.
 
-    Control characters are removed, runs of whitespace (line breaks included) become
-    one space, and text longer than :data:`MESSAGE_MAX_LENGTH` is cut there with
-    ``"..."`` appended. ``None`` stays ``None`` so optional fields pass straight
-    through.
+    Control characters are removed, runs of whitespace (line breaks and every Unicode
+    space included) become one space, and text longer than :data:`MESSAGE_MAX_LENGTH`
+    is cut there with ``"..."`` appended. ``None`` stays ``None`` so optional fields
+    pass straight through. Idempotent: ``redact(redact(x)) == redact(x)``.
 
     Args:
         text: A failure message, a stop reason, any text about to be stored.
@@ -276,11 +356,48 @@ def redact(text: str | None) -> str | None:
     """
     if text is None:
         return None
-    cleaned = redact_secrets(str(text).translate(_MESSAGE_CONTROLS))
-    cleaned = " ".join(cleaned.split())
-    if len(cleaned) > MESSAGE_MAX_LENGTH:
-        return cleaned[:MESSAGE_MAX_LENGTH] + _ELLIPSIS
-    return cleaned
+    cleaned = " ".join(str(text).translate(_MESSAGE_CONTROLS).split())
+    cleaned = " ".join(redact_secrets(cleaned).split())
+    # A cut can end in the middle of a pair ("token=[REDAC..."), which a second pass
+    # would redact again; redacting the cut text until nothing changes makes the result
+    # a fixed point, so redacting it once more changes nothing. Each round only turns
+    # text into [REDACTED], so this ends within a few rounds.
+    for _ in range(8):
+        if len(cleaned) <= MESSAGE_MAX_LENGTH:
+            return cleaned
+        cut = cleaned[:MESSAGE_MAX_LENGTH] + _ELLIPSIS
+        again = redact_secrets(cut)
+        if again == cut:
+            return cut
+        cleaned = again
+    return cleaned[:MESSAGE_MAX_LENGTH] + _ELLIPSIS
+
+
+def _is_secret_key(key: str) -> bool:
+    return _SECRET_KEY_PATTERN.search(key) is not None
+
+
+#: A mapping key naming a secret: it ends in one of the secret words.
+_SECRET_KEY_PATTERN: Final = re.compile(_KEYS + _SPACE + r"*\Z", re.IGNORECASE | re.ASCII)
+
+
+def redact_json(value: object, key: str | None = None) -> object:
+    """A JSON-ready ``value`` (metadata, an outcome, arguments) with its secrets redacted.
+
+    Every string is redacted (:func:`redact_secrets`, so its layout is kept); every
+    value under a key that ends in a secret word (``password``, ``PGPASSWORD``,
+    ``api_key``...) becomes ``[REDACTED]`` whole, whatever its type; ``None`` stays.
+    Mappings and lists are copied; other values come back as they are.
+    """
+    if isinstance(value, Mapping):
+        return {str(k): redact_json(v, str(k)) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_json(item, key) for item in value]
+    if key is not None and value is not None and _is_secret_key(key):
+        return REDACTED
+    if isinstance(value, str):
+        return redact_secrets(value)
+    return value
 
 
 @functools.lru_cache(maxsize=4096)
@@ -388,3 +505,51 @@ def redact_failure(failure: Failure) -> Failure:
     if message == failure.message and traceback == failure.traceback:
         return failure
     return replace(failure, message=message, traceback=traceback)
+
+
+# ---------------------------------------------------------------- terminal output
+
+# An escape sequence, whole: CSI (ESC [ or the 8-bit CSI, parameters, intermediates,
+# a final byte: "ESC[2J"), OSC/DCS/SOS/PM/APC strings up to their terminator (BEL,
+# ESC \\ or the 8-bit ST; or to the end of the text: "ESC]52;c;...BEL" writes the
+# clipboard), and any other ESC with the character after it.
+_ESCAPE_PATTERN: Final = re.compile(
+    r"(?:\x1b\[|\x9b)[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]?"
+    r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\\\|\x9c)?"
+    r"|\x1b.?",
+    re.DOTALL,
+)
+
+
+def _printable_char(char: str, keep_newlines: bool) -> str:
+    category = unicodedata.category(char)
+    if category == "Cs":  # a lone surrogate: no terminal encoding can write it
+        return "\ufffd"
+    if char == "\n" and keep_newlines:
+        return char
+    if category == "Cc" or char in "\u2028\u2029":
+        return " "
+    if category == "Cf" and char not in "\u200c\u200d":  # keep joiners (emoji, scripts)
+        return ""
+    return char
+
+
+def printable(text: str, *, keep_newlines: bool = False) -> str:
+    """``text`` safe to write to a terminal: the one sanitiser of the CLI's output.
+
+    Escape sequences are removed whole (``ESC[2J`` clears no screen, ``ESC]52;...``
+    writes no clipboard); other control characters (C0, DEL, C1, tab, carriage
+    return, line and paragraph separators) become a space; invisible format characters
+    (bidirectional overrides, zero-width spaces) are removed, the zero-width joiners
+    kept; a lone surrogate becomes ``U+FFFD``. Line feeds are kept with
+    ``keep_newlines`` (a block of lines), else they become a space (one field).
+    Idempotent, and text without any of these comes back unchanged.
+    """
+    text = str(text)
+    if text.isprintable() and "\x1b" not in text:
+        return text
+    if "\x1b" in text or any(0x90 <= ord(c) <= 0x9F for c in text):
+        text = _ESCAPE_PATTERN.sub("", text)
+    return "".join(
+        char if char.isprintable() else _printable_char(char, keep_newlines) for char in text
+    )

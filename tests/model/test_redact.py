@@ -65,7 +65,28 @@ def go_sanitize(message: str) -> str:
             "connect(user=bob, password=s3cr3t, token='t t') failed; api_key: \"k k\"",
             "connect(user=bob, password=[REDACTED], token=[REDACTED]) failed; api_key=[REDACTED]",
         ),
-        ("tokenizer=ok mytoken=ok token_count=5", "tokenizer=ok mytoken=ok token_count=5"),
+        # A key glued to a prefix ends in a secret word: it is a key (issue 34).
+        ("tokenizer=ok mytoken=x token_count=5", "tokenizer=ok mytoken=[REDACTED] token_count=5"),
+        ("PGPASSWORD=hunter2 psql", "PGPASSWORD=[REDACTED] psql"),
+        ("clientsecret=a githubtoken=b AUTHTOKEN=c", "clientsecret=[REDACTED] githubtoken=[REDACTED] AUTHTOKEN=[REDACTED]"),
+        # Unicode spaces around the separator (no-break, ideographic, thin, zero-width).
+        ("password\u00a0=\u00a0hunter2 ok", "password=[REDACTED] ok"),
+        ("token\u3000:\u3000abc ok", "token=[REDACTED] ok"),
+        ("secret\u2009=\u200bxyz ok", "secret=[REDACTED] ok"),
+        # Any HTTP auth scheme.
+        ("Authorization: ApiKey k1 ok", "Authorization=[REDACTED] ok"),
+        ("authorization: OAuth k2, ok", "authorization=[REDACTED], ok"),
+        ("Authorization: SSWS k3 ok", "Authorization=[REDACTED] ok"),
+        ("Proxy-Authorization: Token k4 ok", "Proxy-Authorization=[REDACTED] ok"),
+        # A JSON string value with escaped quotes is one value.
+        ('{"password": "ab\\"cd", "n": 1}', '{"password"=[REDACTED], "n": 1}'),
+        # Well-known token shapes, with or without a key.
+        ("push ghp_" + "A1" * 18 + " failed", "push [REDACTED] failed"),
+        ("github_pat_11ABCDEFG0123456789_abcdefghij ok", "[REDACTED] ok"),
+        ("slack xoxb-1234567890-abcdefghij ok", "slack [REDACTED] ok"),
+        ("stripe sk_live_abcdefghij1234 ok", "stripe [REDACTED] ok"),
+        ("aws AKIAIOSFODNN7EXAMPLE ok", "aws [REDACTED] ok"),
+        ("jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl ok", "jwt [REDACTED] ok"),
         ("密码错误: password=密码123 用户=张三", "密码错误: password=[REDACTED] 用户=张三"),
         ("用户token=值 ok", "用户token=[REDACTED] ok"),
         ("line one\n\tline two\r\n  password =\n x", "line one line two password=[REDACTED]"),
