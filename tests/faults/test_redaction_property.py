@@ -103,15 +103,15 @@ def secrets(draw: st.DrawFn, alphabet: str = VALUE_CHARS, size: int = 8) -> str:
 def planted(draw: st.DrawFn) -> tuple[str, list[str], str]:
     """``(text, the secret parts that must not survive, form)``, one line."""
     form = draw(
-        st.sampled_from(
-            ("pair", "json", "repr", "authorization", "bearer", "url", "token", "pem")
-        )
+        st.sampled_from(("pair", "json", "repr", "authorization", "bearer", "url", "token", "pem"))
     )
     secret = draw(secrets())
     parts = [secret]
     sep = draw(st.sampled_from(SEPARATORS))
     if form == "pair":
-        key = draw(st.sampled_from(KEY_PREFIXES)) + _cased(draw, draw(st.sampled_from(SECRET_WORDS)))
+        key = draw(st.sampled_from(KEY_PREFIXES)) + _cased(
+            draw, draw(st.sampled_from(SECRET_WORDS))
+        )
         text = f"{key}{_spaces(draw)}{sep}{_spaces(draw)}{secret}"
     elif form == "json":
         key = draw(st.sampled_from(KEY_PREFIXES)) + draw(st.sampled_from(SECRET_WORDS))
@@ -132,8 +132,7 @@ def planted(draw: st.DrawFn) -> tuple[str, list[str], str]:
         )
         key = draw(st.sampled_from(("Authorization", "authorization", "Proxy-Authorization")))
         text = (
-            f"{key}{_spaces(draw)}{sep}{_spaces(draw)}{scheme}"
-            f"{_spaces(draw, at_least=1)}{secret}"
+            f"{key}{_spaces(draw)}{sep}{_spaces(draw)}{scheme}{_spaces(draw, at_least=1)}{secret}"
         )
     elif form == "bearer":
         secret = draw(secrets(alphabet=ALNUM + "._~+/=-"))

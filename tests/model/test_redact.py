@@ -68,7 +68,10 @@ def go_sanitize(message: str) -> str:
         # A key glued to a prefix ends in a secret word: it is a key (issue 34).
         ("tokenizer=ok mytoken=x token_count=5", "tokenizer=ok mytoken=[REDACTED] token_count=5"),
         ("PGPASSWORD=hunter2 psql", "PGPASSWORD=[REDACTED] psql"),
-        ("clientsecret=a githubtoken=b AUTHTOKEN=c", "clientsecret=[REDACTED] githubtoken=[REDACTED] AUTHTOKEN=[REDACTED]"),
+        (
+            "clientsecret=a githubtoken=b AUTHTOKEN=c",
+            "clientsecret=[REDACTED] githubtoken=[REDACTED] AUTHTOKEN=[REDACTED]",
+        ),
         # Unicode spaces around the separator (no-break, ideographic, thin, zero-width).
         ("password\u00a0=\u00a0hunter2 ok", "password=[REDACTED] ok"),
         ("token\u3000:\u3000abc ok", "token=[REDACTED] ok"),
