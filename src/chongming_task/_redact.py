@@ -40,6 +40,8 @@ is redacted here to the same text):
 - Control characters are removed *before* matching, so ``pass\\x00word=x`` cannot
   slip past the pattern and reassemble afterwards. C1 controls (U+0080..U+009F, which
   include the terminal's CSI) are removed too; Go keeps them.
+  Terminal escape sequences (``ESC[31m``, ``ESC]52;...BEL``) are removed whole, so
+  what is left is the text, not the junk of half a sequence.
 - A key is any identifier that *ends* in one of the words above: with a snake/kebab
   prefix (``db_password``, ``client_secret``, ``x-api-key``, ``--password``) or glued
   to one (``PGPASSWORD``, ``clientsecret``, ``githubtoken``, ``AUTHTOKEN``). Keys may
@@ -343,7 +345,8 @@ def scrub_dsn(text: str, dsn: str) -> str:
 def redact(text: str | None) -> str | None:
     """One clean line of at most 512 characters, secrets replaced by ``[REDACTED]``.
 
-    Control characters are removed, runs of whitespace (line breaks and every Unicode
+    Terminal escape sequences (``ESC[2J``, ``ESC]52;...BEL``) are removed whole and
+    other control characters removed, runs of whitespace (line breaks and every Unicode
     space included) become one space, and text longer than :data:`MESSAGE_MAX_LENGTH`
     is cut there with ``"..."`` appended. ``None`` stays ``None`` so optional fields
     pass straight through. Idempotent: ``redact(redact(x)) == redact(x)``.
@@ -356,7 +359,7 @@ def redact(text: str | None) -> str | None:
     """
     if text is None:
         return None
-    cleaned = " ".join(str(text).translate(_MESSAGE_CONTROLS).split())
+    cleaned = " ".join(_strip_escapes(str(text)).translate(_MESSAGE_CONTROLS).split())
     cleaned = " ".join(redact_secrets(cleaned).split())
     # A cut can end in the middle of a pair ("token=[REDAC..."), which a second pass
     # would redact again; redacting the cut text until nothing changes makes the result
@@ -464,7 +467,7 @@ def redact_traceback(text: str | None, *, max_length: int = TRACEBACK_MAX_LENGTH
     if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 256:
         raise ConfigurationError(f"max_length must be an integer >= 256, got {max_length!r}")
     normalised = str(text).replace("\r\n", "\n").replace("\r", "\n").expandtabs(4)
-    normalised = _redact_pem(normalised.translate(_TRACEBACK_CONTROLS))
+    normalised = _redact_pem(_strip_escapes(normalised).translate(_TRACEBACK_CONTROLS))
     lines = [_redact_line(line).rstrip() for line in normalised.split("\n")]
     cleaned = "\n".join(lines).strip("\n")
     if len(cleaned) <= max_length:
@@ -534,6 +537,13 @@ def _printable_char(char: str, keep_newlines: bool) -> str:
     return char
 
 
+def _strip_escapes(text: str) -> str:
+    """``text`` without terminal escape sequences (removed whole, not left as junk)."""
+    if "\x1b" not in text and not any(0x90 <= ord(c) <= 0x9F for c in text):
+        return text
+    return _ESCAPE_PATTERN.sub("", text)
+
+
 def printable(text: str, *, keep_newlines: bool = False) -> str:
     """``text`` safe to write to a terminal: the one sanitiser of the CLI's output.
 
@@ -548,8 +558,7 @@ def printable(text: str, *, keep_newlines: bool = False) -> str:
     text = str(text)
     if text.isprintable() and "\x1b" not in text:
         return text
-    if "\x1b" in text or any(0x90 <= ord(c) <= 0x9F for c in text):
-        text = _ESCAPE_PATTERN.sub("", text)
+    text = _strip_escapes(text)
     return "".join(
         char if char.isprintable() else _printable_char(char, keep_newlines) for char in text
     )
