@@ -244,6 +244,38 @@ def _control_table(*, keep_newlines: bool) -> dict[int, str | None]:
 _MESSAGE_CONTROLS: Final = _control_table(keep_newlines=False)
 _TRACEBACK_CONTROLS: Final = _control_table(keep_newlines=True)
 
+#: The controls escape sequences are made of (ESC, BEL, the 8-bit introducers and ST).
+_ESCAPE_CHARS: Final = "\x07\x1b\x90\x98\x9b\x9c\x9d\x9e\x9f"
+_ESCAPE_CHARS_PATTERN: Final = re.compile(f"[{_ESCAPE_CHARS}]")
+
+
+def _keeping_escapes(table: dict[int, str | None]) -> dict[int, str | None]:
+    return {**table, **{ord(char): char for char in _ESCAPE_CHARS}}
+
+
+_MESSAGE_CONTROLS_KEEPING_ESCAPES: Final = _keeping_escapes(_MESSAGE_CONTROLS)
+_TRACEBACK_CONTROLS_KEEPING_ESCAPES: Final = _keeping_escapes(_TRACEBACK_CONTROLS)
+
+
+def _without_controls(
+    text: str, table: dict[int, str | None], redact_text: Callable[[str], str]
+) -> str:
+    """``text`` without control characters, escape sequences removed whole.
+
+    Removing a sequence can join what stood around it, and a sequence's final byte is
+    a letter that may belong to the text (``CSI b`` eats the ``b`` of ``bearer``), so
+    with escape sequences present the text is redacted once as written (escapes kept)
+    before they go; the caller redacts the result again.
+    """
+    if _ESCAPE_CHARS_PATTERN.search(text) is None:
+        return text.translate(table)
+    keep = (
+        _MESSAGE_CONTROLS_KEEPING_ESCAPES
+        if table is _MESSAGE_CONTROLS
+        else _TRACEBACK_CONTROLS_KEEPING_ESCAPES
+    )
+    return _strip_escapes(redact_text(text.translate(keep))).translate(table)
+
 
 def _replace_pair(match: re.Match[str]) -> str:
     if match.group("value") == MASK:  # already masked for display (mask_dsn)
@@ -279,6 +311,10 @@ def _redact_line(text: str) -> str:
     return _PAIR_PATTERN.sub(_replace_pair, text)
 
 
+def _redact_lines(text: str) -> str:
+    return "\n".join(_redact_line(line) for line in _redact_pem(text).split("\n"))
+
+
 def _redact_pem(text: str) -> str:
     if "-----" not in text:
         return text
@@ -294,6 +330,12 @@ def redact_secrets(text: str) -> str:
     return _redact_line(_redact_pem(text))
 
 
+def _mask_dsn_password(match: re.Match[str]) -> str:
+    if match.group("value").startswith(REDACTED):  # already redacted: as good as masked
+        return match.group(0)
+    return f"{match.group('key')}{MASK}"
+
+
 def mask_dsn(dsn: str) -> str:
     """``dsn`` for display: its password replaced by ``***``, nothing else changed.
 
@@ -305,7 +347,7 @@ def mask_dsn(dsn: str) -> str:
     if "://" in text:
         text = _URL_CREDENTIALS_PATTERN.sub(_MASK_URL, text)
     if "=" in text:
-        text = _DSN_PASSWORD_PATTERN.sub(lambda m: f"{m.group('key')}{MASK}", text)
+        text = _DSN_PASSWORD_PATTERN.sub(_mask_dsn_password, text)
     return text
 
 
@@ -359,7 +401,7 @@ def redact(text: str | None) -> str | None:
     """
     if text is None:
         return None
-    cleaned = " ".join(_strip_escapes(str(text)).translate(_MESSAGE_CONTROLS).split())
+    cleaned = " ".join(_without_controls(str(text), _MESSAGE_CONTROLS, redact_secrets).split())
     cleaned = " ".join(redact_secrets(cleaned).split())
     # A cut can end in the middle of a pair ("token=[REDAC..."), which a second pass
     # would redact again; redacting the cut text until nothing changes makes the result
@@ -467,7 +509,7 @@ def redact_traceback(text: str | None, *, max_length: int = TRACEBACK_MAX_LENGTH
     if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 256:
         raise ConfigurationError(f"max_length must be an integer >= 256, got {max_length!r}")
     normalised = str(text).replace("\r\n", "\n").replace("\r", "\n").expandtabs(4)
-    normalised = _redact_pem(_strip_escapes(normalised).translate(_TRACEBACK_CONTROLS))
+    normalised = _redact_pem(_without_controls(normalised, _TRACEBACK_CONTROLS, _redact_lines))
     lines = [_redact_line(line).rstrip() for line in normalised.split("\n")]
     cleaned = "\n".join(lines).strip("\n")
     if len(cleaned) <= max_length:
@@ -513,13 +555,14 @@ def redact_failure(failure: Failure) -> Failure:
 # ---------------------------------------------------------------- terminal output
 
 # An escape sequence, whole: CSI (ESC [ or the 8-bit CSI, parameters, intermediates,
-# a final byte: "ESC[2J"), OSC/DCS/SOS/PM/APC strings up to their terminator (BEL,
-# ESC \\ or the 8-bit ST; or to the end of the text: "ESC]52;c;...BEL" writes the
-# clipboard), and any other ESC with the character after it.
+# a final byte: "ESC[2J"), OSC/DCS/SOS/PM/APC strings with their terminator (BEL,
+# ESC \ or the 8-bit ST: "ESC]52;c;...BEL" writes the clipboard), any other ESC with
+# the character after it, and a lone 8-bit introducer. An unterminated string loses
+# its introducer only: what follows is text, kept.
 _ESCAPE_PATTERN: Final = re.compile(
     r"(?:\x1b\[|\x9b)[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]?"
-    r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\\\|\x9c)?"
-    r"|\x1b.?",
+    r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]{0,4096}(?:\x07|\x1b\\|\x9c)"
+    r"|\x1b.?|[\x90\x98\x9c-\x9f]",
     re.DOTALL,
 )
 
@@ -539,7 +582,7 @@ def _printable_char(char: str, keep_newlines: bool) -> str:
 
 def _strip_escapes(text: str) -> str:
     """``text`` without terminal escape sequences (removed whole, not left as junk)."""
-    if "\x1b" not in text and not any(0x90 <= ord(c) <= 0x9F for c in text):
+    if _ESCAPE_CHARS_PATTERN.search(text) is None:
         return text
     return _ESCAPE_PATTERN.sub("", text)
 

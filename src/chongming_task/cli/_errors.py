@@ -84,7 +84,8 @@ def scrub(text: str) -> str:
     quote the connection string, a task's failure text can carry a token or an escape
     sequence.
     """
-    return printable(redact_secrets(mask_dsn(text)))
+    # Redacted before and after: removing an escape sequence can join a key together.
+    return redact_secrets(printable(redact_secrets(mask_dsn(text))))
 
 
 def describe(exc: BaseException) -> tuple[str, ExitCode]:
