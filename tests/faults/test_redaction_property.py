@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -258,8 +259,13 @@ def test_redaction_is_idempotent_and_printable_is_clean(text: str, plant: tuple[
     """Any text (long ones cut at 512 characters too) is a fixed point once redacted."""
     for sample in (text, text + str(plant[0]), str(plant[0]) * 40):
         FIGURES["idempotence_examples"] += 1
-        for function in (redact, redact_secrets, redact_traceback):
-            once = function(sample)
+        functions: tuple[Callable[[str], str | None], ...] = (
+            redact,
+            redact_secrets,
+            redact_traceback,
+        )
+        for function in functions:
+            once = function(sample) or ""
             if function(once) != once:
                 FIGURES["non_idempotent"] += 1
                 raise AssertionError(f"{function.__name__} not idempotent on {sample!r}")
