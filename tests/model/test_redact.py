@@ -14,8 +14,10 @@ from chongming_task._redact import (
     MESSAGE_MAX_LENGTH,
     TRACEBACK_MAX_LENGTH,
     mask_dsn,
+    printable,
     redact,
     redact_failure,
+    redact_json,
     redact_reason,
     redact_secrets,
     redact_text_fields,
@@ -540,3 +542,44 @@ def test_every_transition_reason_is_redacted_where_it_is_made() -> None:
     assert skipped.transitions[-1].reason == "Authorization=[REDACTED]"
     assert skipped.snapshot.failure is not None
     assert skipped.snapshot.failure.message == "Authorization=[REDACTED]"
+
+
+@pytest.mark.parametrize(
+    ("raw", "shown"),
+    [
+        ("copy \x1b]52;c;aGVsbG8=\x07me", "copy me"),  # OSC 52: the clipboard write
+        ("a\x1b[2Jb\x1b[31;1mc", "abc"),  # CSI: clear screen, colour
+        ("t\x1b]0;title\x1b\\itle", "title"),  # OSC ended by ST
+        ("8-bit \x9b2J csi", "8-bit  csi"),
+        ("unterminated \x1b]52;c;text stays", "unterminated 52;c;text stays"),
+        ("lone \ud800 surrogate", "lone \ufffd surrogate"),
+        ("bidi \u202eevil\u202c end", "bidi evil end"),
+        ("tab\tcr\rnul\x00", "tab cr nul "),
+        ("emoji \U0001f468\u200d\U0001f469 kept", "emoji \U0001f468\u200d\U0001f469 kept"),
+        ("plain text 中文", "plain text 中文"),
+    ],
+)
+def test_printable_removes_what_drives_a_terminal(raw: str, shown: str) -> None:
+    assert printable(raw) == shown
+    assert printable(shown) == shown
+
+
+def test_printable_keeps_line_feeds_when_asked() -> None:
+    assert printable("a\nb\x1b[2J", keep_newlines=True) == "a\nb"
+    assert printable("a\nb") == "a b"
+
+
+def test_redact_json_redacts_values_under_secret_keys_whatever_their_type() -> None:
+    value = {
+        "PGPASSWORD": 1234,
+        "clientSecret": ["a", {"x": 1}],
+        "args": {"note": "token=abc", "api_key": None, "n": 5},
+        "tokens": "kept",
+    }
+    assert redact_json(value) == {
+        "PGPASSWORD": "[REDACTED]",
+        "clientSecret": ["[REDACTED]", {"x": 1}],
+        "args": {"note": "token=[REDACTED]", "api_key": None, "n": 5},
+        "tokens": "kept",
+    }
+    assert redact_json(redact_json(value)) == redact_json(value)
