@@ -37,7 +37,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from chongming_task._model import TaskSnapshot, Transition
-from chongming_task._redact import redact, redact_reason
+from chongming_task._redact import redact, redact_json, redact_reason
 from chongming_task.controller._control import control_task
 from chongming_task.core._clock import Clock, SystemClock
 from chongming_task.errors import ConfigurationError, StaleScheduleEdit, StoreError
@@ -63,7 +63,6 @@ from chongming_task.web._views import (
     Dashboard,
     TaskFilters,
     WorkerSource,
-    clean_json,
     controls_of,
     task_doc,
     transition_doc,
@@ -621,9 +620,11 @@ class _Handlers:
                     "queue_depth": o.queue_depth,
                     "oldest_queued": o.oldest_queued.task_id if o.oldest_queued else None,
                     "oldest_queued_age": o.oldest_queued_age,
-                    "running": [task_doc(s) for s in o.running],
-                    "stuck": [{"task": task_doc(s.snapshot), "why": s.why} for s in o.stuck],
-                    "recent_failures": [task_doc(s) for s in o.recent_failures],
+                    "running": [task_doc(s, full=False) for s in o.running],
+                    "stuck": [
+                        {"task": task_doc(s.snapshot, full=False), "why": s.why} for s in o.stuck
+                    ],
+                    "recent_failures": [task_doc(s, full=False) for s in o.recent_failures],
                     "schedules": _health_doc(health),
                     "workers": [_worker_doc(w) for w in o.workers],
                     "checked_at": o.checked_at.isoformat(),
@@ -675,7 +676,7 @@ class _Handlers:
             page = self._page(request)
             return JSONResponse(
                 {
-                    "tasks": [task_doc(s) for s in page.tasks],
+                    "tasks": [task_doc(s, full=False) for s in page.tasks],
                     "next_cursor": page.next_cursor,
                     "position": page.position,
                     "limit": page.limit,
@@ -711,7 +712,7 @@ class _Handlers:
                 "task.html",
                 page="tasks",
                 t=snapshot,
-                doc=task_doc(snapshot, full=True),
+                doc=task_doc(snapshot),
                 timeline=self._timeline(snapshot),
                 controls=controls_of(snapshot),
                 why=self.config.data.explain(snapshot),
@@ -725,7 +726,7 @@ class _Handlers:
         def document(snapshot: TaskSnapshot) -> Response:
             return JSONResponse(
                 {
-                    "task": task_doc(snapshot, full=True),
+                    "task": task_doc(snapshot),
                     "history": [
                         {**transition_doc(t), "seconds_in_state": seconds}
                         for t, seconds in self._timeline(snapshot)
@@ -895,7 +896,7 @@ class _Handlers:
                 page="schedules",
                 s=control,
                 stats=admin.statistics(control.name),
-                kwargs=clean_json(dict(control.kwargs)),
+                kwargs=redact_json(dict(control.kwargs)),
                 flash=_schedule_flash(request),
             )
 
@@ -1150,7 +1151,7 @@ def _schedule_doc(control: Any) -> dict[str, Any]:
         "last_error": redact(control.last_error),
         "next_run_at": _dt(control.next_run_at),
         "tags": list(control.tags),
-        "kwargs": clean_json(dict(control.kwargs)),
+        "kwargs": redact_json(dict(control.kwargs)),
     }
 
 
