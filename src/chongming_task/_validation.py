@@ -15,6 +15,8 @@ durations           a finite ``int``/``float`` of seconds, at most 100 years
 instants            a timezone-aware ``datetime``
 ids, tags           non-empty strings of at most 256 characters, no control
                     characters, valid UTF-8 (no lone surrogates)
+lookups             an id, name or filter to look up: a string without NUL
+                    bytes, valid UTF-8
 metadata            a mapping of ``str`` keys to JSON values
 global limits       a mapping of tag names (as ids) to integers >= 1
 outcome             at most ``OUTCOME_MAX_BYTES`` (1 MiB) of compact UTF-8 JSON
@@ -43,6 +45,7 @@ __all__ = [
     "check_aware",
     "check_global_limits",
     "check_int",
+    "check_lookup",
     "check_metadata",
     "check_outcome_size",
     "check_priority",
@@ -153,6 +156,16 @@ def check_utf8(value: str, name: str) -> str:
             f"position {exc.start}): {value!r}"
         ) from exc
     return value
+
+
+def check_lookup(value: object, name: str) -> str:
+    """A string a store can look up (an id, a name, a filter): a ``str``, valid UTF-8,
+    without NUL bytes (PostgreSQL text cannot hold one; no stored id has one)."""
+    if not isinstance(value, str):
+        raise ConfigurationError(f"{name} must be a string, got {type(value).__name__}")
+    if "\x00" in value:
+        raise ConfigurationError(f"{name} must not contain a NUL byte (\\x00), got {value[:60]!r}")
+    return check_utf8(value, name)
 
 
 def check_text(value: object, name: str, *, max_length: int = ID_MAX_LENGTH) -> str:
