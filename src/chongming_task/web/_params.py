@@ -8,8 +8,7 @@ parameter, which the dashboard answers with 400, never a 500 or a 503:
   5,000-digit number or a ``bool`` is refused;
 - every string of a JSON body or form, keys included, is one a store can keep and
   look up (:func:`~chongming_task._validation.check_lookup`: no NUL byte, no lone
-  surrogate); a JSON body nests at most ``MAX_DEPTH`` deep, and none of its integers
-  has more than 19 digits.
+  surrogate); a JSON body nests at most ``MAX_DEPTH`` deep.
 """
 
 from __future__ import annotations
@@ -28,6 +27,7 @@ _MAX_DIGITS: Final = 19
 _INTEGER: Final = re.compile(rf"-?[0-9]{{1,{_MAX_DIGITS}}}")
 #: How deep a request's JSON may nest (the dashboard's own bodies are flat).
 MAX_DEPTH: Final = 32
+_TOO_DEEP: Final = f"the request body nests deeper than {MAX_DEPTH} levels"
 
 
 def _shown(raw: object) -> str:
@@ -66,7 +66,7 @@ def checked_input(value: Any) -> Any:
     while pending:
         item, name, depth = pending.pop()
         if depth > MAX_DEPTH:
-            raise ConfigurationError(f"the request nests deeper than {MAX_DEPTH} levels")
+            raise ConfigurationError(_TOO_DEEP)
         if isinstance(item, str):
             check_lookup(item, name)
         elif isinstance(item, dict):
@@ -78,22 +78,18 @@ def checked_input(value: Any) -> Any:
     return value
 
 
-def _bounded_int(text: str) -> int:
-    if len(text.lstrip("-")) > _MAX_DIGITS:
-        raise ConfigurationError(
-            f"the request body holds a number of {len(text)} digits; at most {_MAX_DIGITS}"
-        )
-    return int(text)
+def _json_int(text: str) -> int | float:
+    """A JSON integer of more than 19 digits as a float (which no integer field takes,
+    so the error names the field), never ``int()``'s 4,300-digit ``ValueError``."""
+    return int(text) if len(text.lstrip("-")) <= _MAX_DIGITS else float(text)
 
 
 def json_object(body: bytes) -> dict[str, Any]:
     """A request body as a JSON object that passes :func:`checked_input`."""
     try:
-        parsed = json.loads(body, parse_int=_bounded_int)
-    except ConfigurationError:
-        raise
+        parsed = json.loads(body, parse_int=_json_int)
     except RecursionError:
-        raise ConfigurationError(f"the request body nests deeper than {MAX_DEPTH} levels") from None
+        raise ConfigurationError(_TOO_DEEP) from None
     except ValueError:
         raise ConfigurationError("the request body is not JSON") from None
     if not isinstance(parsed, dict):
