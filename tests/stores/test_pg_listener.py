@@ -177,7 +177,7 @@ def test_a_dropped_listen_connection_logs_one_warning_and_recovers(
     app = f"ct-listen-{uuid.uuid4().hex[:8]}"
     with PostgresTaskStore(postgres_dsn, application_name=app) as store:
         store.wait_for_commands(0.0)  # starts LISTEN
-        listener = store._dialect._listener  # type: ignore[attr-defined]
+        listener = store._dialect._listener
         assert listener is not None
         assert listener.connected
         with psycopg.connect(postgres_dsn, autocommit=True) as admin:

@@ -132,7 +132,7 @@ class CommandListener:
 
         now = self._clock.monotonic()
         self._failures += 1
-        delay = self.retry_delay = min(RETRY_FIRST * 2 ** min(self._failures - 1, 16), RETRY_MAX)
+        delay = self.retry_delay = min(RETRY_FIRST * (1 << min(self._failures - 1, 16)), RETRY_MAX)
         bug = not isinstance(exc, psycopg.Error)  # a bug, not the database: say so loudly
         report = _log.error if bug else _log.warning
         reason = scrub_dsn(f"{type(exc).__name__}: {exc}", self._conninfo)
