@@ -20,6 +20,8 @@ one-line texts      label (256), progress unit (64), progress message, skip and
                     newline included), valid UTF-8
 metadata            a mapping of ``str`` keys (as one-line texts of 256) to JSON
                     values, valid UTF-8, at most ``METADATA_MAX_BYTES`` (64 KiB)
+lookups             an id, name or filter to look up: a string without NUL
+                    bytes, valid UTF-8
 global limits       a mapping of tag names (as ids) to integers >= 1
 unique work         a key as an id; a window of seconds or a ``timedelta`` > 0
 outcome             at most ``OUTCOME_MAX_BYTES`` (1 MiB) of compact UTF-8 JSON
@@ -61,6 +63,7 @@ __all__ = [
     "check_global_limits",
     "check_int",
     "check_line",
+    "check_lookup",
     "check_metadata",
     "check_outcome_size",
     "check_priority",
@@ -183,6 +186,16 @@ def check_utf8(value: str, name: str) -> str:
             f"position {exc.start}): {value!r}"
         ) from exc
     return value
+
+
+def check_lookup(value: object, name: str) -> str:
+    """A string a store can look up (an id, a name, a filter): a ``str``, valid UTF-8,
+    without NUL bytes (PostgreSQL text cannot hold one; no stored id has one)."""
+    if not isinstance(value, str):
+        raise ConfigurationError(f"{name} must be a string, got {type(value).__name__}")
+    if "\x00" in value:
+        raise ConfigurationError(f"{name} must not contain a NUL byte (\\x00), got {value[:60]!r}")
+    return check_utf8(value, name)
 
 
 #: C0 controls, DEL and C1 controls (U+0080..U+009F, the terminal's CSI among them):

@@ -373,7 +373,7 @@ class PostgresDialect(Dialect):
     def is_unique_violation(self, exc: BaseException) -> bool:
         return isinstance(exc, self._psycopg.errors.UniqueViolation)
 
-    def _ensure_listener(self) -> None:
+    def _ensure_listener(self) -> CommandListener:
         """Start LISTENing (once) and wait until it is in place."""
         with self._listener_lock:
             self.check_open()
@@ -383,14 +383,18 @@ class PostgresDialect(Dialect):
                     self._dsn, self.channel, self.signal, self._connect_kwargs
                 )
         if not listener.wait_ready(self._connect_timeout):
-            _log.warning("LISTEN is not established yet; waits fall back to their timeout")
+            # The listener reports its own failures (rate-limited); this is only detail.
+            _log.debug("LISTEN is not established yet; waits fall back to their timeout")
+        return listener
 
     def before_claim(self) -> None:
         self._ensure_listener()
         super().before_claim()
 
     def wait(self, clock: Clock, timeout: float) -> None:
-        self._ensure_listener()
+        # A claim just got an answer: a listener backing off from an outage re-connects
+        # now, so waiters are woken by NOTIFY again at once, not a backoff later.
+        self._ensure_listener().retry_now()
         super().wait(clock, timeout)
 
     @property

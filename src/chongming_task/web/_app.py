@@ -58,8 +58,10 @@ from chongming_task.web._auth import (
     generate_token,
 )
 from chongming_task.web._live import Broadcaster
+from chongming_task.web._params import checked_input, int_param, json_object, optional_int
 from chongming_task.web._views import (
     DEFAULT_PAGE_SIZE,
+    MAX_PAGE_SIZE,
     Dashboard,
     TaskFilters,
     WorkerSource,
@@ -91,6 +93,10 @@ TASK_ACTIONS: Final = ("stop", "pause", "resume")
 SCHEDULE_ACTIONS: Final = ("pause", "resume", "run")
 STATUSES: Final = tuple(s.value for s in TaskStatus)
 MAX_REASON: Final = 500
+#: The most tasks one bulk request controls.
+MAX_BULK: Final = 500
+#: The most events ``?max_events=`` asks a live stream for.
+MAX_EVENTS: Final = 1_000_000
 _FLASH_KEYS: Final = frozenset({"done", "result", "applied", "requested", "refused"})
 
 #: What each accepted task action honestly means, said after the request.
@@ -387,24 +393,18 @@ def _is_form(request: Request) -> bool:
 
 
 async def _fields(request: Request) -> dict[str, Any]:
-    """Form fields, or the JSON body's object (the JSON API)."""
+    """Form fields, or the JSON body's object (the JSON API), checked by
+    :func:`~chongming_task.web._params.checked_input`."""
     form = getattr(request.state, "form", None)
     if form is not None:
         out: dict[str, Any] = {}
         for key in form:
             values = [v for v in form.getlist(key) if isinstance(v, str)]
             out[key] = values if key == "ids" else (values[-1] if values else "")
-        return out
+        result: dict[str, Any] = checked_input(out)
+        return result
     body = await request.body()
-    if not body:
-        return {}
-    try:
-        parsed = json.loads(body)
-    except ValueError:
-        raise ConfigurationError("the request body is not JSON") from None
-    if not isinstance(parsed, dict):
-        raise ConfigurationError("the request body must be a JSON object")
-    return parsed
+    return json_object(body) if body else {}
 
 
 def _reason(fields: Mapping[str, Any]) -> str:
@@ -426,16 +426,11 @@ def _override_edit(fields: Mapping[str, Any]) -> tuple[str, str, str | None, int
     action = fields.get("action") or "set"
     if action not in OVERRIDE_ACTIONS:
         raise ConfigurationError(f"action must be one of {', '.join(OVERRIDE_ACTIONS)}")
-    raw_revision = fields.get("definition_revision")
-    if isinstance(raw_revision, str) and raw_revision.strip().isdigit():
-        revision: object = int(raw_revision.strip())
-    else:
-        revision = raw_revision
-    if isinstance(revision, bool) or not isinstance(revision, int) or revision < 0:
-        raise ConfigurationError(
-            "definition_revision (the revision the edit is based on, as the schedule "
-            f"shows it) is required and must be an integer >= 0, got {raw_revision!r}"
-        )
+    revision = int_param(
+        fields.get("definition_revision"),
+        "definition_revision (the revision the edit is based on, as the schedule shows it; "
+        "required)",
+    )
     pattern = fields.get("pattern")
     pattern = pattern.strip() if isinstance(pattern, str) else ""
     if action == "set" and not pattern:
@@ -579,8 +574,12 @@ class _Handlers:
 
     @authenticated
     async def events(self, request: Request) -> Response:
-        raw = request.query_params.get("max_events")
-        max_events = int(raw) if raw and raw.isdigit() else None
+        try:
+            max_events = optional_int(
+                request.query_params.get("max_events"), "max_events", maximum=MAX_EVENTS
+            )
+        except ConfigurationError as exc:
+            return _error(request, 400, str(exc), self.env)
         stream = self.config.live.stream(tick=self.config.tick, max_events=max_events)
         return StreamingResponse(
             stream,
@@ -636,12 +635,10 @@ class _Handlers:
     def _page(self, request: Request) -> Any:
         params = request.query_params
         filters = TaskFilters.parse(params, params.getlist("status"), now=self.config.clock.now())
-        raw_limit = params.get("limit") or str(DEFAULT_PAGE_SIZE)
-        try:
-            limit = int(raw_limit)
-        except ValueError:
-            raise ConfigurationError(f"limit must be an integer, got {raw_limit!r}") from None
-        return self.config.data.tasks(filters, limit=limit, cursor=params.get("cursor") or None)
+        limit = optional_int(params.get("limit"), "limit", minimum=1, maximum=MAX_PAGE_SIZE)
+        return self.config.data.tasks(
+            filters, limit=limit or DEFAULT_PAGE_SIZE, cursor=params.get("cursor") or None
+        )
 
     @authenticated
     async def tasks(self, request: Request) -> Response:
@@ -834,8 +831,8 @@ class _Handlers:
             )
         if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids) or not ids:
             return _error(request, 400, "select at least one task (ids)", self.env)
-        if len(ids) > 500:
-            return _error(request, 400, "at most 500 tasks per bulk request", self.env)
+        if len(ids) > MAX_BULK:
+            return _error(request, 400, f"at most {MAX_BULK} tasks per bulk request", self.env)
 
         def act() -> Response:
             results = [self._control(i, str(action), identity.user, reason) for i in ids]
@@ -1098,10 +1095,11 @@ def _bulk_flash(request: Request) -> str | None:
     action = request.query_params.get("done")
     if action not in TASK_ACTIONS:
         return None
-    counts = [request.query_params.get(k, "0") for k in ("applied", "requested", "refused")]
-    if not all(count.isdigit() for count in counts):
-        return None
-    applied, requested, refused = (int(count) for count in counts)
+    params = request.query_params
+    applied, requested, refused = (
+        int_param(params.get(key, "0"), key, maximum=MAX_BULK)
+        for key in ("applied", "requested", "refused")
+    )
     parts = [f"{action} applied to {applied} task(s) no worker had taken"] if applied else []
     if requested or not applied:
         parts.append(f"{action} requested for {requested} task(s)")

@@ -33,6 +33,7 @@ from chongming_task.errors import ConfigurationError
 from chongming_task.schedule._admin import ScheduleAdmin
 from chongming_task.states import OCCUPYING, TERMINAL, TaskStatus
 from chongming_task.stores._base import ScheduleStore, TaskQuery, TaskStore
+from chongming_task.web._params import optional_int
 
 __all__ = [
     "DEFAULT_PAGE_SIZE",
@@ -116,13 +117,7 @@ class TaskFilters:
                 except ValueError:
                     valid = ", ".join(s.value for s in TaskStatus)
                     raise ConfigurationError(f"unknown status {value!r}; valid: {valid}") from None
-        bucket_raw = (params.get("bucket") or "").strip()
-        bucket: int | None = None
-        if bucket_raw:
-            try:
-                bucket = int(bucket_raw)
-            except ValueError:
-                raise ConfigurationError(f"bucket must be an integer, got {bucket_raw!r}") from None
+        bucket = optional_int(params.get("bucket"), "bucket")
 
         def text(key: str) -> str | None:
             value = (params.get(key) or "").strip()
