@@ -43,6 +43,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any, Final
 
 from chongming_task.errors import ConfigurationError
@@ -60,6 +61,7 @@ __all__ = [
     "UNIT_MAX_LENGTH",
     "add_seconds",
     "check_aware",
+    "check_duration_text",
     "check_global_limits",
     "check_int",
     "check_line",
@@ -135,6 +137,21 @@ def check_seconds(
     if value > maximum:
         raise ConfigurationError(f"{name} must be at most {maximum:g} seconds, got {value!r}")
     return float(value)
+
+
+def check_duration_text(seconds: float | Decimal, text: str, name: str) -> None:
+    """Refuse a duration typed as text (``7d``, ``@every 2h``) that is over ``MAX_SECONDS``.
+
+    Checked on the parsed number, before it becomes a ``timedelta`` or an ``int``:
+    thousands of digits overflow both (``OverflowError``, or ``ValueError`` from
+    Python's limit on integer digits). ``text`` is quoted clipped to 40 characters.
+    """
+    if seconds > MAX_SECONDS:
+        shown = text if len(text) <= 40 else f"{text[:37]}..."
+        raise ConfigurationError(
+            f"{name} {shown!r} is longer than 100 years; a duration must be at most "
+            f"{MAX_SECONDS:g} seconds"
+        )
 
 
 def check_aware(value: object, name: str) -> datetime:

@@ -51,6 +51,7 @@ from chongming_task.stores._dialect import (
     Dialect,
     History,
     schema_missing,
+    stored_schema_version,
 )
 from chongming_task.stores._pg_listener import CommandListener
 from chongming_task.stores._sql import SqlStore
@@ -252,7 +253,7 @@ class PostgresDialect(Dialect):
         if not _scalar(conn.execute(self.sql["schema_exists"]).fetchone()):
             return 0
         found = conn.execute(self.sql["schema_version"]).fetchone()
-        return 0 if found is None else int(found[0])
+        return stored_schema_version(found, "the PostgreSQL schema")
 
     def _migrate(self, conn: psycopg.Connection[Any], schema: str) -> None:
         with conn.transaction():
