@@ -10,6 +10,7 @@ owners, holes, orphaned tasks, stale declarations), each problem said once.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from chongming_task.buckets._registry import OwnershipReport, ownership_report
 from chongming_task.schedule._admin import ScheduleAdmin
@@ -32,12 +33,16 @@ class FleetHealth:
     owners: OwnershipReport
 
 
-def fleet_health(store: TaskStore, admin: ScheduleAdmin | None) -> FleetHealth:
-    """The verdict over ``store``; ``admin`` reads its schedules (``None``: a store
-    without the schedule part, judged on the queue and buckets alone)."""
+def fleet_health(
+    store: TaskStore, admin: ScheduleAdmin | None, *, now: datetime | None = None
+) -> FleetHealth:
+    """The verdict over ``store`` at ``now`` (default ``store.clock.now()``); ``admin``
+    reads its schedules (``None``: a store without the schedule part, judged on the
+    queue and buckets alone)."""
+    now = now or store.clock.now()
     schedules = admin.health() if admin is not None else None
-    queue = queue_health(store)
-    owners = ownership_report(store)
+    queue = queue_health(store, now)
+    owners = ownership_report(store, now=now)
     schedules_ok = schedules is None or schedules.healthy
     healthy = schedules_ok and queue.healthy and owners.healthy
     if schedules is None:

@@ -26,12 +26,12 @@ from chongming_task._explain import Explanation, explain
 from chongming_task._model import TaskSnapshot, Transition
 from chongming_task._redact import redact, redact_secrets, redact_traceback
 from chongming_task._timespec import parse_instant
+from chongming_task.buckets._health import FleetHealth, fleet_health
+from chongming_task.buckets._registry import ownership_report
 from chongming_task.controller._explaining import store_facts
 from chongming_task.core._clock import Clock
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.errors import ConfigurationError
-from chongming_task.buckets._health import FleetHealth, fleet_health
-from chongming_task.buckets._registry import ownership_report
 from chongming_task.schedule._admin import ScheduleAdmin
 from chongming_task.states import OCCUPYING, TERMINAL, TaskStatus
 from chongming_task.stores._base import QueueStore, ScheduleStore, TaskQuery, TaskStore
@@ -683,7 +683,8 @@ class Dashboard:
 
     def verdict(self) -> FleetHealth:
         """What ``chongming-task health`` says about this store, problems included."""
-        return fleet_health(self.store, self.admin() if self.keeps_schedules else None)
+        admin = self.admin() if self.keeps_schedules else None
+        return fleet_health(self.store, admin, now=self.clock.now())
 
     # -- schedules ------------------------------------------------------------------
 
