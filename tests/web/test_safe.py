@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import html
 import re
-from datetime import UTC, datetime
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote
 
@@ -47,6 +47,7 @@ def client(store: TaskStore) -> Iterator[TestClient]:
         AsUvicorn(create_app(store, token=TOKEN, user=USER)), base_url="http://127.0.0.1"
     ) as made:
         yield made
+
 
 #: Ids a path would mangle unless each is encoded from its raw text as one segment.
 #: ``job%41`` is next to a real task ``jobA``, ``a/../b`` next to ``b``, ``x/stop`` next
@@ -119,17 +120,17 @@ def test_each_page_its_live_refresh_and_its_controls_target_the_right_task(
     # The control form (as the live fragment renders it) stops this task, nothing else.
     action = _attr(partial.text, r'formaction="([^"]+/stop)"')
     assert action == f"{url}/stop"
-    done = client.post(
-        action, data={"csrf": csrf, "reason": "tricky id"}, follow_redirects=False
-    )
+    done = client.post(action, data={"csrf": csrf, "reason": "tricky id"}, follow_redirects=False)
     assert done.status_code == 303
     assert done.headers["location"].startswith(f"{url}?")
     assert client.get(done.headers["location"]).status_code == 200
     stopped = store.get(task_id)
-    assert stopped is not None and stopped.status is TaskStatus.STOPPED
+    assert stopped is not None
+    assert stopped.status is TaskStatus.STOPPED
     for decoy in DECOYS:
         other = store.get(decoy)
-        assert other is not None and other.status is TaskStatus.QUEUED, decoy
+        assert other is not None, decoy
+        assert other.status is TaskStatus.QUEUED, decoy
 
 
 def test_the_json_api_reaches_a_tricky_id(store: TaskStore, client: TestClient) -> None:
@@ -139,9 +140,11 @@ def test_the_json_api_reaches_a_tricky_id(store: TaskStore, client: TestClient) 
     done = client.post("/api/tasks/job%2541/pause", json={"reason": "r"}, headers=BEARER)
     assert done.json()["task_id"] == "job%41"
     paused = store.get("job%41")
-    assert paused is not None and paused.status is TaskStatus.PAUSED
+    assert paused is not None
+    assert paused.status is TaskStatus.PAUSED
     other = store.get("jobA")
-    assert other is not None and other.status is TaskStatus.QUEUED
+    assert other is not None
+    assert other.status is TaskStatus.QUEUED
 
 
 def test_login_comes_back_to_the_encoded_page(store: TaskStore, client: TestClient) -> None:
@@ -212,9 +215,7 @@ def test_failed_logins_are_rate_limited_per_client(store: TaskStore) -> None:
         assert refused.status_code == 429
         assert refused.headers["retry-after"] == "60"
         assert "too many failed logins" in refused.text
-        api = client.post(
-            "/login", data={"token": TOKEN}, headers={"Accept": "application/json"}
-        )
+        api = client.post("/login", data={"token": TOKEN}, headers={"Accept": "application/json"})
         assert api.status_code == 429
         clock.advance(30)
         assert client.post("/login", data={"token": TOKEN}).headers["retry-after"] == "30"
