@@ -50,7 +50,7 @@ from chongming_task._model import Failure, FailureKind, TaskSnapshot  # noqa: E4
 from chongming_task.states import TaskStatus  # noqa: E402
 from chongming_task.stores._base import TaskStore  # noqa: E402
 
-TOKEN = "bench-token-0123456789abcdef"
+TOKEN = "bench-token-0123456789abcdefGHIJKL"
 TARGETS_MS = {"tasks": 150.0, "overview": 100.0}
 #: The live target: CPU the dashboard process takes with ``--clients`` streams open,
 #: as a share of one CPU.

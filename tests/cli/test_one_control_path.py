@@ -27,7 +27,7 @@ from .conftest import Result, WorkerProcess, store_dump
 
 S = TaskStatus
 DEADLINE = 30.0
-TOKEN = "test-token-0123456789abcdef"
+TOKEN = "test-token-0123456789abcdefGHIJKL"
 SURFACES = ["cli", "client", "dashboard"]
 #: Task ids the dashboard is expected to answer 202 "requested" for.
 REQUESTED: set[str] = {"raced"}

@@ -28,10 +28,13 @@ from chongming_task.states import TaskStatus
 from chongming_task.stores._base import TaskStore
 from chongming_task.web import create_app
 
-TOKEN = "test-token-0123456789abcdef"
+TOKEN = "test-token-0123456789abcdefGHIJKL"
 USER = "alice"
 CHROMIUM = "/usr/bin/chromium"
 BEARER = {"Authorization": f"Bearer {TOKEN}"}
+#: Two more users' tokens (strong enough: 32+ characters, 10+ distinct, two kinds).
+ANN = "ann-token-0123456789abcdefGHIJKLMN"
+BOB = "bob-token-0123456789abcdefGHIJKLMN"
 
 
 def require_chromium() -> str:

@@ -18,7 +18,7 @@ from chongming_task.stores._base import TaskStore
 from chongming_task.web import create_app
 from chongming_task.web._app import CONTENT_SECURITY_POLICY
 
-from .conftest import BEARER, TOKEN, USER, Holder, login
+from .conftest import ANN, BEARER, BOB, TOKEN, USER, Holder, login
 
 PAGES = ["/", "/tasks", "/tasks/x", "/schedules", "/schedules/x", "/workers", "/buckets", "/events"]
 API = [
@@ -141,8 +141,8 @@ def test_logout_needs_csrf_and_ends_the_session(client: TestClient) -> None:
 
 
 def test_several_users_each_with_a_label(make_client: Any) -> None:
-    client = make_client(token=None, user="x", tokens={"ann": "a" * 20, "bob": "b" * 20})
-    page = client.get("/", headers={"Authorization": "Bearer " + "b" * 20})
+    client = make_client(token=None, user="x", tokens={"ann": ANN, "bob": BOB})
+    page = client.get("/", headers={"Authorization": "Bearer " + BOB})
     assert page.status_code == 200
     assert '<span class="user">bob</span>' in page.text
 
@@ -160,7 +160,7 @@ def test_no_token_given_means_a_generated_one(store: TaskStore) -> None:
 def test_short_tokens_are_refused(store: TaskStore) -> None:
     from chongming_task.errors import ConfigurationError
 
-    with pytest.raises(ConfigurationError, match="at least 16"):
+    with pytest.raises(ConfigurationError, match="at least 32"):
         create_app(store, token="short")
 
 

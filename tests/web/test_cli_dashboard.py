@@ -12,6 +12,10 @@ from starlette.testclient import TestClient
 from chongming_task.cli import main
 from chongming_task.stores._sqlite import SqliteTaskStore
 
+from .conftest import ANN, BOB
+
+EVE = "eve-token-0123456789abcdefGHIJKLMN"
+
 
 def run(*argv: str) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
@@ -79,7 +83,7 @@ def test_loopback_without_a_token_prints_a_generated_one(db: str, served: dict[s
 def test_token_from_the_environment_off_loopback(
     db: str, served: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    bearer = {"Authorization": "Bearer " + "e" * 24}
+    bearer = {"Authorization": "Bearer " + EVE}
 
     def check(app: Any) -> None:
         with TestClient(app) as client:
@@ -88,22 +92,22 @@ def test_token_from_the_environment_off_loopback(
             assert refused.status_code == 403
 
     served["check"] = check
-    monkeypatch.setenv("CHONGMING_DASHBOARD_TOKEN", "e" * 24)
+    monkeypatch.setenv("CHONGMING_DASHBOARD_TOKEN", EVE)
     code, out, _ = run("--db", db, "dashboard", "--host", "0.0.0.0", "--user", "ops", "--read-only")
     assert code == 0
-    assert "e" * 24 not in out  # a configured token is never printed
+    assert EVE not in out  # a configured token is never printed
     assert "read-only" in out
 
 
 def test_token_file_with_labels(db: str, served: dict[str, Any], tmp_path: Path) -> None:
     def check(app: Any) -> None:
         with TestClient(app) as client:
-            page = client.get("/", headers={"Authorization": "Bearer " + "b" * 20})
+            page = client.get("/", headers={"Authorization": "Bearer " + BOB})
             assert '<span class="user">bob</span>' in page.text
 
     served["check"] = check
     tokens = tmp_path / "tokens"
-    tokens.write_text("# who may look\nann " + "a" * 20 + "\nbob " + "b" * 20 + "\n")
+    tokens.write_text("# who may look\nann " + ANN + "\nbob " + BOB + "\n")
     code, _, err = run("--db", db, "dashboard", "--host", "10.1.2.3", "--token-file", str(tokens))
     assert code == 0, err
 
@@ -112,9 +116,11 @@ def test_token_file_with_labels(db: str, served: dict[str, Any], tmp_path: Path)
     ("content", "message"),
     [
         ("", "holds no token"),
-        ("short\n", "at least 16"),
+        ("short\n", "at least 32 characters, got 5"),
+        ("a" * 40 + "\n", "too easy to guess"),
+        ("0123456789" * 4 + "\n", "too easy to guess"),
         ("a b c\n", "expected 'TOKEN' or 'LABEL TOKEN'"),
-        ("x " + "a" * 20 + "\nx " + "b" * 20 + "\n", "appears twice"),
+        ("x " + ANN + "\nx " + BOB + "\n", "appears twice"),
     ],
 )
 def test_bad_token_files(
@@ -123,9 +129,35 @@ def test_bad_token_files(
     tokens = tmp_path / "tokens"
     tokens.write_text(content)
     code, _, err = run("--db", db, "dashboard", "--token-file", str(tokens))
-    assert code == 1
+    assert code == 2  # a usage error: the operator gave a bad token file
     assert message in err
+    assert len(err.strip().splitlines()) == 1  # one line, no traceback
     assert "app" not in served
+
+
+@pytest.mark.parametrize(
+    "token",
+    ["x" * 31, "abababababababababababababababab", "abcdefghijklmnopqrstuvwxyzabcdefgh"],
+)
+def test_a_weak_token_in_the_environment_is_refused_at_start(
+    db: str, served: dict[str, Any], monkeypatch: pytest.MonkeyPatch, token: str
+) -> None:
+    """Too short, too few distinct characters, all one kind: exit 2, one line."""
+    monkeypatch.setenv("CHONGMING_DASHBOARD_TOKEN", token)
+    code, _, err = run("--db", db, "dashboard", "--host", "0.0.0.0")
+    assert code == 2
+    assert "the token of dashboard user 'dashboard'" in err
+    assert len(err.strip().splitlines()) == 1
+    assert "app" not in served
+
+
+def test_session_ttl_option(db: str, served: dict[str, Any]) -> None:
+    code, _, _ = run("--db", db, "dashboard", "--session-ttl", "600")
+    assert code == 0
+    assert served["app"].state.dashboard.ring.session_ttl == 600
+    code, _, err = run("--db", db, "dashboard", "--session-ttl", "0")
+    assert code == 2
+    assert "session_ttl must be a positive number of seconds" in err
 
 
 def test_missing_database_is_refused(tmp_path: Path, served: dict[str, Any]) -> None:

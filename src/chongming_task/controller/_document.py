@@ -23,6 +23,7 @@ from chongming_task._redact import redact, redact_json, redact_traceback
 from chongming_task.controller._table import elapsed_seconds
 from chongming_task.core._clock import utc_now
 from chongming_task.core.state_machine import StateMachine
+from chongming_task.stores._queue_records import recipe_of
 
 if TYPE_CHECKING:
     from chongming_task._model import Failure, Progress, TaskSnapshot, Transition
@@ -31,6 +32,7 @@ __all__ = [
     "LOGS_KEY",
     "LOG_TAIL_LINES",
     "controls_of",
+    "due_at",
     "failure_doc",
     "progress_doc",
     "stored_tail",
@@ -59,6 +61,12 @@ def stored_tail(snapshot: TaskSnapshot, lines: int = LOG_TAIL_LINES) -> list[str
     if not isinstance(logs, list):
         return []
     return [redact(str(line)) or "" for line in logs[-lines:]] if lines > 0 else []
+
+
+def due_at(snapshot: TaskSnapshot) -> datetime | None:
+    """When a task enqueued with a delay may start (its recipe's ``not_before``)."""
+    recipe = recipe_of(snapshot)
+    return recipe.not_before if recipe is not None else None
 
 
 def controls_of(snapshot: TaskSnapshot) -> dict[str, bool]:
@@ -135,6 +143,7 @@ def task_doc(
         "first_started_at": _dt(snapshot.first_started_at),
         "finished_at": _dt(snapshot.finished_at),
         "elapsed": elapsed_seconds(snapshot, now or utc_now()),
+        "due_at": _dt(due_at(snapshot)),
         "progress": progress_doc(snapshot.progress),
         "last_heartbeat_at": _dt(snapshot.last_heartbeat_at),
         "lease_owner": snapshot.lease_owner,

@@ -57,6 +57,12 @@ class QueueHealth:
     def healthy(self) -> bool:
         return not self.problems
 
+    def state_of(self, worker: WorkerRecord) -> str:
+        """``live`` (heart-beating), ``stopped`` (shut down cleanly) or ``dead``."""
+        if worker.worker_id in self.live:
+            return "live"
+        return "stopped" if worker.stopped_at is not None else "dead"
+
 
 def queue_health(store: TaskStore, now: datetime | None = None) -> QueueHealth:
     now = now or store.clock.now()

@@ -52,20 +52,27 @@ from chongming_task.web._auth import (
     COOKIE_NAME,
     CSRF_FIELD,
     CSRF_HEADER,
+    DEFAULT_SESSION_TTL,
     DEFAULT_USER,
     Identity,
+    LoginThrottle,
     TokenRing,
     generate_token,
 )
 from chongming_task.web._live import Broadcaster
 from chongming_task.web._params import checked_input, int_param, json_object, optional_int
+from chongming_task.web._urls import install as install_urls
+from chongming_task.web._urls import schedule_url, task_url, worker_url
 from chongming_task.web._views import (
     DEFAULT_PAGE_SIZE,
     MAX_PAGE_SIZE,
     Dashboard,
     TaskFilters,
+    WorkerInfo,
     WorkerSource,
     controls_of,
+    due_at,
+    elapsed,
     task_doc,
     transition_doc,
 )
@@ -152,6 +159,8 @@ class DashboardConfig:
         self.tick = tick
         self.generated_token = generated_token
         """The token made up because none was given (show it to the operator)."""
+        self.throttle = LoginThrottle()
+        """Failed logins per client address (429 past the limit)."""
 
 
 class _SecurityHeaders:
@@ -188,6 +197,8 @@ def _environment() -> jinja2.Environment:
     env.filters["redact"] = redact
     env.filters["tojson_pretty"] = lambda value: json.dumps(value, indent=2, default=str)
     env.filters["dt"] = lambda value: value.isoformat(timespec="seconds") if value else "—"
+    env.globals.update(due_at=due_at, elapsed=elapsed)
+    install_urls(env)
     return env
 
 
@@ -218,6 +229,7 @@ def create_app(
     idle_after: float = 60.0,
     stopping_grace: float = 30.0,
     workers: WorkerSource | None = None,
+    session_ttl: float = DEFAULT_SESSION_TTL,
 ) -> Starlette:
     """The dashboard as an ASGI app over ``store``.
 
@@ -234,12 +246,16 @@ def create_app(
         idle_after: Seconds without heartbeat after which a running task looks stuck.
         stopping_grace: Seconds in ``stopping`` after which a task looks stuck.
         workers: A worker registry (see :class:`~chongming_task.web._views.WorkerSource`).
+        session_ttl: Seconds a login session lasts (default 12 hours); logging out ends
+            it at once.
 
     Without ``token`` or ``tokens`` a random token is generated: read it from
     ``app.state.dashboard.generated_token``. There is no unauthenticated mode.
 
     Raises:
-        ConfigurationError: both ``token`` and ``tokens``, or a token that is too short.
+        ConfigurationError: both ``token`` and ``tokens``, a token that is too easy to
+            guess (shorter than 32 characters, fewer than 10 distinct characters, or
+            all of one kind), or a session_ttl that is not > 0.
     """
     if token is not None and tokens is not None:
         raise ConfigurationError("give either token or tokens, not both")
@@ -258,7 +274,7 @@ def create_app(
     )
     config = DashboardConfig(
         store=store,
-        ring=TokenRing(tokens),
+        ring=TokenRing(tokens, session_ttl=session_ttl),
         read_only=read_only,
         clock=the_clock,
         data=data,
@@ -283,6 +299,7 @@ def create_app(
         Route("/schedules/{name:path}/override", handlers.schedule_override, methods=["POST"]),
         Route("/schedules/{name:path}/{action}", handlers.schedule_action, methods=["POST"]),
         Route("/workers", handlers.workers, name="workers"),
+        Route("/workers/{worker_id:path}", handlers.worker, name="worker"),
         Route("/buckets", handlers.buckets, name="buckets"),
         Route("/api/overview", handlers.api_overview),
         Route("/api/events", handlers.events),
@@ -299,6 +316,7 @@ def create_app(
         ),
         Route("/api/schedules/{name:path}/{action}", handlers.schedule_action, methods=["POST"]),
         Route("/api/workers", handlers.api_workers),
+        Route("/api/workers/{worker_id:path}", handlers.api_worker),
         Route("/api/limits", handlers.api_limits),
         Route("/api/buckets", handlers.api_buckets),
         Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
@@ -318,6 +336,17 @@ def _base(request: Request) -> str:
     """The path the dashboard is mounted under (``""`` at the root of the server)."""
     base: str = request.scope.get("root_path", "")
     return base
+
+
+def _here(request: Request) -> str:
+    """The path of this request as the client sent it, still percent-encoded.
+
+    ``request.url.path`` is decoded: ``/tasks/job%2541`` reads ``/tasks/job%41``, which
+    as a URL names task ``jobA``. Never build a link from it."""
+    raw = request.scope.get("raw_path")
+    if isinstance(raw, bytes) and raw:
+        return raw.decode("latin-1").split("?", 1)[0]
+    return quote(request.url.path)
 
 
 def _see_other(request: Request, path: str) -> RedirectResponse:
@@ -467,7 +496,7 @@ class _Handlers:
         if identity is not None:
             return identity
         cookie = request.cookies.get(COOKIE_NAME)
-        return ring.session(cookie) if cookie else None
+        return ring.session(cookie, self.config.clock.now()) if cookie else None
 
     def unauthorized(self, request: Request) -> Response:
         headers = {"WWW-Authenticate": 'Bearer realm="chongming-task dashboard"'}
@@ -478,7 +507,7 @@ class _Handlers:
                 headers=headers,
             )
         base = _base(request)
-        target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        target = _here(request) + (f"?{request.url.query}" if request.url.query else "")
         return self.render(
             request,
             "login.html",
@@ -503,8 +532,17 @@ class _Handlers:
         token = form.get("token")
         next_value = form.get("next")
         base = _base(request)
+        now = self.config.clock.now()
+        address = request.client.host if request.client else "-"
+        wait = self.config.throttle.retry_after(address, now)
+        if wait is not None:
+            message = f"too many failed logins from {address}: try again in {wait} s"
+            response = _error(request, 429, message, self.env)
+            response.headers["Retry-After"] = str(wait)
+            return response
         user = self.config.ring.user_of(token) if isinstance(token, str) and token else None
         if user is None:
+            self.config.throttle.failed(address, now)
             return self.render(
                 request,
                 "login.html",
@@ -516,7 +554,8 @@ class _Handlers:
         response = RedirectResponse(target, status_code=303)
         response.set_cookie(
             COOKIE_NAME,
-            self.config.ring.new_session(user),
+            self.config.ring.new_session(user, now),
+            max_age=int(self.config.ring.session_ttl),
             httponly=True,
             samesite="strict",
             secure=request.url.scheme == "https",
@@ -531,6 +570,9 @@ class _Handlers:
         sent = form.get(CSRF_FIELD)
         if not self.config.ring.csrf_ok(identity, sent if isinstance(sent, str) else None):
             return _error(request, 403, "missing or invalid CSRF token", self.env)
+        cookie = request.cookies.get(COOKIE_NAME)
+        if cookie:
+            self.config.ring.revoke(cookie, self.config.clock.now())
         response = _see_other(request, "/login")
         response.delete_cookie(COOKIE_NAME, path=_base(request) + "/")
         return response
@@ -556,7 +598,10 @@ class _Handlers:
             for key, value in request.query_params.multi_items()
             if key not in _FLASH_KEYS and key != "partial"
         ]
-        context.setdefault("live_url", f"{request.url.path}?{urlencode([*kept, ('partial', '1')])}")
+        # The page's own URL, encoded from the raw id (never the decoded request path:
+        # the page of task "job%41" must refresh from /tasks/job%2541, not task "jobA").
+        here = context.pop("self_url", None) or _here(request)
+        context.setdefault("live_url", f"{here}?{urlencode([*kept, ('partial', '1')])}")
         html = self.env.get_template(template).render(
             identity=identity,
             csrf=identity.csrf if identity is not None and identity.csrf else "",
@@ -611,6 +656,7 @@ class _Handlers:
         def build() -> Response:
             o = self.config.data.overview()
             health = o.schedules
+            now = o.checked_at
             return JSONResponse(
                 {
                     "counts": {s.value: n for s, n in o.counts.items()},
@@ -619,11 +665,17 @@ class _Handlers:
                     "queue_depth": o.queue_depth,
                     "oldest_queued": o.oldest_queued.task_id if o.oldest_queued else None,
                     "oldest_queued_age": o.oldest_queued_age,
-                    "running": [task_doc(s, full=False) for s in o.running],
+                    "health": {
+                        "status": o.health.status,
+                        "healthy": o.health.healthy,
+                        "problems": [redact(p) for p in o.health.problems],
+                    },
+                    "running": [task_doc(s, now, full=False) for s in o.running],
                     "stuck": [
-                        {"task": task_doc(s.snapshot, full=False), "why": s.why} for s in o.stuck
+                        {"task": task_doc(s.snapshot, now, full=False), "why": s.why}
+                        for s in o.stuck
                     ],
-                    "recent_failures": [task_doc(s, full=False) for s in o.recent_failures],
+                    "recent_failures": [task_doc(s, now, full=False) for s in o.recent_failures],
                     "schedules": _health_doc(health),
                     "workers": [_worker_doc(w) for w in o.workers],
                     "checked_at": o.checked_at.isoformat(),
@@ -673,7 +725,7 @@ class _Handlers:
             page = self._page(request)
             return JSONResponse(
                 {
-                    "tasks": [task_doc(s, full=False) for s in page.tasks],
+                    "tasks": [task_doc(s, self.config.clock.now(), full=False) for s in page.tasks],
                     "next_cursor": page.next_cursor,
                     "position": page.position,
                     "limit": page.limit,
@@ -708,8 +760,9 @@ class _Handlers:
                 request,
                 "task.html",
                 page="tasks",
+                self_url=task_url(_base(request), snapshot.task_id),
                 t=snapshot,
-                doc=task_doc(snapshot),
+                doc=task_doc(snapshot, self.config.clock.now()),
                 timeline=self._timeline(snapshot),
                 controls=controls_of(snapshot),
                 why=self.config.data.explain(snapshot),
@@ -723,7 +776,7 @@ class _Handlers:
         def document(snapshot: TaskSnapshot) -> Response:
             return JSONResponse(
                 {
-                    "task": task_doc(snapshot),
+                    "task": task_doc(snapshot, self.config.clock.now()),
                     "history": [
                         {**transition_doc(t), "seconds_in_state": seconds}
                         for t, seconds in self._timeline(snapshot)
@@ -811,7 +864,7 @@ class _Handlers:
             if code == 404:
                 return _error(request, 404, result["message"], self.env)
             query = urlencode({"done": action, "result": result["result"]})
-            return _see_other(request, f"/tasks/{quote(task_id)}?{query}")
+            return _see_other(request, f"{task_url('', task_id)}?{query}")
 
         return await self._call(request, act)
 
@@ -891,6 +944,7 @@ class _Handlers:
                 request,
                 "schedule.html",
                 page="schedules",
+                self_url=schedule_url(_base(request), control.name),
                 s=control,
                 stats=admin.statistics(control.name),
                 kwargs=redact_json(dict(control.kwargs)),
@@ -945,7 +999,7 @@ class _Handlers:
             result["message"] = SCHEDULE_MESSAGE[action]
             if _wants_json(request):
                 return JSONResponse(result, status_code=202)
-            return _see_other(request, f"/schedules/{quote(name)}?{urlencode({'done': action})}")
+            return _see_other(request, f"{schedule_url('', name)}?{urlencode({'done': action})}")
 
         return await self._on_schedule(request, act, actor=identity.user)
 
@@ -962,7 +1016,7 @@ class _Handlers:
 
         def act(admin: ScheduleAdmin, _: ScheduleControl) -> Response:
             action, pattern, timezone, revision = edit
-            back = f"/schedules/{quote(name)}"
+            back = schedule_url("", name)
             try:
                 if action == "reset":
                     control = admin.reset_pattern(
@@ -1015,16 +1069,57 @@ class _Handlers:
     async def workers(self, request: Request) -> Response:
         def build() -> Response:
             data = self.config.data
+            workers = data.workers()
             return self.render(
                 request,
                 "workers.html",
                 page="workers",
-                workers=data.workers(),
-                registry=data.worker_source is not None,
+                workers=workers,
+                registry=any(w.source == "registry" for w in workers),
                 limits=fleet_view(self.config.store),
             )
 
         return await self._call(request, build)
+
+    async def _on_worker(
+        self,
+        request: Request,
+        respond: Callable[[WorkerInfo, list[TaskSnapshot]], Response],
+    ) -> Response:
+        worker_id = request.path_params["worker_id"]
+
+        def build() -> Response:
+            found = self.config.data.worker(worker_id)
+            if found is None:
+                return _error(request, 404, f"no worker {worker_id!r} is known", self.env)
+            return respond(*found)
+
+        return await self._call(request, build)
+
+    @authenticated
+    async def worker(self, request: Request) -> Response:
+        def page(worker: WorkerInfo, tasks: list[TaskSnapshot]) -> Response:
+            return self.render(
+                request,
+                "worker.html",
+                page="workers",
+                self_url=worker_url(_base(request), worker.name),
+                w=worker,
+                tasks=tasks,
+                now=self.config.clock.now(),
+            )
+
+        return await self._on_worker(request, page)
+
+    @authenticated
+    async def api_worker(self, request: Request) -> Response:
+        def document(worker: WorkerInfo, tasks: list[TaskSnapshot]) -> Response:
+            now = self.config.clock.now()
+            return JSONResponse(
+                {"worker": _worker_doc(worker), "tasks": [task_doc(s, now=now) for s in tasks]}
+            )
+
+        return await self._on_worker(request, document)
 
     @authenticated
     async def api_limits(self, request: Request) -> Response:
@@ -1053,10 +1148,14 @@ class _Handlers:
     async def api_workers(self, request: Request) -> Response:
         def build() -> Response:
             data = self.config.data
+            workers = data.workers()
+            registry = data.worker_source is not None or any(
+                w.source == "registry" for w in workers
+            )
             return JSONResponse(
                 {
-                    "source": "registry" if data.worker_source is not None else "leases",
-                    "workers": [_worker_doc(w) for w in data.workers()],
+                    "source": "registry" if registry else "leases",
+                    "workers": [_worker_doc(w) for w in workers],
                 }
             )
 
@@ -1198,13 +1297,22 @@ def _limit_use_doc(use: LimitUse) -> dict[str, Any]:
     }
 
 
-def _worker_doc(worker: Any) -> dict[str, Any]:
+def _worker_doc(worker: WorkerInfo) -> dict[str, Any]:
     return {
         "name": worker.name,
         "tasks": worker.tasks,
         "live_leases": worker.live_leases,
         "latest_lease": _dt(worker.latest_lease),
-        "buckets": list(worker.buckets),
+        "buckets": None if worker.buckets is None else list(worker.buckets),
         "up": worker.up,
         "source": worker.source,
+        "state": worker.state,
+        "kind": worker.kind,
+        "host": worker.host,
+        "pid": worker.pid,
+        "version": worker.version,
+        "slots": worker.slots,
+        "started_at": _dt(worker.started_at),
+        "heartbeat_at": _dt(worker.heartbeat_at),
+        "heartbeat_age": worker.heartbeat_age,
     }

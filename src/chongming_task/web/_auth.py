@@ -5,12 +5,18 @@ carry a token: ``Authorization: Bearer <token>`` (scripts, the JSON API), or the
 cookie that ``POST /login`` sets (browsers). Tokens are compared with
 :func:`hmac.compare_digest` against every configured token, so timing says nothing.
 
-The session cookie is stateless: ``<label>.<nonce>.<mac>``, where ``mac`` is an HMAC of
-the label and nonce keyed by that user's token. Rotating a token therefore logs its
-sessions out, and a restart keeps them. The CSRF token of a session is another HMAC of
-its nonce under the same key: a state-changing request authenticated by the cookie must
-send it (form field ``csrf`` or header ``X-CSRF-Token``); a bearer request needs none,
-since no browser attaches a bearer header by itself.
+The session cookie is ``<label>.<nonce>.<expires>.<mac>``, where ``mac`` is an HMAC of
+the label, nonce and expiry (Unix seconds) keyed by that user's token. A session ends
+at its expiry (``session_ttl``, 12 hours by default), when its user logs out (the
+nonce is revoked in this process until the session would have expired), or when its
+token is rotated. The CSRF token of a session is another HMAC of its nonce under the
+same key: a state-changing request authenticated by the cookie must send it (form
+field ``csrf`` or header ``X-CSRF-Token``); a bearer request needs none, since no
+browser attaches a bearer header by itself.
+
+A token must be hard to guess: at least 32 characters, at least 10 distinct ones, of
+at least two kinds (lower case, upper case, digits, others). Failed logins are limited
+per client address (:class:`LoginThrottle`).
 """
 
 from __future__ import annotations
@@ -18,10 +24,14 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import math
 import secrets
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
+from typing import Final
 
 from chongming_task.errors import ConfigurationError
 
@@ -31,6 +41,7 @@ __all__ = [
     "CSRF_HEADER",
     "DEFAULT_USER",
     "Identity",
+    "LoginThrottle",
     "TokenRing",
     "generate_token",
     "read_token_file",
@@ -42,7 +53,16 @@ CSRF_HEADER = "x-csrf-token"
 #: The label of a token given without one (``--token-file`` with a bare token).
 DEFAULT_USER = "dashboard"
 #: Shortest token accepted: a guessable door is no door.
-MIN_TOKEN_LENGTH = 16
+MIN_TOKEN_LENGTH: Final = 32
+#: Fewest distinct characters a token must have (``aaaa...`` or ``abab...`` is no secret).
+MIN_TOKEN_DISTINCT: Final = 10
+#: Seconds a login session lasts (``create_app(session_ttl=...)``, ``--session-ttl``).
+DEFAULT_SESSION_TTL: Final = 12 * 3600.0
+#: Failed logins one client address may make per :data:`LOGIN_WINDOW` seconds.
+LOGIN_ATTEMPTS: Final = 5
+LOGIN_WINDOW: Final = 60.0
+#: Client addresses the login throttle remembers at most (the oldest are forgotten).
+_THROTTLE_ADDRESSES: Final = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +93,44 @@ def _check_label(label: str) -> str:
             "without spaces or dots"
         )
     return label
+
+
+def _kinds(token: str) -> int:
+    return len(
+        {
+            "lower"
+            if c.islower()
+            else "upper"
+            if c.isupper()
+            else "digit"
+            if c.isdigit()
+            else "other"
+            for c in token
+        }
+    )
+
+
+def check_token(label: str, token: object) -> str:
+    """``token`` if it is strong enough to guard the dashboard.
+
+    Raises:
+        ConfigurationError: shorter than 32 characters, fewer than 10 distinct
+            characters, or all of one kind (say, only digits).
+    """
+    fix = "; make one with `python -c 'import secrets; print(secrets.token_urlsafe(32))'`"
+    if not isinstance(token, str) or len(token) < MIN_TOKEN_LENGTH:
+        size = len(token) if isinstance(token, str) else 0
+        raise ConfigurationError(
+            f"the token of dashboard user {label!r} must be at least {MIN_TOKEN_LENGTH} "
+            f"characters, got {size}{fix}"
+        )
+    if len(set(token)) < MIN_TOKEN_DISTINCT or _kinds(token) < 2:
+        raise ConfigurationError(
+            f"the token of dashboard user {label!r} is too easy to guess: it needs at least "
+            f"{MIN_TOKEN_DISTINCT} distinct characters of at least two kinds (lower case, "
+            f"upper case, digits, others){fix}"
+        )
+    return token
 
 
 def read_token_file(path: str | Path) -> dict[str, str]:
@@ -125,27 +183,32 @@ class TokenRing:
 
     Args:
         tokens: ``user label -> token``; at least one.
+        session_ttl: Seconds a login session lasts.
 
     Raises:
-        ConfigurationError: no token, a token shorter than 16 characters, a bad
-            label, or two users sharing one token.
+        ConfigurationError: no token, a weak token (:func:`check_token`), a bad
+            label, two users sharing one token, or a session_ttl that is not > 0.
     """
 
-    def __init__(self, tokens: Mapping[str, str]) -> None:
+    def __init__(
+        self, tokens: Mapping[str, str], *, session_ttl: float = DEFAULT_SESSION_TTL
+    ) -> None:
         if not tokens:
             raise ConfigurationError("the dashboard needs at least one token")
+        if not (isinstance(session_ttl, int | float) and 0 < session_ttl < math.inf):
+            raise ConfigurationError(
+                f"session_ttl must be a positive number of seconds, got {session_ttl!r}"
+            )
         checked: dict[str, bytes] = {}
         for label, token in tokens.items():
             _check_label(label)
-            if not isinstance(token, str) or len(token) < MIN_TOKEN_LENGTH:
-                raise ConfigurationError(
-                    f"the token of dashboard user {label!r} must be at least "
-                    f"{MIN_TOKEN_LENGTH} characters"
-                )
-            checked[label] = token.encode()
+            checked[label] = check_token(label, token).encode()
         if len(set(checked.values())) != len(checked):
             raise ConfigurationError("two dashboard users share one token")
         self._tokens = checked
+        self.session_ttl = float(session_ttl)
+        self._revoked: dict[str, int] = {}
+        """Nonces of sessions logged out -> when they would have expired."""
 
     @property
     def users(self) -> list[str]:
@@ -165,26 +228,50 @@ class TokenRing:
         message = f"{purpose}|{label}|{nonce}".encode()
         return hmac.new(key, message, hashlib.sha256).hexdigest()
 
-    def new_session(self, label: str) -> str:
-        """The cookie value of a fresh session of ``label``."""
+    def new_session(self, label: str, now: datetime) -> str:
+        """The cookie value of a fresh session of ``label``, valid ``session_ttl`` from ``now``."""
         nonce = secrets.token_urlsafe(16)
-        return f"{_b64(label)}.{nonce}.{self._mac(label, 'session', nonce)}"
+        expires = str(math.ceil(now.timestamp() + self.session_ttl))
+        mac = self._mac(label, "session", f"{nonce}|{expires}")
+        return f"{_b64(label)}.{nonce}.{expires}.{mac}"
 
-    def session(self, cookie: str) -> Identity | None:
-        """The identity of a session cookie, or ``None`` when it is forged or stale."""
+    def _verified(self, cookie: str, now: datetime) -> tuple[str, str, int] | None:
+        """``(label, nonce, expires)`` of a genuine, unexpired, not revoked cookie."""
         parts = cookie.split(".")
-        if len(parts) != 3:
+        if len(parts) != 4 or not parts[2].isdigit():
             return None
-        encoded, nonce, mac = parts
+        encoded, nonce, expires, mac = parts
         try:
             label = _unb64(encoded)
         except (ValueError, UnicodeDecodeError):
             return None
         if label not in self._tokens:
             return None
-        if not hmac.compare_digest(mac.encode(), self._mac(label, "session", nonce).encode()):
+        expected = self._mac(label, "session", f"{nonce}|{expires}")
+        if not hmac.compare_digest(mac.encode(), expected.encode()):
             return None
+        if int(expires) <= now.timestamp() or nonce in self._revoked:
+            return None
+        return label, nonce, int(expires)
+
+    def session(self, cookie: str, now: datetime) -> Identity | None:
+        """The identity of a session cookie, or ``None`` when it is forged, expired or
+        logged out."""
+        found = self._verified(cookie, now)
+        if found is None:
+            return None
+        label, nonce, _ = found
         return Identity(user=label, via="cookie", csrf=self._mac(label, "csrf", nonce))
+
+    def revoke(self, cookie: str, now: datetime) -> None:
+        """End the session of ``cookie`` (logout): it is refused from now on."""
+        stamp = now.timestamp()
+        for nonce, expires in list(self._revoked.items()):
+            if expires <= stamp:  # expired anyway: no need to remember it
+                del self._revoked[nonce]
+        found = self._verified(cookie, now)
+        if found is not None:
+            self._revoked[found[1]] = found[2]
 
     def bearer(self, header: str | None) -> Identity | None:
         """The identity of an ``Authorization`` header value, or ``None``."""
@@ -204,3 +291,45 @@ class TokenRing:
         if not sent or identity.csrf is None:
             return False
         return hmac.compare_digest(sent.encode(), identity.csrf.encode())
+
+
+class LoginThrottle:
+    """At most ``attempts`` failed logins per client address in any ``window`` seconds.
+
+    Once an address has failed that often, every login from it (even with the right
+    token) is refused with 429 until its oldest failure leaves the window. Behind a
+    reverse proxy every client shares the proxy's address, and so its limit.
+    """
+
+    def __init__(self, *, attempts: int = LOGIN_ATTEMPTS, window: float = LOGIN_WINDOW) -> None:
+        self.attempts = attempts
+        self.window = window
+        self._failures: dict[str, deque[float]] = {}
+
+    def _recent(self, address: str, stamp: float) -> deque[float]:
+        failures = self._failures.get(address)
+        if failures is None:
+            return deque()
+        while failures and failures[0] <= stamp - self.window:
+            failures.popleft()
+        if not failures:
+            del self._failures[address]
+        return failures
+
+    def retry_after(self, address: str, now: datetime) -> int | None:
+        """Seconds until ``address`` may try again, or ``None`` if it may now."""
+        stamp = now.timestamp()
+        failures = self._recent(address, stamp)
+        if len(failures) < self.attempts:
+            return None
+        return max(1, math.ceil(failures[0] + self.window - stamp))
+
+    def failed(self, address: str, now: datetime) -> None:
+        """Record a failed login of ``address``."""
+        stamp = now.timestamp()
+        failures = self._recent(address, stamp)
+        if address not in self._failures:
+            if len(self._failures) >= _THROTTLE_ADDRESSES:
+                del self._failures[next(iter(self._failures))]
+            self._failures[address] = failures
+        failures.append(stamp)

@@ -26,13 +26,18 @@ from typing import Any, Final, Protocol
 from chongming_task._explain import Explanation, explain
 from chongming_task._model import TaskSnapshot, Transition
 from chongming_task._timespec import parse_instant
-from chongming_task.controller._document import controls_of, task_doc, transition_doc
+from chongming_task.buckets._health import FleetHealth, fleet_health
+from chongming_task.buckets._registry import ownership_report
+from chongming_task.controller._document import controls_of, due_at, task_doc, transition_doc
 from chongming_task.controller._explaining import store_facts
+from chongming_task.controller._table import elapsed_seconds
 from chongming_task.core._clock import Clock
 from chongming_task.errors import ConfigurationError
 from chongming_task.schedule._admin import ScheduleAdmin
 from chongming_task.states import OCCUPYING, TERMINAL, TaskStatus
-from chongming_task.stores._base import ScheduleStore, TaskQuery, TaskStore
+from chongming_task.stores._base import QueueStore, ScheduleStore, TaskQuery, TaskStore
+from chongming_task.stores._queue_health import QueueHealth, queue_health
+from chongming_task.stores._queue_records import WorkerRecord
 from chongming_task.web._params import optional_int
 
 __all__ = [
@@ -44,6 +49,8 @@ __all__ = [
     "TaskPage",
     "WorkerSource",
     "controls_of",
+    "due_at",
+    "elapsed",
     "task_doc",
     "transition_doc",
 ]
@@ -59,10 +66,24 @@ _STUCK_LIMIT: Final = 50
 _HELD_LIMIT: Final = 2000
 #: One live fingerprint in this many also counts tasks per status (see ``fingerprint``).
 FULL_EVERY: Final = 10
+#: Queued tasks read (oldest first) at most to find the oldest one that is due.
+_DUE_SCAN: Final = 2000
+#: Unfinished tasks listed on a worker's page.
+_WORKER_TASKS: Final = 200
 
 
 def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
+
+
+def is_due(snapshot: TaskSnapshot, now: datetime) -> bool:
+    due = due_at(snapshot)
+    return due is None or due <= now
+
+
+#: Seconds since the first start, to ``now`` while the task is unfinished (the stored
+#: :attr:`~TaskSnapshot.elapsed` stops at its last write): the CLI's rule.
+elapsed = elapsed_seconds
 
 
 # ---------------------------------------------------------------- task list
@@ -255,6 +276,7 @@ class Overview:
     unfinished: int
     queue_depth: int
     oldest_queued: TaskSnapshot | None
+    """The oldest queued task that is due (not one enqueued to start later)."""
     oldest_queued_age: float | None
     running: list[TaskSnapshot]
     stuck: list[StuckTask]
@@ -263,11 +285,13 @@ class Overview:
     """The ``SchedulerHealth`` of the schedule records, or ``None`` without schedules."""
     workers: list[WorkerInfo]
     checked_at: datetime
+    health: FleetHealth
+    """The verdict ``chongming-task health`` gives, with its problems."""
 
 
 @dataclass(frozen=True, slots=True)
 class WorkerInfo:
-    """A process as far as the store shows it: an owner holding leases on tasks."""
+    """A process: a worker in the store's registry, or an owner holding leases on tasks."""
 
     name: str
     tasks: int
@@ -275,19 +299,33 @@ class WorkerInfo:
     live_leases: int
     """Of those, leases not yet expired."""
     latest_lease: datetime | None
-    buckets: list[int] = field(default_factory=list)
+    buckets: list[int] | None = field(default_factory=list)
+    """Buckets it declares (registry; ``None``: every bucket) or holds tasks of (leases)."""
     up: bool | None = None
-    """``True``: some lease is live; ``False``: all expired; ``None``: it holds none."""
+    """Registry: heart-beating. Leases: ``True`` some lease is live, ``False`` all
+    expired, ``None`` it holds none."""
     source: str = "leases"
-    """Where this entry comes from (``leases``; a worker registry would say ``registry``)."""
+    """``registry`` (``chongming-task workers``) or ``leases`` (a holder the registry
+    does not list, such as a bare ``Controller``)."""
+    state: str | None = None
+    """Registry: ``live``, ``dead`` (stopped heart-beating) or ``stopped`` (shut down)."""
+    kind: str | None = None
+    host: str | None = None
+    pid: int | None = None
+    version: str | None = None
+    slots: int | None = None
+    started_at: datetime | None = None
+    heartbeat_at: datetime | None = None
+    heartbeat_age: float | None = None
+    """Seconds since its last heartbeat, at the time of the read."""
 
 
 class WorkerSource(Protocol):
     """The hook for a worker registry: ``create_app(store, workers=...)``.
 
-    Until the library has a registry, workers are inferred from the leases of
-    unfinished tasks (:meth:`Dashboard.workers_from_leases`). A registry passes an
-    object with this method and the workers page and overview show its answer.
+    Without one the dashboard reads the store's own worker registry (the one
+    ``chongming-task workers`` reads) and adds the lease holders it does not list
+    (:meth:`Dashboard.workers_from_leases`). An object passed here replaces both.
     """
 
     def workers(self) -> list[WorkerInfo]: ...
@@ -458,7 +496,12 @@ class Dashboard:
                     f"stopping for {seconds:.0f}s, past the {self.stopping_grace:g}s grace window",
                 )
         idle = timedelta(seconds=self.idle_after)
-        for snapshot in self.running():
+        # Only a running task is expected to beat: a paused one (an operator's choice)
+        # or a pausing one never looks stuck for its silence.
+        silent = self.store.query(
+            TaskQuery(statuses=frozenset({TaskStatus.RUNNING}), order="updated", limit=_STUCK_LIMIT)
+        )
+        for snapshot in silent:
             beat = snapshot.last_heartbeat_at or snapshot.started_at
             if snapshot.task_id in found or beat is None or now - beat <= idle:
                 continue
@@ -482,14 +525,7 @@ class Dashboard:
         counts = self.store.count_by_status()
         full = {status: int(counts.get(status, 0)) for status in TaskStatus}
         queued = full[TaskStatus.QUEUED]
-        oldest = (
-            self.store.query(
-                TaskQuery(statuses=frozenset({TaskStatus.QUEUED}), order="created", limit=1)
-            )
-            if queued
-            else []
-        )
-        oldest_task = oldest[0] if oldest else None
+        oldest_task = self.oldest_due(now) if queued else None
         age = None
         if oldest_task is not None:
             since = oldest_task.queued_at or oldest_task.created_at
@@ -501,7 +537,9 @@ class Dashboard:
             if full[TaskStatus.FAILED] or full[TaskStatus.LOST]
             else []
         )
+        health = self.verdict()
         return Overview(
+            health=health,
             counts=full,
             total=sum(full.values()),
             unfinished=sum(n for s, n in full.items() if s not in TERMINAL),
@@ -512,9 +550,28 @@ class Dashboard:
             stuck=self.stuck(now),
             recent_failures=failures,
             schedules=self.schedule_health(),
-            workers=self.workers(),
+            workers=self.workers(health.queue),
             checked_at=now,
         )
+
+    def oldest_due(self, now: datetime) -> TaskSnapshot | None:
+        """The oldest queued task that may start now (a delayed one is not waiting yet).
+
+        Reads the oldest queued task, and only when it is not due yet more of them
+        (64, then 512, then ``_DUE_SCAN``); ``None`` if none of those is due."""
+        for limit in (1, 64, 512, _DUE_SCAN):
+            page = self.store.query(
+                TaskQuery(statuses=frozenset({TaskStatus.QUEUED}), order="created", limit=limit)
+            )
+            found = next((s for s in page if is_due(s, now)), None)
+            if found is not None or len(page) < limit:
+                return found
+        return None
+
+    def verdict(self) -> FleetHealth:
+        """What ``chongming-task health`` says about this store, problems included."""
+        admin = self.admin() if self.keeps_schedules else None
+        return fleet_health(self.store, admin, now=self.clock.now())
 
     # -- schedules ------------------------------------------------------------------
 
@@ -535,10 +592,59 @@ class Dashboard:
 
     # -- workers and buckets --------------------------------------------------------
 
-    def workers(self) -> list[WorkerInfo]:
+    def workers(self, queue: QueueHealth | None = None) -> list[WorkerInfo]:
+        """The registry's workers (live, dead, stopped: as ``chongming-task workers``
+        lists them), then the lease holders it does not list.
+
+        ``queue``: a :func:`queue_health` read already made (the overview's verdict)."""
         if self.worker_source is not None:
             return self.worker_source.workers()
-        return self.workers_from_leases()
+        holders = {w.name: w for w in self.workers_from_leases()}
+        if queue is None and isinstance(self.store, QueueStore):
+            queue = queue_health(self.store, self.clock.now())
+        out = []
+        if queue is not None:
+            for record in queue.workers:
+                held = holders.pop(record.worker_id, None)
+                out.append(self._registered(record, queue, held))
+        return out + list(holders.values())
+
+    @staticmethod
+    def _registered(
+        record: WorkerRecord, queue: QueueHealth, held: WorkerInfo | None
+    ) -> WorkerInfo:
+        state = queue.state_of(record)
+        return WorkerInfo(
+            name=record.worker_id,
+            tasks=held.tasks if held else 0,
+            live_leases=held.live_leases if held else 0,
+            latest_lease=held.latest_lease if held else None,
+            buckets=None if record.buckets is None else list(record.buckets),
+            up=state == "live",
+            source="registry",
+            state=state,
+            kind=record.kind,
+            host=record.host,
+            pid=record.pid,
+            version=record.version,
+            slots=record.slots,
+            started_at=record.started_at,
+            heartbeat_at=record.heartbeat_at,
+            heartbeat_age=max(0.0, (queue.checked_at - record.heartbeat_at).total_seconds()),
+        )
+
+    def worker(self, worker_id: str) -> tuple[WorkerInfo, list[TaskSnapshot]] | None:
+        """One worker and the unfinished tasks it owns (newest first); ``None``: unknown."""
+        found = next((w for w in self.workers() if w.name == worker_id), None)
+        if found is None:
+            return None
+        unfinished = frozenset(TaskStatus) - frozenset(TERMINAL)
+        owned = self.store.query(
+            TaskQuery(statuses=unfinished, owner=worker_id, order="-updated", limit=_WORKER_TASKS)
+        )
+        held = [s for s in self._held_tasks() if s.lease_owner == worker_id]
+        tasks = {s.task_id: s for s in [*owned, *held]}
+        return found, sorted(tasks.values(), key=lambda s: s.updated_at, reverse=True)
 
     def _held_tasks(self) -> list[TaskSnapshot]:
         """Tasks a process holds: the occupying statuses and ``paused`` (bounded read).
@@ -574,15 +680,21 @@ class Dashboard:
         return out
 
     def buckets(self) -> list[dict[str, Any]]:
-        """Per bucket: task count and the owners seen holding its active tasks.
+        """Per bucket: its tasks, queued work, declared owners and live lease holders.
 
-        *Active* tasks are those a process holds (occupying statuses and ``paused``).
-        ``state`` is ``owned`` (one holder), ``duplicate`` (several: two nodes claim the
-        bucket, or a hand-over is in progress), ``unowned`` (active tasks nobody holds
-        a live lease on) or ``idle`` (no active task).
+        ``queued``: queued tasks nobody holds yet (``health``/``workers`` count the
+        same); ``owners``: live nodes declaring the bucket (``buckets --owners``);
+        ``holders``: owners of live leases on its active tasks (occupying statuses and
+        ``paused``). ``state`` is ``duplicate`` (two live nodes declare it, or two
+        processes hold its tasks), ``orphaned`` (queued or unfinished work and no live
+        worker owning it: nothing will run it), ``owned``, ``unowned`` (active tasks
+        nobody holds a live lease on) or ``idle`` (nothing queued, nothing active).
         """
         now = self.clock.now()
         counts = self.store.count_by_bucket()
+        queue = queue_health(self.store, now)
+        report = ownership_report(self.store, now=now)
+        orphaned = set(queue.orphaned) | {o.bucket for o in report.orphans}
         holders: dict[int, set[str]] = defaultdict(set)
         unheld: dict[int, int] = defaultdict(int)
         unfinished: dict[int, int] = defaultdict(int)
@@ -594,12 +706,16 @@ class Dashboard:
                 holders[snapshot.bucket].add(snapshot.lease_owner)
             else:
                 unheld[snapshot.bucket] += 1
+        queued = {int(b): n for b, n in queue.depth.items() if b.lstrip("-").isdigit()}
         rows = []
-        for bucket in sorted(set(counts) | set(unfinished)):
-            owners = sorted(holders.get(bucket, ()))
-            if len(owners) > 1:
+        for bucket in sorted(set(counts) | set(unfinished) | set(queued)):
+            held_by = sorted(holders.get(bucket, ()))
+            owners = list(report.owners.get(bucket, ())) if report.declared else []
+            if len(held_by) > 1 or bucket in report.duplicates:
                 state = "duplicate"
-            elif owners:
+            elif str(bucket) in orphaned:
+                state = "orphaned"
+            elif held_by or owners:
                 state = "owned"
             elif unfinished.get(bucket):
                 state = "unowned"
@@ -609,9 +725,11 @@ class Dashboard:
                 {
                     "bucket": bucket,
                     "tasks": counts.get(bucket, 0),
+                    "queued": queued.get(bucket, 0),
                     "active": unfinished.get(bucket, 0),
                     "unheld": unheld.get(bucket, 0),
-                    "holders": owners,
+                    "owners": owners,
+                    "holders": held_by,
                     "state": state,
                 }
             )

@@ -60,6 +60,13 @@ def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
         metavar="SECONDS",
         help="how often the live view reads the store (default 1)",
     )
+    parser.add_argument(
+        "--session-ttl",
+        type=seconds,
+        default=None,
+        metavar="SECONDS",
+        help="how long a login lasts (default 43200: 12 hours); logging out ends it at once",
+    )
 
 
 def is_loopback(host: str) -> bool:
@@ -75,12 +82,13 @@ def build_app(args: argparse.Namespace, session: Session) -> tuple[Starlette, st
     """The app for ``args`` and the token made up for it (``None`` if one was given).
 
     Raises:
-        UsageError: off loopback without a token, or a bad option.
-        CommandFailed: the web extra is missing, or the token file is unusable.
+        UsageError: off loopback without a token, a weak token, a bad token file, or a
+            bad option.
+        CommandFailed: the web extra is missing.
     """
     try:
         from chongming_task.web._app import create_app
-        from chongming_task.web._auth import DEFAULT_USER, read_token_file
+        from chongming_task.web._auth import DEFAULT_SESSION_TTL, DEFAULT_USER, read_token_file
     except ImportError as exc:
         raise CommandFailed(
             f'the dashboard needs the web extra: pip install "chongming-task[web]" ({exc})'
@@ -96,7 +104,7 @@ def build_app(args: argparse.Namespace, session: Session) -> tuple[Starlette, st
         elif env("DASHBOARD_TOKEN"):
             tokens = {args.user or DEFAULT_USER: str(env("DASHBOARD_TOKEN"))}
     except ConfigurationError as exc:
-        raise CommandFailed(str(exc)) from exc
+        raise UsageError(str(exc)) from exc
     if tokens is None and not is_loopback(args.host):
         raise UsageError(
             f"refusing to serve on {args.host} without a token: give --token-file or set "
@@ -110,9 +118,10 @@ def build_app(args: argparse.Namespace, session: Session) -> tuple[Starlette, st
             user=args.user or DEFAULT_USER,
             read_only=args.read_only,
             live_interval=args.live_interval,
+            session_ttl=DEFAULT_SESSION_TTL if args.session_ttl is None else args.session_ttl,
         )
     except ConfigurationError as exc:
-        raise CommandFailed(str(exc)) from exc
+        raise UsageError(str(exc)) from exc
     generated: str | None = app.state.dashboard.generated_token
     return app, generated
 

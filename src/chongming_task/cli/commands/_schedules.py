@@ -133,18 +133,13 @@ def cmd_list(args: argparse.Namespace, session: Session) -> int:
 
 
 def cmd_health(args: argparse.Namespace, session: Session) -> int:
-    from chongming_task.buckets import ownership_report
-    from chongming_task.stores._queue_health import queue_health
+    from chongming_task.buckets._health import fleet_health
 
-    health = admin_for(session).health()
-    store = session.open_store(create=False)
-    queue = queue_health(store)
-    owners = ownership_report(store)
-    healthy = health.healthy and queue.healthy and owners.healthy
     # The verdict of the whole command (its exit code): schedules, queue and buckets.
-    status = health.status if healthy or not health.healthy else "unhealthy"
-    problems = list(health.problems) + queue.problems
-    problems += owners.problems_besides(orphaned=queue.orphaned, dead=queue.dead)
+    verdict = fleet_health(session.open_store(create=False), admin_for(session))
+    health, queue, owners = verdict.schedules, verdict.queue, verdict.owners
+    assert health is not None  # an admin was given
+    status, healthy, problems = verdict.status, verdict.healthy, list(verdict.problems)
     if session.json:
         session.output.json(
             document(

@@ -48,12 +48,7 @@ def cmd_workers(args: argparse.Namespace, session: Session) -> int:
     now = health.checked_at
     rows = []
     for w in health.workers:
-        state = (
-            "live"
-            if w.worker_id in health.live
-            else ("stopped" if w.stopped_at is not None else "dead")
-        )
-        rows.append((w, state, (now - w.heartbeat_at).total_seconds()))
+        rows.append((w, health.state_of(w), (now - w.heartbeat_at).total_seconds()))
     if args.forget or args.forget_stale is not None:
         return _forget(args, session, store, rows)
     if session.json:
