@@ -231,7 +231,7 @@ def test_cli_json_and_dashboard_api_are_one_document(
            f"message=token: {SECRET}")  # fmt: skip
     plant(db, "t-one", progress={"done": 3, "unit": "x", "message": f"secret={SECRET}"})
     cli = invoke("--db", db, "status", "t-one", "--json").json()["task"]
-    token = "t" * 32
+    token = "test-token-0123456789abcdefGHIJKL"
     with TestClient(create_app(store_of(), token=token), base_url="http://127.0.0.1") as client:
         response = client.get("/api/tasks/t-one", headers={"Authorization": f"Bearer {token}"})
         assert response.status_code == 200, response.text
