@@ -33,6 +33,7 @@ from chongming_task.errors import ConfigurationError
 from chongming_task.schedule._admin import ScheduleAdmin
 from chongming_task.states import OCCUPYING, TERMINAL, TaskStatus
 from chongming_task.stores._base import ScheduleStore, TaskQuery, TaskStore
+from chongming_task.stores._queue_records import recipe_of
 from chongming_task.worker._logtail import stored_tail
 
 __all__ = [
@@ -82,12 +83,14 @@ def clean_json(value: Any, key: str | None = None) -> Any:
 
 
 def controls_of(snapshot: TaskSnapshot) -> dict[str, bool]:
-    """Which controls are legal now, from the state machine (``can_stop`` & co)."""
+    """Which controls are legal now, from the state machine (``can_stop`` & co); ``retry``
+    also needs the stored recipe a worker runs it from."""
     machine = StateMachine(snapshot)
     return {
         "stop": machine.can_stop(),
         "pause": machine.can_pause(),
         "resume": machine.can_resume(),
+        "retry": machine.can_retry() and recipe_of(snapshot) is not None,
     }
 
 
