@@ -29,6 +29,7 @@ from chongming_task.stores._base import TaskStore
 from chongming_task.testing import FakeClock, wait_until
 
 S = TaskStatus
+BAD_REASON: Any = 42
 HERE = Path(__file__).parent
 TASKS = str(HERE / "rtasks.py")
 
@@ -48,7 +49,7 @@ def client(store: TaskStore) -> Client:
     return Client(store, actor="ops:alice")
 
 
-def _state(store: TaskStore, task_id: str) -> tuple[object, list[object]]:
+def _state(store: TaskStore, task_id: str) -> tuple[object, list[Any]]:
     return store.get(task_id), store.history(task_id)
 
 
@@ -165,7 +166,7 @@ def test_refused_for_an_unknown_id_or_bad_input(client: Client, store: TaskStore
     settle(store, task_id, S.FAILED)
     before = _state(store, task_id)
     with pytest.raises(ConfigurationError, match="reason must be a string"):
-        client.retry(task_id, reason=42)  # type: ignore[arg-type]
+        client.retry(task_id, reason=BAD_REASON)
     with pytest.raises(ConfigurationError, match="task_id"):
         client.retry("")
     assert _state(store, task_id) == before
@@ -358,7 +359,10 @@ def test_retried_tasks_succeed_on_another_worker(
     try:
         for name, task_id in ids.items():
             want = S.SUCCEEDED if name == "ok" else S.FAILED
-            wait_until(lambda t=task_id, w=want: _status_is(store, t, w), timeout=30)
+            wait_until(
+                lambda t=task_id, w=want: _status_is(store, t, w),  # type: ignore[misc]
+                timeout=30,
+            )
         first.terminate()
         first.wait(15)
         second = _worker(db, "w-b", logs)

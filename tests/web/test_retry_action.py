@@ -42,7 +42,8 @@ def test_retry_from_the_task_page(client: TestClient, store: TaskStore) -> None:
         f"/tasks/{failed}/retry", data={"reason": "fixed", "csrf": csrf}, follow_redirects=False
     )
     assert response.status_code == 303
-    assert "retried: queued again, with its history" in client.get(response.headers["location"]).text
+    flash = client.get(response.headers["location"]).text
+    assert "retried: queued again, with its history" in flash
     assert store.get(failed).status is S.QUEUED  # type: ignore[union-attr]
     assert _retries(store, failed) == [(USER, "fixed")]
 
