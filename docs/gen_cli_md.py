@@ -231,6 +231,8 @@ def generate() -> str:
         blocks["status_pending"], _ = walk.run(*db, "status", "later-1")
         blocks["ps_pending"], _ = walk.run(*db, "ps", "--status", "queued")
         blocks["stop_pending"], _ = walk.run(*db, "stop", "later-1", "--reason", "not needed")
+        blocks["retry"], _ = walk.run(*db, "retry", "later-1", "--reason", "needed after all")
+        blocks["retry_filter"], _ = walk.run(*db, "retry", "--status", "stopped", "--dry-run")
         blocks["errors"] = "\n\n".join(
             walk.run(*args, expect=code)[0]
             for args, code in (
@@ -244,6 +246,7 @@ def generate() -> str:
                 ((*db, "--owned-buckets", "0-15", "run", "count", *t), 1),
                 ((*db, "stop", "count-1"), 1),
                 ((*db, "resume", "crawl-a"), 1),
+                ((*db, "retry", "fail-1"), 2),
                 (("--db", "typo.db", "ps"), 1),
                 (("--db", "postgresql://app@127.0.0.1:1/tasks", "ps"), 1),
             )

@@ -14,7 +14,10 @@ one SQLite file:
    reconcile marks the two tasks it was running ``lost`` within lease TTL + one
    reconcile period, while the rest of tenant A's tasks wait; ``workers`` and
    ``health`` say bucket A has no live owner;
-5. a new worker owning bucket A starts and runs the tasks that waited.
+5. a new worker owning bucket A starts and runs the tasks that waited;
+6. the two ``lost`` tasks are run again with ``retry --status lost``: each keeps its id
+   and history (the retry is recorded with who asked and why) and succeeds on the new
+   worker.
 
 Every command and its output is printed; every outcome is asserted. Runs in about
 twenty seconds.
@@ -266,10 +269,19 @@ def main() -> None:
                 assert outcome.ok, (handle.task_id, outcome.status)
                 assert outcome.snapshot.owner == "worker-a2"
             demo.run("ps", "--status", "lost", "--status", "stopped")
+
+            say("== 6. run the lost tasks again: same ids, history kept, on the new worker")
+            demo.run("retry", "--status", "lost", "--reason", "worker-a crashed; rerun")
+            for task_id in mid_task:
+                outcome = client.wait(task_id, timeout=60)
+                assert outcome.ok, (task_id, outcome.status)
+                assert outcome.snapshot.owner == "worker-a2"
+                assert outcome.snapshot.attempt == 2
+            demo.run("history", mid_task[0])
             demo.run("stats")
             final = {s.task_id: s.status for s in client.list_tasks()}
-            assert sorted(final.values()).count(S.SUCCEEDED) == 17, final
-            assert [t for t, s in final.items() if s is S.LOST] == sorted(mid_task), final
+            assert sorted(final.values()).count(S.SUCCEEDED) == 19, final
+            assert [t for t, s in final.items() if s is S.LOST] == [], final
             assert final[cancelled.task_id] is S.STOPPED
             started = [t.to_status for t in cancelled.transitions]
             assert S.STARTING not in started  # the cancelled body never ran

@@ -70,12 +70,14 @@ def due_at(snapshot: TaskSnapshot) -> datetime | None:
 
 
 def controls_of(snapshot: TaskSnapshot) -> dict[str, bool]:
-    """Which controls are legal now, from the state machine (``can_stop`` & co)."""
+    """Which controls are legal now, from the state machine (``can_stop`` & co); ``retry``
+    also needs the stored recipe a worker runs it from."""
     machine = StateMachine(snapshot)
     return {
         "stop": machine.can_stop(),
         "pause": machine.can_pause(),
         "resume": machine.can_resume(),
+        "retry": machine.can_retry() and recipe_of(snapshot) is not None,
     }
 
 

@@ -67,6 +67,8 @@ class Triggers:
     SKIPPED = "orchestrator:skipped"
     LOST = "runtime:lost"
     RETRY = "machine:retry"
+    OPERATOR_RETRY = "operator:retry"
+    """A person ran a finished task again (``Client.retry``, CLI ``retry``, dashboard)."""
     RESET = "machine:reset"
     FORCED = "machine:forced"
 
@@ -605,11 +607,18 @@ class StateMachine:
         self._apply(S.SKIPPED, trigger, reason=text, check=False, finished_at=_NOW, failure=failure)
 
     def retry(
-        self, *, extra_attempts: int = 1, actor: str | None = None, reason: str | None = None
+        self,
+        *,
+        extra_attempts: int = 1,
+        actor: str | None = None,
+        reason: str | None = None,
+        trigger: str = Triggers.RETRY,
     ) -> None:
         """Resurrect a failed/stopped/cancelled/lost task to ``queued``, keeping its history.
 
         ``max_attempts`` grows so that ``extra_attempts`` more attempts are possible.
+        ``trigger`` names who resurrects it: ``machine:retry`` by default,
+        ``operator:retry`` for a person's retry (``Client.retry`` and its surfaces).
 
         Raises:
             InvalidTransition: Not in failed, stopped, cancelled or lost.
@@ -617,9 +626,7 @@ class StateMachine:
         """
         if not self.can_retry():
             raise self._invalid(
-                S.QUEUED,
-                Triggers.RETRY,
-                "retry() is only legal from failed, stopped, cancelled or lost",
+                S.QUEUED, trigger, "retry() is only legal from failed, stopped, cancelled or lost"
             )
         if (
             isinstance(extra_attempts, bool)
@@ -632,7 +639,7 @@ class StateMachine:
         snap = self._snapshot
         self._apply(
             S.QUEUED,
-            Triggers.RETRY,
+            trigger,
             actor=actor,
             reason=reason,
             check=False,

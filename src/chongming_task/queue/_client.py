@@ -37,6 +37,7 @@ from chongming_task._validation import (
 from chongming_task.controller._control import Controlled, control_task
 from chongming_task.controller._options import QueueTaskFilters, default_owner, task_query
 from chongming_task.controller._registry import TaskRegistry
+from chongming_task.controller._retry import RetryReport, retry_query, retry_task, retry_tasks
 from chongming_task.controller._waiting import outcome_of, wait_in_store
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.errors import ConfigurationError
@@ -175,6 +176,11 @@ class TaskHandle:
 
     def resume(self) -> bool:
         return self._client.resume(self.task_id)
+
+    def retry(self, reason: str | None = None) -> TaskHandle:
+        """Run it again: :meth:`Client.retry` of this task; returns this handle."""
+        self._client.retry(self.task_id, reason=reason)
+        return self
 
     def __repr__(self) -> str:
         return f"TaskHandle({self.task_id!r})"
@@ -510,6 +516,48 @@ class Client:
         """Resume a paused ``task_id``; ``True`` when found and accepted."""
         return self._control(task_id, "resume", None).accepted
 
+    def retry(self, task_id: str, *, reason: str | None = None) -> TaskHandle:
+        """Run the finished task ``task_id`` again, keeping its id and its history.
+
+        One guarded write moves it from failed, stopped, cancelled or lost back to
+        ``queued``, held by nobody, recording this client's ``actor``, ``reason`` and the
+        time (trigger ``operator:retry``); any worker that may claim it runs it again
+        from its stored recipe. Attempts continue counting; ``max_attempts`` grows only
+        so that at least one more attempt can start (docs/queue.md "Run it again").
+
+        Raises:
+            UnknownTask: No such task in the store.
+            InvalidState: The task is not finished, succeeded or was skipped, or has no
+                stored recipe (enqueue it with :meth:`enqueue` to make one); nothing
+                is written.
+            ConfigurationError: Another unfinished task holds its ``unique_key``.
+        """
+        retry_task(self.store, task_id, actor=self.actor, clock=self.clock, reason=reason)
+        return TaskHandle(self, task_id)
+
+    def retry_many(
+        self,
+        *,
+        reason: str | None = None,
+        dry_run: bool = False,
+        **filters: Unpack[QueueTaskFilters],
+    ) -> RetryReport:
+        """:meth:`retry` every task the filters (those of :meth:`list_tasks`) match.
+
+        ``status`` defaults to every state a task is retried from (failed, stopped,
+        cancelled, lost) and may name only those; at least one filter is needed. A task
+        that cannot be retried is listed in ``report.refused`` with the reason and does
+        not stop the others. ``dry_run``: check which would be retried, write nothing.
+
+        Raises:
+            ConfigurationError: No filter, a malformed one, or a status no task is
+                retried from; nothing is written.
+        """
+        query = retry_query(**filters)
+        return retry_tasks(
+            self.store, query, actor=self.actor, clock=self.clock, reason=reason, dry_run=dry_run
+        )
+
     def _control(self, task_id: str, action: str, reason: str | None) -> Controlled:
         return control_task(
             self.store, task_id, action, actor=self.actor, clock=self.clock, reason=reason
@@ -604,6 +652,11 @@ class AsyncTaskHandle:
     async def resume(self) -> bool:
         return await asyncio.to_thread(self._sync.resume)
 
+    async def retry(self, reason: str | None = None) -> AsyncTaskHandle:
+        """As :meth:`TaskHandle.retry`; returns this handle."""
+        await asyncio.to_thread(self._sync.retry, reason)
+        return self
+
     def __repr__(self) -> str:
         return f"AsyncTaskHandle({self.task_id!r})"
 
@@ -640,6 +693,19 @@ class AsyncClient:
 
     async def resume(self, task_id: str) -> bool:
         return await asyncio.to_thread(self.sync.resume, task_id)
+
+    async def retry(self, task_id: str, *, reason: str | None = None) -> AsyncTaskHandle:
+        """As :meth:`Client.retry`."""
+        handle = await asyncio.to_thread(lambda: self.sync.retry(task_id, reason=reason))
+        return AsyncTaskHandle(handle)
+
+    async def retry_many(
+        self, *, reason: str | None = None, dry_run: bool = False, **filters: Any
+    ) -> RetryReport:
+        """As :meth:`Client.retry_many`."""
+        return await asyncio.to_thread(
+            lambda: self.sync.retry_many(reason=reason, dry_run=dry_run, **filters)
+        )
 
     async def set_limit(
         self, key: str, *, concurrency: int | None = None, rate: str | None = None

@@ -39,8 +39,14 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from chongming_task._model import TaskSnapshot, Transition
 from chongming_task._redact import redact, redact_json, redact_reason
 from chongming_task.controller._control import control_task
+from chongming_task.controller._retry import retry_task
 from chongming_task.core._clock import Clock, SystemClock
-from chongming_task.errors import ConfigurationError, StaleScheduleEdit, StoreError
+from chongming_task.errors import (
+    ConcurrencyConflict,
+    ConfigurationError,
+    StaleScheduleEdit,
+    StoreError,
+)
 from chongming_task.schedule._admin import ScheduleAdmin
 from chongming_task.schedule._control import ScheduleControl
 from chongming_task.schedule._stats import ScheduleStatistics
@@ -96,7 +102,7 @@ _SECURITY_HEADERS: Final = (
     (b"cross-origin-opener-policy", b"same-origin"),
 )
 
-TASK_ACTIONS: Final = ("stop", "pause", "resume")
+TASK_ACTIONS: Final = ("stop", "pause", "resume", "retry")
 SCHEDULE_ACTIONS: Final = ("pause", "resume", "run")
 STATUSES: Final = tuple(s.value for s in TaskStatus)
 MAX_REASON: Final = 500
@@ -114,12 +120,14 @@ ACCEPTED_MESSAGE: Final = {
     "the state below shows when it paused",
     "resume": "resume requested — not confirmed across processes; "
     "the state below shows when it resumed",
+    "retry": "retried: queued again, with its history, for any worker that may take it",
 }
 #: What each task action applied at once (no worker held the task) did.
 APPLIED_MESSAGE: Final = {
     "stop": "stopped: no worker had taken the task, so it will never run",
     "pause": "paused: no worker had taken the task; none will until it is resumed",
     "resume": "resumed: the task is queued again for a worker to take",
+    "retry": "retried: queued again, with its history, for any worker that may take it",
 }
 SCHEDULE_MESSAGE: Final = {
     "pause": "schedule paused: every firing is recorded as a skipped run until resumed",
@@ -815,6 +823,8 @@ class _Handlers:
                 "accepted": False,
                 "message": f"no task {task_id!r} in the store",
             }
+        if action == "retry":
+            return self._retry(snapshot, actor, reason)
         done = None
         if controls_of(snapshot)[action]:
             done = control_task(
@@ -845,6 +855,37 @@ class _Handlers:
             else ACCEPTED_MESSAGE[action]
             if result
             else f"{action} was not accepted: the task's recorded holder is this dashboard",
+        }
+
+    def _retry(self, snapshot: TaskSnapshot, actor: str, reason: str) -> dict[str, Any]:
+        """Run a finished task again (``Client.retry``): applied, or refused with why."""
+        result: dict[str, Any] = {"task_id": snapshot.task_id, "action": "retry"}
+        try:
+            after = retry_task(
+                self.config.store,
+                snapshot.task_id,
+                actor=actor,
+                clock=self.config.clock,
+                reason=reason,
+            )
+        except (ConfigurationError, ConcurrencyConflict) as exc:
+            current = self.config.store.get(snapshot.task_id) or snapshot
+            return {
+                **result,
+                "result": "refused",
+                "accepted": False,
+                "status": current.status.value,
+                "message": str(exc),
+            }
+        return {
+            **result,
+            "result": "applied",
+            "accepted": True,
+            "confirmed": True,
+            "status": after.status.value,
+            "actor": actor,
+            "reason": redact_reason(reason),
+            "message": APPLIED_MESSAGE["retry"],
         }
 
     @state_changing
@@ -1199,6 +1240,11 @@ def _bulk_flash(request: Request) -> str | None:
         int_param(params.get(key, "0"), key, maximum=MAX_BULK)
         for key in ("applied", "requested", "refused")
     )
+    if action == "retry":
+        text = f"retried {applied} task(s): queued again for any worker"
+        if refused:
+            text += f"; {refused} refused (not finished, not a failure, or no stored recipe)"
+        return text + "; the table shows the real states"
     parts = [f"{action} applied to {applied} task(s) no worker had taken"] if applied else []
     if requested or not applied:
         parts.append(f"{action} requested for {requested} task(s)")

@@ -32,6 +32,9 @@ def register_all(subparsers: argparse._SubParsersAction[Any]) -> None:
         _ps as ps,
     )
     from chongming_task.cli.commands import (
+        _retry as retry,
+    )
+    from chongming_task.cli.commands import (
         _run as run,
     )
     from chongming_task.cli.commands import (
@@ -61,5 +64,6 @@ def register_all(subparsers: argparse._SubParsersAction[Any]) -> None:
     explain.add_parsers(subparsers)
     lint.add_parsers(subparsers)
     control.add_parsers(subparsers)
+    retry.add_parsers(subparsers)
     schedules.add_parsers(subparsers)
     dashboard.add_parsers(subparsers)
