@@ -17,7 +17,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Final, Literal
 
-from chongming_task._validation import INT64_MAX, MAX_SECONDS, check_int
+from chongming_task._validation import INT64_MAX, MAX_SECONDS, check_int, check_utf8
 from chongming_task.errors import ConfigurationError, TaskCancelled, TaskTimeout
 
 __all__ = [
@@ -475,6 +475,7 @@ class BucketPolicy:
         """
         if not isinstance(key, str) or not key:
             raise ConfigurationError(f"bucket_key must be a non-empty string, got {key!r}")
+        check_utf8(key, "bucket_key")
         digest = hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest()
         return int.from_bytes(digest, "big") % self.num_buckets
 

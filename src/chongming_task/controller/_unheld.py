@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Final
 
+from chongming_task._validation import check_lookup_id
 from chongming_task.controller._commands import control_remote
 from chongming_task.core._clock import Clock
 from chongming_task.core.state_machine import StateMachine
@@ -45,6 +46,7 @@ def control_unheld(  # noqa: C901 (one branch per action and per race outcome, e
     Returns ``True`` once the transition is stored, ``False`` when the action does not
     apply (already paused, not paused...).
     """
+    check_lookup_id(task_id)
     for _ in range(_ATTEMPTS):
         snapshot = store.get(task_id)
         if snapshot is None or snapshot.owner is not None:

@@ -346,6 +346,9 @@ class ScheduleAdmin:
             TimeoutError: it was not completed within ``timeout`` seconds.
             ConfigurationError: no such command.
         """
+        _validation.check_lookup_id(command_id, "command_id")
+        _validation.check_seconds(timeout, "timeout", allow_zero=True)
+        _validation.check_seconds(interval, "interval")
         deadline = self.clock.monotonic() + timeout
         while True:
             command = self.store.get_command(command_id)
@@ -409,6 +412,7 @@ class ScheduleAdmin:
         error (``SchedulerHealth.error``). ``held`` tells runs that the calling process
         supervises itself (never stale) from the others.
         """
+        _validation.check_seconds(late_after, "late_after", allow_zero=True)
         try:
             controls = self.schedules()
             running = {c.name: self.unfinished(c.name) for c in controls}

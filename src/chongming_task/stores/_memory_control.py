@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 
 from chongming_task._model import JSONValue, loads
 from chongming_task._redact import redact_text_fields
-from chongming_task._validation import check_seconds
+from chongming_task._validation import check_lookup_id, check_seconds
 from chongming_task.core._clock import Clock
 from chongming_task.errors import StoreError
 from chongming_task.stores._base import (
@@ -194,6 +194,7 @@ class MemoryControl(TaskStore):
             self._commands[command_id] = replace(command, lease_until=until)
 
     def get_command(self, command_id: str) -> Command | None:
+        check_lookup_id(command_id, "command_id")
         with self._locked():
             return self._commands.get(command_id)
 
@@ -227,6 +228,7 @@ class MemoryControl(TaskStore):
             return record
 
     def get_schedule(self, name: str) -> ScheduleRecord | None:
+        check_lookup_id(name, "schedule name")
         with self._locked():
             return self._schedules.get(name)
 
@@ -235,6 +237,7 @@ class MemoryControl(TaskStore):
             return [self._schedules[name] for name in sorted(self._schedules)]
 
     def delete_schedule(self, name: str) -> bool:
+        check_lookup_id(name, "schedule name")
         with self._locked():
             return self._schedules.pop(name, None) is not None
 
