@@ -68,8 +68,8 @@ def json_path_error(value: object, path: str) -> str | None:
         if depth > _MAX_DEPTH:
             return f"{where}: nested deeper than {_MAX_DEPTH} levels"
         if isinstance(item, str):
-            if not _is_utf8(item):
-                return f"{where}: {item!r:.60} is not valid UTF-8 (a lone surrogate)"
+            if not _is_utf8(item) or "\x00" in item:
+                return f"{where}: {item!r:.60} holds a lone surrogate or a NUL (not storable)"
             continue
         if item is None or isinstance(item, bool | int):
             continue

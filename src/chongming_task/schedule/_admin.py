@@ -11,6 +11,7 @@ run's result.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Mapping
 from datetime import datetime
@@ -467,6 +468,7 @@ def check_input(value: object) -> dict[str, JSONValue]:
         )
     data = dict(value)
     ensure_json(data, "manual run input")
+    _validation.check_utf8(json.dumps(data, ensure_ascii=False), "manual run input")
     return data
 
 
