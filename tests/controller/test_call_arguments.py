@@ -20,7 +20,18 @@ from chongming_task.stores._base import TaskQuery
 BAD_IDS: list[Any] = [5, 2**63, -(2**63) - 1, 1.5, None, b"t1", ["t1"], {"t1": 1}, {"t1"}]
 
 
+#: The classes and objects as ``Any``: the calls pass wrongly typed values on purpose.
+AnyClient: Any = Client
+AnyTaskHandle: Any = TaskHandle
+AnyQuery: Any = TaskQuery
+
+
 class Setup:
+    store: Any
+    controller: Any
+    client: Any
+    admin: Any
+
     def __init__(self, store: TaskStore) -> None:
         self.store = store
         self.controller = Controller(store=store)
@@ -60,7 +71,7 @@ ID_CALLS: dict[str, Callable[[Setup, Any], object]] = {
     "Client.pause": lambda s, v: s.client.pause(v),
     "Client.resume": lambda s, v: s.client.resume(v),
     "Client.wait": lambda s, v: s.client.wait(v, 0),
-    "TaskHandle": lambda s, v: TaskHandle(s.client, v),
+    "TaskHandle": lambda s, v: AnyTaskHandle(s.client, v),
     "ScheduleAdmin.find": lambda s, v: s.admin.find(v),
     "ScheduleAdmin.pause": lambda s, v: s.admin.pause(v),
     "ScheduleAdmin.request_run": lambda s, v: s.admin.request_run(v),
@@ -71,7 +82,7 @@ ID_CALLS: dict[str, Callable[[Setup, Any], object]] = {
     "store.get_command": lambda s, v: s.store.get_command(v),
     "store.get_schedule": lambda s, v: s.store.get_schedule(v),
     "store.delete_tasks": lambda s, v: s.store.delete_tasks([v]),
-    "TaskQuery(task_ids)": lambda s, v: s.store.query(TaskQuery(task_ids=[v])),
+    "TaskQuery(task_ids)": lambda s, v: s.store.query(AnyQuery(task_ids=[v])),
 }
 
 
@@ -102,7 +113,7 @@ def test_a_well_formed_unknown_id_is_answered(setup: Setup) -> None:
 
 ARGUMENTS: dict[str, tuple[Callable[[Setup], object], str]] = {
     "prune(keep_terminal='5')": (
-        lambda s: s.controller.prune(keep_terminal="5"),  # type: ignore[arg-type]
+        lambda s: s.controller.prune(keep_terminal="5"),
         "keep_terminal must be an integer",
     ),
     "prune(keep_terminal=2**63)": (
@@ -110,35 +121,35 @@ ARGUMENTS: dict[str, tuple[Callable[[Setup], object], str]] = {
         "keep_terminal must be <= 9223372036854775807",
     ),
     "prune(keep_terminal=1.5)": (
-        lambda s: s.controller.prune(keep_terminal=1.5),  # type: ignore[arg-type]
+        lambda s: s.controller.prune(keep_terminal=1.5),
         "keep_terminal must be an integer",
     ),
     "store.prune(None)": (
-        lambda s: s.store.prune(None),  # type: ignore[arg-type]
+        lambda s: s.store.prune(None),
         "keep_terminal must be an integer",
     ),
     "enqueue_many(None)": (
-        lambda s: s.client.enqueue_many("job", None),  # type: ignore[arg-type]
+        lambda s: s.client.enqueue_many("job", None),
         "calls must be a list",
     ),
     "enqueue_many(task_ids=0)": (
-        lambda s: s.client.enqueue_many("job", [()], task_ids=0),  # type: ignore[arg-type]
+        lambda s: s.client.enqueue_many("job", [()], task_ids=0),
         "task_ids must be a list",
     ),
     "submit_many(task_ids=0)": (
-        lambda s: s.controller.submit_many("job", [()], task_ids=0),  # type: ignore[typeddict-item]
+        lambda s: s.controller.submit_many("job", [()], task_ids=0),
         "task_ids must be a list",
     ),
     "submit_many(bucket_keys=0)": (
-        lambda s: s.controller.submit_many("job", [()], bucket_keys=0),  # type: ignore[typeddict-item]
+        lambda s: s.controller.submit_many("job", [()], bucket_keys=0),
         "bucket_keys must be a list",
     ),
     "list_tasks(buckets=0)": (
-        lambda s: s.controller.list_tasks(buckets=0),  # type: ignore[typeddict-item]
+        lambda s: s.controller.list_tasks(buckets=0),
         "buckets must be a list",
     ),
     "list_tasks(buckets=[[1]])": (
-        lambda s: s.controller.list_tasks(buckets=[[1]]),  # type: ignore[list-item]
+        lambda s: s.controller.list_tasks(buckets=[[1]]),
         r"buckets\[\] must be an integer",
     ),
     "list_tasks(metadata_eq surrogate)": (
@@ -146,7 +157,7 @@ ARGUMENTS: dict[str, tuple[Callable[[Setup], object], str]] = {
         "not valid UTF-8",
     ),
     "wait(timeout=b'1')": (
-        lambda s: s.controller.wait("t1", b"1"),  # type: ignore[arg-type]
+        lambda s: s.controller.wait("t1", b"1"),
         "timeout must be a number of seconds",
     ),
     "wait_all(timeout=nan)": (
@@ -155,7 +166,7 @@ ARGUMENTS: dict[str, tuple[Callable[[Setup], object], str]] = {
     ),
     "Client.wait(timeout=-1)": (lambda s: s.client.wait("t1", -1), "timeout must be >= 0"),
     "active_in_bucket([])": (
-        lambda s: s.controller.active_in_bucket([]),  # type: ignore[arg-type]
+        lambda s: s.controller.active_in_bucket([]),
         "bucket must be an integer",
     ),
     "submit(bucket_key surrogate)": (
@@ -167,23 +178,23 @@ ARGUMENTS: dict[str, tuple[Callable[[Setup], object], str]] = {
         r"args\[0\].*lone surrogate or a NUL",
     ),
     "Client(poll_interval=None)": (
-        lambda s: Client(s.store, poll_interval=None),  # type: ignore[arg-type]
+        lambda s: AnyClient(s.store, poll_interval=None),
         "poll_interval must be a number of seconds",
     ),
     "Client(actor=b'x')": (
-        lambda s: Client(s.store, actor=b"x"),  # type: ignore[arg-type]
+        lambda s: AnyClient(s.store, actor=b"x"),
         "actor must be a non-empty string",
     ),
     "ScheduleAdmin.health(late_after=None)": (
-        lambda s: s.admin.health(late_after=None),  # type: ignore[arg-type]
+        lambda s: s.admin.health(late_after=None),
         "late_after must be a number of seconds",
     ),
     "ScheduleAdmin.wait_for_command(timeout=None)": (
-        lambda s: s.admin.wait_for_command("c", timeout=None),  # type: ignore[arg-type]
+        lambda s: s.admin.wait_for_command("c", timeout=None),
         "timeout must be a number of seconds",
     ),
     "ScheduleAdmin.set_pattern([])": (
-        lambda s: s.admin.set_pattern("s1", []),  # type: ignore[arg-type]
+        lambda s: s.admin.set_pattern("s1", []),
         "pattern must be a string",
     ),
 }
@@ -199,10 +210,10 @@ def test_a_malformed_argument_is_refused_and_changes_nothing(setup: Setup, case:
 
 
 def test_close_refuses_a_bad_timeout_before_stopping_anything(store: TaskStore) -> None:
-    controller = Controller(store=store)
+    controller: Any = Controller(store=store)
     try:
         with pytest.raises(ConfigurationError, match="timeout must be a number of seconds"):
-            controller.close(timeout="5")  # type: ignore[arg-type]
+            controller.close(timeout="5")
         assert not controller.closed
     finally:
         controller.close()

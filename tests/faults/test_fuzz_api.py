@@ -256,7 +256,7 @@ class World:
         self.admin = ScheduleAdmin(store)
         self.admin.register(Schedule(name="s1", task="job", trigger=IntervalTrigger(3600)))
 
-    def priority(self, value: object) -> object:
+    def priority(self, value: Any) -> Any:
         """``value``, except an int beyond 32 bits on PostgreSQL: a known limit (its
         ``ct_tasks.priority`` column is ``integer`` while the API takes 64 bits; such a
         task is accepted and never stored until a migration widens it to ``bigint``)."""
