@@ -205,11 +205,17 @@ def check_utf8(value: str, name: str) -> str:
     return value
 
 
-def check_lookup(value: object, name: str) -> str:
+def check_lookup(value: object, name: str = "task_id") -> str:
     """A string a store can look up (an id, a name, a filter): a ``str``, valid UTF-8,
-    without NUL bytes (PostgreSQL text cannot hold one; no stored id has one)."""
+    without NUL bytes (PostgreSQL text cannot hold one; no stored id has one).
+
+    Any such string is a well-formed question; an id nothing has is answered by the
+    lookup itself (``None``, ``False``, ``UnknownTask``). Anything else is refused.
+    """
     if not isinstance(value, str):
-        raise ConfigurationError(f"{name} must be a string, got {type(value).__name__}")
+        raise ConfigurationError(
+            f"{name} must be a string (an id), got {type(value).__name__} {_shown(value)}"
+        )
     if "\x00" in value:
         raise ConfigurationError(f"{name} must not contain a NUL byte (\\x00), got {value[:60]!r}")
     return check_utf8(value, name)
@@ -420,3 +426,42 @@ def refuse_unknown_keywords(call: str, given: Iterable[str], accepted: Iterable[
         near = difflib.get_close_matches(unknown[0], sorted(known), 1)
         hint = f"; did you mean {near[0]!r}?" if near else ""
         raise TypeError(f"{call}() got an unexpected keyword argument {unknown[0]!r}{hint}")
+
+
+# -- arguments of the public calls ---------------------------------------------------
+# What every lookup, wait and batch call checks before anything reaches a store: a
+# caller's mistake is a ConfigurationError naming the parameter, never a TypeError
+# from deep inside, an OverflowError or a driver's "Error binding parameter" (which
+# reads as a broken database).
+
+__all__ += ["check_buckets", "check_count", "check_items", "check_timeout"]
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:57]}..."
+
+
+def check_count(value: object, name: str) -> int:
+    """A number of things (``keep_terminal``, a limit): an ``int`` from 0 to ``INT64_MAX``."""
+    return check_int(value, name, minimum=0, maximum=INT64_MAX)
+
+
+def check_timeout(value: object, name: str = "timeout") -> float | None:
+    """How long a caller waits: ``None`` (as long as it takes) or seconds >= 0."""
+    return None if value is None else check_seconds(value, name, allow_zero=True)
+
+
+def check_items(value: object, name: str) -> list[Any]:
+    """A collection's items (a list, tuple, set, generator...): never a string or ``None``."""
+    if isinstance(value, str | bytes | bytearray | Mapping) or not isinstance(value, Iterable):
+        raise ConfigurationError(
+            f"{name} must be a list or another collection of items, got "
+            f"{type(value).__name__} {_shown(value)}"
+        )
+    return list(value)
+
+
+def check_buckets(value: object, name: str = "buckets") -> frozenset[int]:
+    """Bucket numbers: a collection of ``int`` from 0 to ``INT64_MAX``."""
+    return frozenset(check_count(bucket, f"{name}[]") for bucket in check_items(value, name))

@@ -22,6 +22,7 @@ from typing import Any
 
 from chongming_task._decorator import RESERVED_OPTIONS, reserved_collisions, spec_of
 from chongming_task._model import Failure, JSONValue, TaskSnapshot, Transition
+from chongming_task._validation import check_timeout
 from chongming_task.core._clock import Clock, SystemClock
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.errors import ConfigurationError, InvalidState
@@ -265,8 +266,9 @@ class TaskRun(RunControls, QueueOwnerEdges):
         Raises:
             TimeoutError: Still not terminal after ``timeout``. Nothing about the run
                 changes: call :meth:`stop` to end it.
+            ConfigurationError: ``timeout`` is not ``None`` or seconds >= 0.
         """
-        if not self._state.outbox.wait_done(timeout):
+        if not self._state.outbox.wait_done(check_timeout(timeout)):
             raise TimeoutError(
                 f"task {self.task_id!r} is still {self.status.value} after {timeout}s; "
                 "wait() changes nothing, call stop() to end it"

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Final, Literal, Protocol
 
 from chongming_task._model import JSONValue, TaskSnapshot
+from chongming_task._validation import check_lookup
 from chongming_task.core._clock import Clock
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.errors import ConcurrencyConflict, ConfigurationError, InvalidTransition
@@ -110,6 +111,7 @@ def control_task(
         ConcurrencyConflict: the task changed on every one of many reads in a row.
     """
     check_action(action)
+    check_lookup(task_id)
     last: int | None = None
     for _ in range(_ATTEMPTS):
         run = held(task_id) if held is not None else None

@@ -26,6 +26,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Unpack
 
 from chongming_task._model import JSONValue, TaskSnapshot, Transition
+from chongming_task._validation import check_count, check_int, check_lookup, check_timeout
 from chongming_task.controller import _buckets as bucket_rules
 from chongming_task.controller._commands import CommandListener
 from chongming_task.controller._events import Subscriber
@@ -186,15 +187,15 @@ class Controller:
 
     def stop(self, task_id: str, *, reason: str | None = None) -> bool:
         """Request a stop; ``True`` if found here or in the store (another's: "accepted")."""
-        return self._parts.control(task_id, "stop", reason, None)
+        return self._parts.control(check_lookup(task_id), "stop", reason, None)
 
     def pause(self, task_id: str, *, timeout: float | None = None) -> bool:
         """Pause and wait for confirmation; ``True`` only when confirmed (never remotely)."""
-        return self._parts.control(task_id, "pause", None, timeout)
+        return self._parts.control(check_lookup(task_id), "pause", None, check_timeout(timeout))
 
     def resume(self, task_id: str) -> bool:
         """Undo a pause; for another process's task, ``True`` means "accepted"."""
-        return self._parts.control(task_id, "resume", None, None)
+        return self._parts.control(check_lookup(task_id), "resume", None, None)
 
     def stop_all(self, *, reason: str | None = None) -> int:
         """Request a stop of every run this controller holds; returns requests issued."""
@@ -207,7 +208,7 @@ class Controller:
             TimeoutError: ``timeout`` passed first (the task is not affected).
             ConfigurationError: No such task, here or in the store.
         """
-        return self._parts.wait(task_id, timeout)
+        return self._parts.wait(check_lookup(task_id), timeout)
 
     def wait_all(self, timeout: float | None = None) -> list[TaskOutcome]:
         """Wait until every held run has settled; outcomes in submission order.
@@ -248,7 +249,7 @@ class Controller:
 
     def get(self, task_id: str) -> TaskSnapshot | None:
         """The snapshot of ``task_id`` (a pending write's, else the store's), or ``None``."""
-        return self._parts.get(task_id)
+        return self._parts.get(check_lookup(task_id))
 
     def list_tasks(self, **filters: Unpack[TaskFilters]) -> list[TaskSnapshot]:
         """Tasks in the store matching every given filter (all optional: :class:`TaskFilters`)."""
@@ -256,7 +257,7 @@ class Controller:
 
     def history(self, task_id: str) -> list[Transition]:
         """The stored transitions of ``task_id``, oldest first."""
-        return self.store.history(task_id)
+        return self.store.history(check_lookup(task_id))
 
     def explain(self, task_id: str) -> Explanation:
         """Why ``task_id`` is where it is, most decisive reason first (held: ``"controller"``).
@@ -264,7 +265,7 @@ class Controller:
         Raises:
             UnknownTask: No task ``task_id`` is in the store or held here.
         """
-        return self._parts.explain(task_id)
+        return self._parts.explain(check_lookup(task_id))
 
     def stats(self) -> ControllerStats:
         """Counts per status in the store, with ``unfinished``."""
@@ -276,7 +277,7 @@ class Controller:
 
     def prune(self, *, keep_terminal: int) -> int:
         """Drop the oldest terminal tasks beyond ``keep_terminal`` (store and memory)."""
-        return self._parts.prune(keep_terminal)
+        return self._parts.prune(check_count(keep_terminal, "keep_terminal"))
 
     def runs(self) -> list[TaskRun]:
         """Every ``TaskRun`` this controller holds (finished ones until pruned or forgotten)."""
@@ -284,7 +285,7 @@ class Controller:
 
     def run(self, task_id: str) -> TaskRun | None:
         """The held run of ``task_id``, if this controller holds it."""
-        return self._dispatch.get(task_id)
+        return self._dispatch.get(check_lookup(task_id))
 
     @property
     def active_count(self) -> int:
@@ -297,7 +298,7 @@ class Controller:
         return self._dispatch.queued_count
 
     def active_in_bucket(self, bucket: int) -> int:
-        return self._dispatch.active_in_bucket(bucket)
+        return self._dispatch.active_in_bucket(check_int(bucket, "bucket"))
 
     @property
     def owns_all_buckets(self) -> bool:
@@ -305,6 +306,7 @@ class Controller:
         return bucket_rules.owns_all(self.bucket_policy, self.owned_buckets)
 
     def owns_bucket(self, bucket: int) -> bool:
+        check_int(bucket, "bucket")
         return self.owned_buckets is None or bucket in self.owned_buckets
 
     @property

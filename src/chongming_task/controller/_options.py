@@ -312,7 +312,7 @@ def task_query(
         name_prefix=filters.get("name_prefix"),
         tag=filters.get("tag"),
         bucket=filters.get("bucket"),
-        buckets=None if buckets is None else frozenset(buckets),
+        buckets=None if buckets is None else _validation.check_buckets(buckets),
         owner=filters.get("owner"),
         metadata_eq=filters.get("metadata_eq"),
         created_after=filters.get("created_after"),

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from chongming_task._model import TaskSnapshot, Transition
-from chongming_task._validation import check_seconds
+from chongming_task._validation import check_seconds, check_timeout
 from chongming_task.controller._commands import CommandPoller
 from chongming_task.controller._control import control_task
 from chongming_task.controller._dispatch import Dispatcher
@@ -239,6 +239,7 @@ class Parts:
         self, *, reason: str | None, timeout: float | None, close_store: bool, flush_timeout: float
     ) -> int:
         """``Controller.close``: stop, wait, flush, then the threads and the store, once."""
+        check_timeout(timeout)
         check_seconds(flush_timeout, "flush_timeout", allow_zero=True)
         with self._lock:
             already = self.closed

@@ -191,7 +191,7 @@ class TaskRegistry:
 
     def require(self, name: str) -> TaskDefinition:
         """The definition of ``name``, or :class:`UnknownTaskName` naming what is registered."""
-        definition = self._definitions.get(name)
+        definition = self._definitions.get(_validation.check_lookup(name, "task name"))
         if definition is None:
             raise UnknownTaskName(name, self._definitions)
         return definition

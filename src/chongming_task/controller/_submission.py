@@ -23,6 +23,7 @@ from chongming_task._model import JSONValue, TaskSnapshot, Transition, ensure_js
 from chongming_task._validation import (
     LABEL_MAX_LENGTH,
     LINE_MAX_LENGTH,
+    check_items,
     check_line,
     check_metadata,
     check_priority,
@@ -180,7 +181,9 @@ class Submission:
         ids = self._batch_ids(name, len(items), task_ids)
         if not items:
             return []
-        keys: Sequence[str | None] = [None] * len(items) if bucket_keys is None else bucket_keys
+        keys: Sequence[str | None] = (
+            [None] * len(items) if bucket_keys is None else check_items(bucket_keys, "bucket_keys")
+        )
         if len(keys) != len(items):
             raise ConfigurationError(
                 f"bucket_keys has {len(keys)} entries for {len(items)} calls; give one per call"
@@ -413,7 +416,7 @@ class Submission:
             raise ConfigurationError(
                 f"task_ids must be a sequence of ids, not the string {task_ids!r}"
             )
-        ids = list(task_ids)
+        ids = check_items(task_ids, "task_ids")
         if len(ids) != count:
             raise ConfigurationError(
                 f"task_ids has {len(ids)} entries for {count} calls; give one id per call"

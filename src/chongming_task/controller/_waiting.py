@@ -11,6 +11,7 @@ import time
 from collections.abc import Sequence
 
 from chongming_task._model import TaskSnapshot
+from chongming_task._validation import check_lookup, check_timeout
 from chongming_task.errors import UnknownTask
 from chongming_task.run import TaskOutcome, TaskRun
 from chongming_task.states import TaskStatus
@@ -30,7 +31,9 @@ def wait_for_runs(runs: Sequence[TaskRun], timeout: float | None) -> list[TaskOu
 
     Raises:
         TimeoutError: Naming how many runs (and which, up to five) are unfinished.
+        ConfigurationError: ``timeout`` is not ``None`` or seconds >= 0.
     """
+    check_timeout(timeout)
     deadline = None if timeout is None else time.monotonic() + timeout
     outcomes: list[TaskOutcome] = []
     for index, run in enumerate(runs):
@@ -54,7 +57,10 @@ def wait_in_store(
     Raises:
         UnknownTask: The store has no such task (a ``ConfigurationError``).
         TimeoutError: It was still unfinished when ``timeout`` passed.
+        ConfigurationError: ``task_id`` is no string, or ``timeout`` no seconds >= 0.
     """
+    check_lookup(task_id)
+    check_timeout(timeout)
     deadline = None if timeout is None else time.monotonic() + timeout
     pause = threading.Event()
     while True:

@@ -26,12 +26,15 @@ from typing import TYPE_CHECKING, Any, Unpack
 from chongming_task._model import JSONValue, TaskSnapshot, Transition
 from chongming_task._validation import (
     check_aware,
+    check_items,
+    check_lookup,
     check_metadata,
     check_priority,
     check_seconds,
     check_tags,
     check_task_id,
     check_text,
+    check_timeout,
     check_unique,
 )
 from chongming_task.controller._control import Controlled, control_task
@@ -72,9 +75,11 @@ def json_path_error(value: object, path: str) -> str | None:
         item, where, depth = stack.pop()
         if depth > _MAX_DEPTH:
             return f"{where}: nested deeper than {_MAX_DEPTH} levels"
-        if item is None or isinstance(item, bool | str):
+        if isinstance(item, str):
+            if not _is_utf8(item) or "\x00" in item:
+                return f"{where}: {item!r:.60} holds a lone surrogate or a NUL (not storable)"
             continue
-        if isinstance(item, int):
+        if item is None or isinstance(item, bool | int):
             continue
         if isinstance(item, float):
             if not math.isfinite(item):
@@ -87,10 +92,19 @@ def json_path_error(value: object, path: str) -> str | None:
             for key, sub in item.items():
                 if not isinstance(key, str):
                     return f"{where}: key {key!r} is a {type(key).__name__}, not a string"
+                stack.append((key, f"{where} (a key)", depth))
                 stack.append((sub, f"{where}[{key!r}]", depth + 1))
             continue
         return f"{where}: a {type(item).__name__} is not JSON ({item!r:.60})"
     return None
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _registry_of(tasks: object) -> TaskRegistry | None:
@@ -133,7 +147,7 @@ class TaskHandle:
 
     def __init__(self, client: Client, task_id: str, *, created: bool = True) -> None:
         self._client = client
-        self.task_id = task_id
+        self.task_id = check_lookup(task_id)
         self.created = created
 
     @property
@@ -239,13 +253,17 @@ class Client:
     ) -> None:
         if not isinstance(store, TaskStore):
             raise ConfigurationError(f"store must be a TaskStore, got {store!r}")
+        if bucket_policy is not None and not isinstance(bucket_policy, BucketPolicy):
+            raise ConfigurationError(f"bucket_policy must be a BucketPolicy, got {bucket_policy!r}")
         if bucket_policy is not None and num_buckets is not None:
             raise ConfigurationError("give bucket_policy or num_buckets, not both")
         self.store = store
         self.registry = _registry_of(tasks)
-        self.bucket_policy = bucket_policy or BucketPolicy(num_buckets=num_buckets or 64)
-        self.actor = actor or f"client:{default_owner()}"
-        self.poll_interval = poll_interval
+        self.bucket_policy = bucket_policy or BucketPolicy(
+            num_buckets=64 if num_buckets is None else num_buckets
+        )
+        self.actor = f"client:{default_owner()}" if actor is None else check_text(actor, "actor")
+        self.poll_interval = check_seconds(poll_interval, "poll_interval")
         self.clock = store.clock
 
     # ------------------------------------------------------------ enqueue
@@ -341,12 +359,16 @@ class Client:
             ConfigurationError: As :meth:`enqueue`, naming the call at fault; nothing
                 of the batch is stored.
         """
-        items = list(calls)
-        ids = list(task_ids) if task_ids is not None else [None] * len(items)
-        keys = list(bucket_keys) if bucket_keys is not None else [None] * len(items)
-        uniques = list(unique_keys) if unique_keys is not None else [None] * len(items)
-        limit_keys = list(concurrency_keys) if concurrency_keys is not None else [None] * len(items)
-        if any(len(column) != len(items) for column in (ids, keys, uniques, limit_keys)):
+        items = check_items(calls, "calls")
+
+        def column(values: Iterable[Any] | None, name: str) -> list[Any]:
+            return [None] * len(items) if values is None else check_items(values, name)
+
+        ids = column(task_ids, "task_ids")
+        keys = column(bucket_keys, "bucket_keys")
+        uniques = column(unique_keys, "unique_keys")
+        limit_keys = column(concurrency_keys, "concurrency_keys")
+        if any(len(given) != len(items) for given in (ids, keys, uniques, limit_keys)):
             raise ConfigurationError(
                 "task_ids, bucket_keys, unique_keys and concurrency_keys need one entry per call"
             )
@@ -489,6 +511,7 @@ class Client:
 
     def get(self, task_id: str) -> TaskHandle | None:
         """A handle on ``task_id`` if the store has it."""
+        check_lookup(task_id)
         return None if self.store.get(task_id) is None else TaskHandle(self, task_id)
 
     def list_tasks(self, **filters: Unpack[QueueTaskFilters]) -> list[TaskSnapshot]:
@@ -630,6 +653,7 @@ class AsyncTaskHandle:
         Raises:
             TimeoutError: ``timeout`` passed first.
         """
+        check_timeout(timeout)
         client = self._sync._client
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
@@ -674,7 +698,7 @@ class AsyncClient:
     async def enqueue_many(
         self, name: str, calls: Iterable[tuple[Any, ...] | Mapping[str, Any]], /, **options: Any
     ) -> list[AsyncTaskHandle]:
-        items = list(calls)
+        items = check_items(calls, "calls")
         handles = await asyncio.to_thread(lambda: self.sync.enqueue_many(name, items, **options))
         return [AsyncTaskHandle(handle) for handle in handles]
 

@@ -11,6 +11,7 @@ run's result.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Mapping
 from datetime import datetime
@@ -346,6 +347,9 @@ class ScheduleAdmin:
             TimeoutError: it was not completed within ``timeout`` seconds.
             ConfigurationError: no such command.
         """
+        _validation.check_lookup(command_id, "command_id")
+        _validation.check_seconds(timeout, "timeout", allow_zero=True)
+        _validation.check_seconds(interval, "interval")
         deadline = self.clock.monotonic() + timeout
         while True:
             command = self.store.get_command(command_id)
@@ -409,6 +413,7 @@ class ScheduleAdmin:
         error (``SchedulerHealth.error``). ``held`` tells runs that the calling process
         supervises itself (never stale) from the others.
         """
+        _validation.check_seconds(late_after, "late_after", allow_zero=True)
         try:
             controls = self.schedules()
             running = {c.name: self.unfinished(c.name) for c in controls}
@@ -463,6 +468,7 @@ def check_input(value: object) -> dict[str, JSONValue]:
         )
     data = dict(value)
     ensure_json(data, "manual run input")
+    _validation.check_utf8(json.dumps(data, ensure_ascii=False), "manual run input")
     return data
 
 

@@ -281,7 +281,6 @@ Trigger = CronTrigger | IntervalTrigger
 """Either trigger; both offer ``kind``, ``pattern``, ``timezone``, ``next_after``, ``describe``."""
 
 
-@functools.lru_cache(maxsize=1024)
 def make_trigger(
     pattern: str,
     timezone: str = "UTC",
@@ -298,6 +297,16 @@ def make_trigger(
     Raises:
         ConfigurationError: the pattern or the timezone is invalid.
     """
+    for name, value in (("pattern", pattern), ("timezone", timezone)):
+        if not isinstance(value, str):
+            raise ConfigurationError(f"a schedule's {name} must be a string, got {value!r:.60}")
+    return _cached_trigger(pattern, timezone, anchor, dst)
+
+
+@functools.lru_cache(maxsize=1024)
+def _cached_trigger(
+    pattern: str, timezone: str, anchor: datetime | None, dst: DstPolicy
+) -> Trigger:
     trigger = CronTrigger(pattern, timezone, dst=dst)
     if trigger.interval is not None:
         return IntervalTrigger(trigger.interval.seconds, anchor)

@@ -17,7 +17,7 @@ from datetime import datetime
 
 from chongming_task._checkpoint_gaps import CheckpointGaps
 from chongming_task._model import Progress, TaskSnapshot, Transition
-from chongming_task._validation import check_lookup
+from chongming_task._validation import check_count, check_items, check_lookup
 from chongming_task.core._clock import Clock
 from chongming_task.errors import (
     ConcurrencyConflict,
@@ -242,7 +242,7 @@ class InMemoryTaskStore(MemoryControl, QueueStore):
         return None if best is None else best[1]
 
     def get(self, task_id: str) -> TaskSnapshot | None:
-        check_lookup(task_id, "task_id")
+        check_lookup(task_id)
         with self._locked():
             row = self._tasks.get(task_id)
             return None if row is None else row.snapshot
@@ -286,16 +286,18 @@ class InMemoryTaskStore(MemoryControl, QueueStore):
             return len(doomed)
 
     def delete_tasks(self, task_ids: Collection[str]) -> int:
+        ids = {check_lookup(t, "task_ids[]") for t in check_items(task_ids, "task_ids")}
         with self._locked():
             deleted = 0
-            for task_id in set(task_ids):
+            for task_id in ids:
                 if self._tasks.pop(task_id, None) is not None:
                     deleted += 1
                 self._history.pop(task_id, None)
             return deleted
 
     def delete_transitions(self, task_id: str, versions: Collection[int]) -> int:
-        doomed = set(versions)
+        check_lookup(task_id)
+        doomed = {check_count(v, "versions[]") for v in check_items(versions, "versions")}
         with self._locked():
             kept = [t for t in self._history.get(task_id, []) if t.version not in doomed]
             removed = len(self._history.get(task_id, [])) - len(kept)
@@ -321,7 +323,7 @@ class InMemoryTaskStore(MemoryControl, QueueStore):
                 trail.sort(key=lambda kept: kept.version)
 
     def history(self, task_id: str) -> list[Transition]:
-        check_lookup(task_id, "task_id")
+        check_lookup(task_id)
         with self._locked():
             return list(self._history.get(task_id, ()))
 

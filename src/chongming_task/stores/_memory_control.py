@@ -194,6 +194,7 @@ class MemoryControl(TaskStore):
             self._commands[command_id] = replace(command, lease_until=until)
 
     def get_command(self, command_id: str) -> Command | None:
+        check_lookup(command_id, "command_id")
         with self._locked():
             return self._commands.get(command_id)
 
@@ -236,6 +237,7 @@ class MemoryControl(TaskStore):
             return [self._schedules[name] for name in sorted(self._schedules)]
 
     def delete_schedule(self, name: str) -> bool:
+        check_lookup(name, "schedule name")
         with self._locked():
             return self._schedules.pop(name, None) is not None
 

@@ -8,7 +8,7 @@ the string annotations of a class in the module it names.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final, Literal, NamedTuple
@@ -74,6 +74,12 @@ CLAIM_PRIORITY_MAX: Final = 2**63 - 1
 # ---------------------------------------------------------------- records
 
 
+def _status(value: object) -> TaskStatus:
+    if not isinstance(value, TaskStatus):
+        raise ConfigurationError(f"TaskQuery.statuses must hold TaskStatus values, got {value!r}")
+    return value
+
+
 @dataclass(frozen=True, kw_only=True)
 class TaskQuery:
     """Filters for ``query``/``count_by_status``; every filter present must match (AND)."""
@@ -113,22 +119,13 @@ class TaskQuery:
 
     def __post_init__(self) -> None:  # noqa: C901 (one check per TaskQuery filter)
         if self.statuses is not None:
-            statuses = frozenset(self.statuses)
-            for status in statuses:
-                if not isinstance(status, TaskStatus):
-                    raise ConfigurationError(
-                        f"TaskQuery.statuses must hold TaskStatus values, got {status!r}"
-                    )
+            statuses = frozenset(
+                _status(status)
+                for status in _validation.check_items(self.statuses, "TaskQuery.statuses")
+            )
             object.__setattr__(self, "statuses", statuses)
         if self.buckets is not None:
-            given_buckets: object = self.buckets
-            if isinstance(given_buckets, str) or not isinstance(given_buckets, Iterable):
-                raise ConfigurationError(
-                    f"TaskQuery.buckets must be a collection of ints, got {self.buckets!r}"
-                )
-            buckets = frozenset(self.buckets)
-            for bucket in buckets:
-                _validation.check_int(bucket, "TaskQuery.buckets", maximum=_validation.INT64_MAX)
+            buckets = _validation.check_buckets(self.buckets, "TaskQuery.buckets")
             object.__setattr__(self, "buckets", buckets)
         if self.task_ids is not None:
             given: object = self.task_ids
@@ -137,13 +134,10 @@ class TaskQuery:
                     f"TaskQuery.task_ids must be a collection of ids, not the string "
                     f"{given!r}; wrap it: task_ids={{...}}"
                 )
-            task_ids = frozenset(self.task_ids)
-            for task_id in task_ids:
-                if not isinstance(task_id, str):
-                    raise ConfigurationError(
-                        f"TaskQuery.task_ids must hold strings, got {task_id!r}"
-                    )
-                _validation.check_lookup(task_id, "TaskQuery.task_ids")
+            task_ids = frozenset(
+                _validation.check_lookup(task_id, "TaskQuery.task_ids[]")
+                for task_id in _validation.check_items(given, "TaskQuery.task_ids")
+            )
             object.__setattr__(self, "task_ids", task_ids)
         cutoff = self.lease_expired_by
         if cutoff is not None and (not isinstance(cutoff, datetime) or cutoff.tzinfo is None):

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 
 from chongming_task._checkpoint_gaps import CheckpointGaps
 from chongming_task._model import Progress, TaskSnapshot
-from chongming_task.errors import ConfigurationError
+from chongming_task._validation import check_count
 from chongming_task.states import TERMINAL, TaskStatus
 from chongming_task.stores._codec import require_aware
 from chongming_task.stores._records import Order, TaskQuery
@@ -108,10 +108,9 @@ def prune_choice(rows: Iterable[StoredRow], keep_terminal: int) -> list[TaskSnap
     ``keep_terminal`` most recently updated (ties: the later inserted is kept).
 
     Raises:
-        ConfigurationError: ``keep_terminal`` is negative.
+        ConfigurationError: ``keep_terminal`` is not an ``int`` >= 0.
     """
-    if keep_terminal < 0:
-        raise ConfigurationError(f"keep_terminal must be >= 0, got {keep_terminal!r}")
+    check_count(keep_terminal, "keep_terminal")
     done = [row for row in rows if row.snapshot.status in TERMINAL]
     done.sort(key=lambda row: (row.snapshot.updated_at, row.seq), reverse=True)
     return [row.snapshot for row in done[keep_terminal:]]

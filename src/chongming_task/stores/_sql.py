@@ -35,7 +35,7 @@ from chongming_task._model import (
     parse_datetime,
 )
 from chongming_task._redact import redact_text_fields
-from chongming_task._validation import check_lookup, check_seconds
+from chongming_task._validation import check_count, check_items, check_lookup, check_seconds
 from chongming_task.core._clock import Clock
 from chongming_task.errors import (
     ConcurrencyConflict,
@@ -416,7 +416,7 @@ class SqlStore(TaskStore, QueueStore):
         return self._run(apply, write=True, atomic=True)
 
     def get(self, task_id: str) -> TaskSnapshot | None:
-        check_lookup(task_id, "task_id")
+        check_lookup(task_id)
         found = self._run(
             lambda cur: cur.execute(self._sql["select_task"], {"task_id": task_id}).fetchone(),
             write=False,
@@ -482,8 +482,7 @@ class SqlStore(TaskStore, QueueStore):
         return {int(bucket): int(count) for bucket, count in found}
 
     def prune(self, keep_terminal: int) -> int:
-        if isinstance(keep_terminal, bool) or keep_terminal < 0:
-            raise ConfigurationError(f"keep_terminal must be >= 0, got {keep_terminal!r}")
+        check_count(keep_terminal, "keep_terminal")
         params = {"terminal": self._array(_TERMINAL_VALUES), "keep": keep_terminal}
 
         def delete(cur: Cursor) -> int:
@@ -494,7 +493,7 @@ class SqlStore(TaskStore, QueueStore):
         return self._run(delete, write=True, atomic=True)
 
     def delete_tasks(self, task_ids: Collection[str]) -> int:
-        ids = sorted(set(task_ids))
+        ids = sorted({check_lookup(t, "task_ids[]") for t in check_items(task_ids, "task_ids")})
         if not ids:
             return 0
         params = {"task_ids": self._array(ids)}
@@ -507,7 +506,8 @@ class SqlStore(TaskStore, QueueStore):
         return self._run(delete, write=True, atomic=True)
 
     def delete_transitions(self, task_id: str, versions: Collection[int]) -> int:
-        chosen = sorted({int(version) for version in versions})
+        check_lookup(task_id)
+        chosen = sorted({check_count(v, "versions[]") for v in check_items(versions, "versions")})
         if not chosen:
             return 0
         params = {"task_id": task_id, "versions": self._array(chosen)}
@@ -529,7 +529,7 @@ class SqlStore(TaskStore, QueueStore):
         self._run(lambda cur: cur.execute(self._sql["insert_transition"], params), write=True)
 
     def history(self, task_id: str) -> list[Transition]:
-        check_lookup(task_id, "task_id")
+        check_lookup(task_id)
         found = self._run(
             lambda cur: cur.execute(self._sql["select_history"], {"task_id": task_id}).fetchall(),
             write=False,
@@ -970,6 +970,7 @@ class SqlStore(TaskStore, QueueStore):
         raise ClaimLost(current.command_id, params["claim_token"], detail)
 
     def get_command(self, command_id: str) -> Command | None:
+        check_lookup(command_id, "command_id")
         found = self._run(
             lambda cur: cur.execute(
                 self._sql["select_command"], {"command_id": command_id}
@@ -1027,6 +1028,8 @@ class SqlStore(TaskStore, QueueStore):
         return [rows.decode_schedule(row, self._instant_out) for row in found]
 
     def delete_schedule(self, name: str) -> bool:
+        check_lookup(name, "schedule name")
+
         def delete(cur: Cursor) -> bool:
             cur.execute(self._sql["delete_schedule"], {"name": name})
             return int(cur.rowcount) > 0
