@@ -16,6 +16,7 @@ import re
 import threading
 import time
 from collections.abc import Iterable, Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -23,8 +24,9 @@ import pytest
 from _workers import cli, on_path, spawn_worker, stop_workers
 from chongming_task import AsyncClient, Client, Controller, InMemoryTaskStore, TaskStatus
 from chongming_task.errors import ConfigurationError
+from chongming_task.stores import QueueStore
 from chongming_task.stores._base import TaskStore
-from chongming_task.testing import wait_until
+from chongming_task.testing import FakeClock, wait_until
 from chongming_task.worker import Worker
 
 HERE = Path(__file__).parent
@@ -212,20 +214,78 @@ def test_pauses_on_the_memory_store_by_name_and_by_bucket() -> None:
         _succeeds(client, [by_bucket])
 
 
+@pytest.fixture
+def store_clock() -> FakeClock:
+    """The ``store`` fixture's stores (memory, SQLite, PostgreSQL) read a fake clock."""
+    return FakeClock()
+
+
 def test_a_pause_records_who_why_and_when_and_a_second_pause_replaces_it(
     store: TaskStore,
 ) -> None:
+    clock = store.clock
+    assert isinstance(clock, FakeClock)
     client = _client(store, actor="alice")
     first = client.pause_queue(name="noop", reason="  first  ")
     assert (first.actor, first.reason, first.name, first.bucket) == ("alice", "first", "noop", None)
-    assert first.paused_at == store.clock.now() or first.paused_at <= store.clock.now()
-    (stored,) = client.queue_pauses()
-    assert stored == first
+    assert first.paused_at == clock.now()
+    assert client.queue_pauses() == [first]
+    clock.advance(60)
     second = _client(store, actor="bob").pause_queue(name="noop", reason="second")
-    assert [(p.actor, p.reason) for p in client.queue_pauses()] == [("bob", "second")]
-    assert client.queue_pauses()[0].paused_at == second.paused_at
+    assert client.queue_pauses() == [second]
+    assert second.paused_at == first.paused_at + timedelta(seconds=60)
     client.pause_queue(bucket=3, reason="b")
     assert [p.scope for p in client.queue_pauses()] == ["name:noop", "bucket:3"]
+
+
+@pytest.mark.parametrize("with_limits", [False, True])
+def test_the_claim_passes_over_paused_queues_with_and_without_buckets(
+    store: TaskStore, with_limits: bool
+) -> None:
+    assert isinstance(store, QueueStore)
+    client = _client(store)
+    red, blue = (client.bucket_policy.bucket_for(k) for k in (RED, BLUE))
+    if with_limits:  # the claim's other path: limits read inside its transaction
+        client.set_limit("tenant:*", concurrency=5)
+    client.pause_queue(name="noop", reason="r")
+    client.pause_queue(bucket=red, reason="r")
+    by_name = client.enqueue("noop", bucket_key=BLUE, priority=9).task_id
+    by_bucket = client.enqueue("other", bucket_key=RED, priority=9).task_id
+    free = [client.enqueue("other", bucket_key=BLUE, concurrency_key="tenant:1").task_id]
+    free.append(client.enqueue("other").task_id)  # no bucket: a bucket pause is not its
+    until = store.clock.now() + timedelta(seconds=30)
+    for buckets in ([red, blue], None):
+        taken = store.claim_queued("w1", buckets=buckets, limit=10, lease_until=until)
+        assert [t.task_id for t in taken] == ([free[0]] if buckets else [free[1]])
+    assert store.claim_queued("w1", buckets=None, limit=10, lease_until=until) == []
+    assert client.resume_queue(bucket=red) is True
+    taken = store.claim_queued("w1", buckets=[red, blue], limit=10, lease_until=until)
+    assert [t.task_id for t in taken] == [by_bucket]
+    assert client.resume_queue(name="noop") is True
+    taken = store.claim_queued("w1", buckets=None, limit=10, lease_until=until)
+    assert [t.task_id for t in taken] == [by_name]
+
+
+def test_explain_from_the_store_names_the_pause_of_an_unheld_task(store: TaskStore) -> None:
+    from chongming_task._explain import explain
+    from chongming_task.controller._explaining import store_facts
+
+    client = _client(store, actor="ops")
+    handle = client.enqueue("noop", bucket_key=RED)
+    pause = client.pause_queue(bucket=handle.snapshot.bucket, reason="disk full")
+    client.pause_queue(name="noop", reason="deploy")
+    facts = store_facts(store, handle.snapshot, now=store.clock.now())
+    reasons = explain(facts).reasons
+    assert reasons[0].kind == "queue_paused"
+    assert reasons[0].message == (
+        f"waiting: queue 'noop' paused by ops at {pause.paused_at.isoformat()}: deploy"
+    )
+    client.resume_queue(name="noop")
+    reasons = explain(store_facts(store, handle.snapshot, now=store.clock.now())).reasons
+    assert reasons[0].message == f"waiting: {pause.describe()}"
+    client.resume_queue(bucket=handle.snapshot.bucket)
+    reasons = explain(store_facts(store, handle.snapshot, now=store.clock.now())).reasons
+    assert all(r.kind != "queue_paused" for r in reasons)
 
 
 def test_the_async_client_pauses_and_resumes() -> None:
