@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import subprocess
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -48,7 +49,7 @@ def _client(store: TaskStore, actor: str = "ops") -> Client:
     return Client(store, tasks=__import__("pausetasks"), actor=actor, poll_interval=0.02)
 
 
-def _worker(db: str, tmp_path: Path) -> tuple[object, Path]:
+def _worker(db: str, tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path]:
     logs = tmp_path / "logs"
     logs.mkdir(exist_ok=True)
     proc = spawn_worker(
@@ -117,7 +118,7 @@ def test_a_paused_name_takes_nothing_for_3s_and_runs_after_resume(
         _succeeds(client, paused)
         assert client.queue_pauses() == []
     finally:
-        stop_workers([proc], logs)  # type: ignore[list-item]
+        stop_workers([proc], logs)
 
 
 def test_a_bucket_paused_from_the_cli_is_obeyed_by_a_running_worker(
@@ -171,7 +172,7 @@ def test_a_bucket_paused_from_the_cli_is_obeyed_by_a_running_worker(
         _succeeds(client, paused)
         assert json.loads(cli(db, "queue", "--json").stdout)["pauses"] == []
     finally:
-        stop_workers([proc], logs)  # type: ignore[list-item]
+        stop_workers([proc], logs)
 
 
 class InProcessWorker:
@@ -326,7 +327,7 @@ def test_bad_pauses_are_refused_and_change_nothing(
     store = InMemoryTaskStore()
     client = _client(store)
     with pytest.raises(ConfigurationError, match=re.escape(message)):
-        client.pause_queue(**options)  # type: ignore[arg-type]
+        client.pause_queue(**options)
     assert client.queue_pauses() == []
     with pytest.raises(ConfigurationError, match="not both"):
         client.resume_queue(name="noop", bucket=1)
