@@ -28,6 +28,7 @@ from typing import Any, ClassVar, Literal, TypeVar, dataclass_transform
 
 from chongming_task._checkpoint_gaps import CheckpointGaps, GapForecast, forecast, format_seconds
 from chongming_task._model import JSONValue, TaskSnapshot, Transition
+from chongming_task._redact import redact
 from chongming_task.policies import Timeout
 from chongming_task.states import OCCUPYING, TaskStatus
 from chongming_task.stores._limits import LimitUse
@@ -112,10 +113,11 @@ class Reason:
         raise NotImplementedError
 
     def to_dict(self) -> dict[str, JSONValue]:
-        """``{"kind", "message", <fields>}``, JSON-ready."""
-        data: dict[str, JSONValue] = {"kind": self.kind, "message": self.message}
+        """``{"kind", "message", <fields>}``, JSON-ready, its text redacted."""
+        data: dict[str, JSONValue] = {"kind": self.kind, "message": redact(self.message)}
         for item in fields(self):
-            data[item.name] = _json(getattr(self, item.name))
+            value = _json(getattr(self, item.name))
+            data[item.name] = redact(value) if isinstance(value, str) else value
         return data
 
 
@@ -563,9 +565,9 @@ class Explanation:
         }
 
     def render(self) -> str:
-        """Text for a terminal: one line per reason."""
+        """Text for a terminal: one line per reason, redacted."""
         head = f"{self.task_id}: {self.status.value} (explained from the {self.source})"
-        return "\n".join([head, *(f"  - {reason.message}" for reason in self.reasons)])
+        return "\n".join([head, *(f"  - {redact(reason.message)}" for reason in self.reasons)])
 
 
 # ---------------------------------------------------------------- explaining

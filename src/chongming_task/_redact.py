@@ -40,20 +40,42 @@ is redacted here to the same text):
 - Control characters are removed *before* matching, so ``pass\\x00word=x`` cannot
   slip past the pattern and reassemble afterwards. C1 controls (U+0080..U+009F, which
   include the terminal's CSI) are removed too; Go keeps them.
-- Keys may carry a snake/kebab prefix (``db_password``, ``client_secret``,
-  ``x-api-key``, ``--password``), may be quoted (``"password": "x"`` in JSON,
-  ``{'token': 'x'}`` in a Python repr), the full-width ``：`` and ``＝`` of Chinese
-  text separate like ``:`` and ``=``, and ``credentials`` counts as well as
-  ``credential``.
+  Terminal escape sequences (``ESC[31m``, ``ESC]52;...BEL``) are removed whole, so
+  what is left is the text, not the junk of half a sequence.
+- A key is any identifier that *ends* in one of the words above: with a snake/kebab
+  prefix (``db_password``, ``client_secret``, ``x-api-key``, ``--password``) or glued
+  to one (``PGPASSWORD``, ``clientsecret``, ``githubtoken``, ``AUTHTOKEN``). Keys may
+  be quoted (``"password": "x"`` in JSON, ``{'token': 'x'}`` in a Python repr); a
+  quoted value ends at its unescaped closing quote (``"ab\\"cd"`` is one value). The
+  full-width ``：`` and ``＝`` of Chinese text separate like ``:`` and ``=``, any
+  Unicode space (``str.isspace()``: no-break, ideographic...) or zero-width character
+  may surround the separator, and ``credentials`` counts as well as ``credential``.
+- ``Authorization: <scheme> <credential>`` with *any* scheme (``ApiKey``, ``OAuth``,
+  ``SSWS``, ``Token``, ...) becomes ``Authorization=[REDACTED]``.
+- Well-known token shapes anywhere in the text become ``[REDACTED]``: GitHub
+  (``ghp_``, ``gho_``, ``ghu_``, ``ghs_``, ``ghr_``, ``github_pat_``), GitLab
+  (``glpat-``), Slack (``xoxb-``, ``xoxp-``, ``xoxa-``, ``xoxr-``, ``xoxs-``,
+  ``xapp-``), Stripe (``sk_live_``, ``sk_test_``, ``rk_live_``, ``rk_test_``), AWS
+  access key ids (``AKIA``/``ASIA`` and 16 more), Google API keys (``AIza``), npm
+  (``npm_``), ``sk-`` API keys and JWTs (``eyJ...eyJ...signature``).
+
+:func:`redact_json` applies the rule to a JSON-ready value (metadata, an outcome, a
+task's arguments): every string is redacted, and every value under a key that ends in
+a secret word is replaced whole. :func:`printable` is the one sanitiser for text shown
+on a terminal: escape sequences (CSI such as ``ESC[2J``, OSC such as the clipboard
+write ``ESC]52;...``), other control characters and lone surrogates never reach it.
 
 Over-redaction (``token: 5`` in an innocent message) is accepted; a leak is not.
-Both functions are idempotent: redacting redacted text changes nothing.
+Every function is idempotent: redacting redacted text changes nothing (the property
+test in ``tests/faults/test_redaction_property.py`` checks both, Unicode included).
 """
 
 from __future__ import annotations
 
 import functools
 import re
+import unicodedata
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Final, TypeVar, cast
 
@@ -70,8 +92,10 @@ __all__ = [
     "REDACTED",
     "TRACEBACK_MAX_LENGTH",
     "mask_dsn",
+    "printable",
     "redact",
     "redact_failure",
+    "redact_json",
     "redact_reason",
     "redact_secrets",
     "redact_text_fields",
@@ -101,6 +125,15 @@ _KEYS: Final = (
     r"|refresh[_-]?token|authorization|credentials?)"
 )
 
+#: What may surround a separator: every character ``str.isspace()`` knows (the no-break
+#: and ideographic spaces too: a Unicode space must not let a secret through) and the
+#: zero-width characters that render as nothing.
+_SPACE: Final = (
+    "["
+    + "".join(f"\\u{code:04x}" for code in range(0x3001) if chr(code).isspace())
+    + "\\u200b-\\u200d\\u2060\\ufeff]"
+)
+
 #: HTTP auth schemes whose credential follows after a space (``Basic dXNlcjpwdw==``):
 #: the value is the scheme and the credential. ``Bearer`` is not here: its credential
 #: is redacted on its own first (``_BEARER_PATTERN``), as the Go code does.
@@ -109,18 +142,55 @@ _AUTH_SCHEMES: Final = r"(?:basic|digest|negotiate|ntlm|token|aws4-hmac-sha256)"
 # A value that already reads [REDACTED] stops there, so a second pass over
 # "f(password=[REDACTED])" keeps the ")" (the bare form would swallow it): redaction
 # is applied by several layers and must be idempotent.
-# ASCII mode on purpose: Go's RE2 treats \b and \s as ASCII, so "用户token=x" is still
-# a key at a word boundary. The lookbehind starts a match only at the beginning of an
-# identifier run, which keeps matching linear; the optional prefix then reaches keys
-# inside runs like "db_password" or "--password".
+# ASCII mode on purpose: Go's RE2 treats \b as ASCII, so "用户token=x" is still a key
+# at a word boundary. The lookbehind starts a match only at the beginning of an
+# identifier run, which keeps matching linear; the prefix then reaches keys inside runs
+# like "db_password", "--password" or "PGPASSWORD". A quoted value may hold escaped
+# quotes ("ab\\"cd"); a bare one runs to the next ASCII space, "," or ";".
 _PAIR_PATTERN: Final = re.compile(
     r"(?<![A-Za-z0-9_-])"
-    r"(?P<key>(?:[A-Za-z0-9_-]*[_-])?" + _KEYS + r")\b"
-    r"(?P<quote>[\"']?)"
-    r"\s*[:=\uff1a\uff1d]\s*"
-    r"(?P<value>\[REDACTED\]|\"[^\"]*\"|'[^']*'"
-    r"|" + _AUTH_SCHEMES + r"\s+(?!\[REDACTED\])[^\s,;]+|[^\s,;]+)",
+    r"(?P<key>[A-Za-z0-9_-]*?" + _KEYS + r")\b"
+    r"(?P<quote>\\?[\"']?)"
+    + _SPACE
+    + r"*[:=\uff1a\uff1d]"
+    + _SPACE
+    + r"*(?P<value>\[REDACTED\]|\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'"
+    r"|" + _AUTH_SCHEMES + _SPACE + r"+(?!\[REDACTED\])[^\s,;]+|[^\s,;]+)",
+    re.IGNORECASE | re.ASCII | re.DOTALL,
+)
+
+# "Authorization: <any scheme> <credential>": the scheme and the credential go, whatever
+# the scheme is called (ApiKey, OAuth, SSWS, Token...). A credential already redacted
+# ("Bearer [REDACTED]", from _BEARER_PATTERN) is left to _PAIR_PATTERN, which gives the
+# Go form "Authorization=[REDACTED] [REDACTED]".
+_AUTH_HEADER_PATTERN: Final = re.compile(
+    r"(?<![A-Za-z0-9_-])"
+    r"(?P<key>[A-Za-z0-9_-]*?authorization)\b"
+    r"(?P<quote>\\?[\"']?)"
+    + _SPACE
+    + r"*[:=\uff1a\uff1d]"
+    + _SPACE
+    + r"*[A-Za-z][A-Za-z0-9._~+/-]*"
+    + _SPACE
+    + r"+(?!\[REDACTED\])[^\s,;]+",
     re.IGNORECASE | re.ASCII,
+)
+
+# Token shapes that are secrets wherever they stand, key or not.
+_TOKEN_PATTERN: Final = re.compile(
+    r"(?<![A-Za-z0-9])(?:"
+    r"gh[pousr]_[A-Za-z0-9]{30,}"
+    r"|github_pat_[A-Za-z0-9_]{20,}"
+    r"|glpat-[A-Za-z0-9_-]{20,}"
+    r"|xox[abposr]-[A-Za-z0-9-]{10,}"
+    r"|xapp-[A-Za-z0-9-]{10,}"
+    r"|[sr]k_(?:live|test)_[A-Za-z0-9]{10,}"
+    r"|(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|APKA|AROA|ASCA)[A-Z0-9]{16}(?![A-Za-z0-9])"
+    r"|AIza[A-Za-z0-9_-]{35}"
+    r"|npm_[A-Za-z0-9]{36}"
+    r"|sk-[A-Za-z0-9_-]{20,}"
+    r"|eyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*"
+    r")",
 )
 
 # scheme://user:password@ -- the scheme starts at the beginning of a run of scheme
@@ -149,12 +219,18 @@ _DSN_PASSWORD_PATTERN: Final = re.compile(
 #: What :func:`mask_dsn` shows instead of a password.
 MASK: Final = "***"
 
-_BEARER_PATTERN: Final = re.compile(r"\bbearer\s+[A-Za-z0-9._~+/\-=]+", re.IGNORECASE | re.ASCII)
+_BEARER_PATTERN: Final = re.compile(
+    r"\bbearer" + _SPACE + r"+[A-Za-z0-9._~+/\-=]+", re.IGNORECASE | re.ASCII
+)
 
 
 def _control_table(*, keep_newlines: bool) -> dict[int, str | None]:
-    """``str.translate`` table: tab/CR/LF/NEL -> space (or kept), other controls -> gone."""
+    """``str.translate`` table: whitespace controls -> space (LF/NEL kept in tracebacks),
+    other controls -> gone (so ``pass\\x00word`` reassembles before matching)."""
     table: dict[int, str | None] = dict.fromkeys([*range(0x20), 0x7F, *range(0x80, 0xA0)])
+    for code in table:
+        if chr(code).isspace():
+            table[code] = " "
     if keep_newlines:
         table[ord("\n")] = "\n"
         table[0x85] = "\n"
@@ -169,10 +245,46 @@ def _control_table(*, keep_newlines: bool) -> dict[int, str | None]:
 _MESSAGE_CONTROLS: Final = _control_table(keep_newlines=False)
 _TRACEBACK_CONTROLS: Final = _control_table(keep_newlines=True)
 
+#: The controls escape sequences are made of (ESC, BEL, the 8-bit introducers and ST).
+_ESCAPE_CHARS: Final = "\x07\x1b\x90\x98\x9b\x9c\x9d\x9e\x9f"
+_ESCAPE_CHARS_PATTERN: Final = re.compile(f"[{_ESCAPE_CHARS}]")
+
+
+def _keeping_escapes(table: dict[int, str | None]) -> dict[int, str | None]:
+    return {**table, **{ord(char): char for char in _ESCAPE_CHARS}}
+
+
+_MESSAGE_CONTROLS_KEEPING_ESCAPES: Final = _keeping_escapes(_MESSAGE_CONTROLS)
+_TRACEBACK_CONTROLS_KEEPING_ESCAPES: Final = _keeping_escapes(_TRACEBACK_CONTROLS)
+
+
+def _without_controls(
+    text: str, table: dict[int, str | None], redact_text: Callable[[str], str]
+) -> str:
+    """``text`` without control characters, escape sequences removed whole.
+
+    Removing a sequence can join what stood around it, and a sequence's final byte is
+    a letter that may belong to the text (``CSI b`` eats the ``b`` of ``bearer``), so
+    with escape sequences present the text is redacted once as written (escapes kept)
+    before they go; the caller redacts the result again.
+    """
+    if _ESCAPE_CHARS_PATTERN.search(text) is None:
+        return text.translate(table)
+    keep = (
+        _MESSAGE_CONTROLS_KEEPING_ESCAPES
+        if table is _MESSAGE_CONTROLS
+        else _TRACEBACK_CONTROLS_KEEPING_ESCAPES
+    )
+    return _strip_escapes(redact_text(text.translate(keep))).translate(table)
+
 
 def _replace_pair(match: re.Match[str]) -> str:
     if match.group("value") == MASK:  # already masked for display (mask_dsn)
         return match.group(0)
+    return f"{match.group('key')}{match.group('quote')}={REDACTED}"
+
+
+def _replace_auth(match: re.Match[str]) -> str:
     return f"{match.group('key')}{match.group('quote')}={REDACTED}"
 
 
@@ -194,8 +306,14 @@ def _redact_line(text: str) -> str:
     # URLs first: "password=postgresql://u:pw@h" is then one value either way.
     if "://" in text:
         text = _URL_CREDENTIALS_PATTERN.sub(_REDACT_URL, text)
+    text = _TOKEN_PATTERN.sub(REDACTED, text)
     text = _BEARER_PATTERN.sub(f"Bearer {REDACTED}", text)
+    text = _AUTH_HEADER_PATTERN.sub(_replace_auth, text)
     return _PAIR_PATTERN.sub(_replace_pair, text)
+
+
+def _redact_lines(text: str) -> str:
+    return "\n".join(_redact_line(line) for line in _redact_pem(text).split("\n"))
 
 
 def _redact_pem(text: str) -> str:
@@ -213,6 +331,12 @@ def redact_secrets(text: str) -> str:
     return _redact_line(_redact_pem(text))
 
 
+def _mask_dsn_password(match: re.Match[str]) -> str:
+    if match.group("value").startswith(REDACTED):  # already redacted: as good as masked
+        return match.group(0)
+    return f"{match.group('key')}{MASK}"
+
+
 def mask_dsn(dsn: str) -> str:
     """``dsn`` for display: its password replaced by ``***``, nothing else changed.
 
@@ -224,7 +348,7 @@ def mask_dsn(dsn: str) -> str:
     if "://" in text:
         text = _URL_CREDENTIALS_PATTERN.sub(_MASK_URL, text)
     if "=" in text:
-        text = _DSN_PASSWORD_PATTERN.sub(lambda m: f"{m.group('key')}{MASK}", text)
+        text = _DSN_PASSWORD_PATTERN.sub(_mask_dsn_password, text)
     return text
 
 
@@ -265,10 +389,12 @@ def redact(text: str | None) -> str | None:
     """One clean line of at most 512 characters, secrets replaced by ``[REDACTED]``.
 
     A lone surrogate is written as its backslash escape (an undecodable file name's
-    ``\\udcff`` as ``\\xff``, ``_validation.escape_surrogates``), control characters
-    are removed, runs of whitespace (line breaks included) become one space, and text
-    longer than :data:`MESSAGE_MAX_LENGTH` is cut there with ``"..."`` appended.
-    ``None`` stays ``None`` so optional fields pass straight through.
+    ``\\udcff`` as ``\\xff``, ``_validation.escape_surrogates``). Terminal escape
+    sequences (``ESC[2J``, ``ESC]52;...BEL``) are removed whole and other control
+    characters removed, runs of whitespace (line breaks and every Unicode space
+    included) become one space, and text longer than :data:`MESSAGE_MAX_LENGTH` is cut
+    there with ``"..."`` appended. ``None`` stays ``None`` so optional fields pass
+    straight through. Idempotent: ``redact(redact(x)) == redact(x)``.
 
     Args:
         text: A failure message, a stop reason, any text about to be stored.
@@ -278,12 +404,50 @@ def redact(text: str | None) -> str | None:
     """
     if text is None:
         return None
-    # A lone surrogate (an undecodable file name) as its escape: the store keeps UTF-8.
-    cleaned = redact_secrets(escape_surrogates(str(text)).translate(_MESSAGE_CONTROLS))
-    cleaned = " ".join(cleaned.split())
-    if len(cleaned) > MESSAGE_MAX_LENGTH:
-        return cleaned[:MESSAGE_MAX_LENGTH] + _ELLIPSIS
-    return cleaned
+    cleaned = " ".join(
+        _without_controls(escape_surrogates(str(text)), _MESSAGE_CONTROLS, redact_secrets).split()
+    )
+    cleaned = " ".join(redact_secrets(cleaned).split())
+    # A cut can end in the middle of a pair ("token=[REDAC..."), which a second pass
+    # would redact again; redacting the cut text until nothing changes makes the result
+    # a fixed point, so redacting it once more changes nothing. Each round only turns
+    # text into [REDACTED], so this ends within a few rounds.
+    for _ in range(8):
+        if len(cleaned) <= MESSAGE_MAX_LENGTH:
+            return cleaned
+        cut = cleaned[:MESSAGE_MAX_LENGTH] + _ELLIPSIS
+        again = redact_secrets(cut)
+        if again == cut:
+            return cut
+        cleaned = again
+    return cleaned[:MESSAGE_MAX_LENGTH] + _ELLIPSIS
+
+
+def _is_secret_key(key: str) -> bool:
+    return _SECRET_KEY_PATTERN.search(key) is not None
+
+
+#: A mapping key naming a secret: it ends in one of the secret words.
+_SECRET_KEY_PATTERN: Final = re.compile(_KEYS + _SPACE + r"*\Z", re.IGNORECASE | re.ASCII)
+
+
+def redact_json(value: object, key: str | None = None) -> object:
+    """A JSON-ready ``value`` (metadata, an outcome, arguments) with its secrets redacted.
+
+    Every string is redacted (:func:`redact_secrets`, so its layout is kept); every
+    value under a key that ends in a secret word (``password``, ``PGPASSWORD``,
+    ``api_key``...) becomes ``[REDACTED]`` whole, whatever its type; ``None`` stays.
+    Mappings and lists are copied; other values come back as they are.
+    """
+    if isinstance(value, Mapping):
+        return {str(k): redact_json(v, str(k)) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_json(item, key) for item in value]
+    if key is not None and value is not None and _is_secret_key(key):
+        return REDACTED
+    if isinstance(value, str):
+        return redact_secrets(value)
+    return value
 
 
 @functools.lru_cache(maxsize=4096)
@@ -352,7 +516,7 @@ def redact_traceback(text: str | None, *, max_length: int = TRACEBACK_MAX_LENGTH
     normalised = (
         escape_surrogates(str(text)).replace("\r\n", "\n").replace("\r", "\n").expandtabs(4)
     )
-    normalised = _redact_pem(normalised.translate(_TRACEBACK_CONTROLS))
+    normalised = _redact_pem(_without_controls(normalised, _TRACEBACK_CONTROLS, _redact_lines))
     lines = [_redact_line(line).rstrip() for line in normalised.split("\n")]
     cleaned = "\n".join(lines).strip("\n")
     if len(cleaned) <= max_length:
@@ -393,3 +557,58 @@ def redact_failure(failure: Failure) -> Failure:
     if message == failure.message and traceback == failure.traceback:
         return failure
     return replace(failure, message=message, traceback=traceback)
+
+
+# ---------------------------------------------------------------- terminal output
+
+# An escape sequence, whole: CSI (ESC [ or the 8-bit CSI, parameters, intermediates,
+# a final byte: "ESC[2J"), OSC/DCS/SOS/PM/APC strings with their terminator (BEL,
+# ESC \ or the 8-bit ST: "ESC]52;c;...BEL" writes the clipboard), any other ESC with
+# the character after it, and a lone 8-bit introducer. An unterminated string loses
+# its introducer only: what follows is text, kept.
+_ESCAPE_PATTERN: Final = re.compile(
+    r"(?:\x1b\[|\x9b)[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]?"
+    r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]{0,4096}(?:\x07|\x1b\\|\x9c)"
+    r"|\x1b.?|[\x90\x98\x9c-\x9f]",
+    re.DOTALL,
+)
+
+
+def _printable_char(char: str, keep_newlines: bool) -> str:
+    category = unicodedata.category(char)
+    if category == "Cs":  # a lone surrogate: no terminal encoding can write it
+        return "\ufffd"
+    if char == "\n" and keep_newlines:
+        return char
+    if category == "Cc" or char in "\u2028\u2029":
+        return " "
+    if category == "Cf" and char not in "\u200c\u200d":  # keep joiners (emoji, scripts)
+        return ""
+    return char
+
+
+def _strip_escapes(text: str) -> str:
+    """``text`` without terminal escape sequences (removed whole, not left as junk)."""
+    if _ESCAPE_CHARS_PATTERN.search(text) is None:
+        return text
+    return _ESCAPE_PATTERN.sub("", text)
+
+
+def printable(text: str, *, keep_newlines: bool = False) -> str:
+    """``text`` safe to write to a terminal: the one sanitiser of the CLI's output.
+
+    Escape sequences are removed whole (``ESC[2J`` clears no screen, ``ESC]52;...``
+    writes no clipboard); other control characters (C0, DEL, C1, tab, carriage
+    return, line and paragraph separators) become a space; invisible format characters
+    (bidirectional overrides, zero-width spaces) are removed, the zero-width joiners
+    kept; a lone surrogate becomes ``U+FFFD``. Line feeds are kept with
+    ``keep_newlines`` (a block of lines), else they become a space (one field).
+    Idempotent, and text without any of these comes back unchanged.
+    """
+    text = str(text)
+    if text.isprintable() and "\x1b" not in text:
+        return text
+    text = _strip_escapes(text)
+    return "".join(
+        char if char.isprintable() else _printable_char(char, keep_newlines) for char in text
+    )

@@ -35,6 +35,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Final
 
 from chongming_task._service import BackgroundService
+from chongming_task._validation import check_duration_text
 from chongming_task.errors import ConfigurationError
 from chongming_task.states import TERMINAL, TaskStatus
 from chongming_task.stores._records import TaskQuery
@@ -68,8 +69,8 @@ def parse_age(text: str) -> timedelta:
     """``"7d"`` -> 7 days. Units ``s``, ``m``, ``h``, ``d``, ``w``; a bare number is seconds.
 
     Raises:
-        ConfigurationError: Not a positive, finite age in that form (``nan``, ``-1d``,
-            ``7 days``).
+        ConfigurationError: Not a positive age in that form (``nan``, ``-1d``,
+            ``7 days``), or longer than 100 years (``MAX_SECONDS``).
     """
     match = _AGE.match(text) if isinstance(text, str) else None
     if match is None:
@@ -77,8 +78,9 @@ def parse_age(text: str) -> timedelta:
             f"{text!r} is not an age; write a number and a unit: 90s, 30m, 12h, 7d or 2w"
         )
     seconds = float(match.group(1)) * _UNITS[(match.group(2) or "s").lower()]
-    if not math.isfinite(seconds) or seconds <= 0:
+    if not seconds > 0:
         raise ConfigurationError(f"an age must be > 0, got {text!r}")
+    check_duration_text(seconds, text, "an age of")
     return timedelta(seconds=seconds)
 
 

@@ -20,6 +20,8 @@ one-line texts      label (256), progress unit (64), progress message, skip and
                     newline included), valid UTF-8
 metadata            a mapping of ``str`` keys (as one-line texts of 256) to JSON
                     values, valid UTF-8, at most ``METADATA_MAX_BYTES`` (64 KiB)
+lookups             an id, name or filter to look up: a string without NUL
+                    bytes, valid UTF-8
 global limits       a mapping of tag names (as ids) to integers >= 1
 unique work         a key as an id; a window of seconds or a ``timedelta`` > 0
 outcome             at most ``OUTCOME_MAX_BYTES`` (1 MiB) of compact UTF-8 JSON
@@ -41,6 +43,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any, Final
 
 from chongming_task.errors import ConfigurationError
@@ -58,9 +61,11 @@ __all__ = [
     "UNIT_MAX_LENGTH",
     "add_seconds",
     "check_aware",
+    "check_duration_text",
     "check_global_limits",
     "check_int",
     "check_line",
+    "check_lookup",
     "check_metadata",
     "check_outcome_size",
     "check_priority",
@@ -134,6 +139,21 @@ def check_seconds(
     return float(value)
 
 
+def check_duration_text(seconds: float | Decimal, text: str, name: str) -> None:
+    """Refuse a duration typed as text (``7d``, ``@every 2h``) that is over ``MAX_SECONDS``.
+
+    Checked on the parsed number, before it becomes a ``timedelta`` or an ``int``:
+    thousands of digits overflow both (``OverflowError``, or ``ValueError`` from
+    Python's limit on integer digits). ``text`` is quoted clipped to 40 characters.
+    """
+    if seconds > MAX_SECONDS:
+        shown = text if len(text) <= 40 else f"{text[:37]}..."
+        raise ConfigurationError(
+            f"{name} {shown!r} is longer than 100 years; a duration must be at most "
+            f"{MAX_SECONDS:g} seconds"
+        )
+
+
 def check_aware(value: object, name: str) -> datetime:
     """A timezone-aware ``datetime``."""
     if not isinstance(value, datetime):
@@ -183,6 +203,16 @@ def check_utf8(value: str, name: str) -> str:
             f"position {exc.start}): {value!r}"
         ) from exc
     return value
+
+
+def check_lookup(value: object, name: str) -> str:
+    """A string a store can look up (an id, a name, a filter): a ``str``, valid UTF-8,
+    without NUL bytes (PostgreSQL text cannot hold one; no stored id has one)."""
+    if not isinstance(value, str):
+        raise ConfigurationError(f"{name} must be a string, got {type(value).__name__}")
+    if "\x00" in value:
+        raise ConfigurationError(f"{name} must not contain a NUL byte (\\x00), got {value[:60]!r}")
+    return check_utf8(value, name)
 
 
 #: C0 controls, DEL and C1 controls (U+0080..U+009F, the terminal's CSI among them):

@@ -104,9 +104,9 @@ def test_errors_that_name_the_database_mask_the_password(invoke: Invoke, tmp_pat
     malformed = invoke("--db", f"postgresql://app:{PASSWORD}@127.0.0.1:5432/x?bogus=1", "ps")
     assert malformed.code == 1
     assert_masked(malformed)
-    # A SQLite path that looks like a URL: "no database at ...", masked.
+    # A URL of another kind is no SQLite path either: refused, masked.
     missing = invoke("--db", f"sqlite://u:{PASSWORD}@h", "ps")
-    assert missing.code == 1
+    assert missing.code == 2
     assert "sqlite://u:***@h" in missing.err
     assert_masked(missing)
 

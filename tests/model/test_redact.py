@@ -14,8 +14,10 @@ from chongming_task._redact import (
     MESSAGE_MAX_LENGTH,
     TRACEBACK_MAX_LENGTH,
     mask_dsn,
+    printable,
     redact,
     redact_failure,
+    redact_json,
     redact_reason,
     redact_secrets,
     redact_text_fields,
@@ -65,11 +67,35 @@ def go_sanitize(message: str) -> str:
             "connect(user=bob, password=s3cr3t, token='t t') failed; api_key: \"k k\"",
             "connect(user=bob, password=[REDACTED], token=[REDACTED]) failed; api_key=[REDACTED]",
         ),
-        ("tokenizer=ok mytoken=ok token_count=5", "tokenizer=ok mytoken=ok token_count=5"),
+        # A key glued to a prefix ends in a secret word: it is a key (issue 34).
+        ("tokenizer=ok mytoken=x token_count=5", "tokenizer=ok mytoken=[REDACTED] token_count=5"),
+        ("PGPASSWORD=hunter2 psql", "PGPASSWORD=[REDACTED] psql"),
+        (
+            "clientsecret=a githubtoken=b AUTHTOKEN=c",
+            "clientsecret=[REDACTED] githubtoken=[REDACTED] AUTHTOKEN=[REDACTED]",
+        ),
+        # Unicode spaces around the separator (no-break, ideographic, thin, zero-width).
+        ("password\u00a0=\u00a0hunter2 ok", "password=[REDACTED] ok"),
+        ("token\u3000:\u3000abc ok", "token=[REDACTED] ok"),
+        ("secret\u2009=\u200bxyz ok", "secret=[REDACTED] ok"),
+        # Any HTTP auth scheme.
+        ("Authorization: ApiKey k1 ok", "Authorization=[REDACTED] ok"),
+        ("authorization: OAuth k2, ok", "authorization=[REDACTED], ok"),
+        ("Authorization: SSWS k3 ok", "Authorization=[REDACTED] ok"),
+        ("Proxy-Authorization: Token k4 ok", "Proxy-Authorization=[REDACTED] ok"),
+        # A JSON string value with escaped quotes is one value.
+        ('{"password": "ab\\"cd", "n": 1}', '{"password"=[REDACTED], "n": 1}'),
+        # Well-known token shapes, with or without a key.
+        ("push ghp_" + "A1" * 18 + " failed", "push [REDACTED] failed"),
+        ("github_pat_11ABCDEFG0123456789_abcdefghij ok", "[REDACTED] ok"),
+        ("slack xoxb-1234567890-abcdefghij ok", "slack [REDACTED] ok"),
+        ("stripe sk_live_abcdefghij1234 ok", "stripe [REDACTED] ok"),
+        ("aws AKIAIOSFODNN7EXAMPLE ok", "aws [REDACTED] ok"),
+        ("jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl ok", "jwt [REDACTED] ok"),
         ("密码错误: password=密码123 用户=张三", "密码错误: password=[REDACTED] 用户=张三"),
         ("用户token=值 ok", "用户token=[REDACTED] ok"),
         ("line one\n\tline two\r\n  password =\n x", "line one line two password=[REDACTED]"),
-        ("bell\x07 null\x00 del\x7f esc\x1b[31m", "bell null del esc[31m"),
+        ("bell\x07 null\x00 del\x7f esc\x1b[31m", "bell null del esc"),
         ("   ", ""),
         ("", ""),
     ],
@@ -95,7 +121,7 @@ def test_none_passes_through() -> None:
         ("pass\x00word=hunter2", "password=[REDACTED]"),
         ("password\x01=hunter2", "password=[REDACTED]"),
         ("password：hunter2 token＝abc", "password=[REDACTED] token=[REDACTED]"),
-        ("csi\x9b31m nel\x85end", "csi31m nel end"),
+        ("csi\x9b31m nel\x85end", "csi nel end"),  # an escape sequence goes whole
     ],
 )
 def test_hardening_beyond_go(raw: str, expected: str) -> None:
@@ -516,3 +542,44 @@ def test_every_transition_reason_is_redacted_where_it_is_made() -> None:
     assert skipped.transitions[-1].reason == "Authorization=[REDACTED]"
     assert skipped.snapshot.failure is not None
     assert skipped.snapshot.failure.message == "Authorization=[REDACTED]"
+
+
+@pytest.mark.parametrize(
+    ("raw", "shown"),
+    [
+        ("copy \x1b]52;c;aGVsbG8=\x07me", "copy me"),  # OSC 52: the clipboard write
+        ("a\x1b[2Jb\x1b[31;1mc", "abc"),  # CSI: clear screen, colour
+        ("t\x1b]0;title\x1b\\itle", "title"),  # OSC ended by ST
+        ("8-bit \x9b2J csi", "8-bit  csi"),
+        ("unterminated \x1b]52;c;text stays", "unterminated 52;c;text stays"),
+        ("lone \ud800 surrogate", "lone \ufffd surrogate"),
+        ("bidi \u202eevil\u202c end", "bidi evil end"),
+        ("tab\tcr\rnul\x00", "tab cr nul "),
+        ("emoji \U0001f468\u200d\U0001f469 kept", "emoji \U0001f468\u200d\U0001f469 kept"),
+        ("plain text 中文", "plain text 中文"),
+    ],
+)
+def test_printable_removes_what_drives_a_terminal(raw: str, shown: str) -> None:
+    assert printable(raw) == shown
+    assert printable(shown) == shown
+
+
+def test_printable_keeps_line_feeds_when_asked() -> None:
+    assert printable("a\nb\x1b[2J", keep_newlines=True) == "a\nb"
+    assert printable("a\nb") == "a b"
+
+
+def test_redact_json_redacts_values_under_secret_keys_whatever_their_type() -> None:
+    value = {
+        "PGPASSWORD": 1234,
+        "clientSecret": ["a", {"x": 1}],
+        "args": {"note": "token=abc", "api_key": None, "n": 5},
+        "tokens": "kept",
+    }
+    assert redact_json(value) == {
+        "PGPASSWORD": "[REDACTED]",
+        "clientSecret": ["[REDACTED]", {"x": 1}],
+        "args": {"note": "token=[REDACTED]", "api_key": None, "n": 5},
+        "tokens": "kept",
+    }
+    assert redact_json(redact_json(value)) == redact_json(value)

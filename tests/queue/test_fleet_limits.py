@@ -13,6 +13,7 @@ import json
 import re
 import subprocess
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -55,6 +56,15 @@ def _workers(db: str, logs: Path, count: int = 3) -> list[subprocess.Popen[bytes
     ]
 
 
+def _until_registered(store: TaskStore, count: int) -> None:
+    """Wait (with a deadline) until ``count`` workers have registered in ``store``."""
+    assert isinstance(store, QueueStore)
+    deadline = time.monotonic() + DEADLINE
+    while len(store.list_workers()) < count:
+        assert time.monotonic() < deadline, "the workers did not register in time"
+        threading.Event().wait(0.05)
+
+
 class Sampler:
     """Calls ``sample`` in a thread until stopped (the store read while workers run)."""
 
@@ -92,6 +102,10 @@ def test_a_fleet_concurrency_limit_on_a_dynamic_key_holds_across_three_workers(
     client.set_limit("tenant:*", concurrency=LIMIT)
     logs = tmp_path / "logs"
     logs.mkdir()
+    # The fleet first, then the work: enqueued before the workers were up, one worker
+    # could claim everything on a loaded machine before the others registered.
+    procs = _workers(db, logs)
+    _until_registered(store, 3)
     ids: dict[str, list[str]] = {}
     for tenant in ("a", "b"):
         gates = tmp_path / f"gates-{tenant}"  # the bodies of one tenant meet each other
@@ -117,7 +131,6 @@ def test_a_fleet_concurrency_limit_on_a_dynamic_key_holds_across_three_workers(
             assert n <= LIMIT, (key, n)
             slot_peak[key] = max(slot_peak[key], n)
 
-    procs = _workers(db, logs)
     sampler = Sampler(sample)
     try:
         for task_id in ids["a"] + ids["b"]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -37,7 +38,14 @@ class _Parser(argparse.ArgumentParser):
     """
 
     def error(self, message: str) -> NoReturn:
+        # argparse quotes what it could not place, a mistyped URL included
+        # (``postgresql//app:pw@db``, which mask_dsn does not recognise): mask
+        # ``user:password@`` wherever it appears.
+        message = _CREDENTIALS.sub(r"\1:***@", message)
         raise UsageError(f"{message} (see {self.prog} --help)")
+
+
+_CREDENTIALS = re.compile(r"([\w.%+-]+):[^\s@/:]+@")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -75,6 +83,9 @@ def join_dash_values(argv: Sequence[str]) -> list[str]:
         if word == "--":
             result.extend(words[index:])
             break
+        if word.startswith("--") and word.endswith("=--"):
+            # argparse (3.11, 3.12) turns ``--label=--`` into an empty list, not "--".
+            raise UsageError(f"{word}: '--' cannot be the value of an option (it ends the options)")
         following = words[index + 1] if index + 1 < len(words) else None
         if (
             word in DASH_VALUE_OPTIONS

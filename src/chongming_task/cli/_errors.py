@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from enum import IntEnum
 
-from chongming_task._redact import mask_dsn, redact_secrets
+from chongming_task._redact import mask_dsn, printable, redact_secrets
 from chongming_task.errors import (
     ConcurrencyConflict,
     ConfigurationError,
@@ -77,12 +77,15 @@ def one_line(text: str) -> str:
 
 
 def scrub(text: str) -> str:
-    """``text`` as the CLI may show it: DSN passwords as ``***``, other secrets redacted.
+    """``text`` as the CLI may show it: DSN passwords as ``***``, other secrets redacted,
+    escape sequences and control characters gone (``chongming_task._redact.printable``).
 
     Every error, notice and library log line passes through here: a driver error can
-    quote the connection string, a task's failure text can carry a token.
+    quote the connection string, a task's failure text can carry a token or an escape
+    sequence.
     """
-    return redact_secrets(mask_dsn(text))
+    # Redacted before and after: removing an escape sequence can join a key together.
+    return redact_secrets(printable(redact_secrets(mask_dsn(text))))
 
 
 def describe(exc: BaseException) -> tuple[str, ExitCode]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
+from chongming_task._redact import printable, redact
 from chongming_task.cli._render import Output
 
 if TYPE_CHECKING:
@@ -42,8 +43,8 @@ def transition_line(transition: Transition) -> str:
         line += f", by {transition.actor}"
     line += ")"
     if transition.reason:
-        line += f"  {transition.reason}"
-    return line
+        line += f"  {redact(transition.reason)}"
+    return printable(line)
 
 
 class Display:
@@ -80,10 +81,10 @@ class Display:
 
     def progress(self, snapshot: TaskSnapshot) -> None:
         assert snapshot.progress is not None
-        text = f"{' ' * 14}{snapshot.task_id}  progress {snapshot.progress.render()}"
+        text = f"{' ' * 14}{snapshot.task_id}  progress {redact(snapshot.progress.render())}"
         if snapshot.progress.message:
-            text += f"  {snapshot.progress.message}"
-        self.output.print(text)
+            text += f"  {redact(snapshot.progress.message)}"
+        self.output.print(printable(text))
 
     def close(self) -> None:
         """Stop any live rendering (nothing to do for plain text)."""
@@ -116,6 +117,8 @@ class RichDisplay(Display):
         self._bar_task: Any = None
 
     def update(self, run: _Observed) -> None:
+        from rich.markup import escape
+
         transitions = run.transitions
         for transition in transitions[self._shown :]:
             self.transition(transition)
@@ -127,10 +130,10 @@ class RichDisplay(Display):
         progress = snapshot.progress
         self._bar.update(
             self._bar_task,
-            description=f"{snapshot.task_id} {snapshot.status.value}",
+            description=escape(printable(f"{snapshot.task_id} {snapshot.status.value}")),
             total=progress.total if progress is not None else None,
             completed=progress.done if progress is not None else 0,
-            message=(progress.message or "") if progress is not None else "",
+            message=escape(printable(redact(progress.message) or "")) if progress else "",
         )
 
     def transition(self, transition: Transition) -> None:

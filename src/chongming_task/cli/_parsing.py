@@ -27,6 +27,7 @@ __all__ = [
     "integer",
     "parse_arg_value",
     "parse_bucket_ranges",
+    "parse_json_object",
     "parse_task_kwargs",
     "seconds",
 ]
@@ -66,9 +67,41 @@ def env(name: str, default: str | None = None) -> str | None:
 
 
 def _refuse_constant(text: str) -> Any:
-    # NaN and Infinity are not JSON (other languages and jsonb reject them), so an
-    # argument spelled that way is kept as the string the user typed.
-    raise ValueError(text)
+    # NaN and Infinity are not JSON (other languages and jsonb reject them): an --arg
+    # spelled that way is kept as the string the user typed, a document is refused.
+    raise ValueError(f"{text} is not JSON (write null or a quoted string)")
+
+
+def _check_depth(text: str, option: str) -> None:
+    """Refuse JSON nested deeper than ``MAX_ARG_DEPTH`` before ``json.loads`` recurses
+    into it (thousands of levels exhaust Python's stack: ``RecursionError``)."""
+    if _nesting(text) > MAX_ARG_DEPTH:
+        raise UsageError(
+            f"{option} nests deeper than {MAX_ARG_DEPTH} levels of JSON lists/objects "
+            f"(starts {text[:20]!r}); pass such data through a file or the task itself"
+        )
+
+
+def parse_json_object(text: str, option: str) -> dict[str, Any]:
+    """A JSON object given whole on the command line (``--args-json``, ``--input``).
+
+    Raises:
+        UsageError: Not JSON (``NaN`` and ``Infinity`` are not), not an object, or
+            nested deeper than ``MAX_ARG_DEPTH``.
+    """
+    _check_depth(text, option)
+    example = "'{\"n\": 5}'"
+    try:
+        document = json.loads(text, parse_constant=_refuse_constant)
+    except ValueError as exc:
+        raise UsageError(
+            f"{option} must be a JSON object such as {example}; it is not valid JSON: {exc}"
+        ) from None
+    if not isinstance(document, dict):
+        raise UsageError(
+            f"{option} must be a JSON object such as {example}, got {type(document).__name__}"
+        )
+    return document
 
 
 def parse_arg_value(text: str) -> Any:
@@ -78,11 +111,7 @@ def parse_arg_value(text: str) -> Any:
     ``'"5"'`` (quoted for the shell) the string ``"5"``; ``kafka://orders`` is not
     JSON and stays a string.
     """
-    if _nesting(text) > MAX_ARG_DEPTH:
-        raise UsageError(
-            f"--arg value nests deeper than {MAX_ARG_DEPTH} levels of JSON lists/objects "
-            f"(starts {text[:20]!r}); pass such data through a file or the task itself"
-        )
+    _check_depth(text, "--arg value")
     try:
         return json.loads(text, parse_constant=_refuse_constant)
     except ValueError:
@@ -193,16 +222,7 @@ def parse_task_kwargs(args: Sequence[str] | None, args_json: str | None) -> dict
     """
     kwargs: dict[str, Any] = {}
     if args_json is not None:
-        try:
-            document = json.loads(args_json, parse_constant=_refuse_constant)
-        except ValueError as exc:
-            raise UsageError(f"--args-json is not valid JSON: {exc}") from None
-        if not isinstance(document, dict):
-            raise UsageError(
-                f"--args-json must be a JSON object of keyword arguments "
-                f"(e.g. '{{\"n\": 5}}'), got {type(document).__name__}"
-            )
-        for key, value in document.items():
+        for key, value in parse_json_object(args_json, "--args-json").items():
             if not key.isidentifier():
                 raise UsageError(f"--args-json key {key!r} is not a valid argument name")
             _refuse_reserved(key, "--args-json key")

@@ -1,7 +1,11 @@
 """Where the CLI's output goes and how it looks: rich on a terminal, plain text otherwise.
 
 Scripts parse what the CLI prints, so anything that is not a terminal gets stable
-plain text (the library's ``render_table`` format) or JSON, with no escape codes.
+plain text (the library's ``render_table`` format) or JSON, with no escape codes:
+every line goes through the one terminal sanitiser (``chongming_task._redact.printable``),
+so text a task wrote (a label, a progress message, a failure) can never clear the
+screen or write the clipboard. JSON keeps every character: those a terminal would act
+on are written as JSON ``\\u`` escapes.
 People at a terminal get rich tables and colour, unless ``NO_COLOR`` is set
 (https://no-color.org). ``rich`` is an optional extra (``chongming-task[cli]``): it
 is imported only when a terminal asks for it, and its absence falls back to plain
@@ -17,6 +21,7 @@ import unicodedata
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from chongming_task._redact import printable
 from chongming_task.cli._errors import one_line, scrub
 
 __all__ = ["STATUS_STYLES", "Output", "display_width", "plain_table"]
@@ -64,6 +69,21 @@ def plain_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     lines = [line(headers), line(["-" * width for width in widths])]
     lines.extend(line(row) for row in rows)
     return "\n".join(lines)
+
+
+def _escape_unprintable(text: str) -> str:
+    """JSON text with the characters a terminal acts on written as ``\\uXXXX`` escapes.
+
+    ``json.dumps(ensure_ascii=False)`` escapes C0 controls only; C1 controls (the
+    8-bit CSI), DEL, format characters and lone surrogates would reach the terminal
+    raw. Outside strings JSON text holds only printable ASCII and line feeds, so
+    escaping them is lossless: a parser reads the same document.
+    """
+    if text.isascii() and "\x7f" not in text:
+        return text
+    return "".join(
+        char if char.isprintable() or char == "\n" else f"\\u{ord(char):04x}" for char in text
+    )
 
 
 def _is_terminal(stream: TextIO) -> bool:
@@ -123,8 +143,13 @@ class Output:
         return self._console
 
     def print(self, text: str = "") -> None:
-        """One block of plain text on stdout, flushed at once for pipes and tests."""
-        self.stdout.write(text + "\n")
+        """One block of plain text on stdout, flushed at once for pipes and tests.
+
+        Escape sequences and control characters other than line feeds are removed
+        (:func:`~chongming_task._redact.printable`): nothing printed can drive the
+        terminal.
+        """
+        self.stdout.write(printable(text, keep_newlines=True) + "\n")
         self.stdout.flush()
 
     def notice(self, text: str) -> None:
@@ -143,7 +168,7 @@ class Output:
             text = json.dumps(document, ensure_ascii=False, separators=(",", ":"))
         else:
             text = json.dumps(document, ensure_ascii=False, indent=2)
-        self.print(text)
+        self.print(_escape_unprintable(text))
 
     def status_text(self, status: str) -> Any:
         """A status as rich ``Text`` in its colour (plain ``str`` without rich)."""
@@ -185,8 +210,11 @@ class Output:
         for header in headers:
             table.add_column(header, no_wrap=header in ("TASK_ID", "STATUS"))
         status_index = headers.index(status_column) if status_column in headers else -1
+        from rich.text import Text
+
         for row in rows:
-            cells: list[Any] = list(row)
+            # Text, not str: a cell is never read as rich markup ("[bold]" in a label).
+            cells: list[Any] = [Text(printable(cell)) for cell in row]
             if status_index >= 0:
                 cells[status_index] = self.status_text(row[status_index])
             table.add_row(*cells)

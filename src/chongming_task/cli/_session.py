@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import socket
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from chongming_task.controller import Controller
     from chongming_task.stores._base import TaskStore
 
-__all__ = ["DEFAULT_DB", "GlobalOptions", "Session", "is_postgres_url"]
+__all__ = ["DEFAULT_DB", "GlobalOptions", "Session", "check_db_value", "is_postgres_url"]
 
 T = TypeVar("T")
 
@@ -40,6 +41,36 @@ POSTGRES_CONNECT_TIMEOUT = 5.0
 def is_postgres_url(value: str) -> bool:
     """Whether ``--db`` names a PostgreSQL server rather than a SQLite file."""
     return value.startswith(("postgresql://", "postgres://"))
+
+
+#: A mistyped PostgreSQL URL (``postgresql//``, ``postgres:/``, ``postgresql:app@``) and
+#: any other URL (a scheme followed by ``:/``): neither is ever a SQLite path.
+_POSTGRES_TYPO = re.compile(r"^\s*postgres(?:ql)?\s*[:/]", re.IGNORECASE)
+_OTHER_URL = re.compile(r"^\s*[A-Za-z][A-Za-z0-9+.-]+:/")
+
+
+def check_db_value(db: str, option: str) -> None:
+    """Refuse a ``--db``/``--dsn`` that is a mistyped or foreign URL, not a file path.
+
+    ``postgresql//app:pw@db/prod`` would otherwise be taken as a relative SQLite path
+    (and echoed, password included, in "directory does not exist"). The value is not
+    quoted: a mistyped URL is where ``mask_dsn`` cannot find the password.
+    """
+    if is_postgres_url(db):
+        return
+    if _POSTGRES_TYPO.match(db):
+        raise UsageError(
+            f"{option} looks like a mistyped PostgreSQL URL (not shown: it may hold a "
+            "password); did you mean postgresql://USER@HOST/DATABASE? A SQLite database "
+            "is a file path"
+        )
+    if _OTHER_URL.match(db):
+        # Only a well-formed URL is shown (masked): mask_dsn finds its password.
+        shown = f" {mask_dsn(db)!r}" if "://" in db else " (not shown: it may hold a password)"
+        raise UsageError(
+            f"{option} is a URL chongming-task cannot use{shown}; give a postgresql:// URL "
+            "or the path of a SQLite file"
+        )
 
 
 def _int_option(value: Any, option: str) -> int:
@@ -85,9 +116,12 @@ class GlobalOptions:
         dsn_flag = getattr(args, "dsn", None)
         if db_flag and dsn_flag:
             raise UsageError("give either --db or --dsn, not both")
-        if dsn_flag and not is_postgres_url(dsn_flag):
-            raise UsageError(f"--dsn must be a postgresql:// URL, got {mask_dsn(dsn_flag)!r}")
+        if dsn_flag:
+            check_db_value(dsn_flag, "--dsn")
+            if not is_postgres_url(dsn_flag):
+                raise UsageError(f"--dsn must be a postgresql:// URL, got {mask_dsn(dsn_flag)!r}")
         db = dsn_flag or db_flag or env("DSN") or env("DB") or DEFAULT_DB
+        check_db_value(db, "--db" if db_flag else "CHONGMING_DSN / CHONGMING_DB")
         num_raw = getattr(args, "num_buckets", None) or env("NUM_BUCKETS")
         num_buckets = (
             _int_option(num_raw, "--num-buckets") if num_raw is not None else DEFAULT_NUM_BUCKETS
@@ -132,7 +166,9 @@ class Session:
 
         Raises:
             CommandFailed: The file is missing (when not creating), is a directory, or
-                the database cannot be opened or read.
+                holds another application's tables (when creating, unless
+                ``--create-schema``).
+            StoreError: The database cannot be opened or read.
         """
         db = self.options.db
         store: TaskStore
@@ -163,11 +199,10 @@ class Session:
             from chongming_task.stores._sqlite import SqliteTaskStore
 
             if read_only:
-                from urllib.parse import quote
-
-                uri = f"file:{quote(str(path.resolve()))}?mode=ro"
-                store = SqliteTaskStore(uri, create_schema=False)
+                store = SqliteTaskStore(_read_only_uri(path), create_schema=False)
             else:
+                if create and not getattr(self.args, "create_schema", False):
+                    _refuse_foreign_file(path, db)
                 store = SqliteTaskStore(str(path), create_schema=create)
         self._stores.append(store)
         return store
@@ -193,3 +228,47 @@ class Session:
             store.close()
         self._controllers.clear()
         self._stores.clear()
+
+
+def _read_only_uri(path: Path) -> str:
+    from urllib.parse import quote
+
+    return f"file:{quote(str(path.resolve()))}?mode=ro"
+
+
+def _refuse_foreign_file(path: Path, db: str) -> None:
+    """Refuse to add the schema to a SQLite file that holds tables, none of them ours.
+
+    Read through a read-only connection, so a refused file is left exactly as it was
+    (journal mode included). A missing or empty file is a new store; a file with
+    ``ct_meta`` is one of ours (perhaps to migrate).
+    """
+    import sqlite3
+
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    try:
+        conn = sqlite3.connect(_read_only_uri(path), uri=True, timeout=5.0)
+        try:
+            tables = [
+                row[0]
+                for row in conn.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table' "
+                    "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name"
+                )
+            ]
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise CommandFailed(
+            f"--db {mask_dsn(db)!r} cannot be read as a SQLite database ({exc}): it is not "
+            "one, or it is damaged; give the path of a chongming-task database or a new file"
+        ) from None
+    if not tables or "ct_meta" in tables:
+        return
+    shown = ", ".join(tables[:5]) + (f" and {len(tables) - 5} more" if len(tables) > 5 else "")
+    raise CommandFailed(
+        f"--db {mask_dsn(db)!r} holds other tables ({shown}) and no chongming-task schema: "
+        "it looks like another application's database, left unchanged; give a file of its "
+        "own, or pass --create-schema to add the chongming-task tables to it deliberately"
+    )

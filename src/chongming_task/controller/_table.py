@@ -15,9 +15,17 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from chongming_task._model import TaskSnapshot
+from chongming_task._redact import printable, redact
 from chongming_task.core._clock import SystemClock
 
-__all__ = ["COLUMNS", "display_width", "elapsed_seconds", "format_elapsed", "render_table"]
+__all__ = [
+    "COLUMNS",
+    "display_width",
+    "elapsed_seconds",
+    "format_elapsed",
+    "render_table",
+    "row_cells",
+]
 
 COLUMNS: tuple[str, ...] = (
     "TASK_ID",
@@ -78,21 +86,18 @@ def elapsed_seconds(snapshot: TaskSnapshot, now: datetime) -> float | None:
     return max(0.0, (end - start).total_seconds())
 
 
-def _clean(text: str) -> str:
-    """One line per row: control characters in user text would break the layout."""
-    return "".join(" " if unicodedata.category(char).startswith("C") else char for char in text)
-
-
-def _row(snapshot: TaskSnapshot, now: datetime) -> tuple[str, ...]:
+def row_cells(snapshot: TaskSnapshot, now: datetime) -> tuple[str, ...]:
+    """The cells of one row in :data:`COLUMNS` order (``ps`` on a terminal uses them too)."""
     failure = snapshot.failure.kind.value if snapshot.failure is not None else _EMPTY
-    progress = snapshot.progress.render() if snapshot.progress is not None else _EMPTY
+    progress = (redact(snapshot.progress.render()) or _EMPTY) if snapshot.progress else _EMPTY
+    # One line per row, safe for a terminal: the one sanitiser of the CLI's output.
     return (
-        _clean(snapshot.task_id),
-        _clean(snapshot.label or snapshot.name),
+        printable(snapshot.task_id),
+        printable(snapshot.label or snapshot.name),
         snapshot.status.value,
         f"{snapshot.attempt}/{snapshot.max_attempts}",
         format_elapsed(elapsed_seconds(snapshot, now)),
-        _clean(progress),
+        printable(progress),
         failure,
         _EMPTY if snapshot.bucket is None else str(snapshot.bucket),
     )
@@ -120,7 +125,7 @@ def render_table(
         raise ValueError(f"unknown columns {unknown}; choose from {list(COLUMNS)}")
     indexes = [COLUMNS.index(column) for column in columns]
     moment = now if now is not None else SystemClock().now()
-    rows = [[full[i] for i in indexes] for full in (_row(s, moment) for s in snapshots)]
+    rows = [[full[i] for i in indexes] for full in (row_cells(s, moment) for s in snapshots)]
     header = list(columns)
     widths = [display_width(title) for title in header]
     for row in rows:

@@ -12,6 +12,7 @@ import re
 from decimal import Decimal, InvalidOperation
 from typing import Final
 
+from chongming_task._validation import check_duration_text
 from chongming_task.errors import ConfigurationError
 
 __all__ = ["format_duration", "parse_duration"]
@@ -37,8 +38,8 @@ def parse_duration(text: str) -> int:
     """Whole seconds of a Go duration string (``"1m30s"`` -> 90).
 
     Raises:
-        ConfigurationError: the text is not a duration, is under one second, or has a
-            sub-second remainder.
+        ConfigurationError: the text is not a duration, is under one second or over
+            100 years (``MAX_SECONDS``), or has a sub-second remainder.
     """
     source = text.strip()
     if not source:
@@ -54,6 +55,7 @@ def parse_duration(text: str) -> int:
         except InvalidOperation as exc:  # pragma: no cover - the regex admits only numbers
             raise ConfigurationError(f"interval duration {text!r} is not valid; {_HELP}") from exc
         position = match.end()
+    check_duration_text(total, source, "interval duration")
     if total < 1:
         raise ConfigurationError(
             f"interval duration {text!r} is shorter than one second; the minimum is 1s"

@@ -223,7 +223,9 @@ class TaskRecordStore(ABC):
 
     @abstractmethod
     def get(self, task_id: str) -> TaskSnapshot | None:
-        """The stored snapshot, or ``None``. A row that cannot be decoded is a ``StoreError``."""
+        """The stored snapshot, or ``None``. A row that cannot be decoded is a ``StoreError``;
+        an id no store can hold (not a string, a NUL byte, a lone surrogate) is a
+        ``ConfigurationError`` (``_validation.check_lookup``)."""
 
     @abstractmethod
     def query(self, query: TaskQuery = TaskQuery()) -> list[TaskSnapshot]:  # noqa: B008
@@ -338,7 +340,8 @@ class TaskRecordStore(ABC):
 
     @abstractmethod
     def history(self, task_id: str) -> list[Transition]:
-        """Every stored transition of the task, ordered by ``version`` (empty if none)."""
+        """Every stored transition of the task, ordered by ``version`` (empty if none);
+        an id as ``get`` refuses it is a ``ConfigurationError``."""
 
     # ------------------------------------------------------------ side channel
 

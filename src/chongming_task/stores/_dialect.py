@@ -29,7 +29,14 @@ if TYPE_CHECKING:
     from chongming_task.stores._records import LostMark
     from chongming_task.stores._sql import SqlStore
 
-__all__ = ["SCHEMA_VERSION", "Cursor", "Dialect", "History", "schema_missing"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "Cursor",
+    "Dialect",
+    "History",
+    "schema_missing",
+    "stored_schema_version",
+]
 
 #: The schema this code reads and writes. 1: tasks, history, commands. 2: schedules and
 #: firing claims. 3: an index to claim commands by action (a controller's poller reads
@@ -202,4 +209,26 @@ def schema_missing(found: int, expected: int) -> str:
     return (
         f"the chongming-task schema here is at version {found}, this version needs "
         f"{expected}; read commands never migrate: start a worker or run once to migrate"
+    )
+
+
+def stored_schema_version(found: Any, where: str) -> int:
+    """The schema version a ``schema_version`` row holds (``None``: no row, 0).
+
+    Raises:
+        StoreError: The row holds something other than a whole number >= 0: the
+            ``ct_meta`` table was written by something other than chongming-task, and
+            no command can tell which schema the tables have.
+    """
+    if found is None:
+        return 0
+    raw = found[0]
+    if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 0:
+        return raw
+    text = str(raw)
+    shown = text if len(text) <= 40 else f"{text[:37]}..."
+    raise StoreError(
+        f"{where} records schema version {shown!r}, which is not a version number: its "
+        "ct_meta table was changed by something other than chongming-task; restore the "
+        "database from a backup, or point --db / the store at the right one"
     )

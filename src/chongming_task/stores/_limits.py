@@ -50,7 +50,6 @@ __all__ = [
     "check_concurrency_key",
     "check_limit",
     "check_limit_key",
-    "fleet_view",
     "limit_uses",
     "parse_rate",
 ]
@@ -358,21 +357,3 @@ def limit_uses(
             )
         )
     return found
-
-
-def fleet_view(store: object) -> list[tuple[FleetLimit, list[LimitUse]]]:
-    """Each declared limit of ``store`` (a ``QueueStore``) with the use of every key it
-    bounds that has holders or starts now (the CLI's ``limits`` and the dashboard)."""
-    from chongming_task.stores._queue_store import QueueStore
-
-    if not isinstance(store, QueueStore) or not store.supports_global_limits:
-        return []
-    limits = store.list_limits()
-    if not limits:
-        return []
-    now = store.clock.now()  # type: ignore[attr-defined]
-    slots = store.list_global_slots()
-    starts = store.list_limit_starts()
-    keys = {s.name for s in slots if s.live(now)} | {s.key for s in starts if s.live(now)}
-    uses = limit_uses(keys, limits, slots, starts, now)
-    return [(limit, [u for u in uses if u.rule == limit.key]) for limit in limits]

@@ -17,6 +17,7 @@ from datetime import datetime
 
 from chongming_task._checkpoint_gaps import CheckpointGaps
 from chongming_task._model import Progress, TaskSnapshot, Transition
+from chongming_task._validation import check_lookup
 from chongming_task.core._clock import Clock
 from chongming_task.errors import (
     ConcurrencyConflict,
@@ -244,6 +245,7 @@ class InMemoryTaskStore(MemoryControl, QueueStore):
         return None if best is None else best[1]
 
     def get(self, task_id: str) -> TaskSnapshot | None:
+        check_lookup(task_id, "task_id")
         with self._locked():
             row = self._tasks.get(task_id)
             return None if row is None else row.snapshot
@@ -322,6 +324,7 @@ class InMemoryTaskStore(MemoryControl, QueueStore):
                 trail.sort(key=lambda kept: kept.version)
 
     def history(self, task_id: str) -> list[Transition]:
+        check_lookup(task_id, "task_id")
         with self._locked():
             return list(self._history.get(task_id, ()))
 

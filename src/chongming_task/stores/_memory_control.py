@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 
 from chongming_task._model import JSONValue, loads
 from chongming_task._redact import redact_text_fields
-from chongming_task._validation import check_seconds
+from chongming_task._validation import check_lookup, check_seconds
 from chongming_task.core._clock import Clock
 from chongming_task.errors import StoreError
 from chongming_task.stores._base import (
@@ -227,6 +227,7 @@ class MemoryControl(TaskStore):
             return record
 
     def get_schedule(self, name: str) -> ScheduleRecord | None:
+        check_lookup(name, "schedule name")
         with self._locked():
             return self._schedules.get(name)
 

@@ -6,19 +6,22 @@ Waiting threads never touch the connection (a psycopg connection serves one thre
 at a time), so any number of them can wait. The thread starts on the first wait, so
 a store that never claims or waits costs no extra connection; the first claim waits
 until LISTEN is in place, so nothing submitted after it can be missed. A dropped
-listener connection is re-opened, and each re-connect wakes the waiters once, since
-a notification may have been missed while it was down.
+listener connection is re-opened with a bounded backoff (see :class:`CommandListener`:
+a database outage costs a few log lines, not one every half second), and each
+re-connect wakes the waiters once, since a notification may have been missed while
+it was down.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 from chongming_task._redact import scrub_dsn
 from chongming_task._service import BackgroundService
-from chongming_task.core._clock import SystemClock
+from chongming_task.core._clock import Clock, SystemClock
 from chongming_task.stores._signal import CommandSignal
 
 if TYPE_CHECKING:
@@ -31,27 +34,58 @@ _log = logging.getLogger("chongming_task.stores.postgres")
 #: How long one ``notifies()`` call blocks before re-checking the stop flag: the bound
 #: on how long ``close()`` waits for the thread, not on notification latency.
 _POLL_SECONDS: Final = 0.05
-#: Pause before re-opening a failed listener connection.
-_RECONNECT_SECONDS: Final = 0.5
+#: The pause before the first re-connect of an outage; each failure doubles it.
+RETRY_FIRST: Final = 0.5
+#: The longest pause between two re-connects.
+RETRY_MAX: Final = 30.0
+#: During an outage, at most one log line per this many seconds.
+REPORT_EVERY: Final = 30.0
 
 
 class CommandListener:
-    """A daemon thread relaying NOTIFY on ``channel`` to ``signal``."""
+    """A daemon thread relaying NOTIFY on ``channel`` to ``signal``.
+
+    While its connection is down it re-connects after ``RETRY_FIRST`` seconds, doubling
+    up to ``RETRY_MAX``, and logs one WARNING when it loses the connection, at most one
+    line per ``REPORT_EVERY`` seconds while it stays down, and one INFO line when it is
+    back. Waiters meanwhile poll (their own timeout bounds the latency), and
+    :meth:`retry_now` cuts the backoff short when another connection shows PostgreSQL
+    answering again.
+
+    Args:
+        clock: Times the backoff (real seconds by default, not the store's clock:
+            re-connecting is paced for a database; a ``FakeClock`` in tests).
+        connect: Opens a connection that LISTENs on ``channel`` (tests pass their own).
+    """
 
     def __init__(
-        self, conninfo: str, channel: str, signal: CommandSignal, connect_kwargs: dict[str, Any]
+        self,
+        conninfo: str,
+        channel: str,
+        signal: CommandSignal,
+        connect_kwargs: dict[str, Any],
+        *,
+        clock: Clock | None = None,
+        connect: Callable[[], psycopg.Connection[Any]] | None = None,
     ) -> None:
         self._conninfo = conninfo
         self._channel = channel
         self._signal = signal
         self._kwargs = connect_kwargs
+        self._clock = clock or SystemClock()
+        self._connect = connect or self._listen
         self._ready = threading.Event()
         self._conn: psycopg.Connection[Any] | None = None
-        # Real seconds: re-connecting is paced for a database, not by the store's clock.
+        self._failures = 0
+        self._down_since: float | None = None
+        self._reported_at = 0.0
+        self._attempted_at: float | None = None
+        self.retry_delay: float | None = None
+        """Seconds before the next re-connect (``None`` while connected)."""
         self._service = BackgroundService(
             f"chongming-task-listen-{channel}",
             self._relay,
-            clock=SystemClock(),
+            clock=self._clock,
             on_error=self._failed,
         )
         self._service.start()
@@ -67,7 +101,9 @@ class CommandListener:
     def _relay(self) -> float:
         """One connection's life: LISTEN, then relay until stopped (or it fails)."""
         try:
-            self._conn = self._listen()
+            self._attempted_at = self._clock.monotonic()
+            self._conn = self._connect()
+            self._recovered()
             if self._ready.is_set():
                 self._signal.notify()  # re-connected: something may have been missed
             self._ready.set()
@@ -80,18 +116,57 @@ class CommandListener:
                 conn.close()
         return 0.0
 
-    def _failed(self, exc: Exception, failures: int) -> float:
+    def _recovered(self) -> None:
+        if self._down_since is not None:
+            _log.info(
+                "command listener on %r recovered after %.1f s (%d failed attempts)",
+                self._channel,
+                self._clock.monotonic() - self._down_since,
+                self._failures,
+            )
+        self._down_since = self.retry_delay = None
+        self._failures = 0
+
+    def _failed(self, exc: Exception, _: int) -> float:
         import psycopg
 
-        if not isinstance(exc, psycopg.Error):  # a bug, not the database: say so loudly
-            _log.error("command listener on %r failed", self._channel, exc_info=exc)
-            return _RECONNECT_SECONDS
-        _log.warning(
-            "command listener on %r failed, reconnecting: %s",
-            self._channel,
-            scrub_dsn(str(exc), self._conninfo),
-        )
-        return _RECONNECT_SECONDS
+        now = self._clock.monotonic()
+        self._failures += 1
+        delay = self.retry_delay = min(RETRY_FIRST * (1 << min(self._failures - 1, 16)), RETRY_MAX)
+        bug = not isinstance(exc, psycopg.Error)  # a bug, not the database: say so loudly
+        report = _log.error if bug else _log.warning
+        reason = scrub_dsn(f"{type(exc).__name__}: {exc}", self._conninfo)
+        if self._down_since is None:
+            self._down_since = self._reported_at = now
+            report(
+                "command listener on %r has no connection (%s); re-connecting with backoff "
+                "up to %g s, waits poll meanwhile",
+                self._channel,
+                reason,
+                RETRY_MAX,
+                exc_info=exc if bug else None,
+            )
+        elif now - self._reported_at >= REPORT_EVERY:
+            self._reported_at = now
+            report(
+                "command listener on %r still re-connecting after %.0f s (%d failed attempts): %s",
+                self._channel,
+                now - self._down_since,
+                self._failures,
+                reason,
+            )
+        return delay
+
+    def retry_now(self) -> None:
+        """Re-connect now, not at the end of the backoff: PostgreSQL just answered
+        another connection. At most one attempt per ``RETRY_FIRST`` seconds."""
+        last = self._attempted_at
+        if (
+            self._down_since is not None
+            and last is not None
+            and self._clock.monotonic() - last >= RETRY_FIRST
+        ):
+            self._service.wake()
 
     def wait_ready(self, timeout: float) -> bool:
         """Block until LISTEN is in place (or ``timeout``); False if it is not (yet)."""

@@ -51,6 +51,7 @@ from chongming_task.stores._dialect import (
     Dialect,
     History,
     schema_missing,
+    stored_schema_version,
 )
 from chongming_task.stores._pg_listener import CommandListener
 from chongming_task.stores._sql import SqlStore
@@ -252,7 +253,7 @@ class PostgresDialect(Dialect):
         if not _scalar(conn.execute(self.sql["schema_exists"]).fetchone()):
             return 0
         found = conn.execute(self.sql["schema_version"]).fetchone()
-        return 0 if found is None else int(found[0])
+        return stored_schema_version(found, "the PostgreSQL schema")
 
     def _migrate(self, conn: psycopg.Connection[Any], schema: str) -> None:
         with conn.transaction():
@@ -373,7 +374,7 @@ class PostgresDialect(Dialect):
     def is_unique_violation(self, exc: BaseException) -> bool:
         return isinstance(exc, self._psycopg.errors.UniqueViolation)
 
-    def _ensure_listener(self) -> None:
+    def _ensure_listener(self) -> CommandListener:
         """Start LISTENing (once) and wait until it is in place."""
         with self._listener_lock:
             self.check_open()
@@ -383,14 +384,18 @@ class PostgresDialect(Dialect):
                     self._dsn, self.channel, self.signal, self._connect_kwargs
                 )
         if not listener.wait_ready(self._connect_timeout):
-            _log.warning("LISTEN is not established yet; waits fall back to their timeout")
+            # The listener reports its own failures (rate-limited); this is only detail.
+            _log.debug("LISTEN is not established yet; waits fall back to their timeout")
+        return listener
 
     def before_claim(self) -> None:
         self._ensure_listener()
         super().before_claim()
 
     def wait(self, clock: Clock, timeout: float) -> None:
-        self._ensure_listener()
+        # A claim just got an answer: a listener backing off from an outage re-connects
+        # now, so waiters are woken by NOTIFY again at once, not a backoff later.
+        self._ensure_listener().retry_now()
         super().wait(clock, timeout)
 
     @property

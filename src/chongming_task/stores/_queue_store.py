@@ -24,11 +24,11 @@ from typing import ClassVar
 from chongming_task._model import TaskSnapshot, Transition
 from chongming_task.errors import ConfigurationError
 from chongming_task.stores._codec import require_aware
-from chongming_task.stores._limits import FleetLimit, GlobalSlot, LimitStart
+from chongming_task.stores._limits import FleetLimit, GlobalSlot, LimitStart, LimitUse, limit_uses
 from chongming_task.stores._pauses import QueuePause
 from chongming_task.stores._queue_records import WorkerRecord
 
-__all__ = ["QueueStore", "claims_nothing"]
+__all__ = ["QueueStore", "claims_nothing", "fleet_view"]
 
 
 def claims_nothing(buckets: Collection[int] | None, limit: int, lease_until: datetime) -> bool:
@@ -226,3 +226,19 @@ class QueueStore(ABC):
     @abstractmethod
     def delete_worker(self, worker_id: str) -> bool:
         """Forget a worker's record; ``False`` if there was none."""
+
+
+def fleet_view(store: object) -> list[tuple[FleetLimit, list[LimitUse]]]:
+    """Each declared limit of ``store`` (a ``QueueStore``) with the use of every key it
+    bounds that has holders or starts now (the CLI's ``limits`` and the dashboard)."""
+    if not isinstance(store, QueueStore) or not store.supports_global_limits:
+        return []
+    limits = store.list_limits()
+    if not limits:
+        return []
+    now = store.clock.now()  # type: ignore[attr-defined]
+    slots = store.list_global_slots()
+    starts = store.list_limit_starts()
+    keys = {s.name for s in slots if s.live(now)} | {s.key for s in starts if s.live(now)}
+    uses = limit_uses(keys, limits, slots, starts, now)
+    return [(limit, [u for u in uses if u.rule == limit.key]) for limit in limits]

@@ -143,6 +143,7 @@ class TaskQuery:
                     raise ConfigurationError(
                         f"TaskQuery.task_ids must hold strings, got {task_id!r}"
                     )
+                _validation.check_lookup(task_id, "TaskQuery.task_ids")
             object.__setattr__(self, "task_ids", task_ids)
         cutoff = self.lease_expired_by
         if cutoff is not None and (not isinstance(cutoff, datetime) or cutoff.tzinfo is None):
@@ -166,9 +167,7 @@ class TaskQuery:
         for name in ("name_prefix", "tag", "owner"):
             text = getattr(self, name)
             if text is not None:
-                if not isinstance(text, str):
-                    raise ConfigurationError(f"TaskQuery.{name} must be a string, got {text!r}")
-                _validation.check_utf8(text, f"TaskQuery.{name}")
+                _validation.check_lookup(text, f"TaskQuery.{name}")
         if not isinstance(self.order, str) or self.order not in _ORDERS:
             raise ConfigurationError(
                 f"TaskQuery.order must be one of {sorted(_ORDERS)}, got {self.order!r}"
@@ -184,6 +183,8 @@ class TaskQuery:
                     raise ConfigurationError(
                         f"TaskQuery.metadata_eq maps str to str, got {key!r}: {value!r}"
                     )
+                _validation.check_lookup(key, "TaskQuery.metadata_eq key")
+                _validation.check_lookup(value, f"TaskQuery.metadata_eq[{key!r}]")
 
     def matches(self, snapshot: TaskSnapshot) -> bool:  # noqa: C901 (one check per filter)
         """Whether ``snapshot`` passes every filter (the reference semantics)."""

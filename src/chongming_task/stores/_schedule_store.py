@@ -38,7 +38,8 @@ class ScheduleStore(ABC):
 
     @abstractmethod
     def get_schedule(self, name: str) -> ScheduleRecord | None:
-        """The record, or ``None``."""
+        """The record, or ``None``; a name no store can hold (a NUL byte, a lone
+        surrogate) is a ``ConfigurationError``."""
 
     @abstractmethod
     def list_schedules(self) -> list[ScheduleRecord]:

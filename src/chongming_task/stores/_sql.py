@@ -35,7 +35,7 @@ from chongming_task._model import (
     parse_datetime,
 )
 from chongming_task._redact import redact_text_fields
-from chongming_task._validation import check_seconds
+from chongming_task._validation import check_lookup, check_seconds
 from chongming_task.core._clock import Clock
 from chongming_task.errors import (
     ConcurrencyConflict,
@@ -418,6 +418,7 @@ class SqlStore(TaskStore, QueueStore):
         return self._run(apply, write=True, atomic=True)
 
     def get(self, task_id: str) -> TaskSnapshot | None:
+        check_lookup(task_id, "task_id")
         found = self._run(
             lambda cur: cur.execute(self._sql["select_task"], {"task_id": task_id}).fetchone(),
             write=False,
@@ -530,6 +531,7 @@ class SqlStore(TaskStore, QueueStore):
         self._run(lambda cur: cur.execute(self._sql["insert_transition"], params), write=True)
 
     def history(self, task_id: str) -> list[Transition]:
+        check_lookup(task_id, "task_id")
         found = self._run(
             lambda cur: cur.execute(self._sql["select_history"], {"task_id": task_id}).fetchall(),
             write=False,
@@ -1051,6 +1053,7 @@ class SqlStore(TaskStore, QueueStore):
         )
 
     def get_schedule(self, name: str) -> ScheduleRecord | None:
+        check_lookup(name, "schedule name")
         found = self._run(
             lambda cur: cur.execute(self._sql["select_schedule"], {"name": name}).fetchone(),
             write=False,

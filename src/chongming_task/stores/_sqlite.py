@@ -49,7 +49,13 @@ from chongming_task.core._clock import Clock
 from chongming_task.errors import ConfigurationError, SchemaMissing, StoreError
 from chongming_task.stores import _sqlite_lost
 from chongming_task.stores._codec import from_micros, to_micros
-from chongming_task.stores._dialect import SCHEMA_VERSION, Cursor, Dialect, schema_missing
+from chongming_task.stores._dialect import (
+    SCHEMA_VERSION,
+    Cursor,
+    Dialect,
+    schema_missing,
+    stored_schema_version,
+)
 from chongming_task.stores._lost import Marking
 from chongming_task.stores._records import LostMark
 from chongming_task.stores._sql import SqlStore
@@ -187,10 +193,22 @@ class SqliteDialect(Dialect):
         )
         try:
             self._migrate()
+            self._enable_wal()
         except BaseException:
             self.closed = True
             self.close_resources()
             raise
+
+    def _enable_wal(self) -> None:
+        """Switch the file to WAL, once its schema is known to be ours (``_migrate``).
+
+        The journal mode is the one setting that persists in the file: a file this store
+        refuses (another application's database, a corrupt one) keeps its own.
+        """
+        if self._memory:
+            return
+        with suppress(sqlite3.OperationalError):  # a read-only file keeps its mode
+            self.writer.execute("PRAGMA journal_mode=WAL")
 
     # ------------------------------------------------------------ connections
 
@@ -208,9 +226,6 @@ class SqliteDialect(Dialect):
             raise StoreError(f"cannot open SQLite database {self.path!r}: {exc}") from exc
         try:
             conn.create_function("ct_lease_expired", 2, _lease_expired, deterministic=True)
-            if writer and not self._memory:
-                with suppress(sqlite3.OperationalError):  # a read-only file keeps its mode
-                    conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA synchronous={self._synchronous}")
             conn.execute("PRAGMA temp_store=MEMORY")
             conn.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
@@ -357,11 +372,17 @@ class SqliteDialect(Dialect):
         if not conn.execute(self.sql["schema_exists"]).fetchone()[0]:
             return 0
         found = conn.execute(self.sql["schema_version"]).fetchone()
-        return 0 if found is None else int(found[0])
+        return stored_schema_version(found, f"SQLite database {self.path!r}")
 
     def _migrate(self) -> None:
         try:
             version = self._schema_version()
+        except sqlite3.Error as exc:
+            raise StoreError(
+                f"cannot read SQLite database {self.path!r} ({exc}): it is not a SQLite "
+                "database, or it is damaged"
+            ) from exc
+        try:
             if version == SCHEMA_VERSION:
                 return
             if not self._create_schema:

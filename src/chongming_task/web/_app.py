@@ -37,7 +37,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from chongming_task._model import TaskSnapshot, Transition
-from chongming_task._redact import redact, redact_reason
+from chongming_task._redact import redact, redact_json, redact_reason
 from chongming_task.controller._control import control_task
 from chongming_task.core._clock import Clock, SystemClock
 from chongming_task.errors import ConfigurationError, StaleScheduleEdit, StoreError
@@ -46,7 +46,8 @@ from chongming_task.schedule._control import ScheduleControl
 from chongming_task.schedule._stats import ScheduleStatistics
 from chongming_task.states import TaskStatus
 from chongming_task.stores._base import TaskStore
-from chongming_task.stores._limits import LimitUse, fleet_view
+from chongming_task.stores._limits import LimitUse
+from chongming_task.stores._queue_store import fleet_view
 from chongming_task.web._auth import (
     COOKIE_NAME,
     CSRF_FIELD,
@@ -57,13 +58,14 @@ from chongming_task.web._auth import (
     generate_token,
 )
 from chongming_task.web._live import Broadcaster
+from chongming_task.web._params import checked_input, int_param, json_object, optional_int
 from chongming_task.web._queues import QUEUE_ACTIONS, QueueRequest, paused_queues
 from chongming_task.web._views import (
     DEFAULT_PAGE_SIZE,
+    MAX_PAGE_SIZE,
     Dashboard,
     TaskFilters,
     WorkerSource,
-    clean_json,
     controls_of,
     task_doc,
     transition_doc,
@@ -92,6 +94,10 @@ TASK_ACTIONS: Final = ("stop", "pause", "resume")
 SCHEDULE_ACTIONS: Final = ("pause", "resume", "run")
 STATUSES: Final = tuple(s.value for s in TaskStatus)
 MAX_REASON: Final = 500
+#: The most tasks one bulk request controls.
+MAX_BULK: Final = 500
+#: The most events ``?max_events=`` asks a live stream for.
+MAX_EVENTS: Final = 1_000_000
 _FLASH_KEYS: Final = frozenset({"done", "result", "applied", "requested", "refused"})
 
 #: What each accepted task action honestly means, said after the request.
@@ -391,24 +397,18 @@ def _is_form(request: Request) -> bool:
 
 
 async def _fields(request: Request) -> dict[str, Any]:
-    """Form fields, or the JSON body's object (the JSON API)."""
+    """Form fields, or the JSON body's object (the JSON API), checked by
+    :func:`~chongming_task.web._params.checked_input`."""
     form = getattr(request.state, "form", None)
     if form is not None:
         out: dict[str, Any] = {}
         for key in form:
             values = [v for v in form.getlist(key) if isinstance(v, str)]
             out[key] = values if key == "ids" else (values[-1] if values else "")
-        return out
+        result: dict[str, Any] = checked_input(out)
+        return result
     body = await request.body()
-    if not body:
-        return {}
-    try:
-        parsed = json.loads(body)
-    except ValueError:
-        raise ConfigurationError("the request body is not JSON") from None
-    if not isinstance(parsed, dict):
-        raise ConfigurationError("the request body must be a JSON object")
-    return parsed
+    return json_object(body) if body else {}
 
 
 def _reason(fields: Mapping[str, Any]) -> str:
@@ -430,16 +430,11 @@ def _override_edit(fields: Mapping[str, Any]) -> tuple[str, str, str | None, int
     action = fields.get("action") or "set"
     if action not in OVERRIDE_ACTIONS:
         raise ConfigurationError(f"action must be one of {', '.join(OVERRIDE_ACTIONS)}")
-    raw_revision = fields.get("definition_revision")
-    if isinstance(raw_revision, str) and raw_revision.strip().isdigit():
-        revision: object = int(raw_revision.strip())
-    else:
-        revision = raw_revision
-    if isinstance(revision, bool) or not isinstance(revision, int) or revision < 0:
-        raise ConfigurationError(
-            "definition_revision (the revision the edit is based on, as the schedule "
-            f"shows it) is required and must be an integer >= 0, got {raw_revision!r}"
-        )
+    revision = int_param(
+        fields.get("definition_revision"),
+        "definition_revision (the revision the edit is based on, as the schedule shows it; "
+        "required)",
+    )
     pattern = fields.get("pattern")
     pattern = pattern.strip() if isinstance(pattern, str) else ""
     if action == "set" and not pattern:
@@ -583,8 +578,12 @@ class _Handlers:
 
     @authenticated
     async def events(self, request: Request) -> Response:
-        raw = request.query_params.get("max_events")
-        max_events = int(raw) if raw and raw.isdigit() else None
+        try:
+            max_events = optional_int(
+                request.query_params.get("max_events"), "max_events", maximum=MAX_EVENTS
+            )
+        except ConfigurationError as exc:
+            return _error(request, 400, str(exc), self.env)
         stream = self.config.live.stream(tick=self.config.tick, max_events=max_events)
         return StreamingResponse(
             stream,
@@ -625,9 +624,11 @@ class _Handlers:
                     "queue_depth": o.queue_depth,
                     "oldest_queued": o.oldest_queued.task_id if o.oldest_queued else None,
                     "oldest_queued_age": o.oldest_queued_age,
-                    "running": [task_doc(s) for s in o.running],
-                    "stuck": [{"task": task_doc(s.snapshot), "why": s.why} for s in o.stuck],
-                    "recent_failures": [task_doc(s) for s in o.recent_failures],
+                    "running": [task_doc(s, full=False) for s in o.running],
+                    "stuck": [
+                        {"task": task_doc(s.snapshot, full=False), "why": s.why} for s in o.stuck
+                    ],
+                    "recent_failures": [task_doc(s, full=False) for s in o.recent_failures],
                     "schedules": _health_doc(health),
                     "workers": [_worker_doc(w) for w in o.workers],
                     "checked_at": o.checked_at.isoformat(),
@@ -639,12 +640,10 @@ class _Handlers:
     def _page(self, request: Request) -> Any:
         params = request.query_params
         filters = TaskFilters.parse(params, params.getlist("status"), now=self.config.clock.now())
-        raw_limit = params.get("limit") or str(DEFAULT_PAGE_SIZE)
-        try:
-            limit = int(raw_limit)
-        except ValueError:
-            raise ConfigurationError(f"limit must be an integer, got {raw_limit!r}") from None
-        return self.config.data.tasks(filters, limit=limit, cursor=params.get("cursor") or None)
+        limit = optional_int(params.get("limit"), "limit", minimum=1, maximum=MAX_PAGE_SIZE)
+        return self.config.data.tasks(
+            filters, limit=limit or DEFAULT_PAGE_SIZE, cursor=params.get("cursor") or None
+        )
 
     @authenticated
     async def tasks(self, request: Request) -> Response:
@@ -679,7 +678,7 @@ class _Handlers:
             page = self._page(request)
             return JSONResponse(
                 {
-                    "tasks": [task_doc(s) for s in page.tasks],
+                    "tasks": [task_doc(s, full=False) for s in page.tasks],
                     "next_cursor": page.next_cursor,
                     "position": page.position,
                     "limit": page.limit,
@@ -715,7 +714,7 @@ class _Handlers:
                 "task.html",
                 page="tasks",
                 t=snapshot,
-                doc=task_doc(snapshot, full=True),
+                doc=task_doc(snapshot),
                 timeline=self._timeline(snapshot),
                 controls=controls_of(snapshot),
                 why=self.config.data.explain(snapshot),
@@ -729,7 +728,7 @@ class _Handlers:
         def document(snapshot: TaskSnapshot) -> Response:
             return JSONResponse(
                 {
-                    "task": task_doc(snapshot, full=True),
+                    "task": task_doc(snapshot),
                     "history": [
                         {**transition_doc(t), "seconds_in_state": seconds}
                         for t, seconds in self._timeline(snapshot)
@@ -837,8 +836,8 @@ class _Handlers:
             )
         if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids) or not ids:
             return _error(request, 400, "select at least one task (ids)", self.env)
-        if len(ids) > 500:
-            return _error(request, 400, "at most 500 tasks per bulk request", self.env)
+        if len(ids) > MAX_BULK:
+            return _error(request, 400, f"at most {MAX_BULK} tasks per bulk request", self.env)
 
         def act() -> Response:
             results = [self._control(i, str(action), identity.user, reason) for i in ids]
@@ -899,7 +898,7 @@ class _Handlers:
                 page="schedules",
                 s=control,
                 stats=admin.statistics(control.name),
-                kwargs=clean_json(dict(control.kwargs)),
+                kwargs=redact_json(dict(control.kwargs)),
                 flash=_schedule_flash(request),
             )
 
@@ -1131,10 +1130,11 @@ def _bulk_flash(request: Request) -> str | None:
     action = request.query_params.get("done")
     if action not in TASK_ACTIONS:
         return None
-    counts = [request.query_params.get(k, "0") for k in ("applied", "requested", "refused")]
-    if not all(count.isdigit() for count in counts):
-        return None
-    applied, requested, refused = (int(count) for count in counts)
+    params = request.query_params
+    applied, requested, refused = (
+        int_param(params.get(key, "0"), key, maximum=MAX_BULK)
+        for key in ("applied", "requested", "refused")
+    )
     parts = [f"{action} applied to {applied} task(s) no worker had taken"] if applied else []
     if requested or not applied:
         parts.append(f"{action} requested for {requested} task(s)")
@@ -1184,7 +1184,7 @@ def _schedule_doc(control: Any) -> dict[str, Any]:
         "last_error": redact(control.last_error),
         "next_run_at": _dt(control.next_run_at),
         "tags": list(control.tags),
-        "kwargs": clean_json(dict(control.kwargs)),
+        "kwargs": redact_json(dict(control.kwargs)),
     }
 
 

@@ -5,7 +5,7 @@
 what ``Client.pause_queue`` / ``resume_queue`` write, with the signed-in user as the
 actor (docs/queue.md, "Pause intake"). ``GET /api/queues`` lists the pauses. The
 dashboard does not know the fleet's bucket count, so a bucket is checked to be a
-whole number >= 0, not against ``--num-buckets``.
+integer >= 0, not against ``--num-buckets``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from chongming_task.errors import ConfigurationError
 from chongming_task.stores._base import TaskStore
 from chongming_task.stores._capabilities import require_queue
 from chongming_task.stores._pauses import (
@@ -25,6 +24,7 @@ from chongming_task.stores._pauses import (
     queue_scope,
 )
 from chongming_task.stores._queue_store import QueueStore
+from chongming_task.web._params import int_param
 
 __all__ = ["QUEUE_ACTIONS", "QueueRequest", "paused_queues"]
 
@@ -50,16 +50,14 @@ class QueueRequest:
 
     Raises:
         ConfigurationError: Both or neither of ``name`` and ``bucket``, a bucket that
-            is not a whole number >= 0, a bad name, or (pause) no reason.
+            is not an integer >= 0 (``web._params.int_param``), a bad name, or (pause)
+            no reason.
     """
 
     def __init__(self, action: str, fields: Mapping[str, Any]) -> None:
         bucket = _blank(fields.get("bucket"))
-        if isinstance(bucket, str):
-            try:
-                bucket = int(bucket)
-            except ValueError:
-                raise ConfigurationError(f"bucket must be a whole number, got {bucket!r}") from None
+        if bucket is not None:
+            bucket = int_param(bucket, "bucket")
         self.action = action
         self.name, self.bucket = check_queue(_blank(fields.get("name")), bucket)
         self.reason = check_pause_reason(fields.get("reason")) if action == "pause" else ""

@@ -8,7 +8,8 @@ templates and the JSON API both render, so the two can never disagree.
 
 Text that came from a task (failure messages, tracebacks, metadata, outcomes) is
 redacted again on the way out (``chongming_task._redact``): the store redacts what it
-writes, and a row written by an older or foreign writer is redacted here too.
+writes, and a row written by an older or foreign writer is redacted here too. A task's
+JSON is the CLI's (``chongming_task.controller._document.task_doc``): one view, one rule.
 """
 
 from __future__ import annotations
@@ -24,16 +25,15 @@ from typing import Any, Final, Protocol
 
 from chongming_task._explain import Explanation, explain
 from chongming_task._model import TaskSnapshot, Transition
-from chongming_task._redact import redact, redact_secrets, redact_traceback
 from chongming_task._timespec import parse_instant
+from chongming_task.controller._document import controls_of, task_doc, transition_doc
 from chongming_task.controller._explaining import store_facts
 from chongming_task.core._clock import Clock
-from chongming_task.core.state_machine import StateMachine
 from chongming_task.errors import ConfigurationError
 from chongming_task.schedule._admin import ScheduleAdmin
 from chongming_task.states import OCCUPYING, TERMINAL, TaskStatus
 from chongming_task.stores._base import ScheduleStore, TaskQuery, TaskStore
-from chongming_task.worker._logtail import stored_tail
+from chongming_task.web._params import optional_int
 
 __all__ = [
     "DEFAULT_PAGE_SIZE",
@@ -43,8 +43,9 @@ __all__ = [
     "TaskFilters",
     "TaskPage",
     "WorkerSource",
-    "clean_json",
+    "controls_of",
     "task_doc",
+    "transition_doc",
 ]
 
 DEFAULT_PAGE_SIZE: Final = 50
@@ -62,101 +63,6 @@ FULL_EVERY: Final = 10
 
 def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
-
-
-def _clean_str(key: str | None, value: str) -> str:
-    if key is not None and redact_secrets(f"{key}={value}") != f"{key}={value}":
-        return "[REDACTED]"
-    return redact_secrets(value)
-
-
-def clean_json(value: Any, key: str | None = None) -> Any:
-    """``value`` with secrets redacted: every string, and values under secret-like keys."""
-    if isinstance(value, str):
-        return _clean_str(key, value)
-    if isinstance(value, Mapping):
-        return {str(k): clean_json(v, str(k)) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [clean_json(item, key) for item in value]
-    return value
-
-
-def controls_of(snapshot: TaskSnapshot) -> dict[str, bool]:
-    """Which controls are legal now, from the state machine (``can_stop`` & co)."""
-    machine = StateMachine(snapshot)
-    return {
-        "stop": machine.can_stop(),
-        "pause": machine.can_pause(),
-        "resume": machine.can_resume(),
-    }
-
-
-def task_doc(snapshot: TaskSnapshot, *, full: bool = False) -> dict[str, Any]:
-    """The JSON form of a task (``full``: with metadata, outcome and traceback)."""
-    progress = snapshot.progress
-    failure = snapshot.failure
-    doc: dict[str, Any] = {
-        "task_id": snapshot.task_id,
-        "name": snapshot.name,
-        "label": snapshot.label,
-        "status": snapshot.status.value,
-        "status_version": snapshot.status_version,
-        "attempt": snapshot.attempt,
-        "max_attempts": snapshot.max_attempts,
-        "created_at": _iso(snapshot.created_at),
-        "updated_at": _iso(snapshot.updated_at),
-        "queued_at": _iso(snapshot.queued_at),
-        "started_at": _iso(snapshot.started_at),
-        "finished_at": _iso(snapshot.finished_at),
-        "elapsed": snapshot.elapsed,
-        "progress": None
-        if progress is None
-        else {
-            "done": progress.done,
-            "total": progress.total,
-            "unit": progress.unit,
-            "message": redact(progress.message),
-            "fraction": progress.fraction,
-            "text": redact(progress.render()),
-        },
-        "last_heartbeat_at": _iso(snapshot.last_heartbeat_at),
-        "lease_owner": snapshot.lease_owner,
-        "lease_until": _iso(snapshot.lease_until),
-        "owner": snapshot.owner,
-        "bucket": snapshot.bucket,
-        "bucket_key": snapshot.bucket_key,
-        "priority": snapshot.priority,
-        "tags": sorted(snapshot.tags),
-        "failure": None
-        if failure is None
-        else {
-            "kind": str(failure.kind),
-            "message": redact(failure.message),
-            "exception_type": failure.exception_type,
-            "retryable": failure.retryable,
-        },
-        "controls": controls_of(snapshot),
-    }
-    if full:
-        doc["logs"] = stored_tail(snapshot)
-        doc["metadata"] = clean_json(dict(snapshot.metadata))
-        doc["outcome"] = clean_json(snapshot.outcome)
-        if failure is not None:
-            doc["failure"]["traceback"] = redact_traceback(failure.traceback)
-    return doc
-
-
-def transition_doc(transition: Transition) -> dict[str, Any]:
-    return {
-        "version": transition.version,
-        "from": transition.from_status.value if transition.from_status else None,
-        "to": transition.to_status.value,
-        "trigger": transition.trigger,
-        "actor": transition.actor,
-        "reason": redact(transition.reason),
-        "at": _iso(transition.at),
-        "attempt": transition.attempt,
-    }
 
 
 # ---------------------------------------------------------------- task list
@@ -211,13 +117,7 @@ class TaskFilters:
                 except ValueError:
                     valid = ", ".join(s.value for s in TaskStatus)
                     raise ConfigurationError(f"unknown status {value!r}; valid: {valid}") from None
-        bucket_raw = (params.get("bucket") or "").strip()
-        bucket: int | None = None
-        if bucket_raw:
-            try:
-                bucket = int(bucket_raw)
-            except ValueError:
-                raise ConfigurationError(f"bucket must be an integer, got {bucket_raw!r}") from None
+        bucket = optional_int(params.get("bucket"), "bucket")
 
         def text(key: str) -> str | None:
             value = (params.get(key) or "").strip()

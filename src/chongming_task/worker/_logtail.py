@@ -24,6 +24,8 @@ from collections import deque
 from typing import TYPE_CHECKING, Final
 
 from chongming_task._redact import redact
+from chongming_task.controller._document import LOG_TAIL_LINES, stored_tail
+from chongming_task.controller._document import LOGS_KEY as METADATA_KEY
 from chongming_task.errors import TaskError
 
 if TYPE_CHECKING:
@@ -32,25 +34,8 @@ if TYPE_CHECKING:
 
 __all__ = ["LOG_TAIL_LINES", "METADATA_KEY", "LogTail", "stored_tail"]
 
-#: Lines kept per task; ``status`` shows them all.
-LOG_TAIL_LINES: Final = 10
-#: Where the tail lives in the task's metadata.
-METADATA_KEY: Final = "logs"
 #: Task log records arrive on this logger (``chongming_task.task.<task_id>`` children).
 TASK_LOGGER: Final = "chongming_task.task"
-
-
-def stored_tail(snapshot: TaskSnapshot, lines: int = LOG_TAIL_LINES) -> list[str]:
-    """The last ``lines`` log lines a :class:`LogTail` stored on ``snapshot`` (redacted).
-
-    What readers in other processes show (``status``, the dashboard). The lines were
-    redacted when recorded; they are redacted again here, since a row may have been
-    written by an older or foreign writer. A task whose process kept no tail has none.
-    """
-    logs = snapshot.metadata.get(METADATA_KEY)
-    if not isinstance(logs, list):
-        return []
-    return [redact(str(line)) or "" for line in logs[-lines:]] if lines > 0 else []
 
 
 class _Handler(logging.Handler):

@@ -125,10 +125,22 @@ def add_tasks_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_create_schema_option(parser: argparse.ArgumentParser) -> None:
+    """``--create-schema`` of the commands that create the store (``run``, ``submit``,
+    ``worker``): consent to add the tables to a SQLite file that holds other tables."""
+    parser.add_argument(
+        "--create-schema",
+        action="store_true",
+        help="add the chongming-task tables to a SQLite file that already holds other "
+        "tables (refused without it: such a file is usually another application's)",
+    )
+
+
 def add_submission_options(parser: argparse.ArgumentParser) -> None:
     """``TASK --tasks MODULE [--arg k=v ...] [--args-json OBJ] [--task-id] ...``."""
     parser.add_argument("task", metavar="TASK", help="registered task name")
     add_tasks_option(parser)
+    add_create_schema_option(parser)
     parser.add_argument(
         "--arg",
         action="append",

@@ -12,7 +12,7 @@ import ipaddress
 from typing import TYPE_CHECKING, Any
 
 from chongming_task.cli._errors import CommandFailed, ExitCode, UsageError
-from chongming_task.cli._parsing import env
+from chongming_task.cli._parsing import env, seconds
 from chongming_task.cli.commands._common import new_parser
 from chongming_task.errors import ConfigurationError
 
@@ -55,7 +55,7 @@ def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument("--read-only", action="store_true", help="hide and refuse every control")
     parser.add_argument(
         "--live-interval",
-        type=float,
+        type=seconds,
         default=1.0,
         metavar="SECONDS",
         help="how often the live view reads the store (default 1)",

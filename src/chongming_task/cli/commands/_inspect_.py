@@ -6,6 +6,7 @@ import argparse
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from chongming_task._redact import printable, redact, redact_json, redact_secrets
 from chongming_task.cli._errors import CommandFailed, ExitCode
 from chongming_task.cli._parsing import format_buckets
 from chongming_task.cli._schema import counts_doc, document, task_doc, transition_doc
@@ -64,6 +65,9 @@ def status_lines(snapshot: TaskSnapshot, now: datetime | None = None) -> list[tu
     """``(field, value)`` pairs of the ``status`` view, in display order.
 
     ``elapsed`` of an unfinished task counts to ``now`` (default: the wall clock).
+    What the task wrote is redacted as in ``--json`` and the dashboard (the progress
+    message, the outcome, the failure), and every value is one line a terminal shows
+    as text (``chongming_task._redact.printable``: no escape sequences).
     """
     from chongming_task.controller._table import elapsed_seconds, format_elapsed
 
@@ -88,24 +92,24 @@ def status_lines(snapshot: TaskSnapshot, now: datetime | None = None) -> list[tu
         ("started", _when(snapshot.first_started_at or snapshot.started_at)),
         ("finished", _when(snapshot.finished_at)),
         ("elapsed", format_elapsed(elapsed_seconds(snapshot, now or utc_now()))),
-        ("progress", snapshot.progress.render() if snapshot.progress else "-"),
+        ("progress", (redact(snapshot.progress.render()) or "-") if snapshot.progress else "-"),
         ("heartbeat", _when(snapshot.last_heartbeat_at)),
     ]
     if snapshot.progress is not None and snapshot.progress.message:
-        pairs.append(("message", snapshot.progress.message))
+        pairs.append(("message", redact(snapshot.progress.message) or ""))
     if snapshot.status is TaskStatus.SUCCEEDED:
-        pairs.append(("outcome", repr(snapshot.outcome)))
+        pairs.append(("outcome", repr(redact_json(snapshot.outcome))))
     if snapshot.failure is not None:
         failure = snapshot.failure
         kind = failure.kind.value
         short_type = (failure.exception_type or "").rpartition(".")[2]
         if short_type and not failure.message.startswith(short_type):
             kind = f"{kind} ({failure.exception_type})"
-        pairs.append(("failure", f"{kind}: {failure.message}"))
+        pairs.append(("failure", f"{kind}: {redact(failure.message)}"))
     late = _late_result(snapshot)
     if late is not None:
-        pairs.append(("late result", late))
-    return pairs
+        pairs.append(("late result", redact_secrets(late)))
+    return [(key, printable(value)) for key, value in pairs]
 
 
 def _late_result(snapshot: TaskSnapshot) -> str | None:
@@ -139,7 +143,7 @@ def cmd_status(args: argparse.Namespace, session: Session) -> int:
     session.output.print("\n".join(f"{key + ':':<{width}} {value}" for key, value in pairs))
     if logs:
         session.output.print(f"last {len(logs)} log line(s):")
-        session.output.print("\n".join(f"  {line}" for line in logs))
+        session.output.print("\n".join(f"  {printable(line)}" for line in logs))
     return ExitCode.OK
 
 
@@ -197,7 +201,7 @@ def cmd_history(args: argparse.Namespace, session: Session) -> int:
             item.to_status.value,
             item.trigger,
             item.actor or "-",
-            item.reason or "-",
+            redact(item.reason) or "-",
             str(item.attempt),
         ]
         for item in transitions

@@ -70,7 +70,7 @@ def cmd_limits(args: argparse.Namespace, session: Session) -> int:
         else:
             output.print(f"limit {args.key!r} deleted")
         return ExitCode.OK
-    from chongming_task.stores._limits import fleet_view
+    from chongming_task.stores._queue_store import fleet_view
 
     view = fleet_view(store)
     if session.json:

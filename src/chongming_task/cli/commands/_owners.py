@@ -6,7 +6,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from chongming_task.cli._errors import CommandFailed, ExitCode, UsageError
-from chongming_task.cli._parsing import format_buckets, parse_bucket_ranges
+from chongming_task.cli._parsing import format_buckets, parse_bucket_ranges, seconds
 from chongming_task.cli._schema import document
 from chongming_task.cli.commands._common import new_parser
 
@@ -37,7 +37,7 @@ def add_owner_parsers(parser: argparse.ArgumentParser) -> None:
     handoff.add_argument("--to", dest="to_node", required=True, metavar="NODE")
     handoff.add_argument(
         "--timeout",
-        type=float,
+        type=seconds,
         default=60.0,
         metavar="SECONDS",
         help="longest wait for both nodes (default 60); the handoff goes on after it",

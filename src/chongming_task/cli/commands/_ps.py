@@ -156,25 +156,10 @@ def _window(args: argparse.Namespace, session: Session) -> tuple[datetime | None
 
 
 def task_rows(snapshots: list[TaskSnapshot], now: datetime) -> list[list[str]]:
-    """The cells of ``render_table``'s columns, for the rich table."""
-    from chongming_task.controller._table import elapsed_seconds, format_elapsed
+    """The cells of ``render_table``'s columns (sanitised, redacted), for the rich table."""
+    from chongming_task.controller._table import row_cells
 
-    rows = []
-    for snapshot in snapshots:
-        elapsed = elapsed_seconds(snapshot, now)
-        rows.append(
-            [
-                snapshot.task_id,
-                snapshot.label or snapshot.name,
-                snapshot.status.value,
-                f"{snapshot.attempt}/{snapshot.max_attempts}",
-                format_elapsed(elapsed),
-                snapshot.progress.render() if snapshot.progress else "-",
-                snapshot.failure.kind.value if snapshot.failure else "-",
-                "-" if snapshot.bucket is None else str(snapshot.bucket),
-            ]
-        )
-    return rows
+    return [list(row_cells(snapshot, now)) for snapshot in snapshots]
 
 
 def _paused(controller: Controller) -> list[QueuePause]:

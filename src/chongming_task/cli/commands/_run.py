@@ -33,8 +33,10 @@ from chongming_task.worker._logtail import LogTail
 from chongming_task.worker._submission import submit_options
 
 if TYPE_CHECKING:
+    from chongming_task._model import TaskSnapshot
     from chongming_task.cli._session import Session
     from chongming_task.run import TaskRun
+    from chongming_task.stores._base import TaskStore
 
 __all__ = ["add_parsers", "validate_submission"]
 
@@ -100,6 +102,7 @@ def cmd_run(args: argparse.Namespace, session: Session) -> int:
         controller.close(reason="chongming-task run ended", timeout=STOP_TIMEOUT)
         tail.close()
     snapshot = run.snapshot
+    unrecorded = _unrecorded(store, snapshot)
     if session.json:
         output.json(
             document(
@@ -111,6 +114,8 @@ def cmd_run(args: argparse.Namespace, session: Session) -> int:
         )
     else:
         output.print(_summary(snapshot))
+    if unrecorded is not None:
+        raise CommandFailed(unrecorded)
     return ExitCode.OK if snapshot.status is TaskStatus.SUCCEEDED else ExitCode.TASK_NOT_SUCCEEDED
 
 
@@ -141,6 +146,33 @@ def _follow(
     output.notice(f"{what}: stopping {run.task_id} cleanly (up to {STOP_TIMEOUT:g}s)")
     controller.close(reason=f"{what} (chongming-task run)", timeout=STOP_TIMEOUT)
     return True
+
+
+def _unrecorded(store: TaskStore, snapshot: TaskSnapshot) -> str | None:
+    """Why the store does not hold the run's final state, or ``None`` when it does.
+
+    The run ended here whatever the store did; when its writes failed (a damaged file,
+    a full disk) the controller logs that and leaves the task to reconcile, and the
+    command must not report success for what nobody else can see.
+    """
+    from chongming_task.errors import StoreError
+
+    try:
+        stored = store.get(snapshot.task_id)
+    except StoreError as exc:
+        reason = str(exc)
+    else:
+        if stored is not None and stored.status_version >= snapshot.status_version:
+            return None
+        reason = (
+            "it holds no such task"
+            if stored is None
+            else f"it still holds {stored.status.value} (version {stored.status_version})"
+        )
+    return (
+        f"{snapshot.task_id} ended {snapshot.status.value} here, but the store could not "
+        f"record it ({reason}); check the database, then run `reconcile`"
+    )
 
 
 def _summary(snapshot: Any) -> str:

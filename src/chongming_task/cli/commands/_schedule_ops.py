@@ -9,10 +9,10 @@ the run's result; ``--wait`` follows it and maps the result to the exit code.
 from __future__ import annotations
 
 import argparse
-import json
 from typing import TYPE_CHECKING
 
 from chongming_task.cli._errors import CommandFailed, ExitCode, UsageError
+from chongming_task.cli._parsing import parse_json_object
 from chongming_task.cli._schema import document
 from chongming_task.cli.commands._schedule_docs import admin_for, run_doc, schedule_doc, short
 from chongming_task.errors import ConfigurationError
@@ -122,14 +122,7 @@ def _run(args: argparse.Namespace, session: Session, admin: ScheduleAdmin) -> in
         raise UsageError(f"--wait must be > 0 seconds, got {args.wait}")
     payload = None
     if args.input is not None:
-        try:
-            payload = json.loads(args.input)
-        except ValueError as exc:
-            raise UsageError(f"--input must be a JSON object, got {args.input!r}: {exc}") from exc
-        if not isinstance(payload, dict):
-            raise UsageError(
-                f"--input must be a JSON object such as '{{\"k\": 1}}', got {args.input!r}"
-            )
+        payload = parse_json_object(args.input, "--input")
     try:
         command = admin.request_run(
             args.name, reason=args.reason, correlation_id=args.correlation_id, input=payload

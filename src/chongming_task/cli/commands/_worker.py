@@ -20,7 +20,12 @@ from chongming_task.cli._loader import load_task_module, module_schedules, regis
 from chongming_task.cli._logs import LOG_FORMATS, LOG_LEVELS, worker_logging
 from chongming_task.cli._parsing import env, format_buckets, integer, seconds
 from chongming_task.cli._signals import on_shutdown_signals
-from chongming_task.cli.commands._common import add_tasks_option, new_parser, node_controller
+from chongming_task.cli.commands._common import (
+    add_create_schema_option,
+    add_tasks_option,
+    new_parser,
+    node_controller,
+)
 from chongming_task.errors import ConfigurationError, TaskError
 
 if TYPE_CHECKING:
@@ -47,6 +52,7 @@ def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
         json=False,
     )
     add_tasks_option(parser)
+    add_create_schema_option(parser)
     parser.add_argument(
         "--max-parallel",
         type=integer,
