@@ -262,6 +262,14 @@ def generate() -> str:
                 ((*db, "limits", "delete", "mail"), 0),
             )
         )
+        paused = [walk.run(*db, "queue", "pause", "--name", "count", "--reason", "deploy 42")[0]]
+        block, out = walk.run(*db, "submit", "count", *t)
+        paused += [block, walk.run(*db, "explain", out.strip())[0], walk.run(*db, "queue")[0]]
+        paused.append(
+            walk.run(*db, "queue", "pause", "--bucket", "64", "--reason", "x", expect=2)[0]
+        )
+        paused.append(walk.run(*db, "queue", "resume", "--name", "count")[0])
+        blocks["pause"] = "\n\n".join(paused)
         blocks["prune"], _ = walk.run(*db, "prune", "--keep-terminal", "5")
         blocks["task_json"] = "```json\n" + json.dumps(sample_task, indent=2) + "\n```"
     return TEMPLATE.format(**blocks)

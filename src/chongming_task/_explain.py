@@ -32,6 +32,7 @@ from chongming_task._redact import redact
 from chongming_task.policies import Timeout
 from chongming_task.states import OCCUPYING, TaskStatus
 from chongming_task.stores._limits import LimitUse
+from chongming_task.stores._pauses import QueuePause
 from chongming_task.stores._queue_records import WorkerRecord
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
     "NotBefore",
     "Paused",
     "Pausing",
+    "QueuePaused",
     "QueuePosition",
     "Reason",
     "RetryWait",
@@ -307,6 +309,31 @@ class NotBefore(Reason):
         return f"not due before {self.at.isoformat()}"
 
 
+@_reason("queue_paused")
+class QueuePaused(Reason):
+    """Queued and unheld in a paused queue (its task name or its bucket): no worker
+    claims it until the queue is resumed (docs/queue.md, "Pause intake")."""
+
+    name: str | None = None
+    """The paused task name (``None``: the bucket is paused)."""
+    bucket: int | None = None
+    actor: str
+    """Who paused the queue."""
+    paused_at: datetime
+    reason: str
+
+    @property
+    def message(self) -> str:
+        pause = QueuePause(
+            name=self.name,
+            bucket=self.bucket,
+            actor=self.actor,
+            reason=self.reason,
+            paused_at=self.paused_at,
+        )
+        return f"waiting: {pause.describe()}"
+
+
 @_reason("start_timeout")
 class StartTimeout(Reason):
     """The ``start`` timeout ends the task if it has not started by then."""
@@ -516,6 +543,8 @@ class Facts:
     """Measured gaps of this task's name (merged over its runs)."""
     limit_uses: tuple[LimitUse, ...] = ()
     """Store view: the fleet limits on the task's keys and their use now."""
+    queue_pause: QueuePause | None = None
+    """Store view: the pause of the unheld queued task's queue (its name or bucket)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -716,6 +745,17 @@ def _unheld(facts: Facts) -> list[Reason]:
 
     snap = facts.snapshot
     reasons: list[Reason] = []
+    pause = facts.queue_pause
+    if pause is not None:
+        reasons.append(
+            QueuePaused(
+                name=pause.name,
+                bucket=pause.bucket,
+                actor=pause.actor,
+                paused_at=pause.paused_at,
+                reason=pause.reason,
+            )
+        )
     recipe = recipe_of(snap)
     if recipe is not None and recipe.not_before is not None and recipe.not_before > facts.now:
         reasons.append(NotBefore(at=recipe.not_before))

@@ -38,7 +38,8 @@ COMMANDS = [
     ["schedule", "show"], ["schedule", "pause"], ["schedule", "resume"], ["schedule", "set"],
     ["schedule", "reset"], ["schedule", "run"], ["schedule"], [], ["nosuch"], ["worker"],
     ["dashboard"], ["prune", "--older-than"], ["schedule", "set", "nightly"],
-    ["schedule", "run", "nightly", "--input"], ["explain"], ["workers"],
+    ["schedule", "run", "nightly", "--input"], ["explain"], ["workers"], ["queue"],
+    ["queue", "pause"], ["queue", "resume"],
 ]  # fmt: skip
 OPTIONS = [
     "--json", "--tasks", "--arg", "--args-json", "--task-id", "--label", "--bucket-key",
@@ -133,6 +134,10 @@ SLOTS: list[tuple[list[str], str | None, bool]] = [
     (["stop", "done"], "--reason", False), (["schedule", "preview"], "--cron", False),
     (["buckets", "handoff", "--from", "a", "--to", "b", "0"], "--timeout", True),
     (["ps", "--num-buckets"], None, True), (["ps", "--owned-buckets"], None, False),
+    (["queue", "pause", "--reason", "r"], "--name", False),
+    (["queue", "pause", "--reason", "r"], "--bucket", True),
+    (["queue", "pause", "--name", "add"], "--reason", False),
+    (["queue", "resume"], "--bucket", True),
 ]  # fmt: skip
 #: No number slot takes these.
 NOT_FINITE = frozenset({"nan", "inf", "-inf", "1e309"})

@@ -227,6 +227,29 @@ def test_a_version_7_schema_gets_unique_keys_and_keeps_its_tasks(postgres_dsn: s
     assert layout(postgres_dsn) == fresh
 
 
+def test_a_version_9_schema_gets_paused_queues_and_keeps_its_tasks(postgres_dsn: str) -> None:
+    from chongming_task.stores._pauses import QueuePause
+
+    with PostgresTaskStore(postgres_dsn) as store:
+        store.create(snap("kept"), [step("kept", 0, TaskStatus.PENDING)])
+    fresh = layout(postgres_dsn)
+    admin(
+        postgres_dsn,
+        "DROP TABLE ct_queue_pauses",
+        "UPDATE ct_meta SET value = 9 WHERE key = 'schema_version'",
+    )
+    with PostgresTaskStore(postgres_dsn) as store:
+        assert store.get("kept") == snap("kept")
+        pause = QueuePause(bucket=3, actor="ops", reason="r", paused_at=NOW)
+        store.pause_queue(pause)
+        assert store.list_queue_pauses() == [pause]
+    assert layout(postgres_dsn) == fresh
+    # Idempotent: rewound to version 9, the schema migrates again to the same layout.
+    admin(postgres_dsn, "UPDATE ct_meta SET value = 9 WHERE key = 'schema_version'")
+    PostgresTaskStore(postgres_dsn).close()
+    assert layout(postgres_dsn) == fresh
+
+
 def test_a_newer_schema_is_refused_with_a_clear_message(postgres_dsn: str) -> None:
     PostgresTaskStore(postgres_dsn).close()
     admin(postgres_dsn, "UPDATE ct_meta SET value = 99 WHERE key = 'schema_version'")

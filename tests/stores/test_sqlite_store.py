@@ -196,7 +196,7 @@ def test_a_version_3_file_gets_claim_priorities_and_keeps_its_data(
     assert schema_of(path) == schema_of(fresh)
     with closing(sqlite3.connect(path)) as conn:
         found = conn.execute("SELECT value FROM ct_meta WHERE key = 'schema_version'").fetchone()
-    assert found[0] == SCHEMA_VERSION == 9
+    assert found[0] == SCHEMA_VERSION == 10
 
 
 def test_a_version_7_file_gets_unique_keys_and_keeps_its_tasks(path: str, tmp_path: Path) -> None:
@@ -225,6 +225,31 @@ def test_a_version_7_file_gets_unique_keys_and_keeps_its_tasks(path: str, tmp_pa
     # Idempotent: rewound to version 7, the file migrates again to the same schema.
     raw(path, "UPDATE ct_meta SET value = 7 WHERE key = 'schema_version'")
     SqliteTaskStore(path).close()
+    assert schema_of(path) == schema_of(fresh)
+
+
+def test_a_version_9_file_gets_paused_queues_and_keeps_its_tasks(path: str, tmp_path: Path) -> None:
+    from chongming_task.stores._pauses import QueuePause
+
+    file_at_version(path, 9)
+    old = snap("kept", status=TaskStatus.QUEUED)
+    with closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        conn.execute(
+            load_sections("sqlite")["insert_task"],
+            task_params(old, to_micros, lambda v: dumps(list(v))),
+        )
+    with SqliteTaskStore(path) as store:
+        assert store.get("kept") == old
+        pause = QueuePause(name="kept", actor="ops", reason="r", paused_at=old.created_at)
+        store.pause_queue(pause)
+        assert store.list_queue_pauses() == [pause]
+    fresh = str(tmp_path / "fresh.db")
+    SqliteTaskStore(fresh).close()
+    assert schema_of(path) == schema_of(fresh)
+    # Idempotent: rewound to version 9, the file migrates again to the same schema.
+    raw(path, "UPDATE ct_meta SET value = 9 WHERE key = 'schema_version'")
+    with SqliteTaskStore(path) as store:
+        assert [p.name for p in store.list_queue_pauses()] == ["kept"]
     assert schema_of(path) == schema_of(fresh)
 
 

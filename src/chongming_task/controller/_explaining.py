@@ -23,6 +23,7 @@ from chongming_task.run import TaskRun
 from chongming_task.states import OCCUPYING, TaskStatus
 from chongming_task.stores._base import QueueStore, TaskQuery, TaskStore
 from chongming_task.stores._limits import LimitUse, limit_uses
+from chongming_task.stores._pauses import QueuePause, pause_of
 from chongming_task.stores._queue_records import concurrency_key_of
 
 __all__ = ["SCAN_LIMIT", "controller_facts", "explain_task", "name_gaps", "store_facts"]
@@ -123,12 +124,20 @@ def _queue_facts(store: TaskStore, facts: Facts) -> Facts:
     return dataclasses.replace(
         facts,
         limit_uses=() if owner is not None else _limit_uses(store, snap, facts.now),
+        queue_pause=None if owner is not None else _queue_pause(store, snap),
         holder_running=running,
         queue_ahead=tuple(ahead) if found else None,
         queue_higher=higher,
         workers=workers,
         worker_running=worker_running,
     )
+
+
+def _queue_pause(store: TaskStore, snap: TaskSnapshot) -> QueuePause | None:
+    """The pause of an unheld queued task's queue, if it is paused."""
+    if not (isinstance(store, QueueStore) and store.supports_queue_pauses):
+        return None
+    return pause_of(snap, store.list_queue_pauses())
 
 
 def _limit_uses(store: TaskStore, snap: TaskSnapshot, now: datetime) -> tuple[LimitUse, ...]:

@@ -58,6 +58,12 @@ from chongming_task.stores._limits import (
     check_limit,
     check_limit_key,
 )
+from chongming_task.stores._pauses import (
+    QueuePause,
+    check_pause_reason,
+    check_queue,
+    queue_scope,
+)
 from chongming_task.stores._queue_records import RECIPE_KEY, UNIQUE_KEY, Recipe
 
 if TYPE_CHECKING:
@@ -617,6 +623,54 @@ class Client:
         """The declared fleet limits, by key."""
         return require_queue(self.store, "Client.limits").list_limits()
 
+    # ------------------------------------------------------------ paused queues
+
+    def pause_queue(
+        self, *, bucket: int | None = None, name: str | None = None, reason: str
+    ) -> QueuePause:
+        """Stop intake of one queue: no worker claims its queued tasks until resumed.
+
+        The queue is the tasks of task ``name`` or of ``bucket`` (give one). Stored with
+        this client's actor, ``reason`` and the time, so every worker on the store obeys
+        it at its next claim and ``ps``, ``health`` and ``explain`` show it. Running
+        tasks are not touched. Pausing a paused queue replaces who, why and when.
+
+        Raises:
+            ConfigurationError: Both or neither of ``bucket`` and ``name``, a bucket
+                outside the client's bucket policy, a name the client's ``tasks=`` does
+                not register, no reason, or a store that keeps no paused queues;
+                nothing is changed.
+        """
+        pause = QueuePause(
+            name=self._queue_name(name, bucket)[0],
+            bucket=bucket,
+            actor=self.actor,
+            reason=check_pause_reason(reason),
+            paused_at=self.clock.now(),
+        )
+        return require_queue(self.store, "Client.pause_queue").pause_queue(pause)
+
+    def resume_queue(self, *, bucket: int | None = None, name: str | None = None) -> bool:
+        """Let workers claim the queue's tasks again (and wake them); ``False`` if it
+        was not paused.
+
+        Raises:
+            ConfigurationError: As :meth:`pause_queue` for ``bucket`` and ``name``.
+        """
+        checked, number = self._queue_name(name, bucket)
+        store = require_queue(self.store, "Client.resume_queue")
+        return store.resume_queue(queue_scope(checked, number)) is not None
+
+    def queue_pauses(self) -> list[QueuePause]:
+        """The paused queues (names first, then buckets)."""
+        return require_queue(self.store, "Client.queue_pauses").list_queue_pauses()
+
+    def _queue_name(self, name: object, bucket: object) -> tuple[str | None, int | None]:
+        checked = check_queue(name, bucket, num_buckets=self.bucket_policy.num_buckets)
+        if checked[0] is not None and self.registry is not None:
+            self.registry.require(checked[0])
+        return checked
+
     def __repr__(self) -> str:
         return f"Client({self.store!r})"
 
@@ -743,6 +797,19 @@ class AsyncClient:
 
     async def limits(self) -> list[FleetLimit]:
         return await asyncio.to_thread(self.sync.limits)
+
+    async def pause_queue(
+        self, *, bucket: int | None = None, name: str | None = None, reason: str
+    ) -> QueuePause:
+        return await asyncio.to_thread(
+            lambda: self.sync.pause_queue(bucket=bucket, name=name, reason=reason)
+        )
+
+    async def resume_queue(self, *, bucket: int | None = None, name: str | None = None) -> bool:
+        return await asyncio.to_thread(lambda: self.sync.resume_queue(bucket=bucket, name=name))
+
+    async def queue_pauses(self) -> list[QueuePause]:
+        return await asyncio.to_thread(self.sync.queue_pauses)
 
 
 JSONArgs = tuple[JSONValue, ...]

@@ -43,10 +43,10 @@ __all__ = [
 #: stop/pause/resume without walking a backlog of submissions). 4: a priority column on
 #: commands, claimed highest first (workers take urgent submissions before older ones),
 #: and the action index rebuilt on (action, priority DESC, seq) over claimable rows.
-#: 5: the work queue. 6: checkpoint gaps. 7: global slots. 8: fleet limits (declared
-#: limits and the starts rate limits count).
+#: 5: the work queue. 6: checkpoint gaps. 7: global slots. 8: unique work. 9: fleet
+#: limits (declared limits and the starts rate limits count). 10: paused queues.
 #: Older databases are migrated on open; newer ones are refused.
-SCHEMA_VERSION: Final = 9
+SCHEMA_VERSION: Final = 10
 
 T = TypeVar("T")
 

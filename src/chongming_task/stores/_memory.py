@@ -35,6 +35,7 @@ from chongming_task.stores._limits import (
     LimitStart,
 )
 from chongming_task.stores._memory_control import MemoryControl
+from chongming_task.stores._pauses import QueuePause, pause_of, pause_order
 from chongming_task.stores._queue_records import (
     WorkerRecord,
     concurrency_key_of,
@@ -70,6 +71,7 @@ class InMemoryTaskStore(MemoryControl, QueueStore):
     keeps_checkpoint_gaps = True
     atomic_create_batch = True
     supports_global_limits = True
+    supports_queue_pauses = True
 
     def __init__(self, *, clock: Clock | None = None) -> None:
         super().__init__(clock=clock)
@@ -83,6 +85,7 @@ class InMemoryTaskStore(MemoryControl, QueueStore):
         self._unique: dict[str, list[str]] = {}  # unique key -> its tasks' ids, oldest first
         self._limits: dict[str, FleetLimit] = {}
         self._starts: list[LimitStart] = []  # oldest first
+        self._pauses: dict[str, QueuePause] = {}  # scope -> pause
 
     # ------------------------------------------------------------ snapshots
 
@@ -398,6 +401,7 @@ class InMemoryTaskStore(MemoryControl, QueueStore):
                     Counter(name for name, _ in self._slots),
                     Counter(s.key for s in self._starts),
                 )
+            pauses = list(self._pauses.values())
             candidates = sorted(
                 (
                     row
@@ -405,6 +409,7 @@ class InMemoryTaskStore(MemoryControl, QueueStore):
                     if row.snapshot.status is TaskStatus.QUEUED
                     and row.snapshot.owner is None
                     and (wanted is None or row.snapshot.bucket in wanted)
+                    and not (pauses and pause_of(row.snapshot, pauses))
                 ),
                 key=priority,
             )
@@ -468,6 +473,23 @@ class InMemoryTaskStore(MemoryControl, QueueStore):
     def list_limit_starts(self) -> list[LimitStart]:
         with self._locked():
             return list(self._starts)
+
+    def pause_queue(self, pause: QueuePause) -> QueuePause:
+        with self._locked():
+            self._pauses[pause.scope] = pause
+        return pause
+
+    def resume_queue(self, scope: str) -> QueuePause | None:
+        with self._locked():
+            ended = self._pauses.pop(scope, None)
+        if ended is not None:
+            self._signal.notify()
+        return ended
+
+    def list_queue_pauses(self) -> list[QueuePause]:
+        with self._locked():
+            pauses = list(self._pauses.values())
+        return sorted(pauses, key=pause_order)
 
     def save_unheld(
         self, snapshot: TaskSnapshot, *, expect_version: int, transitions: Sequence[Transition] = ()

@@ -4,7 +4,8 @@
 they never disagree. A worker is *live* while its heartbeat is recent (three of its
 intervals, at least 2 s); one that stopped beating without a clean shutdown is *dead*.
 A bucket with queued unheld work and no live owner is reported by number: nothing will
-run those tasks until a worker owning it starts.
+run those tasks until a worker owning it starts. Paused queues are listed, and are not
+a problem: an operator stopped their intake on purpose.
 
 It only reads the store, so it lives with the stores: the CLI, the queue and the
 metrics collectors (a layer below the queue) all use it.
@@ -18,6 +19,7 @@ from datetime import datetime
 
 from chongming_task.states import OCCUPYING, TaskStatus
 from chongming_task.stores._base import QueueStore, TaskQuery, TaskStore
+from chongming_task.stores._pauses import QueuePause
 from chongming_task.stores._queue_records import WorkerRecord, recipe_of
 
 __all__ = ["QueueHealth", "queue_health", "split_waiting"]
@@ -42,6 +44,8 @@ class QueueHealth:
     """Buckets with queued work and no live owner."""
     expired: tuple[str, ...] = ()
     """Occupying tasks whose lease expired (reconcile will mark them lost)."""
+    paused: tuple[QueuePause, ...] = ()
+    """Paused queues: reported, never a problem (an operator stopped their intake)."""
 
     @property
     def problems(self) -> list[str]:
@@ -92,7 +96,9 @@ def queue_health(store: TaskStore, now: datetime | None = None) -> QueueHealth:
             TaskQuery(statuses=frozenset(OCCUPYING), lease_expired_by=now, limit=SCAN_LIMIT)
         )
     )
+    pauses = store.list_queue_pauses() if isinstance(store, QueueStore) else []
     return QueueHealth(
+        paused=tuple(pauses),
         checked_at=now,
         workers=workers,
         live=live,

@@ -6,7 +6,9 @@ name and JSON arguments); any worker that owns its bucket claims it atomically w
 themselves in the registry (:meth:`QueueStore.put_worker`), which bucket verdicts and
 ``explain`` read. Fleet limits (``stores/_limits.py``: concurrency and starts per window
 per key, declared in the store, enforced inside the claim) are an optional part,
-declared by :attr:`QueueStore.supports_global_limits`.
+declared by :attr:`QueueStore.supports_global_limits`, and so are paused queues
+(``stores/_pauses.py``: a task name or a bucket whose queued tasks no claim takes),
+declared by :attr:`QueueStore.supports_queue_pauses`.
 
 A store without this concern runs every in-process feature; ``Client``, ``Worker``
 and the bucket agent refuse it with a ``ConfigurationError``.
@@ -23,6 +25,7 @@ from chongming_task._model import TaskSnapshot, Transition
 from chongming_task.errors import ConfigurationError
 from chongming_task.stores._codec import require_aware
 from chongming_task.stores._limits import FleetLimit, GlobalSlot, LimitStart, LimitUse, limit_uses
+from chongming_task.stores._pauses import QueuePause
 from chongming_task.stores._queue_records import WorkerRecord
 
 __all__ = ["QueueStore", "claims_nothing", "fleet_view"]
@@ -49,6 +52,10 @@ class QueueStore(ABC):
     supports_global_limits: ClassVar[bool] = False
     """Whether the store keeps fleet limits: :meth:`set_limit` and the others, and
     :meth:`claim_queued` obeying them and a worker's ``global_limits``."""
+
+    supports_queue_pauses: ClassVar[bool] = False
+    """Whether the store keeps paused queues: :meth:`pause_queue` and the others, and
+    :meth:`claim_queued` passing over the queued tasks of a paused queue."""
 
     def notify_work(self) -> None:
         """Wake the workers waiting in ``wait_for_commands``: queued work arrived.
@@ -119,6 +126,10 @@ class QueueStore(ABC):
         never holds back tasks of other limits. Claims that involve global limits are
         serialised, so two claimers never both take the last slot.
 
+        On a store whose ``supports_queue_pauses`` is true, a task of a paused queue
+        (:meth:`pause_queue`: its name or its bucket) is not eligible, decided in the
+        same statement (or under the same lock) as the claim.
+
         Returns the snapshots as stored.
         """
 
@@ -174,6 +185,32 @@ class QueueStore(ABC):
     def list_limit_starts(self) -> list[LimitStart]:
         """The starts counted by rate limits (expired ones may be included, see
         :meth:`LimitStart.live`), oldest first. Empty by default."""
+        return []
+
+    # ------------------------------------------------------------ paused queues
+
+    def pause_queue(self, pause: QueuePause) -> QueuePause:
+        """Pause ``pause``'s queue (or replace who, why and when of a paused one).
+
+        From the next claim on, no claimer takes its queued tasks; running ones go on.
+        Returns the pause as stored.
+
+        Raises:
+            ConfigurationError: The store keeps no paused queues.
+        """
+        raise ConfigurationError(
+            f"{type(self).__name__} keeps no paused queues (QueueStore.supports_queue_pauses)"
+        )
+
+    def resume_queue(self, scope: str) -> QueuePause | None:
+        """Resume the queue of ``scope`` (:attr:`QueuePause.scope`) and wake the claimers.
+
+        Returns the pause it ended, ``None`` if that queue was not paused.
+        """
+        return None
+
+    def list_queue_pauses(self) -> list[QueuePause]:
+        """The paused queues: names first, then buckets, each sorted. Empty by default."""
         return []
 
     # ------------------------------------------------------------ worker registry

@@ -78,6 +78,7 @@ from chongming_task.stores._limits import (
     parse_rate,
 )
 from chongming_task.stores._lost import Marking, check_lost_query
+from chongming_task.stores._pauses import QueuePause, pause_order
 from chongming_task.stores._queue_records import (
     WorkerRecord,
     concurrency_key_of,
@@ -139,6 +140,7 @@ class SqlStore(TaskStore, QueueStore):
     keeps_checkpoint_gaps = True
     atomic_create_batch = True
     supports_global_limits = True
+    supports_queue_pauses = True
 
     def __init__(self, dialect: Dialect, *, clock: Clock | None = None) -> None:
         super().__init__(clock=clock)
@@ -797,6 +799,44 @@ class SqlStore(TaskStore, QueueStore):
             )
             for name, task_id, owner, acquired, until in found
         ]
+
+    def pause_queue(self, pause: QueuePause) -> QueuePause:
+        params = {
+            "scope": pause.scope,
+            "name": pause.name,
+            "bucket": pause.bucket,
+            "actor": pause.actor,
+            "reason": pause.reason,
+            "paused_at": self._instant(pause.paused_at),
+        }
+        self._run(lambda cur: cur.execute(self._sql["upsert_pause"], params), write=True)
+        return pause
+
+    def resume_queue(self, scope: str) -> QueuePause | None:
+        found = self._run(
+            lambda cur: cur.execute(self._sql["delete_pause"], {"scope": scope}).fetchall(),
+            write=True,
+        )
+        if not found:
+            return None
+        self.notify_work()
+        return self._decode_pause(found[0])
+
+    def list_queue_pauses(self) -> list[QueuePause]:
+        found = self._run(
+            lambda cur: cur.execute(self._sql["select_pauses"], {}).fetchall(), write=False
+        )
+        return sorted((self._decode_pause(row) for row in found), key=pause_order)
+
+    def _decode_pause(self, row: Any) -> QueuePause:
+        name, bucket, actor, reason, paused_at = row
+        return QueuePause(
+            name=None if name is None else str(name),
+            bucket=None if bucket is None else int(bucket),
+            actor=str(actor),
+            reason=str(reason),
+            paused_at=self._instant_out(paused_at),
+        )
 
     def save_unheld(
         self, snapshot: TaskSnapshot, *, expect_version: int, transitions: Sequence[Transition] = ()

@@ -67,6 +67,7 @@ from chongming_task.web._auth import (
 )
 from chongming_task.web._live import Broadcaster
 from chongming_task.web._params import checked_input, int_param, json_object, optional_int
+from chongming_task.web._queues import QUEUE_ACTIONS, QueueRequest, paused_queues
 from chongming_task.web._urls import install as install_urls
 from chongming_task.web._urls import schedule_url, task_url, worker_url
 from chongming_task.web._views import (
@@ -326,6 +327,9 @@ def create_app(
         Route("/api/workers", handlers.api_workers),
         Route("/api/workers/{worker_id:path}", handlers.api_worker),
         Route("/api/limits", handlers.api_limits),
+        Route("/api/queues", handlers.api_queues),
+        Route("/api/queues/{action}", handlers.queue_action, methods=["POST"]),
+        Route("/queues/{action}", handlers.queue_action, methods=["POST"]),
         Route("/api/buckets", handlers.api_buckets),
         Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
     ]
@@ -655,7 +659,8 @@ class _Handlers:
     async def overview(self, request: Request) -> Response:
         def build() -> Response:
             overview = self.config.data.overview()
-            return self.render(request, "overview.html", page="overview", o=overview)
+            pauses = paused_queues(self.config.store)
+            return self.render(request, "overview.html", page="overview", o=overview, pauses=pauses)
 
         return await self._call(request, build)
 
@@ -1175,6 +1180,36 @@ class _Handlers:
             )
 
         return await self._call(request, build)
+
+    @authenticated
+    async def api_queues(self, request: Request) -> Response:
+        def build() -> Response:
+            pauses = paused_queues(self.config.store)
+            return JSONResponse({"paused": [pause.to_dict() for pause in pauses]})
+
+        return await self._call(request, build)
+
+    @state_changing
+    async def queue_action(self, request: Request) -> Response:
+        """Pause or resume intake of a queue (docs/queue.md, "Pause intake")."""
+        action = request.path_params["action"]
+        if action not in QUEUE_ACTIONS:
+            return _error(request, 404, f"unknown queue action {action!r}", self.env)
+        identity: Identity = request.state.identity
+        try:
+            wanted = QueueRequest(action, await _fields(request))
+        except ConfigurationError as exc:
+            return _error(request, 400, str(exc), self.env)
+
+        def act() -> Response:
+            status, result = wanted.apply(self.config.store, identity.user, self.config.clock.now())
+            if status != 200:
+                return _error(request, status, result["error"], self.env)
+            if _wants_json(request):
+                return JSONResponse(result)
+            return _see_other(request, "/")
+
+        return await self._call(request, act)
 
     @authenticated
     async def buckets(self, request: Request) -> Response:

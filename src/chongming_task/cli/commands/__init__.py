@@ -32,6 +32,9 @@ def register_all(subparsers: argparse._SubParsersAction[Any]) -> None:
         _ps as ps,
     )
     from chongming_task.cli.commands import (
+        _queue_admin as queue_admin,
+    )
+    from chongming_task.cli.commands import (
         _retry as retry,
     )
     from chongming_task.cli.commands import (
@@ -58,6 +61,7 @@ def register_all(subparsers: argparse._SubParsersAction[Any]) -> None:
     worker.add_parsers(subparsers)
     workers.add_parsers(subparsers)
     limits.add_parsers(subparsers)
+    queue_admin.add_parsers(subparsers)
     submit.add_parsers(subparsers)
     ps.add_parsers(subparsers)
     inspect_.add_parsers(subparsers)

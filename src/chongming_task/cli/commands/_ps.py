@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from chongming_task._model import TaskSnapshot
     from chongming_task.cli._session import Session
     from chongming_task.controller import Controller
+    from chongming_task.stores._pauses import QueuePause
 
 __all__ = ["DEFAULT_LIMIT", "ORDERS", "add_parsers", "task_rows"]
 
@@ -160,11 +162,25 @@ def task_rows(snapshots: list[TaskSnapshot], now: datetime) -> list[list[str]]:
     return [list(row_cells(snapshot, now)) for snapshot in snapshots]
 
 
-def _render(session: Session, page: Page, *, compact: bool) -> Any:
+def _paused(controller: Controller) -> list[QueuePause]:
+    """The paused queues of the store (docs/queue.md, "Pause intake")."""
+    from chongming_task.stores._queue_store import QueueStore
+
+    store = controller.store
+    if isinstance(store, QueueStore) and store.supports_queue_pauses:
+        return store.list_queue_pauses()
+    return []
+
+
+def _render(
+    session: Session, page: Page, *, compact: bool, paused: Sequence[QueuePause] = ()
+) -> Any:
     """Print the JSON or plain table; return a rich renderable on a terminal.
 
     Rows the store could not decode are listed as ``corrupt`` (their warning went to
-    stderr already): one broken row never hides the others.
+    stderr already): one broken row never hides the others. Each paused queue gets a
+    line on stderr (``intake paused: queue 'noop' paused by ...``), so the table a
+    script reads stays as it is; the JSON lists them as ``paused_queues``.
     """
     from chongming_task.controller._table import COLUMNS, render_table
 
@@ -179,10 +195,14 @@ def _render(session: Session, page: Page, *, compact: bool) -> Any:
                 total=total,
                 tasks=tasks_docs(snapshots),
                 corrupt=broken,
+                paused_queues=[pause.to_dict() for pause in paused],
             ),
             compact=compact,
         )
         return None
+    if not (compact and output.rich):
+        for pause in paused:
+            output.notice(f"intake paused: {pause.describe()}")
     now = datetime.now(UTC)
     blank = ["-"] * (len(COLUMNS) - 3)
     if output.rich:
@@ -238,7 +258,7 @@ def cmd_ps(args: argparse.Namespace, session: Session) -> int:
     controller = console_controller(session, session.open_store(create=False, read_only=True))
     if not args.watch:
         page = _query(session, controller, filters)
-        table = _render(session, page, compact=False)
+        table = _render(session, page, compact=False, paused=_paused(controller))
         if table is not None:
             session.output.console.print(table)
         _footer(session, page)
@@ -268,7 +288,8 @@ def _watch(
         while args.count is None or refreshes < args.count:
             if refreshes and not session.json:
                 output.print("")
-            _render(session, _query(session, controller, filters), compact=True)
+            page = _query(session, controller, filters)
+            _render(session, page, compact=True, paused=_paused(controller))
             refreshes += 1
             if args.count is None or refreshes < args.count:
                 time.sleep(args.interval)

@@ -169,6 +169,7 @@ def cmd_health(args: argparse.Namespace, session: Session) -> int:
                     "oldest_queued_age": queue.oldest_age,
                     "orphaned_buckets": list(queue.orphaned),
                     "lease_expired": list(queue.expired),
+                    "paused": [pause.to_dict() for pause in queue.paused],
                 },
                 buckets=owners.to_dict(),
             )
@@ -185,6 +186,8 @@ def cmd_health(args: argparse.Namespace, session: Session) -> int:
             f"queue: {len(queue.live)} live worker(s), {len(queue.dead)} dead, "
             f"{sum(queue.depth.values())} queued task(s)"
         )
+        for pause in queue.paused:
+            output.print(f"queue: intake paused: {pause.describe()}")
         if owners.declared:
             output.print(
                 f"buckets: {len(owners.holes)} without a live owner, "

@@ -210,6 +210,20 @@ CREATE TABLE IF NOT EXISTS ct_limit_starts (
 
 CREATE INDEX IF NOT EXISTS ct_limit_starts_expiry ON ct_limit_starts (expires_at);
 
+-- name: migrate_10
+-- Version 10: paused queues (docs/queue.md, "Pause intake"). One row per paused queue,
+-- keyed by scope ('name:noop' or 'bucket:3'): the task name or the bucket (the other
+-- is NULL), who paused it, why and when. claim_queued passes over the queued tasks of
+-- every row, in its own statement. Every statement may run again on a migrated schema.
+CREATE TABLE IF NOT EXISTS ct_queue_pauses (
+    scope text COLLATE "C" PRIMARY KEY,
+    name text COLLATE "C",
+    bucket integer,
+    actor text NOT NULL,
+    reason text NOT NULL,
+    paused_at timestamptz NOT NULL
+);
+
 -- name: schema_exists
 SELECT count(*) FROM (SELECT to_regclass('ct_meta') AS t) r WHERE r.t IS NOT NULL;
 
@@ -549,6 +563,8 @@ SELECT count(*) FROM task;
 -- name: claim_queued
 -- %(full)s: the limit keys with no room (tags or concurrency keys); their tasks are
 -- passed over.
+-- The tasks of a paused queue (a row of ct_queue_pauses naming their task name or
+-- their bucket) are passed over too: a pause is obeyed by the statement that claims.
 SELECT t.doc::text, t.progress::text, t.heartbeat_at, t.lease_owner, t.lease_until, t.pid,
   t.task_id, t.checkpoint_gaps::text
 FROM ct_tasks t WHERE t.status = 'queued' AND t.owner IS NULL
@@ -558,6 +574,7 @@ FROM ct_tasks t WHERE t.status = 'queued' AND t.owner IS NULL
         THEN (t.doc->'metadata'->'recipe'->>'not_before')::timestamptz END) <= %(now)s::timestamptz)
     AND NOT (t.tags && %(full)s::text[])
     AND coalesce(t.doc->'metadata'->'recipe'->>'concurrency_key', '') <> ALL(%(full)s::text[])
+    AND NOT EXISTS (SELECT 1 FROM ct_queue_pauses p WHERE p.name = t.name OR p.bucket = t.bucket)
 ORDER BY t.priority DESC, t.created_at, t.seq LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 
@@ -571,6 +588,7 @@ FROM ct_tasks t WHERE t.status = 'queued' AND t.owner IS NULL
         THEN (t.doc->'metadata'->'recipe'->>'not_before')::timestamptz END) <= %(now)s::timestamptz)
     AND t.bucket = ANY(%(buckets)s) AND NOT (t.tags && %(full)s::text[])
     AND coalesce(t.doc->'metadata'->'recipe'->>'concurrency_key', '') <> ALL(%(full)s::text[])
+    AND NOT EXISTS (SELECT 1 FROM ct_queue_pauses p WHERE p.name = t.name OR p.bucket = t.bucket)
 ORDER BY t.priority DESC, t.created_at, t.seq LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 
@@ -629,6 +647,19 @@ ON CONFLICT (key) DO UPDATE SET
 
 -- name: delete_limit
 DELETE FROM ct_limits WHERE key = %(key)s;
+
+-- name: upsert_pause
+INSERT INTO ct_queue_pauses (scope, name, bucket, actor, reason, paused_at)
+VALUES (%(scope)s, %(name)s, %(bucket)s, %(actor)s, %(reason)s, %(paused_at)s)
+ON CONFLICT (scope) DO UPDATE SET
+    actor = excluded.actor, reason = excluded.reason, paused_at = excluded.paused_at;
+
+-- name: delete_pause
+DELETE FROM ct_queue_pauses WHERE scope = %(scope)s
+RETURNING name, bucket, actor, reason, paused_at;
+
+-- name: select_pauses
+SELECT name, bucket, actor, reason, paused_at FROM ct_queue_pauses ORDER BY scope;
 
 -- name: notify_work
 SELECT pg_notify(%(channel)s, 'queue');

@@ -244,6 +244,20 @@ CREATE TABLE IF NOT EXISTS ct_limit_starts (
 
 CREATE INDEX IF NOT EXISTS ct_limit_starts_expiry ON ct_limit_starts (expires_at);
 
+-- name: migrate_10
+-- Version 10: paused queues (docs/queue.md, "Pause intake"). One row per paused queue,
+-- keyed by scope ('name:noop' or 'bucket:3'): the task name or the bucket (the other
+-- is NULL), who paused it, why and when. claim_queued passes over the queued tasks of
+-- every row, in its own statement. Every statement may run again on a migrated file.
+CREATE TABLE IF NOT EXISTS ct_queue_pauses (
+    scope TEXT PRIMARY KEY,
+    name TEXT,
+    bucket INTEGER,
+    actor TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    paused_at INTEGER NOT NULL
+) WITHOUT ROWID;
+
 -- name: schema_exists
 SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'ct_meta';
 
@@ -582,6 +596,8 @@ WHERE task_id = :task_id AND status_version = :expect_version AND owner IS NULL;
 -- passed over in the walk, so any number of delayed tasks cannot hide a due one.
 -- :full: the limit keys with no room (tags or concurrency keys, a JSON array); their
 -- tasks are passed over.
+-- The tasks of a paused queue (a row of ct_queue_pauses naming their task name or
+-- their bucket) are passed over too: a pause is obeyed by the statement that claims.
 SELECT t.doc, t.progress, t.heartbeat_at, t.lease_owner, t.lease_until, t.pid, t.task_id,
   t.checkpoint_gaps
 FROM ct_tasks t INDEXED BY ct_tasks_claimable WHERE t.status = 'queued' AND t.owner IS NULL
@@ -593,6 +609,7 @@ FROM ct_tasks t INDEXED BY ct_tasks_claimable WHERE t.status = 'queued' AND t.ow
         WHERE g.seq = t.seq AND g.tag IN (SELECT value FROM json_each(:full)))
         AND coalesce(json_extract(t.doc, '$.metadata.recipe.concurrency_key'), '')
             NOT IN (SELECT value FROM json_each(:full)))
+    AND NOT EXISTS (SELECT 1 FROM ct_queue_pauses p WHERE p.name = t.name OR p.bucket = t.bucket)
 ORDER BY t.priority DESC, t.created_at, t.seq LIMIT :limit;
 
 -- name: claim_queued_buckets
@@ -608,6 +625,7 @@ FROM ct_tasks t INDEXED BY ct_tasks_claimable WHERE t.status = 'queued' AND t.ow
         WHERE g.seq = t.seq AND g.tag IN (SELECT value FROM json_each(:full)))
         AND coalesce(json_extract(t.doc, '$.metadata.recipe.concurrency_key'), '')
             NOT IN (SELECT value FROM json_each(:full)))
+    AND NOT EXISTS (SELECT 1 FROM ct_queue_pauses p WHERE p.name = t.name OR p.bucket = t.bucket)
 ORDER BY t.priority DESC, t.created_at, t.seq LIMIT :limit;
 
 -- name: purge_slots
@@ -661,6 +679,19 @@ ON CONFLICT (key) DO UPDATE SET
 
 -- name: delete_limit
 DELETE FROM ct_limits WHERE key = :key;
+
+-- name: upsert_pause
+INSERT INTO ct_queue_pauses (scope, name, bucket, actor, reason, paused_at)
+VALUES (:scope, :name, :bucket, :actor, :reason, :paused_at)
+ON CONFLICT (scope) DO UPDATE SET
+    actor = excluded.actor, reason = excluded.reason, paused_at = excluded.paused_at;
+
+-- name: delete_pause
+DELETE FROM ct_queue_pauses WHERE scope = :scope
+RETURNING name, bucket, actor, reason, paused_at;
+
+-- name: select_pauses
+SELECT name, bucket, actor, reason, paused_at FROM ct_queue_pauses ORDER BY scope;
 
 -- name: notify_work
 UPDATE ct_meta SET value = value + 1 WHERE key = 'commands_rev';
