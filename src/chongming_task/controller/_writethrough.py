@@ -188,7 +188,13 @@ class WriteThrough:
         return self.clock.now() + timedelta(seconds=self.lease_ttl)
 
     def stored_form(self, snapshot: TaskSnapshot) -> TaskSnapshot:
-        """The snapshot as stored: with this controller's lease while it is not terminal."""
+        """The snapshot as stored: with this controller's lease while it is not terminal.
+
+        A task handed back to the queue (no owner: a worker's shutdown let it go) is
+        stored without a lease: nobody holds it any more.
+        """
+        if snapshot.owner is None and not snapshot.status.is_terminal:
+            return snapshot.replace(lease_owner=None, lease_until=None)
         until = None if snapshot.status.is_terminal else self.lease_until()
         return snapshot.replace(lease_owner=self.owner, lease_until=until)
 
