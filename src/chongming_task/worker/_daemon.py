@@ -33,6 +33,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
 from chongming_task._consumer import RELEASE, CommandConsumer, Complete, Outcome
+from chongming_task._drain import DEFAULT_DRAIN_TIMEOUT, DEFAULT_STOP_TIMEOUT, SHUTDOWN_REASON
 from chongming_task._model import Failure, FailureKind
 from chongming_task._service import BackgroundService
 from chongming_task._validation import check_global_limits, check_seconds
@@ -42,8 +43,8 @@ from chongming_task.errors import ConfigurationError, InvalidState, TaskError
 from chongming_task.states import OCCUPYING, TERMINAL, TaskStatus
 from chongming_task.stores._base import Command, QueueStore, TaskQuery
 from chongming_task.stores._capabilities import require_commands
-from chongming_task.worker._logtail import LogTail
 from chongming_task.stores._queue_records import recipe_of
+from chongming_task.worker._logtail import LogTail
 from chongming_task.worker._queue import WorkQueueDuty, is_idempotent
 from chongming_task.worker._report import ShutdownReport, StoppedTask
 from chongming_task.worker._submission import SUBMIT_ACTION, Submission
@@ -68,18 +69,8 @@ CLAIM_LEASE: Final = 30.0
 #: bounded.
 LOOK_PAST: Final = 256
 
-#: How long running tasks get to finish by themselves at shutdown, and then how long
-#: what is left gets to stop at a checkpoint: 20 + 6 = 26 s, inside the 30 s a
-#: container gets by default under Kubernetes (``terminationGracePeriodSeconds``),
-#: with time left for the last store writes (docs/deployment.md).
-DEFAULT_DRAIN_TIMEOUT: Final = 20.0
-DEFAULT_STOP_TIMEOUT: Final = 6.0
-
 #: Seconds between two "draining: ..." countdown lines.
 DRAIN_LOG_EVERY: Final = 5.0
-
-#: The reason recorded on what a shutdown stops or hands back.
-SHUTDOWN_REASON: Final = "worker shutdown"
 
 #: The trigger of the ``-> lost`` transitions of tasks abandoned at shutdown.
 ABANDONED_TRIGGER: Final = "worker:shutdown_abandoned"
