@@ -476,12 +476,12 @@ def _serve(  # noqa: C901 (the worker's start-up sequence, one step per option; 
             pruner.close()
         held = sum(1 for run in controller.runs() if not run.done)
         log.info(
-            "%s: shutting down; draining %d task(s) for up to %gs, then stopping what is "
-            "left (deadline %gs; a second signal stops at once)",
+            "%s: shutting down; stopping %d task(s) (deadline %gs) after a drain of up to "
+            "%gs (a second signal skips it)",
             signal_name,
             held,
-            args.drain_timeout,
             args.shutdown_timeout,
+            args.drain_timeout,
         )
         shutdown = worker.shutdown(
             reason=f"worker shutdown ({signal_name})", timeout=args.shutdown_timeout
