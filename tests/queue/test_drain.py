@@ -193,9 +193,11 @@ def test_at_the_drain_deadline_a_task_that_is_not_idempotent_ends_stopped(
     ]
     stopping = store.history("plain-1")[-2]
     assert stopping.actor == "w1"
-    assert stopping.reason is not None and "worker shutdown" in stopping.reason
+    assert stopping.reason is not None
+    assert "worker shutdown" in stopping.reason
     failure = handle.snapshot.failure
-    assert failure is not None and "worker shutdown" in failure.message
+    assert failure is not None
+    assert "worker shutdown" in failure.message
 
 
 def test_requeue_on_shutdown_hands_back_a_task_that_is_not_idempotent(
