@@ -70,6 +70,8 @@ TASKRUN_MEMBERS = [
     "done",
     "enqueue",
     "executor",
+    "hand_back",
+    "handed_back",
     "logs",
     "machine",
     "name",
