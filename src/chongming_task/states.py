@@ -58,7 +58,7 @@ class TaskStatus(StrEnum):
 
 S = TaskStatus
 
-#: Guide §9.2, verbatim. Keys are sources, values the legal targets.
+#: Guide §9.2, plus the edges of ``GUIDE_ADDITIONS``. Keys are sources, values the legal targets.
 TRANSITIONS: Final = MappingProxyType(
     {
         S.PENDING: frozenset({S.BLOCKED, S.QUEUED, S.SKIPPED, S.CANCELLED, S.STOPPED}),
@@ -73,7 +73,7 @@ TRANSITIONS: Final = MappingProxyType(
         S.PAUSING: frozenset({S.PAUSED, S.RUNNING, S.STOPPING, S.FAILED, S.CANCELLED, S.LOST}),
         S.PAUSED: frozenset({S.QUEUED, S.RUNNING, S.STOPPED, S.CANCELLED}),
         S.RETRY_WAIT: frozenset({S.STARTING, S.QUEUED, S.PAUSED, S.STOPPED, S.FAILED, S.CANCELLED}),
-        S.STOPPING: frozenset({S.STOPPED, S.SUCCEEDED, S.FAILED, S.LOST}),
+        S.STOPPING: frozenset({S.STOPPED, S.SUCCEEDED, S.FAILED, S.LOST, S.QUEUED}),
         S.SUCCEEDED: frozenset(),
         S.FAILED: frozenset(),
         S.STOPPED: frozenset(),
@@ -83,12 +83,19 @@ TRANSITIONS: Final = MappingProxyType(
     }
 )
 
-#: Edges we add to the guide's §9.2 table, each with its reason: none. The guide's
-#: table is the table, and tests check that ``TRANSITIONS`` is exactly §9.2.
-#: (A body raising ``TaskSkipped`` ends ``running -> skipped`` through the explicit
-#: ``StateMachine.body_skipped()``, outside the table like ``retry()``/``reset()``;
-#: ``can(SKIPPED)`` from ``running`` is therefore False, as the table says.)
-GUIDE_ADDITIONS: Final[MappingProxyType[tuple[TaskStatus, TaskStatus], str]] = MappingProxyType({})
+#: Edges we add to the guide's §9.2 table, each with its reason; tests check that
+#: ``TRANSITIONS`` is exactly §9.2 plus these. (A body raising ``TaskSkipped`` ends
+#: ``running -> skipped`` through the explicit ``StateMachine.body_skipped()``, outside
+#: the table like ``retry()``/``reset()``; ``can(SKIPPED)`` from ``running`` is False.)
+GUIDE_ADDITIONS: Final[MappingProxyType[tuple[TaskStatus, TaskStatus], str]] = MappingProxyType(
+    {
+        (S.STOPPING, S.QUEUED): (
+            "a worker shutting down hands a task it stopped at a checkpoint back to the "
+            "queue, unheld, for another worker (StateMachine.hand_back, trigger "
+            "worker:shutdown_requeue): the stop was the worker's, not an operator's"
+        ),
+    }
+)
 
 #: States with no outgoing edge. Derived from the table so the two never disagree.
 TERMINAL: Final = frozenset(status for status, targets in TRANSITIONS.items() if not targets)

@@ -132,7 +132,7 @@ def test_global_options_after_the_subcommand(cli: Cli, tmp_path: Path) -> None:
 def test_worker_is_controlled_from_other_processes(
     cli: Cli, db: str, start_worker: StartWorker
 ) -> None:
-    worker = start_worker(db, "--max-parallel", "3", "--owner", "w1")
+    worker = start_worker(db, "--max-parallel", "3", "--owner", "w1", "--drain-timeout", "0")
     for task_id in ("a", "b", "c"):
         submitted = cli("--db", db, "submit", "loop", "--tasks", TASKS, "--task-id", task_id)
         assert (submitted.code, submitted.out.strip()) == (0, task_id)
@@ -271,7 +271,7 @@ def test_sigterm_reports_a_task_that_does_not_stop_in_time(
     cli: Cli, tmp_path: Path, start_worker: StartWorker
 ) -> None:
     db = str(tmp_path / "stubborn.db")
-    worker = start_worker(db, "--shutdown-timeout", "0.5")
+    worker = start_worker(db, "--shutdown-timeout", "0.5", "--drain-timeout", "0")
     for name, task_id in (("stubborn", "s1"), ("loop", "l1")):
         assert cli("--db", db, "submit", name, "--tasks", TASKS, "--task-id", task_id).code == 0
         _wait_status(cli, db, task_id, "running")

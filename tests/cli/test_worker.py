@@ -90,7 +90,7 @@ def test_worker_runs_submissions_and_reports_shutdown(store: SqliteTaskStore) ->
     assert command is not None
     assert command.result == {"accepted": True, "task_id": "ok", "worker": "w1"}
 
-    shutdown = worker.shutdown(reason="test over", timeout=10)
+    shutdown = worker.shutdown(reason="test over", timeout=10, drain_timeout=0)
     assert shutdown.clean
     assert [(t.task_id, t.before, t.after) for t in shutdown.tasks] == [
         ("long", "running", "stopped")
@@ -157,7 +157,7 @@ def test_worker_takes_only_its_buckets_and_only_free_slots(store: SqliteTaskStor
         wait_until(lambda: (s := store.get("b")) is not None and s.status.value == "running")
         assert store.get("c") is None
     finally:
-        shutdown = worker.shutdown(timeout=10)
+        shutdown = worker.shutdown(timeout=10, drain_timeout=0)
     assert {t.task_id for t in shutdown.tasks} == {"b"}
 
 
@@ -200,7 +200,7 @@ def test_the_controllers_poller_never_holds_a_submission_from_the_worker() -> No
             taken = [task_id for task_id in ("a", "b") if store.get(task_id) is not None]
             assert taken == ["a"], f"the worker took {taken} first, not the oldest submission"
         finally:
-            worker.shutdown(timeout=10)
+            worker.shutdown(timeout=10, drain_timeout=0)
 
 
 def test_worker_needs_a_sane_configuration() -> None:

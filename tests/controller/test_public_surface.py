@@ -70,6 +70,8 @@ TASKRUN_MEMBERS = [
     "done",
     "enqueue",
     "executor",
+    "hand_back",
+    "handed_back",
     "logs",
     "machine",
     "name",
@@ -107,7 +109,10 @@ def test_the_plumbing_is_behind_the_internal_protocol() -> None:
         for name, _ in inspect.getmembers(ControllerInternals, inspect.isfunction)
         if not name.startswith("_")
     }
-    assert wanted == {"run_claimed", "release", "release_many", "skip", "cancel"}
+    assert wanted == {
+        *("run_claimed", "release", "release_many", "skip", "cancel"),
+        *("hold_queue", "let_go"),  # a draining worker (docs/deployment.md)
+    }
     with Controller() as controller:
         internal = controller._internal
         for name in wanted:

@@ -43,6 +43,7 @@ ACTIONS: dict[str, Action] = {
     "mark_cancelled": lambda m: m.mark_cancelled(reason="sibling failed"),
     "mark_skipped": lambda m: m.mark_skipped(reason="condition false"),
     "mark_lost": lambda m: m.mark_lost(reason="lease expired"),
+    "hand_back": lambda m: m.hand_back(actor="w1", reason="worker shutdown"),
 }
 
 #: The ``mark_*`` method whose name is its target, for every state but ``pending``

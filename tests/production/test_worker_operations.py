@@ -101,7 +101,7 @@ def test_worker_logs_timestamped_lines_on_stderr_and_loses_an_abandoned_task(
     tmp_path: Path,
 ) -> None:
     db = str(tmp_path / "w.db")
-    worker = Worker(db, "--shutdown-timeout", "0.5")
+    worker = Worker(db, "--shutdown-timeout", "0.5", "--drain-timeout", "0")
     try:
         assert submit(db, "stubborn", "--task-id", "s1")[0] == 0
         wait_until(lambda: status_of(db, "s1") == "running", timeout=20)

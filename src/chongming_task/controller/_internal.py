@@ -80,6 +80,17 @@ class ControllerInternals:
         """Cancel a held run on behalf of orchestration (fail_fast), not of a person."""
         self._held(task_id).cancel(reason=reason, actor=self._owner)
 
+    def hold_queue(self) -> None:
+        """Start nothing more (a draining worker): held queued runs stay queued."""
+        self._dispatch.close()
+
+    def let_go(self, task_id: str) -> None:
+        """Stop holding a run a worker's shutdown handed back to the queue (it is another
+        worker's to claim now); its last write, if still pending, is kept until stored."""
+        run = self._dispatch.get(task_id)
+        if run is not None and run.handed_back:
+            self._dispatch.drop(task_id)
+
     def _held(self, task_id: str) -> TaskRun:
         run = self._dispatch.get(task_id)
         if run is None:

@@ -37,6 +37,7 @@ from chongming_task._service import FINISHED, BackgroundService, StepResult
 from chongming_task.controller._late_results import record_late_result
 from chongming_task.core._clock import Clock
 from chongming_task.errors import ConcurrencyConflict, ConfigurationError, DuplicateTaskId
+from chongming_task.states import TaskStatus
 from chongming_task.stores._base import TaskStore
 
 __all__ = ["MAX_PERSIST_FAILURES", "PendingWrite", "PersistFailure", "WriteThrough"]
@@ -45,6 +46,8 @@ log = logging.getLogger("chongming_task.controller")
 
 #: How many persist failures a controller keeps for inspection (guide §8.9).
 MAX_PERSIST_FAILURES = 20
+#: Statuses in which a task without an owner is nobody's (``TaskRun.hand_back``).
+_UNHELD = frozenset({TaskStatus.QUEUED, TaskStatus.PAUSED})
 #: Locks shared by the writes of all tasks (one task always maps to one).
 _STRIPES = 64
 #: Backoff of the retries of a failed write: doubles from the first to the last.
@@ -188,7 +191,13 @@ class WriteThrough:
         return self.clock.now() + timedelta(seconds=self.lease_ttl)
 
     def stored_form(self, snapshot: TaskSnapshot) -> TaskSnapshot:
-        """The snapshot as stored: with this controller's lease while it is not terminal."""
+        """The snapshot as stored: with this controller's lease while it is not terminal.
+
+        A task handed back to the queue (``queued`` or ``paused`` with no owner: a
+        worker's shutdown let it go) is stored without a lease: nobody holds it.
+        """
+        if snapshot.owner is None and snapshot.status in _UNHELD:
+            return snapshot.replace(lease_owner=None, lease_until=None)
         until = None if snapshot.status.is_terminal else self.lease_until()
         return snapshot.replace(lease_owner=self.owner, lease_until=until)
 

@@ -71,6 +71,8 @@ class Triggers:
     """A person ran a finished task again (``Client.retry``, CLI ``retry``, dashboard)."""
     RESET = "machine:reset"
     FORCED = "machine:forced"
+    HANDED_BACK = "worker:shutdown_requeue"
+    REPAUSED = "worker:shutdown_paused"
 
 
 #: Sources from which a resurrecting ``retry()`` is allowed (guide §1.4). ``succeeded``
@@ -579,6 +581,49 @@ class StateMachine:
             reason=reason or failure.message,
             failure=failure,
             **extra,
+        )
+
+    def hand_back(
+        self,
+        *,
+        actor: str | None = None,
+        reason: str | None = None,
+        trigger: str = Triggers.HANDED_BACK,
+    ) -> None:
+        """A worker shutting down gives the task back to the queue: ``-> queued``.
+
+        From ``stopping`` (the worker stopped the body at a checkpoint, the edge the
+        guide's table gains for this, ``GUIDE_ADDITIONS``), ``paused`` or
+        ``retry_wait``. The attempt it cut short does not use up the retry budget
+        (``max_attempts`` grows by one), and ``started_at`` is cleared: the next worker
+        starts a new attempt. From ``stopping`` the task is let go in the same change
+        (no owner, no lease): any worker may claim it. From ``paused`` it keeps its
+        owner: the caller pauses it again (``queued -> paused``, trigger
+        ``worker:shutdown_paused``) and lets it go then, so no worker can claim it in
+        between.
+
+        Raises:
+            InvalidTransition: Not in stopping, paused or retry_wait.
+        """
+        snap = self._snapshot
+        if snap.status not in (S.STOPPING, S.PAUSED, S.RETRY_WAIT):
+            raise self._invalid(
+                S.QUEUED, trigger, "hand_back() is only legal from stopping, paused or retry_wait"
+            )
+        unheld: dict[str, Any] = (
+            {}
+            if snap.status is S.PAUSED
+            else {"owner": None, "lease_owner": None, "lease_until": None}
+        )
+        self._apply(
+            S.QUEUED,
+            trigger,
+            actor=actor,
+            reason=reason,
+            max_attempts=snap.max_attempts + 1,
+            started_at=None,
+            queued_at=_NOW,
+            **unheld,
         )
 
     # ------------------------------------------------------------ explicit escapes

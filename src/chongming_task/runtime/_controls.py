@@ -51,6 +51,55 @@ class RunControls:
             state.wake_locked()
             return True
 
+    def hand_back(self, reason: str, *, actor: str | None = None) -> bool:
+        """Stop the body at its next checkpoint and give the task back to the queue.
+
+        A worker's shutdown, not an operator's stop: an occupying run goes to
+        ``stopping`` as with :meth:`stop`; once its body stops at a checkpoint it
+        returns ``stopping -> queued`` (``StateMachine.hand_back``), unheld, for
+        another worker. A run paused in place is released from its checkpoint and
+        handed back still paused (``paused -> queued -> paused``); one waiting for a
+        retry goes back to the queue at once. A body that returns or fails first ends
+        as it would; one that misses the graceful window ends as :meth:`stop` says.
+        False (nothing done) when the run is terminal, already stopping (an
+        operator's stop stands) or holds no slot otherwise (queued, blocked).
+        """
+        state = self._state
+        with state.transaction(self._supervisor.check_locked) as machine:
+            status = machine.status
+            if status.is_terminal or status is S.STOPPING:
+                return False
+            if status is S.RETRY_WAIT:
+                state.apply(machine.hand_back, actor=actor, reason=reason)
+                state.hand_back = (actor, reason)
+                state.wake_locked()
+                return True
+            attempt = state.attempt
+            live = attempt is not None and attempt.live
+            if status is S.PAUSED and not (machine.paused_in_place and live):
+                return False
+            if status not in (S.STARTING, S.RUNNING, S.PAUSING, S.PAUSED):
+                return False
+            state.hand_back = (actor, reason)
+            self._supervisor.stop_attempt_locked(reason, "stop")
+            if status is not S.PAUSED:
+                state.apply(machine.request_stop, actor=actor, reason=reason)
+            state.wake_locked()
+            return True
+
+    @property
+    def handed_back(self) -> bool:
+        """Whether a worker's shutdown handed the task back to the queue (it is not
+        terminal, and no longer this process's: ``queued`` or ``paused``, unheld)."""
+        state = self._state
+        with state.lock:
+            snapshot = state.machine.snapshot
+            return (
+                state.hand_back is not None
+                and snapshot.owner is None
+                and snapshot.status in (S.QUEUED, S.PAUSED)
+            )
+
     def pause(self, timeout: float | None = None, *, actor: str | None = None) -> bool:
         """Pause and wait up to ``timeout`` seconds (clock time) for the confirmation.
 

@@ -21,6 +21,7 @@ from chongming_task._checkpoint_gaps import GapRecorder
 from chongming_task._model import Failure, FailureKind, Progress, ensure_json
 from chongming_task._redact import redact_failure
 from chongming_task._validation import check_outcome_size, escape_json_surrogates
+from chongming_task.core.state_machine import Triggers
 from chongming_task.errors import ConfigurationError, TaskCancelled
 from chongming_task.policies import RetryDecision
 from chongming_task.runtime._attempt import (
@@ -194,6 +195,9 @@ class Driver:
     def judge_locked(self, attempt: Attempt, end: AttemptEnd) -> bool:
         state = self._state
         machine = state.machine
+        if machine.status is S.PAUSED and state.hand_back is not None and _at_checkpoint(end):
+            self._hand_back_paused_locked(state.hand_back)
+            return False
         if machine.status is S.PAUSED:
             # Only a dead child process ends an attempt while paused in place.
             state.apply(
@@ -277,10 +281,33 @@ class Driver:
             )
         else:
             how = "stopped at a checkpoint"
+            if state.hand_back is not None:  # a worker's shutdown: back to the queue
+                actor, reason = state.hand_back
+                state.apply(machine.hand_back, actor=actor, reason=reason)
+                return
         state.apply(
             machine.mark_stopped,
             reason=how,
             failure=_cancelled_failure(requested, how),
+        )
+
+    def _hand_back_paused_locked(self, hand_back: tuple[str | None, str]) -> None:
+        """A pause in place whose body a worker's shutdown released: still paused, unheld.
+
+        Two stored transitions: ``paused -> queued`` keeps the owner (nobody may claim
+        it yet), then ``queued -> paused`` lets it go. Resuming it later sends it to
+        the queue (it has no started attempt any more), on whichever worker claims it.
+        """
+        state = self._state
+        machine = state.machine
+        actor, reason = hand_back
+        state.apply(machine.hand_back, actor=actor, reason=reason)
+        machine.update(owner=None, lease_owner=None, lease_until=None)
+        state.apply(
+            machine.mark_paused,
+            actor=actor,
+            reason=f"{reason}: handed back still paused",
+            trigger=Triggers.REPAUSED,
         )
 
     def _fail_or_retry_locked(
@@ -389,6 +416,11 @@ class Driver:
 
     def _recent_logs(self) -> list[LogEntry]:
         return self._state.log_entries()
+
+
+def _at_checkpoint(end: AttemptEnd) -> bool:
+    """Whether the body ended by honouring a stop at a checkpoint."""
+    return isinstance(end, Raised) and isinstance(end.error, TaskCancelled)
 
 
 def _cancelled_failure(requested: str | None, how: str) -> Failure:

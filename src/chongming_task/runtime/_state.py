@@ -66,6 +66,7 @@ class RunState:
         "executor",
         "gaps",
         "graceful_stop",
+        "hand_back",
         "lock",
         "machine",
         "managed",
@@ -120,6 +121,9 @@ class RunState:
         self.retry_at = 0.0
         self.submitted_at = clock.monotonic()
         self.pause_event: threading.Event | None = None
+        self.hand_back: tuple[str | None, str] | None = None
+        """``(actor, reason)`` of a worker shutdown that hands the task back to the
+        queue once its body stops at a checkpoint (``TaskRun.hand_back``)."""
         self._seen = len(machine.transitions)
         self._synced_beat: float | None = None
         self.gaps: GapRecorder | None = None

@@ -11,9 +11,13 @@ Life of a worker:
    claims only its own actions, so neither ever holds what the other wants: the
    intake takes submissions highest ``priority`` first and oldest first within one
    priority, the order ``claim_commands`` claims in.
-3. ``shutdown()`` stops the intake first (pending submissions stay for another
-   worker), then closes the controller within the deadline and reports, task by task,
-   what it stopped and what did not stop in time.
+3. ``shutdown()`` (or ``close()``; SIGTERM under the CLI) drains: the intake stops
+   first (pending submissions stay for another worker), running tasks get up to
+   ``drain_timeout`` to finish (a countdown is logged), then what is left is stopped
+   at its next checkpoint within ``timeout``. A task the shutdown stopped goes back to
+   the queue, unheld, when its definition is idempotent or the worker requeues on
+   shutdown (a paused one stays paused); otherwise it ends ``stopped``. The report
+   says, task by task, what became of each.
 
 The intake takes work only while ``active + queued < max_parallel``: a worker that
 grabbed every submission would queue them in its memory while other workers idle,
@@ -23,27 +27,32 @@ and would have to stop them all on shutdown.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
 from chongming_task._consumer import RELEASE, CommandConsumer, Complete, Outcome
+from chongming_task._drain import DEFAULT_DRAIN_TIMEOUT, DEFAULT_STOP_TIMEOUT, SHUTDOWN_REASON
 from chongming_task._model import Failure, FailureKind
 from chongming_task._service import BackgroundService
-from chongming_task._validation import check_global_limits
+from chongming_task._validation import check_global_limits, check_seconds
 from chongming_task.core._clock import SystemClock
+from chongming_task.core.state_machine import Triggers
 from chongming_task.errors import ConfigurationError, InvalidState, TaskError
 from chongming_task.states import OCCUPYING, TERMINAL, TaskStatus
 from chongming_task.stores._base import Command, QueueStore, TaskQuery
 from chongming_task.stores._capabilities import require_commands
+from chongming_task.stores._queue_records import recipe_of
 from chongming_task.worker._logtail import LogTail
-from chongming_task.worker._queue import WorkQueueDuty
+from chongming_task.worker._queue import WorkQueueDuty, is_idempotent
 from chongming_task.worker._report import ShutdownReport, StoppedTask
 from chongming_task.worker._submission import SUBMIT_ACTION, Submission
 
 if TYPE_CHECKING:
     from chongming_task._model import TaskSnapshot, Transition
     from chongming_task.controller import Controller, ReconcileReport
+    from chongming_task.run import TaskRun
 
 __all__ = ["Worker"]
 
@@ -59,6 +68,9 @@ CLAIM_LEASE: Final = 30.0
 #: down, or slower). Each poll claims and hands back that many rows, so the look is
 #: bounded.
 LOOK_PAST: Final = 256
+
+#: Seconds between two "draining: ..." countdown lines.
+DRAIN_LOG_EVERY: Final = 5.0
 
 #: The trigger of the ``-> lost`` transitions of tasks abandoned at shutdown.
 ABANDONED_TRIGGER: Final = "worker:shutdown_abandoned"
@@ -87,6 +99,10 @@ class Worker:
         global_limits: Tag -> how many tasks carrying it may run at once across every
             worker of the store (``{"db": 4}``); a queued task whose limit is full
             stays queued until a slot frees (lease-backed slots, docs/queue.md).
+        drain_timeout: At shutdown, how long running tasks get to finish by
+            themselves before what is left is stopped (0: stop at once).
+        requeue_on_shutdown: Hand every task the shutdown stops back to the queue,
+            not only those of idempotent definitions (``@task(idempotent=True)``).
 
     Raises:
         ConfigurationError: The controller has no store (nothing could be submitted),
@@ -105,6 +121,8 @@ class Worker:
         heartbeat_interval: float = 1.0,
         reconcile_interval: float | None = None,
         global_limits: Mapping[str, int] | None = None,
+        drain_timeout: float = DEFAULT_DRAIN_TIMEOUT,
+        requeue_on_shutdown: bool = False,
     ) -> None:
         if controller.store is None:
             raise ConfigurationError("a Worker needs a Controller with a store")
@@ -112,6 +130,12 @@ class Worker:
             raise ConfigurationError(f"max_parallel must be >= 1, got {max_parallel!r}")
         require_commands(controller.store, "a Worker (it takes submissions from the store)")
         limits = check_global_limits(global_limits)
+        self.drain_timeout = check_seconds(drain_timeout, "drain_timeout", allow_zero=True)
+        self.requeue_on_shutdown = bool(requeue_on_shutdown)
+        # Set at every transition of a held task (and by stop_now): the drain and the
+        # stop look again then, instead of polling.
+        self._changed = threading.Event()
+        self._stop_now = threading.Event()
         store = controller.store
         if limits and not (isinstance(store, QueueStore) and store.supports_global_limits):
             raise ConfigurationError(
@@ -216,31 +240,80 @@ class Worker:
         """Ask the worker to stop taking work (safe from a signal handler)."""
         self._intake.request_stop()
 
-    def shutdown(self, *, reason: str = "worker shutdown", timeout: float = 30.0) -> ShutdownReport:
-        """Stop intake and scheduler, stop every held task within ``timeout``, report.
+    def stop_now(self) -> None:
+        """Cut the drain short: stop what is left at once (a second SIGTERM; safe from a
+        signal handler). The stop itself stays bounded by ``shutdown(timeout=)``."""
+        self._intake.request_stop()
+        self._stop_now.set()
+        self._changed.set()
 
-        A task that does not reach a terminal state in time is abandoned: the worker is
-        leaving and nothing will carry it on, so it is marked ``lost`` in the store at
-        once (trigger ``worker:shutdown_abandoned``) and reported as lost, not stopped.
-        Its body may have been cut off mid-way, which is what ``lost`` says. A task that
-        changed under the write (it finished at the last moment) keeps its own ending.
+    def close(self) -> ShutdownReport:
+        """:meth:`shutdown` with the worker's drain and the default stop window."""
+        return self.shutdown()
+
+    def shutdown(
+        self,
+        *,
+        reason: str = SHUTDOWN_REASON,
+        timeout: float = DEFAULT_STOP_TIMEOUT,
+        drain_timeout: float | None = None,
+    ) -> ShutdownReport:
+        """Drain, then stop what is left within ``timeout``, and report task by task.
+
+        1. Nothing new is claimed: the intake and the scheduler stop at once.
+        2. Running tasks get ``drain_timeout`` (default: the worker's) to finish by
+           themselves; "draining: N task(s) running, S s left" is logged every few
+           seconds. :meth:`stop_now` (a second SIGTERM) ends this step at once, as
+           does the end of every task that was not paused.
+        3. What is left is stopped at its next checkpoint. A task this stop ends goes
+           back to the queue, unheld, for another worker, when its definition is
+           idempotent (``@task(idempotent=True)``) or the worker requeues on shutdown
+           and it was enqueued through the queue (it has a recipe to run from): from
+           ``stopping`` to ``queued`` (trigger ``worker:shutdown_requeue``), or, paused
+           by an operator, still ``paused`` (``worker:shutdown_paused``), resumable by
+           anyone. Otherwise it ends ``stopped`` with ``reason``. A task an operator
+           was already stopping ends as that stop says.
+        4. A task that does not reach a checkpoint within ``timeout`` is abandoned: it
+           is marked ``lost`` at once (trigger ``worker:shutdown_abandoned``); its body
+           may have been cut off mid-way. A task that changed under the write (it
+           finished at the last moment) keeps its own ending.
         """
+        clock = self.controller.clock
         self._intake.request_stop()
         if self.scheduler is not None:
             self.scheduler.close()  # first: no firing may start while we stop tasks
         self._intake.join(timeout)
         held = [run for run in self.controller.runs() if not run.done]
         before = {run.task_id: run.status.value for run in held}
-        self.controller.close(reason=reason, timeout=timeout, close_store=False)
+        drain = self.drain_timeout if drain_timeout is None else drain_timeout
+        self._drain(check_seconds(drain, "drain_timeout", allow_zero=True))
+        internal = self.controller._internal
+        internal.hold_queue()  # a slot freed from now on starts nothing
+        deadline = clock.monotonic() + timeout
+        stopping = self._stop_left(reason)
+        self._await(lambda: all(run.done or run.handed_back for run in stopping), deadline)
+        handed = {run.task_id for run in held if run.handed_back}
+        for task_id in handed:
+            internal.let_go(task_id)
+        left = max(0.0, deadline - clock.monotonic())
+        self.controller.close(reason=reason, timeout=left, close_store=False)
         if self._log_tail is not None:
             self._log_tail.close()
             self._log_tail = None
         after = {run.task_id: run.status.value for run in held}
-        unfinished = [task_id for task_id, status in after.items() if status not in _TERMINAL]
+        unfinished = [
+            task_id
+            for task_id, status in after.items()
+            if status not in _TERMINAL and task_id not in handed
+        ]
         if unfinished:
             after.update(self._mark_abandoned(unfinished, timeout))
             for task_id in unfinished:  # else they would count until their lease passes
                 self._queue.release_slots(task_id)
+        for task_id in handed:
+            self._queue.release_slots(task_id)
+        if handed:
+            self._queue.wake_workers()
         self._queue.heartbeat(stopped=True)
         tasks = tuple(
             StoppedTask(
@@ -248,10 +321,69 @@ class Worker:
                 name=run.name,
                 before=before[run.task_id],
                 after=after[run.task_id],
+                handed_back=run.task_id in handed,
             )
             for run in held
         )
         return ShutdownReport(reason=reason, tasks=tasks)
+
+    def _drain(self, seconds: float) -> None:
+        """Wait up to ``seconds`` (clock time) for the tasks that run to end by themselves."""
+        clock = self.controller.clock
+        now = clock.monotonic()
+        deadline = now + seconds
+        next_log = now
+        next_beat = now + self.heartbeat_interval
+        while not self._stop_now.is_set():
+            self._changed.clear()
+            running = [run for run in self._live() if run.status is not TaskStatus.PAUSED]
+            now = clock.monotonic()
+            if not running or now >= deadline:
+                return
+            if now >= next_log:
+                next_log = now + DRAIN_LOG_EVERY
+                log.info(
+                    "draining: %d task(s) running, %.0f s left (nothing new is claimed)",
+                    len(running),
+                    deadline - now,
+                )
+            if now >= next_beat:  # others must not take a draining worker for dead
+                next_beat = now + self.heartbeat_interval
+                self._queue.heartbeat()
+            clock.wait(self._changed, min(deadline, next_log, next_beat) - now)
+
+    def _await(self, done: Any, deadline: float) -> None:
+        """Wait until ``done()`` or the ``deadline`` (clock time), woken by transitions."""
+        clock = self.controller.clock
+        while True:
+            self._changed.clear()
+            now = clock.monotonic()
+            if done() or now >= deadline:
+                return
+            clock.wait(self._changed, deadline - now)
+
+    def _live(self) -> list[TaskRun]:
+        return [run for run in self.controller.runs() if not run.done]
+
+    def _stop_left(self, reason: str) -> list[TaskRun]:
+        """Hand back or stop every task still held; returns them."""
+        live = self._live()
+        for run in live:
+            if not (self._may_requeue(run) and run.hand_back(reason, actor=self.owner)):
+                run.stop(reason, actor=self.owner)
+        return live
+
+    def _may_requeue(self, run: TaskRun) -> bool:
+        """Whether a task this shutdown stops may run again on another worker."""
+        if recipe_of(run.snapshot) is None:
+            return False  # not enqueued through the queue: no worker could claim it
+        if self.requeue_on_shutdown:
+            return True
+        try:
+            definition = self.controller.registry.require(run.name)
+        except ConfigurationError:
+            return False
+        return is_idempotent(definition.fn)
 
     def _mark_abandoned(self, task_ids: list[str], timeout: float) -> dict[str, str]:
         """Mark the tasks that did not stop in time ``lost``; their new statuses by id."""
@@ -354,11 +486,15 @@ class Worker:
         return self.poll_interval
 
     def _on_transition(self, transition: Transition, snapshot: TaskSnapshot) -> None:
+        self._changed.set()  # a draining or stopping shutdown looks again
         status = transition.to_status
         if status.is_terminal:
             self._queue.release_slots(transition.task_id)
             self._intake.wake()
-        level = logging.INFO if status in _LOGGED or status.is_terminal else logging.DEBUG
+        shown = (
+            status in _LOGGED or status.is_terminal or transition.trigger == Triggers.HANDED_BACK
+        )
+        level = logging.INFO if shown else logging.DEBUG
         if log.isEnabledFor(level):
             source = transition.from_status.value if transition.from_status else "-"
             extra = f" by {transition.actor}" if transition.actor else ""

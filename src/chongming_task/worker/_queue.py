@@ -246,9 +246,9 @@ class WorkQueueDuty:
             except ConcurrencyConflict:
                 continue
             log.warning("released %s: claimed by %s, which died", snapshot.task_id, snapshot.owner)
-            self._wake_workers()
+            self.wake_workers()
 
-    def _wake_workers(self) -> None:
+    def wake_workers(self) -> None:
         if self.queue is not None:
             self.queue.notify_work()
 
@@ -280,4 +280,4 @@ class WorkQueueDuty:
             return
         self.revived += 1
         log.warning("revived lost task %s (idempotent): queued again", task_id)
-        self._wake_workers()
+        self.wake_workers()

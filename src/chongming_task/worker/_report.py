@@ -8,6 +8,8 @@ from chongming_task.states import TaskStatus
 
 __all__ = ["ShutdownReport", "StoppedTask"]
 
+_TERMINAL = frozenset(status.value for status in TaskStatus if status.is_terminal)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StoppedTask:
@@ -18,12 +20,16 @@ class StoppedTask:
     before: str
     """Its status when the shutdown began."""
     after: str
-    """Its status when the shutdown ended (terminal unless it missed the deadline)."""
+    """Its status when the shutdown ended: terminal, or ``queued``/``paused`` when it
+    was handed back, else it missed the deadline."""
+    handed_back: bool = False
+    """Given back to the queue, unheld, for another worker (``queued``, or ``paused``
+    when an operator had paused it)."""
 
     @property
     def finished(self) -> bool:
-        """Whether it reached a terminal state within the deadline."""
-        return self.after in {status.value for status in TaskStatus if status.is_terminal}
+        """Whether it reached a terminal state or was handed back within the deadline."""
+        return self.handed_back or self.after in _TERMINAL
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -32,6 +38,18 @@ class ShutdownReport:
 
     reason: str
     tasks: tuple[StoppedTask, ...] = ()
+
+    @property
+    def handed_back(self) -> tuple[StoppedTask, ...]:
+        """Tasks given back to the queue for another worker (idempotent ones, or every
+        queue task under ``requeue_on_shutdown``)."""
+        return tuple(task for task in self.tasks if task.handed_back)
+
+    @property
+    def stopped(self) -> tuple[StoppedTask, ...]:
+        """Tasks the shutdown ended ``stopped``: not handed back (not idempotent, or not
+        enqueued through the queue), so nothing runs them again by itself."""
+        return tuple(task for task in self.tasks if task.after == TaskStatus.STOPPED.value)
 
     @property
     def lost(self) -> tuple[StoppedTask, ...]:

@@ -3,10 +3,13 @@
 Meant for systemd, nohup or a container: it logs what it does on stderr, one line
 per event with a UTC timestamp and a level (``--log-format json`` for log shippers),
 reconciles at start, takes submitted tasks, serves commands from other processes
-and, on SIGTERM or Ctrl-C, stops what it holds within ``--shutdown-timeout`` and
-reports each task it stopped. A task that does not stop in time is abandoned: it is
-marked ``lost`` and counted as lost. Exit code 0 when every task stopped in time, 1
-when any was lost.
+and, on SIGTERM or Ctrl-C, drains: it claims nothing more, lets running tasks finish
+for up to ``--drain-timeout`` (a countdown in the log), then stops what is left at its
+next checkpoint within ``--shutdown-timeout``, handing idempotent tasks (every queue
+task with ``--requeue-on-shutdown``) back to the queue for another worker. A second
+signal skips the rest of the drain. It reports each task it held; one that does not
+stop in time is abandoned: marked ``lost`` and counted as lost. Exit code 0 when every
+task ended, was handed back or stopped in time, 1 when any was lost.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import argparse
 import logging
 from typing import TYPE_CHECKING, Any
 
+from chongming_task._drain import DEFAULT_DRAIN_TIMEOUT, DEFAULT_STOP_TIMEOUT
 from chongming_task.cli._errors import CommandFailed, ExitCode, UsageError, one_line
 from chongming_task.cli._loader import load_task_module, module_schedules, register_tasks
 from chongming_task.cli._logs import LOG_FORMATS, LOG_LEVELS, worker_logging
@@ -61,11 +65,26 @@ def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
         help="tasks run at once (env CHONGMING_MAX_PARALLEL; default 4)",
     )
     parser.add_argument(
+        "--drain-timeout",
+        type=seconds,
+        default=DEFAULT_DRAIN_TIMEOUT,
+        metavar="SECONDS",
+        help="on SIGTERM, how long running tasks get to finish before what is left is "
+        f"stopped; 0: stop at once (default {DEFAULT_DRAIN_TIMEOUT:g})",
+    )
+    parser.add_argument(
         "--shutdown-timeout",
         type=seconds,
-        default=30.0,
+        default=DEFAULT_STOP_TIMEOUT,
         metavar="SECONDS",
-        help="how long SIGTERM waits for running tasks to stop (default 30)",
+        help="after the drain, how long what is left gets to stop at a checkpoint before "
+        f"it is abandoned as lost (default {DEFAULT_STOP_TIMEOUT:g})",
+    )
+    parser.add_argument(
+        "--requeue-on-shutdown",
+        action="store_true",
+        help="hand every queue task the shutdown stops back to the queue, not only "
+        "those of idempotent definitions (@task(idempotent=True))",
     )
     parser.add_argument(
         "--lease-ttl",
@@ -138,6 +157,43 @@ def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
         metavar="SECONDS",
         help="longest wait between looks for submissions (default 0.5)",
     )
+
+
+def _named(tasks: Any) -> str:
+    """``t1 (name), t2 (name)``: every task the exit summary names."""
+    return ", ".join(f"{task.task_id} ({task.name})" for task in tasks)
+
+
+def _report(shutdown: Any, timeout: float) -> None:
+    """One line per task the worker held at shutdown: where it was, where it ended."""
+    lost = {task.task_id for task in shutdown.lost}
+    for task in shutdown.tasks:
+        if task.task_id in lost:
+            log.warning(
+                "  %s (%s): %s -> lost  (did not stop within %gs; abandoned)",
+                task.task_id,
+                task.name,
+                task.before,
+                timeout,
+            )
+        elif task.handed_back:
+            log.info(
+                "  %s (%s): %s -> %s  (handed back to the queue)",
+                task.task_id,
+                task.name,
+                task.before,
+                task.after,
+            )
+        elif not task.finished:
+            log.warning(
+                "  %s (%s): %s -> %s  (did not stop in time; reconcile marks it lost)",
+                task.task_id,
+                task.name,
+                task.before,
+                task.after,
+            )
+        else:
+            log.info("  %s (%s): %s -> %s", task.task_id, task.name, task.before, task.after)
 
 
 def _ids(task_ids: tuple[str, ...], shown: int = 5) -> str:
@@ -303,6 +359,8 @@ def cmd_worker(args: argparse.Namespace, session: Session) -> int:
     metrics_host = args.metrics_host or env("METRICS_HOST", "127.0.0.1") or "127.0.0.1"
     if args.shutdown_timeout <= 0 or args.poll_interval <= 0:
         raise UsageError("--shutdown-timeout and --poll-interval must be > 0 seconds")
+    if args.drain_timeout < 0:
+        raise UsageError(f"--drain-timeout must be >= 0 seconds, got {args.drain_timeout:g}")
     if args.lease_ttl is not None and args.lease_ttl <= 0:
         raise UsageError(f"--lease-ttl must be > 0 seconds, got {args.lease_ttl:g}")
     if args.keep_finished < 0:
@@ -364,6 +422,8 @@ def _serve(  # noqa: C901 (the worker's start-up sequence, one step per option; 
         poll_interval=args.poll_interval,
         scheduler=scheduler,
         global_limits=global_limits,
+        drain_timeout=args.drain_timeout,
+        requeue_on_shutdown=args.requeue_on_shutdown,
     )
     endpoint = None
     metrics_port, metrics_host = metrics
@@ -396,7 +456,10 @@ def _serve(  # noqa: C901 (the worker's start-up sequence, one step per option; 
 
     def on_signal(name: str) -> None:
         received.append(name)
-        worker.request_shutdown()
+        if len(received) == 1:
+            worker.request_shutdown()  # drain
+        else:
+            worker.stop_now()  # a second signal: stop what is left at once
 
     with on_shutdown_signals(on_signal):
         report = worker.start()
@@ -419,40 +482,36 @@ def _serve(  # noqa: C901 (the worker's start-up sequence, one step per option; 
             pruner.close()
         held = sum(1 for run in controller.runs() if not run.done)
         log.info(
-            "%s: shutting down; stopping %d task(s) (deadline %gs)",
+            "%s: shutting down; stopping %d task(s) (deadline %gs) after a drain of up to "
+            "%gs (a second signal skips it)",
             signal_name,
             held,
             args.shutdown_timeout,
+            args.drain_timeout,
         )
         shutdown = worker.shutdown(
             reason=f"worker shutdown ({signal_name})", timeout=args.shutdown_timeout
         )
-    lost = {task.task_id for task in shutdown.lost}
-    for task in shutdown.tasks:
-        if task.task_id in lost:
-            log.warning(
-                "  %s (%s): %s -> lost  (did not stop within %gs; abandoned)",
-                task.task_id,
-                task.name,
-                task.before,
-                args.shutdown_timeout,
-            )
-        elif not task.finished:
-            log.warning(
-                "  %s (%s): %s -> %s  (did not stop in time; reconcile marks it lost)",
-                task.task_id,
-                task.name,
-                task.before,
-                task.after,
-            )
-        else:
-            log.info("  %s (%s): %s -> %s", task.task_id, task.name, task.before, task.after)
-    stopped = len(shutdown.tasks) - len(shutdown.unfinished)
+    _report(shutdown, args.shutdown_timeout)
     (log.info if shutdown.clean else log.warning)(
-        "worker %s stopped: took %d task(s), stopped %d, lost %d",
+        "worker %s stopped: took %d task(s); at shutdown: finished %d, handed back %d, "
+        "stopped %d, lost %d",
         controller.owner,
         worker.accepted + worker.claimed,
-        stopped,
+        len(shutdown.tasks)
+        - len(shutdown.handed_back)
+        - len(shutdown.stopped)
+        - len(shutdown.unfinished),
+        len(shutdown.handed_back),
+        len(shutdown.stopped),
         len(shutdown.unfinished),
     )
+    if shutdown.handed_back:
+        log.info("handed back to the queue: %s", _named(shutdown.handed_back))
+    if shutdown.stopped:
+        log.warning(
+            "stopped by the shutdown, not run again by itself (not idempotent, or not "
+            "enqueued through the queue): %s",
+            _named(shutdown.stopped),
+        )
     return ExitCode.OK if shutdown.clean else ExitCode.FAILED
