@@ -117,11 +117,12 @@ def add_json_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_tasks_option(parser: argparse.ArgumentParser) -> None:
+def add_tasks_option(parser: argparse.ArgumentParser, more: str = "") -> None:
     parser.add_argument(
         "--tasks",
         metavar="MODULE",
-        help="module (myapp.tasks) or file (tasks.py) that defines the tasks (env CHONGMING_TASKS)",
+        help="module (myapp.tasks) or file (tasks.py) that defines the tasks "
+        f"(env CHONGMING_TASKS){more}",
     )
 
 
@@ -136,10 +137,10 @@ def add_create_schema_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_submission_options(parser: argparse.ArgumentParser) -> None:
+def add_submission_options(parser: argparse.ArgumentParser, *, tasks_help: str = "") -> None:
     """``TASK --tasks MODULE [--arg k=v ...] [--args-json OBJ] [--task-id] ...``."""
     parser.add_argument("task", metavar="TASK", help="registered task name")
-    add_tasks_option(parser)
+    add_tasks_option(parser, tasks_help)
     add_create_schema_option(parser)
     parser.add_argument(
         "--arg",
