@@ -61,19 +61,29 @@ _GLOBAL_OPTIONS: Final = (
         "RANGES",
         "buckets this node owns, e.g. 0-15,32,40-47 (env CHONGMING_OWNED_BUCKETS)",
     ),
-    ("--owner", None, "this process's owner id (env CHONGMING_OWNER; default hostname:pid)"),
+    (
+        "--owner",
+        "ID",
+        "this process's identity: the owner a worker runs as, the actor control commands "
+        "record (env CHONGMING_OWNER; default hostname:pid); not a filter (ps --owner is)",
+    ),
 )
 
 
-def add_global_options(parser: argparse.ArgumentParser) -> None:
+def add_global_options(
+    parser: argparse.ArgumentParser, *, but: frozenset[str] = frozenset()
+) -> None:
     """The options every command accepts, before or after the subcommand name.
 
     Defaults are suppressed so a value given before the subcommand is not overwritten
     by the subparser's default; fallbacks to ``CHONGMING_*`` happen in ``Session``.
+    ``but``: flags a command gives a meaning of its own after its name (``ps --owner``
+    filters by holder; the identity is still given before the command).
     """
     group = parser.add_argument_group("global options")
     for flag, metavar, text in _GLOBAL_OPTIONS:
-        group.add_argument(flag, default=argparse.SUPPRESS, metavar=metavar, help=text)
+        if flag not in but:
+            group.add_argument(flag, default=argparse.SUPPRESS, metavar=metavar, help=text)
 
 
 def new_parser(
@@ -84,12 +94,14 @@ def new_parser(
     description: str | None = None,
     handler: Callable[[argparse.Namespace, Session], int],
     json: bool = True,
+    own_globals: frozenset[str] = frozenset(),
 ) -> argparse.ArgumentParser:
-    """A subparser with the global options, ``--json`` and its handler attached."""
+    """A subparser with the global options (but ``own_globals``), ``--json`` and its
+    handler attached."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
         name, help=help, description=description or help
     )
-    add_global_options(parser)
+    add_global_options(parser, but=own_globals)
     if json:
         add_json_flag(parser)
     parser.set_defaults(handler=handler)
