@@ -167,7 +167,11 @@ def _control(args: argparse.Namespace, session: Session, action: str) -> int:
     controller = console_controller(session, store)
     task_id = args.task_id
     before = require_task(controller, store, task_id)
-    if action == "resume" and before.status not in (TaskStatus.PAUSED, TaskStatus.PAUSING):
+    if (
+        action == "resume"
+        and not before.is_terminal
+        and before.status not in (TaskStatus.PAUSED, TaskStatus.PAUSING)
+    ):
         # Checked here: a held task would get a request its holder ignores.
         raise CommandFailed(
             f"task {task_id!r} is {before.status.value}, not paused; nothing to resume"
