@@ -237,7 +237,11 @@ def test_submit_refuses_a_bad_due_time_with_exit_2(
 ) -> None:
     db = str(tmp_path / "none.db")
     result = invoke("--db", db, "submit", "add", "--arg", "a=1", *options)
-    assert (result.code, result.out, result.err_lines) == (2, "", [f"chongming-task: error: {error}"])
+    assert (result.code, result.out, result.err_lines) == (
+        2,
+        "",
+        [f"chongming-task: error: {error}"],
+    )
     assert store_dump(db) is None  # nothing written, not even the file
 
 
