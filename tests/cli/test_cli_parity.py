@@ -271,7 +271,7 @@ def test_submit_help_says_tasks_is_optional(invoke: Invoke) -> None:
     ps = " ".join(invoke("ps", "--help").out.split())
     assert "--owner OWNER only tasks held by the worker with this owner id" in ps
     top = " ".join(invoke("--help").out.split())
-    assert "not a filter (ps --owner is)" in top
+    assert "--owner ID this process's identity, not a filter" in top
 
 
 def test_submit_wait_prints_the_value_or_the_failure(

@@ -64,8 +64,7 @@ _GLOBAL_OPTIONS: Final = (
     (
         "--owner",
         "ID",
-        "this process's identity: the owner a worker runs as, the actor control commands "
-        "record (env CHONGMING_OWNER; default hostname:pid); not a filter (ps --owner is)",
+        "this process's identity, not a filter (env CHONGMING_OWNER; default hostname:pid)",
     ),
 )
 
