@@ -251,7 +251,7 @@ def test_submit_without_tasks_only_enqueues(db: str, invoke: Invoke, store: Task
     stored = store.get("plain")
     assert stored is not None
     assert (stored.status.value, stored.name, stored.owner) == ("queued", "add", None)
-    assert stored.metadata["recipe"]["kwargs"] == {"a": 2}  # type: ignore[index, call-overload]
+    assert stored.metadata["recipe"]["kwargs"] == {"a": 2}
     # Unchecked: a name the workers' module lacks is enqueued (it fails on the worker)...
     unchecked = invoke("--db", db, "submit", "no_such_task", "--task-id", "typo")
     assert (unchecked.code, unchecked.out) == (0, "typo\n")
