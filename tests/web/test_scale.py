@@ -132,7 +132,8 @@ def test_id_prefix_and_argument_search(store: TaskStore) -> None:
     total = client.get("/api/tasks", params={"arg": "acme"}, headers=BEARER).json()["total"]
     assert total == 2
     page = client.get("/tasks", params={"q": "order-1"}, headers=BEARER)
-    assert 'value="order-1"' in page.text and "of 2 task(s)" in _text(page.text)
+    assert 'value="order-1"' in page.text
+    assert "of 2 task(s)" in _text(page.text)
 
 
 def test_the_memory_store_searches_like_the_sql_ones() -> None:
@@ -160,7 +161,13 @@ def _run_filter_bulk(client: TestClient, csrf: str, action: str, query: str) -> 
     """Confirm, then follow the pages as the browser does; returns the last page."""
     confirm = client.post(
         "/tasks/bulk",
-        data={"csrf": csrf, "action": action, "reason": "incident 7", "scope": "filter", "back": query},
+        data={
+            "csrf": csrf,
+            "action": action,
+            "reason": "incident 7",
+            "scope": "filter",
+            "back": query,
+        },
     )
     assert confirm.status_code == 200, confirm.text
     assert 'data-testid="bulk-confirm"' in confirm.text
@@ -197,7 +204,9 @@ def test_filter_wide_stop_over_several_pages_reaches_every_matching_task(
         },
     )
     assert f'data-testid="bulk-count">{n:,}<' in confirm.text
-    assert store.get(ids[0]).status is TaskStatus.QUEUED  # nothing before the confirmation
+    first = store.get(ids[0])
+    assert first is not None
+    assert first.status is TaskStatus.QUEUED  # nothing is done before the confirmation
     last = _run_filter_bulk(client, csrf, "stop", "name=job.import&status=queued")
     assert 'data-testid="bulk-done"' in last
     assert f"{n:,} of {n:,} processed" in _text(last)
@@ -205,7 +214,8 @@ def test_filter_wide_stop_over_several_pages_reaches_every_matching_task(
     assert stopped == {TaskStatus.STOPPED: n}
     assert store.count_by_status(TaskQuery(name_prefix="other")) == {TaskStatus.QUEUED: 5}
     history = store.history(ids[-1])
-    assert history[-1].actor == "dashboard" and history[-1].reason == "incident 7"
+    assert history[-1].actor == "dashboard"
+    assert history[-1].reason == "incident 7"
 
 
 def test_filter_wide_retry_and_delete_through_the_json_api(store: TaskStore) -> None:
@@ -225,7 +235,8 @@ def test_filter_wide_retry_and_delete_through_the_json_api(store: TaskStore) -> 
         "filter": {"status": "failed"},
     }
     confirm = client.post("/api/tasks/bulk", json=body, headers=BEARER).json()
-    assert confirm["stage"] == "confirm" and confirm["eligible"] == n
+    assert confirm["stage"] == "confirm"
+    assert confirm["eligible"] == n
     step = {**body, "as_of": confirm["as_of"], "confirm": confirm["confirm"]}
     pages = 0
     while True:
@@ -236,7 +247,9 @@ def test_filter_wide_retry_and_delete_through_the_json_api(store: TaskStore) -> 
         step.update({k: doc[k] for k in ("after", "processed", "applied", "requested", "refused")})
         if doc["stage"] == "done":
             break
-    assert pages == 2 and doc["applied"] == n and doc["processed"] == n
+    assert pages == 2
+    assert doc["applied"] == n
+    assert doc["processed"] == n
     assert store.count_by_status(TaskQuery(name_prefix="job")) == {
         TaskStatus.QUEUED: n,
         TaskStatus.SUCCEEDED: 3,
@@ -244,10 +257,12 @@ def test_filter_wide_retry_and_delete_through_the_json_api(store: TaskStore) -> 
     # Delete finished: only the three succeeded tasks go, with their history.
     delete = {"action": "delete", "reason": "cleanup", "scope": "filter", "filter": {}}
     confirm = client.post("/api/tasks/bulk", json=delete, headers=BEARER).json()
-    assert confirm["eligible"] == 3 and confirm["matched"] == n + 3
+    assert confirm["eligible"] == 3
+    assert confirm["matched"] == n + 3
     step = {**delete, "as_of": confirm["as_of"], "confirm": confirm["confirm"]}
     doc = client.post("/api/tasks/bulk", json=step, headers=BEARER).json()
-    assert doc["stage"] == "done" and doc["applied"] == 3
+    assert doc["stage"] == "done"
+    assert doc["applied"] == 3
     assert store.count_by_status() == {TaskStatus.QUEUED: n}
 
 
@@ -293,7 +308,8 @@ def test_failures_are_grouped_by_type_and_fingerprint_and_a_group_retries(
     ]
     assert groups[0]["fingerprint"] == "order <n> not found"
     page = client.get("/failures", headers=BEARER)
-    assert page.status_code == 200 and page.text.count("data-group=") == 3
+    assert page.status_code == 200
+    assert page.text.count("data-group=") == 3
     csrf = login(client)
     retried = client.post(
         "/failures/retry",
@@ -338,7 +354,8 @@ def test_the_timeline_is_grouped_by_attempt(store: TaskStore) -> None:
     html = _app(store, clock).get("/tasks/multi", headers=BEARER).text
     groups = re.findall(r'<tbody class="attempt" data-attempt="(\d+)">', html)
     assert groups == ["0", "1", "2", "3"]
-    assert "Attempt 2" in html and "Before the first attempt" in html
+    assert "Attempt 2" in html
+    assert "Before the first attempt" in html
 
 
 # ---------------------------------------------------------------- layout
@@ -348,9 +365,11 @@ def test_the_404_page_keeps_the_navigation(store: TaskStore) -> None:
     client = _app(store, FakeClock(START))
     missing = client.get("/no/such/page", headers=BEARER)
     assert missing.status_code == 404
-    assert '<nav>' in missing.text and 'href="/tasks"' in missing.text
+    assert "<nav>" in missing.text
+    assert 'href="/tasks"' in missing.text
     no_task = client.get("/tasks/nothing-here", headers=BEARER)
-    assert no_task.status_code == 404 and "<nav>" in no_task.text
+    assert no_task.status_code == 404
+    assert "<nav>" in no_task.text
 
 
 def test_failed_and_lost_pages_say_the_message_once(store: TaskStore) -> None:
@@ -406,9 +425,13 @@ def test_the_running_table_scrolls_inside_its_card_and_times_are_relative(
     overview = client.get("/", headers=BEARER).text
     assert '<div class="scroll" data-testid="running"><table>' in overview
     css = client.get("/static/style.css").text
-    assert ".grid > * { min-width: 0; }" in css and ".scroll { overflow-x: auto; }" in css
+    assert ".grid > * { min-width: 0; }" in css
+    assert ".scroll { overflow-x: auto; }" in css
     tasks = client.get("/tasks", headers=BEARER).text
     stamp = START.isoformat()
-    assert f'<time datetime="{stamp}" title="{START.isoformat(timespec="seconds")}">3 min ago</time>' in tasks
+    assert (
+        f'<time datetime="{stamp}" title="{START.isoformat(timespec="seconds")}">3 min ago</time>'
+        in tasks
+    )
     assert 'data-testid="attempts">0/1<' in tasks
     assert 'data-testid="duration">3 min<' in tasks

@@ -542,19 +542,24 @@ class Dashboard:
         more = False
         if last_created is not None:
             # The tasks at or past the last one in the list's order, from the index.
-            if filters.oldest_first:
-                bounds = {"created_after": last_created}
-            else:
-                bounds = {"created_before": last_created + timedelta(microseconds=1)}
+            after, before = (
+                (last_created, None)
+                if filters.oldest_first
+                else (None, last_created + timedelta(microseconds=1))
+            )
             read = limit + 1 + _CURSOR_SLACK
-            heads = self.store.query_heads(filters.query(limit=read, **bounds))
+            heads = self.store.query_heads(
+                filters.query(limit=read, created_after=after, created_before=before)
+            )
             ids = [head.task_id for head in heads]
             if last_id in ids:
                 start_at = ids.index(last_id) + 1
                 if len(ids) == read and len(ids) < start_at + limit + 1:
                     # Ties on the creation time pushed the page past this read.
                     heads = self.store.query_heads(
-                        filters.query(limit=start_at + limit + 1, **bounds)
+                        filters.query(
+                            limit=start_at + limit + 1, created_after=after, created_before=before
+                        )
                     )
                     ids = [head.task_id for head in heads]
                 page_ids = ids[start_at : start_at + limit]
