@@ -318,6 +318,21 @@ t.status = ANY(%(statuses)s)
 -- name: filter_name_from
 t.name >= %(name_low)s
 
+-- name: filter_id_range
+(t.task_id >= %(id_low)s AND t.task_id < %(id_high)s)
+
+-- name: filter_id_from
+t.task_id >= %(id_low)s
+
+-- name: filter_id_after
+t.task_id > %(id_after)s
+
+-- name: filter_argument
+((json_typeof(t.doc -> 'metadata' -> 'recipe' -> 'args') = 'array'
+  AND strpos((t.doc -> 'metadata' -> 'recipe' -> 'args')::text, %(argument)s) > 0)
+ OR (json_typeof(t.doc -> 'metadata' -> 'recipe' -> 'kwargs') = 'object'
+  AND strpos((t.doc -> 'metadata' -> 'recipe' -> 'kwargs')::text, %(argument)s) > 0))
+
 -- name: filter_tag
 t.tags @> ARRAY[%(tag)s]::text[]
 

@@ -372,6 +372,21 @@ t.status IN (SELECT value FROM json_each(:statuses))
 -- name: filter_name_from
 t.name >= :name_low
 
+-- name: filter_id_range
+(t.task_id >= :id_low AND t.task_id < :id_high)
+
+-- name: filter_id_from
+t.task_id >= :id_low
+
+-- name: filter_id_after
+t.task_id > :id_after
+
+-- name: filter_argument
+((json_type(t.doc, '$.metadata.recipe.args') = 'array'
+  AND instr(json_extract(t.doc, '$.metadata.recipe.args'), :argument) > 0)
+ OR (json_type(t.doc, '$.metadata.recipe.kwargs') = 'object'
+  AND instr(json_extract(t.doc, '$.metadata.recipe.kwargs'), :argument) > 0))
+
 -- name: filter_tag
 t.seq IN (SELECT g.seq FROM ct_task_tags g WHERE g.tag = :tag)
 

@@ -58,9 +58,20 @@
     };
   }
 
-  if (document.readyState === "loading") {
-    document.addEventListener("DOMContentLoaded", connect);
-  } else {
+  // A filter-wide bulk action runs one page per request: go on to the next by itself.
+  function continueBulk() {
+    var form = document.querySelector("form[data-continue]");
+    if (form) form.submit();
+  }
+
+  function start() {
     connect();
+    continueBulk();
+  }
+
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", start);
+  } else {
+    start();
   }
 })();
