@@ -41,7 +41,8 @@ def test_wide_priorities_are_enqueued_and_claimed_highest_first(store: TaskStore
     ids = {p: client.enqueue("job", priority=p).task_id for p in (0, *WIDE)}
     for priority, task_id in ids.items():
         stored = store.get(task_id)
-        assert stored is not None and stored.priority == priority
-    until = store.clock.now() + timedelta(seconds=30)  # type: ignore[attr-defined]
+        assert stored is not None
+        assert stored.priority == priority
+    until = store.clock.now() + timedelta(seconds=30)
     claimed = store.claim_queued("w1", buckets=None, limit=len(ids), lease_until=until)
     assert [s.priority for s in claimed] == sorted(ids, reverse=True)
