@@ -224,6 +224,12 @@ CREATE TABLE IF NOT EXISTS ct_queue_pauses (
     paused_at timestamptz NOT NULL
 );
 
+-- name: migrate_11
+-- Version 11: a task's priority is a signed 64-bit integer, as the API promises (it
+-- was integer: a priority beyond 32 bits was accepted and then refused by the insert,
+-- so the task was never stored). The table is rewritten once, under the migration lock.
+ALTER TABLE ct_tasks ALTER COLUMN priority TYPE bigint;
+
 -- name: schema_exists
 SELECT count(*) FROM (SELECT to_regclass('ct_meta') AS t) r WHERE r.t IS NOT NULL;
 

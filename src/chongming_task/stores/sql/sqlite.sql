@@ -258,6 +258,11 @@ CREATE TABLE IF NOT EXISTS ct_queue_pauses (
     paused_at INTEGER NOT NULL
 ) WITHOUT ROWID;
 
+-- name: migrate_11
+-- Version 11: PostgreSQL widens a task's priority to 64 bits; SQLite's INTEGER is 64
+-- bits already, so nothing changes here but the version.
+SELECT 1;
+
 -- name: schema_exists
 SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'ct_meta';
 
