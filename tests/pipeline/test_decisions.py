@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from chongming_task._model import FailureKind
-from chongming_task.pipeline._decisions import (
+from chongming_task._joins import (
     FAIL_FAST_TRIGGERS,
     Verdict,
     decide_join,

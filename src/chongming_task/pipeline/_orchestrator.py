@@ -24,7 +24,7 @@ from types import MappingProxyType
 from typing import Any
 
 from chongming_task._model import JSONValue, TaskSnapshot, Transition
-from chongming_task.pipeline._decisions import (
+from chongming_task._joins import (
     Verdict,
     decide_join,
     fail_fast_plan,
