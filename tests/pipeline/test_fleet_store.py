@@ -33,7 +33,9 @@ def _settle(store: TaskStore, task_id: str, status: TaskStatus) -> None:
         machine.mark_succeeded(outcome=7)
     else:
         machine.mark_failed(Failure(kind=FailureKind.EXCEPTION, message="boom", retryable=False))
-    store.save(machine.snapshot, expect_version=stored.status_version, transitions=machine.transitions)
+    store.save(
+        machine.snapshot, expect_version=stored.status_version, transitions=machine.transitions
+    )
 
 
 def _fan_in(aggregation: AggregationPolicy) -> Pipeline:

@@ -63,7 +63,9 @@ def test_a_pipeline_survives_a_killed_worker(
     src2 = pipeline.node("emit", 2, node_id="src2")
     # Both roots settle before doomed starts: only doomed runs when its worker dies.
     doomed = pipeline.node("hang", str(gates), node_id="doomed", depends_on=[src1, src2])
-    pipeline.node("total", ["src1", "src2", "doomed"], node_id="all", depends_on=[src1, src2, doomed])
+    pipeline.node(
+        "total", ["src1", "src2", "doomed"], node_id="all", depends_on=[src1, src2, doomed]
+    )
     pipeline.node(
         "total",
         ["src2", "doomed"],
