@@ -42,7 +42,7 @@ def fetch(ctx: TaskContext, day: str) -> int:
 def transform(ctx: TaskContext, shard: int) -> int:
     if shard == 2:
         raise RuntimeError("shard 2: corrupt input")
-    return ctx.input("fetch", 0) * 10 + shard
+    return int(ctx.input("fetch", 0)) * 10 + shard
 
 
 @task
@@ -89,7 +89,7 @@ def main() -> None:
         workers = []
         for owner in ("node-a", "node-b"):
             controller = Controller(store=SqliteTaskStore(db), owner=owner)
-            controller.register_all(*TASKS)
+            controller.register_all(fetch, transform, load, first_shard, report)
             worker = Worker(controller, max_parallel=2, poll_interval=0.05)
             worker.start()
             workers.append((worker, controller))
@@ -107,13 +107,15 @@ def main() -> None:
         assert statuses["load"] is S.SKIPPED  # ALL_SUCCEEDED and shard2 failed
         assert statuses["first_shard"] is S.SUCCEEDED  # ANY_SUCCEEDED
         assert statuses["report"] is S.SUCCEEDED  # ALL_SETTLED
-        assert outcome.status is S.FAILED and outcome.first_failure is not None
+        assert outcome.status is S.FAILED
+        assert outcome.first_failure is not None
         assert outcome.first_failure.node_id == "shard2"
         values = outcome.values()
-        assert values["shard0"] == 30 and values["shard1"] == 31
+        assert values["shard0"] == 30
+        assert values["shard1"] == 31
         assert values["report"] == "1 of 2 upstream nodes succeeded"
         print(f"first failure: {outcome.first_failure}")
-        print(f"load was skipped: {outcome.nodes['load'].failure.message}")  # type: ignore[union-attr]
+        print(f"load was skipped: {outcome.nodes['load'].failure.message}")
         print(f"report ran anyway: {values['report']}")
         owners = {s.owner for s in handle.nodes.values() if s.owner}
         print(f"workers that ran nodes: {sorted(owners)}")

@@ -6,7 +6,6 @@ import itertools
 
 import pytest
 
-from chongming_task._model import FailureKind
 from chongming_task._joins import (
     FAIL_FAST_TRIGGERS,
     Verdict,
@@ -17,6 +16,7 @@ from chongming_task._joins import (
     slot_free_first,
     triggers_fail_fast,
 )
+from chongming_task._model import FailureKind
 from chongming_task.policies import JoinMode
 from chongming_task.states import TERMINAL, TaskStatus
 

@@ -25,7 +25,8 @@ def step(ctx, value: int = 0) -> int:  # type: ignore[no-untyped-def]
 def _settle(store: TaskStore, task_id: str, status: TaskStatus) -> None:
     """What a worker writes: start the node, then end it in ``status``."""
     stored = store.get(task_id)
-    assert stored is not None and stored.status is S.QUEUED, stored
+    assert stored is not None
+    assert stored.status is S.QUEUED, stored
     machine = StateMachine(stored, clock=store.clock)
     machine.mark_starting()
     machine.mark_running()
@@ -57,13 +58,17 @@ def test_join_rules_are_applied_by_the_store(store: TaskStore) -> None:
     _settle(store, "r/a", S.SUCCEEDED)
     statuses = handle.statuses()
     assert statuses["any"] is S.QUEUED  # the first success releases it
-    assert statuses["all"] is S.BLOCKED and statuses["settled"] is S.BLOCKED
+    assert statuses["all"] is S.BLOCKED
+    assert statuses["settled"] is S.BLOCKED
     _settle(store, "r/b", S.FAILED)
     statuses = handle.statuses()
-    assert statuses["all"] is S.SKIPPED and statuses["after_all"] is S.SKIPPED  # cascade
-    assert statuses["settled"] is S.QUEUED and statuses["after_settled"] is S.BLOCKED
+    assert statuses["all"] is S.SKIPPED
+    assert statuses["after_all"] is S.SKIPPED
+    assert statuses["settled"] is S.QUEUED
+    assert statuses["after_settled"] is S.BLOCKED
     skipped = store.get("r/all")
-    assert skipped is not None and skipped.failure is not None
+    assert skipped is not None
+    assert skipped.failure is not None
     assert skipped.failure.kind is FailureKind.DEPENDENCY_FAILED
     assert "'b' (failed)" in skipped.failure.message
     history = store.history("r/settled")
@@ -79,13 +84,15 @@ def test_fail_fast_skips_blocked_nodes_and_cancels_queued_ones(store: TaskStore)
     handle = client.enqueue_pipeline(pipeline, run_id="ff")
     _settle(store, "ff/a", S.FAILED)
     statuses = handle.statuses()
-    assert statuses["lone"] is S.CANCELLED and statuses["b"] is S.CANCELLED
+    assert statuses["lone"] is S.CANCELLED
+    assert statuses["b"] is S.CANCELLED
     assert {statuses[n] for n in ("all", "any", "settled", "after_all", "after_settled")} == {
         S.SKIPPED
     }
     outcome = handle.wait(5)
     assert outcome.status is S.FAILED
-    assert outcome.first_failure is not None and outcome.first_failure.node_id == "a"
+    assert outcome.first_failure is not None
+    assert outcome.first_failure.node_id == "a"
 
 
 def test_a_lost_upstream_settles_its_dependants_in_the_same_write(store: TaskStore) -> None:
@@ -120,7 +127,7 @@ def test_the_whole_dag_is_stored_at_once_or_not_at_all(store: TaskStore) -> None
     bad = Pipeline("bad")
     root = bad.node("step", 1, node_id="root")
     bad.node("step", "not", "binding", node_id="oops", depends_on=[root])
-    with pytest.raises(ConfigurationError, match="node 'oops'.*nothing was enqueued"):
+    with pytest.raises(ConfigurationError, match=r"node 'oops'.*nothing was enqueued"):
         client.enqueue_pipeline(bad, run_id="b")
     assert store.query(TaskQuery(metadata_eq={"pipeline_run": "b"})) == []
     good = Pipeline("good")

@@ -118,12 +118,14 @@ def test_a_pipeline_survives_a_killed_worker(
         "tail": S.SUCCEEDED,
     }
     assert outcome.status is S.FAILED
-    assert outcome.first_failure is not None and outcome.first_failure.node_id == "doomed"
+    assert outcome.first_failure is not None
+    assert outcome.first_failure.node_id == "doomed"
     values = outcome.values()
     assert values["any"] == {"sum": 2, "seen": ["src2"]}
     assert values["settled"] == {"sum": 3, "seen": ["src1", "src2"]}
     skipped = outcome.nodes["all"].failure
-    assert skipped is not None and "'doomed' (lost)" in skipped.message
+    assert skipped is not None
+    assert "'doomed' (lost)" in skipped.message
     # The store's own decisions are in each node's history.
     assert "pipeline:released" in [t.trigger for t in store.history("fleet-1/settled")]
     assert [t.to_status for t in store.history("fleet-1/all")][-1] is S.SKIPPED

@@ -437,8 +437,8 @@ class SqlStore(TaskStore, QueueStore):
     def _lock_runs(self, cur: Cursor, settling: Sequence[TaskSnapshot]) -> None:
         """Before the first write of a transaction that settles pipeline nodes: lock
         their runs (in one order), so one run's join decisions never interleave."""
-        runs = sorted({run for snapshot in settling if (run := run_of(snapshot)) is not None})
-        for _, run in runs:
+        runs = sorted({found[1] for snapshot in settling if (found := run_of(snapshot))})
+        for run in runs:
             self._dialect.lock_pipeline(cur, run)
 
     def _settle_dag(self, cur: Cursor, settled: Sequence[TaskSnapshot]) -> None:
