@@ -43,15 +43,19 @@ from chongming_task.controller._registry import TaskRegistry
 from chongming_task.controller._retry import RetryReport, retry_query, retry_task, retry_tasks
 from chongming_task.controller._waiting import outcome_of, wait_in_store
 from chongming_task.core.state_machine import StateMachine
-from chongming_task.errors import ConfigurationError
+from chongming_task.errors import ConfigurationError, DuplicateTaskId
 from chongming_task.observability._trace_context import TRACEPARENT, inject_trace_context
+from chongming_task.pipeline import Pipeline
+from chongming_task.pipeline._submit import checked_run_id
 from chongming_task.policies import BucketPolicy
+from chongming_task.queue._pipelines import PipelineHandle, pipeline_entries
 from chongming_task.run import TaskOutcome
 from chongming_task.runtime._attempt import TaskCall
 from chongming_task.runtime._options import check_signature
 from chongming_task.states import TaskStatus
 from chongming_task.stores._base import TaskStore
 from chongming_task.stores._capabilities import require_queue
+from chongming_task.stores._dag import DAG_KEY
 from chongming_task.stores._limits import (
     FleetLimit,
     check_concurrency_key,
@@ -220,7 +224,7 @@ def task_metadata(
     bad = json_path_error(metadata, "metadata")
     if bad is not None:
         raise ConfigurationError(f"only JSON crosses the store; {bad}")
-    for reserved in (RECIPE_KEY, UNIQUE_KEY):
+    for reserved in (RECIPE_KEY, UNIQUE_KEY, DAG_KEY):
         if reserved in metadata:
             raise ConfigurationError(f"metadata key {reserved!r} is reserved for the queue")
     result = dict(metadata)
@@ -432,9 +436,74 @@ class Client:
             queue.notify_work()
         return [TaskHandle(self, task_id, created=created) for task_id, created in standing]
 
+    def enqueue_pipeline(self, pipeline: Pipeline, *, run_id: str | None = None) -> PipelineHandle:
+        """Store the whole DAG of ``pipeline`` in one transaction for the workers to run.
+
+        Every node becomes a queued-work task (``<run_id>/<node_id>``) holding its JSON
+        arguments, its upstream and downstream nodes, its join mode and the pipeline's
+        aggregation. Nodes without upstream nodes are ``queued``, the others ``blocked``.
+        No process orchestrates the run: when a worker (or a stop, or reconcile) settles
+        a node, the store releases or skips its dependants in that same transaction
+        (docs/pipelines.md, "Pipelines on the fleet"). A node reads its upstream nodes'
+        return values with ``ctx.input(node_id, default)`` / ``ctx.upstream``.
+
+        Returns a :class:`PipelineHandle` (``wait``, ``stop``, per-node state); any
+        process makes the same handle with :meth:`pipeline` and the run id.
+
+        Raises:
+            ConfigurationError: An invalid graph or run id, a task name the client's
+                ``tasks=`` does not register, a node's arguments or options refused as
+                :meth:`enqueue` refuses them (the node is named), a run id in use, or
+                a store that cannot write a batch atomically; nothing is stored.
+            CircularDependency: The graph has a cycle; nothing is stored.
+        """
+        run_id = checked_run_id(pipeline, run_id) if isinstance(pipeline, Pipeline) else ""
+        entries = pipeline_entries(self, pipeline, run_id)
+        queue = require_queue(self.store, "Client.enqueue_pipeline (workers claim from a queue)")
+        if not self.store.atomic_create_batch:
+            raise ConfigurationError(
+                f"{type(self.store).__name__} cannot store a batch in one transaction "
+                "(atomic_create_batch); a fleet pipeline needs it: use SQLite or PostgreSQL"
+            )
+        try:
+            self.store.create_batch(entries)
+        except DuplicateTaskId as exc:
+            raise ConfigurationError(
+                f"pipeline run id {run_id!r} is already used ({exc}); pass another run_id "
+                "or let enqueue_pipeline() make one"
+            ) from None
+        queue.notify_work()
+        return PipelineHandle(self, run_id)
+
+    def pipeline(self, run_id: str) -> PipelineHandle:
+        """The handle of a fleet pipeline run stored by :meth:`enqueue_pipeline`.
+
+        Raises:
+            ConfigurationError: No such run in the store.
+        """
+        handle = PipelineHandle(self, run_id)
+        handle.statuses()  # refuses an unknown run now, not at the first read
+        return handle
+
     def _finished_since(self, window: float | None) -> datetime | None:
         """When the ``unique_for`` window opened (by the store's clock), or ``None``."""
         return None if window is None else self.clock.now() - timedelta(seconds=window)
+
+    def _not_before(
+        self, delay: float | timedelta | None, not_before: datetime | None
+    ) -> datetime | None:
+        """The earliest start of ``delay`` or ``not_before`` (one of them), in UTC."""
+        if delay is not None and not_before is not None:
+            raise ConfigurationError("give delay or not_before, not both")
+        if delay is not None:
+            seconds = delay.total_seconds() if isinstance(delay, timedelta) else delay
+            not_before = self.clock.now() + timedelta(
+                seconds=check_seconds(seconds, "delay", allow_zero=True)
+            )
+        if not_before is not None:
+            # Stored in UTC: the claim query compares it as an instant, in SQL.
+            not_before = check_aware(not_before, "not_before").astimezone(UTC)
+        return not_before
 
     def _prepare(
         self,
@@ -452,6 +521,8 @@ class Client:
         metadata: Mapping[str, JSONValue] | None,
         unique_key: str | None = None,
         concurrency_key: str | None = None,
+        reserved: Mapping[str, JSONValue] | None = None,
+        blocked: bool = False,
     ) -> tuple[TaskSnapshot, tuple[Transition, ...]]:
         check_text(name, "task name")
         if task_id is not None:
@@ -472,16 +543,7 @@ class Client:
             all_tags = all_tags | check_tags(tags)
         if label is not None:
             check_text(label, "label")
-        if delay is not None and not_before is not None:
-            raise ConfigurationError("give delay or not_before, not both")
-        if delay is not None:
-            seconds = delay.total_seconds() if isinstance(delay, timedelta) else delay
-            not_before = self.clock.now() + timedelta(
-                seconds=check_seconds(seconds, "delay", allow_zero=True)
-            )
-        if not_before is not None:
-            # Stored in UTC: the claim query compares it as an instant, in SQL.
-            not_before = check_aware(not_before, "not_before").astimezone(UTC)
+        not_before = self._not_before(delay, not_before)
         if bucket_key is not None:
             check_text(bucket_key, "bucket_key")
         bucket = None if bucket_key is None else self.bucket_policy.bucket_for(bucket_key)
@@ -507,10 +569,13 @@ class Client:
             bucket=bucket,
             bucket_key=bucket_key,
             owner=None,
-            metadata={**stored, RECIPE_KEY: recipe.to_dict()},
+            metadata={**stored, RECIPE_KEY: recipe.to_dict(), **(reserved or {})},
             clock=self.clock,
         )
-        machine.mark_queued(actor=self.actor, trigger="queue:enqueued")
+        if blocked:
+            machine.mark_blocked(reason="waiting for upstream nodes", trigger="queue:blocked")
+        else:
+            machine.mark_queued(actor=self.actor, trigger="queue:enqueued")
         return machine.snapshot, machine.transitions
 
     # ------------------------------------------------------------ reading

@@ -172,6 +172,13 @@ class Dialect(ABC):
         """
         return
 
+    def lock_pipeline(self, cur: Cursor, run: str) -> None:
+        """Serialise the transactions that settle nodes of pipeline run ``run``.
+
+        Nothing by default: SQLite's ``BEGIN IMMEDIATE`` already serialises writers.
+        """
+        return
+
     # ------------------------------------------------------------ command wake-ups
 
     def before_claim(self) -> None:

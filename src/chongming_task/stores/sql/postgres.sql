@@ -704,6 +704,14 @@ SELECT pg_advisory_xact_lock(
     hashtext(current_schema() || '.chongming_task.unique'), hashtext(%(unique_key)s)
 );
 
+-- name: pipeline_lock
+-- Serialises the transactions that settle nodes of one fleet pipeline run (taken
+-- before their first write), so a node's join rule is judged on every upstream
+-- node's committed state and two settling transactions never lock each other's rows.
+SELECT pg_advisory_xact_lock(
+    hashtext(current_schema() || '.chongming_task.pipeline'), hashtext(%(run)s)
+);
+
 -- name: unique_standing
 -- The tasks of a key that may stand: unfinished, or updated since the window opened
 -- (a task's updated_at is never before its finished_at); the caller checks finished_at.

@@ -313,9 +313,10 @@ WHERE task_id = :task_id AND status_version = :expect_version
 -- name: select_lost
 -- mark_lost_many's candidates, without the document: what the caller's failure function
 -- and the transition record need, the document's format version (another one takes the
--- generic path) and the row's seq, by which mark_lost finds it again.
+-- generic path) and the row's seq, by which mark_lost finds it again; meta_pipeline
+-- says which of them may be fleet pipeline nodes (whose dependants are judged next).
 SELECT t.seq, t.task_id, t.status, t.status_version, t.owner, t.lease_owner, t.lease_until,
-       json_extract(t.doc, '$.v'), json_extract(t.doc, '$.attempt')
+       json_extract(t.doc, '$.v'), json_extract(t.doc, '$.attempt'), t.meta_pipeline
 FROM ct_tasks t
 
 -- name: mark_lost
