@@ -112,7 +112,7 @@ class TaskRun(RunControls, QueueOwnerEdges, Generic[R_co]):
 
     def __init__(
         self,
-        fn: Callable[..., R_co],
+        fn: Callable[..., Any],
         args: Iterable[Any] = (),
         kwargs: Mapping[str, Any] | None = None,
         *,
