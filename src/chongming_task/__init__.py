@@ -77,6 +77,7 @@ if TYPE_CHECKING:  # type checkers see the real classes; runtime resolves them l
         serve_metrics,
     )
     from chongming_task.pipeline import NodeOutcome, Pipeline, PipelineOutcome, PipelineRun
+    from chongming_task.queue import AsyncClient, AsyncTaskHandle, Client, TaskHandle
     from chongming_task.run import TaskOutcome, TaskRun, run_task
     from chongming_task.runtime._context import RuntimeContext, TaskContext
     from chongming_task.runtime.executors._process import ProcessExecutor

@@ -18,11 +18,22 @@ import asyncio
 import contextlib
 import math
 import secrets
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Concatenate,
+    Generic,
+    ParamSpec,
+    TypedDict,
+    TypeVar,
+    Unpack,
+    overload,
+)
 
+from chongming_task._decorator import refuse_option_keywords, task_name
 from chongming_task._model import JSONValue, TaskSnapshot, Transition
 from chongming_task._validation import (
     check_aware,
@@ -36,6 +47,7 @@ from chongming_task._validation import (
     check_text,
     check_timeout,
     check_unique,
+    refuse_unknown_keywords,
 )
 from chongming_task.controller._control import Controlled, control_task
 from chongming_task.controller._options import QueueTaskFilters, default_owner, task_query
@@ -49,8 +61,9 @@ from chongming_task.pipeline import Pipeline
 from chongming_task.pipeline._submit import checked_run_id
 from chongming_task.policies import BucketPolicy
 from chongming_task.queue._pipelines import PipelineHandle, pipeline_entries
-from chongming_task.run import TaskOutcome
+from chongming_task.run import R_co, TaskOutcome
 from chongming_task.runtime._attempt import TaskCall
+from chongming_task.runtime._context import TaskContext
 from chongming_task.runtime._options import check_signature
 from chongming_task.states import TaskStatus
 from chongming_task.stores._base import TaskStore
@@ -73,7 +86,17 @@ from chongming_task.stores._queue_records import RECIPE_KEY, UNIQUE_KEY, Recipe
 if TYPE_CHECKING:
     from chongming_task.controller import Controller
 
-__all__ = ["AsyncClient", "AsyncTaskHandle", "Client", "TaskHandle", "json_path_error"]
+__all__ = [
+    "AsyncClient",
+    "AsyncTaskHandle",
+    "Client",
+    "EnqueueOptions",
+    "TaskHandle",
+    "json_path_error",
+]
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 _MAX_DEPTH = 64
 
@@ -146,11 +169,31 @@ def _registry_of(tasks: object) -> TaskRegistry | None:
     )
 
 
-class TaskHandle:
+class EnqueueOptions(TypedDict, total=False):
+    """The options of :meth:`Client.enqueue` (see there), as :meth:`Client.with_options`
+    takes them."""
+
+    task_id: str | None
+    bucket_key: str | None
+    priority: int
+    tags: Iterable[str] | None
+    label: str | None
+    delay: float | timedelta | None
+    not_before: datetime | None
+    metadata: Mapping[str, JSONValue] | None
+    unique_key: str | None
+    unique_for: float | timedelta | None
+    concurrency_key: str | None
+
+
+class TaskHandle(Generic[R_co]):
     """A task enqueued (or looked up) through a :class:`Client`: read it, control it, wait.
 
     ``created`` is ``False`` when an enqueue with a ``unique_key`` found a task with that
     key standing and returned it instead of creating one (``True`` otherwise).
+
+    ``TaskHandle[int]`` (from enqueueing a task function returning ``int``) types
+    ``wait().value`` as ``int``; a handle from a name is ``TaskHandle[Any]``.
     """
 
     __slots__ = ("_client", "created", "task_id")
@@ -181,7 +224,7 @@ class TaskHandle:
         """The stored history, oldest first (starting ``pending -> queued``)."""
         return self._client.store.history(self.task_id)
 
-    def wait(self, timeout: float | None = None) -> TaskOutcome:
+    def wait(self, timeout: float | None = None) -> TaskOutcome[R_co]:
         """Block until the task is terminal; its outcome (read from the store).
 
         Raises:
@@ -201,7 +244,7 @@ class TaskHandle:
     def resume(self) -> bool:
         return self._client.resume(self.task_id)
 
-    def retry(self, reason: str | None = None) -> TaskHandle:
+    def retry(self, reason: str | None = None) -> TaskHandle[R_co]:
         """Run it again: :meth:`Client.retry` of this task; returns this handle."""
         self._client.retry(self.task_id, reason=reason)
         return self
@@ -278,9 +321,24 @@ class Client:
 
     # ------------------------------------------------------------ enqueue
 
+    @overload
     def enqueue(
         self,
-        name: str,
+        task: Callable[Concatenate[TaskContext, P], Coroutine[Any, Any, R]],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> TaskHandle[R]: ...
+
+    @overload
+    def enqueue(
+        self, task: Callable[Concatenate[TaskContext, P], R], /, *args: P.args, **kwargs: P.kwargs
+    ) -> TaskHandle[R]: ...
+
+    @overload
+    def enqueue(
+        self,
+        task: str,
         /,
         *args: Any,
         task_id: str | None = None,
@@ -295,8 +353,35 @@ class Client:
         unique_for: float | timedelta | None = None,
         concurrency_key: str | None = None,
         **kwargs: Any,
-    ) -> TaskHandle:
-        """Store task ``name`` ``queued`` for a worker owning its bucket; returns its handle.
+    ) -> TaskHandle[Any]: ...
+
+    # The typed signatures take no options (a type checker cannot tell them from the
+    # task's own keywords: docs/queue.md "Typed enqueue"); at run time they still may.
+    def enqueue(  # type: ignore[misc]
+        self,
+        task: str | Callable[..., Any],
+        /,
+        *args: Any,
+        task_id: str | None = None,
+        bucket_key: str | None = None,
+        priority: int = 0,
+        tags: Iterable[str] | None = None,
+        label: str | None = None,
+        delay: float | timedelta | None = None,
+        not_before: datetime | None = None,
+        metadata: Mapping[str, JSONValue] | None = None,
+        unique_key: str | None = None,
+        unique_for: float | timedelta | None = None,
+        concurrency_key: str | None = None,
+        **kwargs: Any,
+    ) -> TaskHandle[Any]:
+        """Store task ``task`` ``queued`` for a worker owning its bucket; returns its handle.
+
+        ``task`` is the registered name or the ``@task`` function itself (its name is
+        taken from the definition; only the name crosses the store). Given the
+        function, a type checker checks the arguments against its parameters and types
+        ``handle.wait().value`` as its return type; options then go through
+        :meth:`with_options` (docs/queue.md "Typed enqueue").
 
         With ``unique_key``, nothing is created while a task enqueued with that key is
         not finished (nor, with ``unique_for`` seconds or a ``timedelta``, while one
@@ -310,12 +395,14 @@ class Client:
         Raises:
             ConfigurationError: Unknown name or arguments that do not bind (with
                 ``tasks=``), a non-JSON argument (the message gives its path), a taken
-                ``task_id`` or a malformed option; nothing is stored then.
+                ``task_id``, a malformed option, or a function that is not an ``@task``
+                function (or, with ``tasks=``, not the one registered under its name);
+                nothing is stored then.
             StoreError: The store failed; nothing is stored.
         """
         key, window = check_unique(unique_key, unique_for)
         snapshot, records = self._prepare(
-            name,
+            self._name_for(task),
             args,
             kwargs,
             task_id=task_id,
@@ -341,9 +428,26 @@ class Client:
             queue.notify_work()
         return TaskHandle(self, standing, created=created)
 
+    def with_options(self, **options: Unpack[EnqueueOptions]) -> EnqueueWithOptions:
+        """:meth:`enqueue` with these options, given apart from the task's arguments.
+
+        ``client.with_options(delay=60, priority=5).enqueue(send, "a@example.org")``:
+        a type checker checks every argument after ``send`` against its parameters
+        (the options could not be told from them in one call).
+
+        Raises:
+            TypeError: A keyword that is no option (naming the nearest).
+        """
+        refuse_unknown_keywords("with_options", options, EnqueueOptions.__optional_keys__)
+        return EnqueueWithOptions(self, options)
+
+    def _name_for(self, task: str | Callable[..., Any]) -> str:
+        """The name ``task`` stands for (an ``@task`` function's, checked against ``tasks=``)."""
+        return task_name(task) if self.registry is None else self.registry.name_for(task)
+
     def enqueue_many(
         self,
-        name: str,
+        name: str | Callable[..., Any],
         calls: Iterable[tuple[Any, ...] | Mapping[str, Any]],
         /,
         *,
@@ -356,8 +460,10 @@ class Client:
         unique_keys: Sequence[str | None] | None = None,
         unique_for: float | timedelta | None = None,
         concurrency_keys: Sequence[str | None] | None = None,
-    ) -> list[TaskHandle]:
+    ) -> list[TaskHandle[Any]]:
         """Enqueue ``name`` once per call (a tuple of args or a mapping of kwargs), all or none.
+
+        ``name`` may be the ``@task`` function itself, as in :meth:`enqueue`.
 
         ``unique_keys`` gives each call a unique key (or ``None``), as
         :meth:`enqueue`'s ``unique_key``; ``unique_for`` is the window for all of them.
@@ -369,6 +475,7 @@ class Client:
             ConfigurationError: As :meth:`enqueue`, naming the call at fault; nothing
                 of the batch is stored.
         """
+        name = self._name_for(name)
         items = check_items(calls, "calls")
 
         def column(values: Iterable[Any] | None, name: str) -> list[Any]:
@@ -580,7 +687,7 @@ class Client:
 
     # ------------------------------------------------------------ reading
 
-    def get(self, task_id: str) -> TaskHandle | None:
+    def get(self, task_id: str) -> TaskHandle[Any] | None:
         """A handle on ``task_id`` if the store has it."""
         check_lookup(task_id)
         return None if self.store.get(task_id) is None else TaskHandle(self, task_id)
@@ -610,7 +717,7 @@ class Client:
         """Resume a paused ``task_id``; ``True`` when found and accepted."""
         return self._control(task_id, "resume", None).accepted
 
-    def retry(self, task_id: str, *, reason: str | None = None) -> TaskHandle:
+    def retry(self, task_id: str, *, reason: str | None = None) -> TaskHandle[Any]:
         """Run the finished task ``task_id`` again, keeping its id and its history.
 
         One guarded write moves it from failed, stopped, cancelled or lost back to
@@ -740,12 +847,54 @@ class Client:
         return f"Client({self.store!r})"
 
 
-class AsyncTaskHandle:
+class EnqueueWithOptions:
+    """:meth:`Client.enqueue` with options given apart: ``client.with_options(...)``.
+
+    Every keyword of :meth:`enqueue` goes to the task; one named like an option is
+    refused (pass that parameter positionally, the rule of the plain call).
+    """
+
+    __slots__ = ("_client", "_options")
+
+    def __init__(self, client: Client, options: EnqueueOptions) -> None:
+        self._client = client
+        self._options = options
+
+    @overload
+    def enqueue(
+        self,
+        task: Callable[Concatenate[TaskContext, P], Coroutine[Any, Any, R]],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> TaskHandle[R]: ...
+
+    @overload
+    def enqueue(
+        self, task: Callable[Concatenate[TaskContext, P], R], /, *args: P.args, **kwargs: P.kwargs
+    ) -> TaskHandle[R]: ...
+
+    @overload
+    def enqueue(self, task: str, /, *args: Any, **kwargs: Any) -> TaskHandle[Any]: ...
+
+    def enqueue(
+        self, task: str | Callable[..., Any], /, *args: Any, **kwargs: Any
+    ) -> TaskHandle[Any]:
+        """As :meth:`Client.enqueue` with the options given to ``with_options``."""
+        refuse_option_keywords("enqueue", kwargs, EnqueueOptions.__optional_keys__)
+        name = self._client._name_for(task)
+        return self._client.enqueue(name, *args, **self._options, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"EnqueueWithOptions({self._client!r}, {self._options!r})"
+
+
+class AsyncTaskHandle(Generic[R_co]):
     """The asyncio twin of :class:`TaskHandle` (``await handle.wait()``)."""
 
     __slots__ = ("_sync",)
 
-    def __init__(self, handle: TaskHandle) -> None:
+    def __init__(self, handle: TaskHandle[R_co]) -> None:
         self._sync = handle
 
     @property
@@ -766,7 +915,7 @@ class AsyncTaskHandle:
     async def transitions(self) -> list[Transition]:
         return await asyncio.to_thread(lambda: self._sync.transitions)
 
-    async def wait(self, timeout: float | None = None) -> TaskOutcome:
+    async def wait(self, timeout: float | None = None) -> TaskOutcome[R_co]:
         """Poll the store without blocking the event loop until the task is terminal.
 
         Raises:
@@ -795,7 +944,7 @@ class AsyncTaskHandle:
     async def resume(self) -> bool:
         return await asyncio.to_thread(self._sync.resume)
 
-    async def retry(self, reason: str | None = None) -> AsyncTaskHandle:
+    async def retry(self, reason: str | None = None) -> AsyncTaskHandle[R_co]:
         """As :meth:`TaskHandle.retry`; returns this handle."""
         await asyncio.to_thread(self._sync.retry, reason)
         return self
@@ -810,18 +959,47 @@ class AsyncClient:
     def __init__(self, store: TaskStore, **options: Any) -> None:
         self.sync = Client(store, **options)
 
-    async def enqueue(self, name: str, /, *args: Any, **options: Any) -> AsyncTaskHandle:
+    @overload
+    async def enqueue(
+        self,
+        task: Callable[Concatenate[TaskContext, P], Coroutine[Any, Any, R]],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> AsyncTaskHandle[R]: ...
+
+    @overload
+    async def enqueue(
+        self, task: Callable[Concatenate[TaskContext, P], R], /, *args: P.args, **kwargs: P.kwargs
+    ) -> AsyncTaskHandle[R]: ...
+
+    @overload
+    async def enqueue(self, task: str, /, *args: Any, **options: Any) -> AsyncTaskHandle[Any]: ...
+
+    async def enqueue(
+        self, task: str | Callable[..., Any], /, *args: Any, **options: Any
+    ) -> AsyncTaskHandle[Any]:
+        """As :meth:`Client.enqueue` (the task function or its name)."""
+        name = self.sync._name_for(task)
         handle = await asyncio.to_thread(lambda: self.sync.enqueue(name, *args, **options))
         return AsyncTaskHandle(handle)
 
+    def with_options(self, **options: Unpack[EnqueueOptions]) -> AsyncEnqueueWithOptions:
+        """As :meth:`Client.with_options`: ``await client.with_options(delay=5).enqueue(...)``."""
+        return AsyncEnqueueWithOptions(self.sync.with_options(**options))
+
     async def enqueue_many(
-        self, name: str, calls: Iterable[tuple[Any, ...] | Mapping[str, Any]], /, **options: Any
-    ) -> list[AsyncTaskHandle]:
+        self,
+        name: str | Callable[..., Any],
+        calls: Iterable[tuple[Any, ...] | Mapping[str, Any]],
+        /,
+        **options: Any,
+    ) -> list[AsyncTaskHandle[Any]]:
         items = check_items(calls, "calls")
         handles = await asyncio.to_thread(lambda: self.sync.enqueue_many(name, items, **options))
         return [AsyncTaskHandle(handle) for handle in handles]
 
-    async def get(self, task_id: str) -> AsyncTaskHandle | None:
+    async def get(self, task_id: str) -> AsyncTaskHandle[Any] | None:
         handle = await asyncio.to_thread(self.sync.get, task_id)
         return None if handle is None else AsyncTaskHandle(handle)
 
@@ -837,7 +1015,7 @@ class AsyncClient:
     async def resume(self, task_id: str) -> bool:
         return await asyncio.to_thread(self.sync.resume, task_id)
 
-    async def retry(self, task_id: str, *, reason: str | None = None) -> AsyncTaskHandle:
+    async def retry(self, task_id: str, *, reason: str | None = None) -> AsyncTaskHandle[Any]:
         """As :meth:`Client.retry`."""
         handle = await asyncio.to_thread(lambda: self.sync.retry(task_id, reason=reason))
         return AsyncTaskHandle(handle)
@@ -875,6 +1053,41 @@ class AsyncClient:
 
     async def queue_pauses(self) -> list[QueuePause]:
         return await asyncio.to_thread(self.sync.queue_pauses)
+
+
+class AsyncEnqueueWithOptions:
+    """The asyncio twin of :class:`EnqueueWithOptions`."""
+
+    __slots__ = ("_sync",)
+
+    def __init__(self, sync: EnqueueWithOptions) -> None:
+        self._sync = sync
+
+    @overload
+    async def enqueue(
+        self,
+        task: Callable[Concatenate[TaskContext, P], Coroutine[Any, Any, R]],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> AsyncTaskHandle[R]: ...
+
+    @overload
+    async def enqueue(
+        self, task: Callable[Concatenate[TaskContext, P], R], /, *args: P.args, **kwargs: P.kwargs
+    ) -> AsyncTaskHandle[R]: ...
+
+    @overload
+    async def enqueue(self, task: str, /, *args: Any, **kwargs: Any) -> AsyncTaskHandle[Any]: ...
+
+    async def enqueue(
+        self, task: str | Callable[..., Any], /, *args: Any, **kwargs: Any
+    ) -> AsyncTaskHandle[Any]:
+        """As :meth:`EnqueueWithOptions.enqueue`, the store calls in a thread."""
+        refuse_option_keywords("enqueue", kwargs, EnqueueOptions.__optional_keys__)
+        name = self._sync._client._name_for(task)
+        handle = await asyncio.to_thread(lambda: self._sync.enqueue(name, *args, **kwargs))
+        return AsyncTaskHandle(handle)
 
 
 JSONArgs = tuple[JSONValue, ...]
