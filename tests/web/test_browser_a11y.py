@@ -79,6 +79,14 @@ def seed_everything(store: TaskStore) -> None:
                 label="crawl example.org",
                 **running,
             ),
+            task(  # held by a process that is not in the worker registry
+                "run-2",
+                TaskStatus.RUNNING,
+                lease_owner="w-leaser",
+                lease_until=now + timedelta(minutes=5),
+                owner="w-leaser",
+                **running,
+            ),
             task("paused-1", TaskStatus.PAUSED, bucket=1, owner="w-live", **running),
             task(
                 "fail-1",
@@ -193,10 +201,7 @@ def test_the_skip_link_is_the_first_tab_stop_and_moves_to_the_content(
     app = create_app(store, token=TOKEN, user=USER, live_interval=0.2, tick=3600)
     with LiveServer(app) as server:
         page = new_page(browser, 1400)
-        page.goto(f"{server.url}/login")  # logged out too
-        page.keyboard.press("Tab")
-        expect(page.locator(":focus")).to_have_text("Skip to content")
-        log_in(page, server.url)
+        log_in(page, server.url)  # (the login page focuses its token field at once)
         for path in ("/", "/tasks", "/tasks/run-1", "/workers", "/no-such-page"):
             page.goto(server.url + path)
             page.keyboard.press("Tab")
@@ -209,6 +214,28 @@ def test_the_skip_link_is_the_first_tab_stop_and_moves_to_the_content(
             assert page.evaluate(
                 "document.getElementById('content').contains(document.activeElement)"
             ), path
+        page.context.close()
+
+
+@pytest.mark.parametrize("store", ["sqlite"], indirect=True)
+def test_states_are_told_by_text_as_well_as_colour(store: TaskStore, browser: Any) -> None:
+    expect = playwright_sync.expect
+    seed_everything(store)
+    app = create_app(store, token=TOKEN, user=USER, live_interval=0.2, tick=3600)
+    with LiveServer(app) as server:
+        page = new_page(browser, 1400)
+        log_in(page, server.url)
+        expect(page.locator("#live-state")).to_have_text("live: on")
+        for worker, text in (("w-live", "live"), ("w-dead", "dead"), ("w-leaser", "leases live")):
+            for where in ("/", "/workers"):
+                page.goto(server.url + where)
+                row = page.locator(f'[data-worker="{worker}"]')
+                expect(row).to_contain_text(text)
+                expect(row.locator(".dot")).to_have_attribute("aria-hidden", "true")
+        # No live stream: the indicator says so in words.
+        page.route("**/events", lambda route: route.abort())
+        page.reload()
+        expect(page.locator("#live-state")).to_have_text("live: off, reconnecting")
         page.context.close()
 
 

@@ -25,10 +25,59 @@
 
   // A refresh requested before the operator started typing can answer after: its
   // swap would put back an empty form. Drop it; the next change or tick refreshes.
+  // A swap that goes ahead keeps keyboard focus: the focused control (Stop, a link)
+  // is found again in the new region, else focus goes to the page's content, never
+  // to the body (where the next Tab would start over at the header).
+  var refocus = null;
+
+  function focusKey(el) {
+    return {
+      id: el.id,
+      tag: el.tagName,
+      name: el.getAttribute("name"),
+      value: el.getAttribute("value"),
+      target: el.getAttribute("formaction") || el.getAttribute("href") || el.getAttribute("action"),
+      text: (el.textContent || "").trim()
+    };
+  }
+
+  function findKey(region, key) {
+    if (key.id) {
+      var byId = document.getElementById(key.id);
+      if (byId && region.contains(byId)) return byId;
+    }
+    var candidates = region.getElementsByTagName(key.tag);
+    for (var i = 0; i < candidates.length; i++) {
+      var c = candidates[i];
+      if (c.getAttribute("name") === key.name && c.getAttribute("value") === key.value &&
+          (c.getAttribute("formaction") || c.getAttribute("href") || c.getAttribute("action")) === key.target &&
+          (c.textContent || "").trim() === key.text) return c;
+    }
+    return null;
+  }
+
   document.addEventListener("htmx:beforeSwap", function (event) {
     var elt = event.detail && event.detail.elt;
-    if (elt && elt.id === "live" && busy(elt)) event.detail.shouldSwap = false;
+    if (!elt || elt.id !== "live") return;
+    if (busy(elt)) {
+      event.detail.shouldSwap = false;
+      return;
+    }
+    var active = document.activeElement;
+    refocus = active && active !== elt && elt.contains(active) ? focusKey(active) : null;
   });
+
+  function restoreFocus() {
+    var live = document.getElementById("live");
+    if (!refocus || !live) return;
+    var key = refocus;
+    refocus = null;
+    if (live.contains(document.activeElement)) return;
+    var found = findKey(live, key) || document.getElementById("content");
+    if (found) found.focus({ preventScroll: true });
+  }
+  document.addEventListener("htmx:afterSwap", restoreFocus);
+  document.addEventListener("htmx:afterSettle", restoreFocus);
 
   document.addEventListener("change", function (event) {
     var target = event.target;
@@ -46,14 +95,20 @@
     function fire(name) {
       document.body.dispatchEvent(new CustomEvent(name, { bubbles: true }));
     }
+    // Told by text as well as by the dot's colour.
+    function show(on) {
+      if (!state) return;
+      state.className = "live-state " + (on ? "on" : "off");
+      state.textContent = on ? "live: on" : "live: off, reconnecting";
+    }
     source.addEventListener("hello", function () {
-      if (state) state.className = "live-state on";
+      show(true);
       document.body.setAttribute("data-live", "on");
     });
     source.addEventListener("change", function () { fire("dashboard-change"); });
     source.addEventListener("tick", function () { fire("dashboard-tick"); });
     source.onerror = function () {
-      if (state) state.className = "live-state off";
+      show(false);
       document.body.setAttribute("data-live", "off");
     };
   }
