@@ -27,7 +27,7 @@ from chongming_task.stores._base import TaskStore
 from chongming_task.web import create_app
 
 from .conftest import TOKEN, USER
-from .test_browser import LiveServer, browser, playwright_sync  # noqa: F401
+from .test_browser import LiveServer, browser, playwright_sync, shots  # noqa: F401
 from .test_true_to_store import _worker
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
@@ -170,7 +170,9 @@ def log_in(page: Any, url: str) -> None:
 
 @pytest.mark.parametrize("store", ["sqlite"], indirect=True)
 @pytest.mark.parametrize("width", WIDTHS)
-def test_axe_finds_no_violation_on_any_page(store: TaskStore, browser: Any, width: int) -> None:
+def test_axe_finds_no_violation_on_any_page(
+    store: TaskStore, browser: Any, width: int, shots: Path
+) -> None:
     seed_everything(store)
     app = create_app(store, token=TOKEN, user=USER, live_interval=0.2, tick=3600)
     with LiveServer(app) as server:
@@ -186,7 +188,12 @@ def test_axe_finds_no_violation_on_any_page(store: TaskStore, browser: Any, widt
             assert response is not None
             assert response.status in (200, 404), (path, response.status)
             playwright_sync.expect(page.locator("h1")).to_be_visible()
+            if path == "/" and width < 600:  # the phone view, for docs/dashboard.md
+                page.screenshot(path=str(shots / "dashboard-overview-phone.png"), full_page=True)
             problems[path] = axe_violations(page)
+            wide = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+            if wide > 0:  # reflow: one scroll direction, a wide table scrolls by itself
+                problems[path].append(f"the page is {wide}px wider than the window")
         page.context.close()
     shown = "\n".join(f"{path}: {line}" for path, lines in problems.items() for line in lines)
     assert not shown, f"axe-core at {width}px wide:\n{shown}"

@@ -87,6 +87,26 @@
     }
   });
 
+  // A table wider than the screen scrolls by itself (style.css); one with nothing to
+  // focus inside takes the keyboard itself, named after its section's heading.
+  function scrollable() {
+    var tables = document.querySelectorAll("main table");
+    for (var i = 0; i < tables.length; i++) {
+      var table = tables[i];
+      var wide = table.scrollWidth > table.clientWidth + 1;
+      var focusable = table.querySelector("a[href], button, input, select, textarea, [tabindex]");
+      if (wide && !focusable) {
+        table.setAttribute("tabindex", "0");
+        var heading = table.closest("section") && table.closest("section").querySelector("h2");
+        if (heading && !table.getAttribute("aria-label")) table.setAttribute("aria-label", heading.textContent.trim());
+      } else if (!wide && table.getAttribute("tabindex") === "0") {
+        table.removeAttribute("tabindex");
+      }
+    }
+  }
+  document.addEventListener("htmx:afterSettle", scrollable);
+  window.addEventListener("resize", scrollable);
+
   function connect() {
     var meta = document.querySelector('meta[name="chongming-events"]');
     var state = document.getElementById("live-state");
@@ -113,9 +133,14 @@
     };
   }
 
-  if (document.readyState === "loading") {
-    document.addEventListener("DOMContentLoaded", connect);
-  } else {
+  function start() {
+    scrollable();
     connect();
+  }
+
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", start);
+  } else {
+    start();
   }
 })();
