@@ -134,6 +134,8 @@ PAGES = (
     "/workers/w-live",
     "/workers/w-dead",
     "/buckets",
+    "/failures",
+    "/tasks?sort=oldest",
     "/no-such-page",
     "/tasks/no-such-task",
 )
