@@ -64,7 +64,7 @@ from chongming_task.stores._pauses import (
     check_queue,
     queue_scope,
 )
-from chongming_task.stores._queue_records import RECIPE_KEY, UNIQUE_KEY, Recipe
+from chongming_task.stores._queue_records import PARENT_KEY, RECIPE_KEY, UNIQUE_KEY, Recipe
 
 if TYPE_CHECKING:
     from chongming_task.controller import Controller
@@ -212,6 +212,8 @@ def task_metadata(
     """The caller's metadata, checked, with the current trace context (and the unique
     key, under the reserved ``"unique_key"``) added.
 
+    ``"parent"`` is reserved as well: ``ctx.enqueue`` stores a child's parent there.
+
     The W3C ``traceparent`` of the enqueuing span (when the ``otel`` extra is installed
     and a span is current) makes the worker's run span its child; a ``traceparent``
     the caller gives wins.
@@ -220,7 +222,7 @@ def task_metadata(
     bad = json_path_error(metadata, "metadata")
     if bad is not None:
         raise ConfigurationError(f"only JSON crosses the store; {bad}")
-    for reserved in (RECIPE_KEY, UNIQUE_KEY):
+    for reserved in (RECIPE_KEY, UNIQUE_KEY, PARENT_KEY):
         if reserved in metadata:
             raise ConfigurationError(f"metadata key {reserved!r} is reserved for the queue")
     result = dict(metadata)
@@ -271,6 +273,8 @@ class Client:
         self.actor = f"client:{default_owner()}" if actor is None else check_text(actor, "actor")
         self.poll_interval = check_seconds(poll_interval, "poll_interval")
         self.clock = store.clock
+        #: The task whose children this client enqueues (``ctx.enqueue``); ``None``.
+        self._parent: str | None = None
 
     # ------------------------------------------------------------ enqueue
 
@@ -488,6 +492,8 @@ class Client:
         if task_id is None:
             task_id = f"{name}-{secrets.token_hex(6)}"
         stored = task_metadata(metadata, unique_key)
+        if self._parent is not None:
+            stored[PARENT_KEY] = self._parent
         recipe = Recipe(
             args=tuple(args),
             kwargs=dict(kwargs),
