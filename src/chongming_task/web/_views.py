@@ -19,7 +19,7 @@ import binascii
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Final, Protocol
 
@@ -37,7 +37,7 @@ from chongming_task.schedule._admin import ScheduleAdmin
 from chongming_task.states import OCCUPYING, TERMINAL, TaskStatus
 from chongming_task.stores._base import QueueStore, ScheduleStore, TaskQuery, TaskStore
 from chongming_task.stores._queue_health import QueueHealth, queue_health
-from chongming_task.stores._queue_records import WorkerRecord
+from chongming_task.stores._queue_records import WorkerRecord, children_query
 from chongming_task.web._params import optional_int
 
 __all__ = [
@@ -70,6 +70,8 @@ FULL_EVERY: Final = 10
 _DUE_SCAN: Final = 2000
 #: Unfinished tasks listed on a worker's page.
 _WORKER_TASKS: Final = 200
+#: Children a task page lists (``status --json`` lists them all).
+CHILDREN_SHOWN: Final = 200
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -367,6 +369,10 @@ class Dashboard:
 
     def history(self, task_id: str) -> list[Transition]:
         return self.store.history(task_id)
+
+    def children(self, task_id: str) -> list[TaskSnapshot]:
+        """The first ``CHILDREN_SHOWN`` tasks ``task_id`` enqueued with ``ctx.enqueue``."""
+        return self.store.query(replace(children_query(task_id), limit=CHILDREN_SHOWN))
 
     def explain(self, snapshot: TaskSnapshot) -> Explanation:
         """Why the task is where it is, from what the store knows (``chongming-task
