@@ -63,8 +63,8 @@ def test_a_child_stores_its_parent_and_is_listed_by_it(store: TaskStore) -> None
     stored = [t.task_id for t in store.query(children_query(parent))]
     assert stored == [first.task_id, second.task_id]
     assert parent_of(first.snapshot) == parent
-    assert first.snapshot.metadata["recipe"]["enqueued_by"] == f"task:{parent}"  # type: ignore[index]
-    assert second.snapshot.metadata["recipe"]["not_before"] is not None  # type: ignore[index]
+    assert first.snapshot.metadata["recipe"]["enqueued_by"] == f"task:{parent}"
+    assert second.snapshot.metadata["recipe"]["not_before"] is not None
     assert parent_of(store.get(parent)) is None  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="'parent' is reserved"):
         client.enqueue("leaf", 1, metadata={"parent": parent})
@@ -94,7 +94,7 @@ def test_stopping_a_parent_stops_its_unfinished_descendants(store: TaskStore) ->
     # The held child: a command addressed to its holder, who applies it.
     # Stopping the finished parent again asks again, as a second stop of a held task.
     assert client.stop(parent) is True
-    commands = store.claim_commands("worker-b", lease=5, kinds=["task"])  # type: ignore[attr-defined]
+    commands = store.claim_commands("worker-b", lease=5, kinds=["task"])
     assert [(c.target, c.action, c.payload) for c in commands] == 2 * [
         (held, "stop", {"reason": "parent p stopped"})
     ]

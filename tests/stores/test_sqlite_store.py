@@ -265,9 +265,7 @@ def test_a_version_9_file_gets_paused_queues_and_keeps_its_tasks(path: str, tmp_
     assert schema_of(path) == schema_of(fresh)
 
 
-def test_a_version_10_file_gets_child_links_and_keeps_its_tasks(
-    path: str, tmp_path: Path
-) -> None:
+def test_a_version_10_file_gets_child_links_and_keeps_its_tasks(path: str, tmp_path: Path) -> None:
     """Version 11 copies metadata["parent"] into meta_parent, indexed: a row written
     before it (whose metadata happens to say "parent") stays a task without a parent
     link; the children stored after the migration are found through ct_tasks_parent."""

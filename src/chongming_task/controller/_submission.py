@@ -39,10 +39,10 @@ from chongming_task.states import TaskStatus
 from chongming_task.stores._queue_records import recipe_of
 
 if TYPE_CHECKING:
-    from chongming_task.runtime._context import ChildTasks
     from chongming_task.controller._dispatch import Dispatcher
     from chongming_task.controller._events import EventBus
     from chongming_task.controller._writethrough import WriteThrough
+    from chongming_task.runtime._context import ChildTasks
 
 __all__ = ["BatchOptions", "Submission"]
 

@@ -207,12 +207,14 @@ class TaskHandle:
 
 
 def task_metadata(
-    metadata: Mapping[str, JSONValue] | None, unique_key: str | None = None
+    metadata: Mapping[str, JSONValue] | None,
+    unique_key: str | None = None,
+    parent: str | None = None,
 ) -> dict[str, JSONValue]:
     """The caller's metadata, checked, with the current trace context (and the unique
     key, under the reserved ``"unique_key"``) added.
 
-    ``"parent"`` is reserved as well: ``ctx.enqueue`` stores a child's parent there.
+    ``"parent"`` is reserved as well: ``ctx.enqueue`` stores a child's ``parent`` there.
 
     The W3C ``traceparent`` of the enqueuing span (when the ``otel`` extra is installed
     and a span is current) makes the worker's run span its child; a ``traceparent``
@@ -228,6 +230,8 @@ def task_metadata(
     result = dict(metadata)
     if unique_key is not None:
         result[UNIQUE_KEY] = unique_key
+    if parent is not None:
+        result[PARENT_KEY] = parent
     if TRACEPARENT not in result:
         with contextlib.suppress(ConfigurationError):  # no otel extra: nothing to carry
             result = inject_trace_context(result)
@@ -491,9 +495,7 @@ class Client:
         bucket = None if bucket_key is None else self.bucket_policy.bucket_for(bucket_key)
         if task_id is None:
             task_id = f"{name}-{secrets.token_hex(6)}"
-        stored = task_metadata(metadata, unique_key)
-        if self._parent is not None:
-            stored[PARENT_KEY] = self._parent
+        stored = task_metadata(metadata, unique_key, self._parent)
         recipe = Recipe(
             args=tuple(args),
             kwargs=dict(kwargs),
