@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from chongming_task.controller._dispatch import Dispatcher
     from chongming_task.controller._events import EventBus
     from chongming_task.controller._writethrough import WriteThrough
+    from chongming_task.runtime._context import ChildTasks
 
 __all__ = ["BatchOptions", "Submission"]
 
@@ -213,13 +214,14 @@ class Submission:
         owner = self._options.owner
         return self._enter(common, built, lambda run: run.enqueue(actor=owner), batch=batch)
 
-    def run_claimed(self, stored: TaskSnapshot) -> TaskRun:
+    def run_claimed(self, stored: TaskSnapshot, children: ChildTasks | None = None) -> TaskRun:
         """Run a task this controller claimed from the work queue, as a local submit would.
 
         ``stored`` is the ``queued`` snapshot ``TaskStore.claim_queued`` returned (held
         by this controller); the run continues its history and versions and calls the
         registered function with the recipe's JSON arguments (guide §8.5: only the
         name and JSON came through the store). It waits for a slot like any submission.
+        ``children``: how its ``ctx.enqueue`` stores child tasks (the worker's queue).
 
         Raises:
             ConfigurationError: No recipe, an unregistered name, arguments that do not
@@ -244,6 +246,7 @@ class Submission:
             stored=stored,
             upstream=self._upstream(stored),
         )
+        run._state.children = children
         self._dispatch.hold(run, priority=stored.priority, tags=stored.tags, bucket=stored.bucket)
         try:
             self._writes.adopt(stored)

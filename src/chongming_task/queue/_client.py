@@ -81,7 +81,7 @@ from chongming_task.stores._pauses import (
     check_queue,
     queue_scope,
 )
-from chongming_task.stores._queue_records import RECIPE_KEY, UNIQUE_KEY, Recipe
+from chongming_task.stores._queue_records import PARENT_KEY, RECIPE_KEY, UNIQUE_KEY, Recipe
 
 if TYPE_CHECKING:
     from chongming_task.controller import Controller
@@ -254,10 +254,14 @@ class TaskHandle(Generic[R_co]):
 
 
 def task_metadata(
-    metadata: Mapping[str, JSONValue] | None, unique_key: str | None = None
+    metadata: Mapping[str, JSONValue] | None,
+    unique_key: str | None = None,
+    parent: str | None = None,
 ) -> dict[str, JSONValue]:
     """The caller's metadata, checked, with the current trace context (and the unique
     key, under the reserved ``"unique_key"``) added.
+
+    ``"parent"`` is reserved as well: ``ctx.enqueue`` stores a child's ``parent`` there.
 
     The W3C ``traceparent`` of the enqueuing span (when the ``otel`` extra is installed
     and a span is current) makes the worker's run span its child; a ``traceparent``
@@ -267,12 +271,14 @@ def task_metadata(
     bad = json_path_error(metadata, "metadata")
     if bad is not None:
         raise ConfigurationError(f"only JSON crosses the store; {bad}")
-    for reserved in (RECIPE_KEY, UNIQUE_KEY, DAG_KEY):
+    for reserved in (RECIPE_KEY, UNIQUE_KEY, DAG_KEY, PARENT_KEY):
         if reserved in metadata:
             raise ConfigurationError(f"metadata key {reserved!r} is reserved for the queue")
     result = dict(metadata)
     if unique_key is not None:
         result[UNIQUE_KEY] = unique_key
+    if parent is not None:
+        result[PARENT_KEY] = parent
     if TRACEPARENT not in result:
         with contextlib.suppress(ConfigurationError):  # no otel extra: nothing to carry
             result = inject_trace_context(result)
@@ -318,6 +324,8 @@ class Client:
         self.actor = f"client:{default_owner()}" if actor is None else check_text(actor, "actor")
         self.poll_interval = check_seconds(poll_interval, "poll_interval")
         self.clock = store.clock
+        #: The task whose children this client enqueues (``ctx.enqueue``); ``None``.
+        self._parent: str | None = None
 
     # ------------------------------------------------------------ enqueue
 
@@ -656,7 +664,7 @@ class Client:
         bucket = None if bucket_key is None else self.bucket_policy.bucket_for(bucket_key)
         if task_id is None:
             task_id = f"{name}-{secrets.token_hex(6)}"
-        stored = task_metadata(metadata, unique_key)
+        stored = task_metadata(metadata, unique_key, self._parent)
         recipe = Recipe(
             args=tuple(args),
             kwargs=dict(kwargs),

@@ -46,7 +46,7 @@ __all__ = [
 #: 5: the work queue. 6: checkpoint gaps. 7: global slots. 8: unique work. 9: fleet
 #: limits (declared limits and the starts rate limits count). 10: paused queues.
 #: Older databases are migrated on open; newer ones are refused.
-SCHEMA_VERSION: Final = 11
+SCHEMA_VERSION: Final = 12
 
 T = TypeVar("T")
 

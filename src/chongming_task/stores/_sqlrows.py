@@ -63,10 +63,15 @@ TASK_COLUMNS: Final = (
     "pid",
     "doc",
     "checkpoint_gaps",
+    "meta_parent",
 )
 
 #: Metadata keys with their own indexed column (what the scheduler and pipelines ask for).
-_INDEXED_METADATA: Final = {"schedule": "meta_schedule", "pipeline": "meta_pipeline"}
+_INDEXED_METADATA: Final = {
+    "schedule": "meta_schedule",
+    "pipeline": "meta_pipeline",
+    "parent": "meta_parent",
+}
 
 Bind = Callable[[Any], Any]
 
@@ -80,6 +85,7 @@ def task_params(snapshot: TaskSnapshot, instant: Bind, array: Bind) -> dict[str,
     metadata = snapshot.metadata
     schedule = metadata.get("schedule")
     pipeline = metadata.get("pipeline")
+    parent = metadata.get("parent")
     progress = snapshot.progress
     gaps = snapshot.checkpoint_gaps
     return {
@@ -102,6 +108,7 @@ def task_params(snapshot: TaskSnapshot, instant: Bind, array: Bind) -> dict[str,
         "pid": snapshot.pid,
         "doc": encode_snapshot(snapshot),
         "checkpoint_gaps": None if gaps is None else dumps(gaps.to_dict()),
+        "meta_parent": parent if isinstance(parent, str) else None,
     }
 
 

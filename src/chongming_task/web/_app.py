@@ -823,6 +823,7 @@ class _Handlers:
                 attempts=by_attempt(self._timeline(snapshot)),
                 controls=controls_of(snapshot),
                 why=self.config.data.explain(snapshot),
+                children=self.config.data.children(snapshot.task_id),
                 flash=_task_flash(request),
             )
 
@@ -839,6 +840,7 @@ class _Handlers:
                         for t, seconds in self._timeline(snapshot)
                     ],
                     "explain": self.config.data.explain(snapshot).to_dict(),
+                    "children": [c.task_id for c in self.config.data.children(snapshot.task_id)],
                 }
             )
 

@@ -40,7 +40,7 @@ from chongming_task.schedule._admin import ScheduleAdmin
 from chongming_task.states import OCCUPYING, TERMINAL, TaskStatus
 from chongming_task.stores._base import QueueStore, ScheduleStore, TaskQuery, TaskStore
 from chongming_task.stores._queue_health import QueueHealth, queue_health
-from chongming_task.stores._queue_records import WorkerRecord
+from chongming_task.stores._queue_records import WorkerRecord, children_query
 from chongming_task.stores._records import Order
 from chongming_task.web._params import optional_int
 
@@ -155,6 +155,10 @@ def by_attempt(
             out.append((row[0].attempt, []))
         out[-1][1].append(row)
     return out
+
+
+#: Children a task page lists (``status --json`` lists them all).
+CHILDREN_SHOWN: Final = 200
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -479,6 +483,10 @@ class Dashboard:
 
     def history(self, task_id: str) -> list[Transition]:
         return self.store.history(task_id)
+
+    def children(self, task_id: str) -> list[TaskSnapshot]:
+        """The first ``CHILDREN_SHOWN`` tasks ``task_id`` enqueued with ``ctx.enqueue``."""
+        return self.store.query(replace(children_query(task_id), limit=CHILDREN_SHOWN))
 
     def explain(self, snapshot: TaskSnapshot) -> Explanation:
         """Why the task is where it is, from what the store knows (``chongming-task

@@ -230,6 +230,17 @@ CREATE TABLE IF NOT EXISTS ct_queue_pauses (
 -- so the task was never stored). The table is rewritten once, under the migration lock.
 ALTER TABLE ct_tasks ALTER COLUMN priority TYPE bigint;
 
+-- name: migrate_12
+-- Version 12: child tasks (docs/queue.md, "Child tasks"). A task enqueued by another
+-- task (ctx.enqueue) keeps its parent's id in metadata["parent"], copied into
+-- meta_parent so that the children of a task (listed on its page, stopped with it) are
+-- found through ct_tasks_parent. Rows written before this version have no children:
+-- their meta_parent stays NULL. Every statement may run again on a migrated schema.
+ALTER TABLE ct_tasks ADD COLUMN IF NOT EXISTS meta_parent text;
+
+CREATE INDEX IF NOT EXISTS ct_tasks_parent ON ct_tasks (meta_parent, created_at, seq)
+    WHERE meta_parent IS NOT NULL;
+
 -- name: schema_exists
 SELECT count(*) FROM (SELECT to_regclass('ct_meta') AS t) r WHERE r.t IS NOT NULL;
 
@@ -251,12 +262,13 @@ WITH task AS (
     INSERT INTO ct_tasks (
         task_id, name, status, status_version, created_at, updated_at, priority, bucket,
         owner, meta_schedule, meta_pipeline, tags, progress, heartbeat_at, lease_owner,
-        lease_until, pid, doc, checkpoint_gaps
+        lease_until, pid, doc, checkpoint_gaps, meta_parent
     ) VALUES (
         %(task_id)s, %(name)s, %(status)s, %(status_version)s, %(created_at)s,
         %(updated_at)s, %(priority)s, %(bucket)s, %(owner)s, %(meta_schedule)s,
         %(meta_pipeline)s, %(tags)s, %(progress)s::json, %(heartbeat_at)s,
-        %(lease_owner)s, %(lease_until)s, %(pid)s, %(doc)s::json, %(checkpoint_gaps)s::json
+        %(lease_owner)s, %(lease_until)s, %(pid)s, %(doc)s::json, %(checkpoint_gaps)s::json,
+        %(meta_parent)s
     )
     RETURNING task_id
 )
@@ -274,7 +286,7 @@ WITH task AS (
         meta_pipeline = %(meta_pipeline)s, tags = %(tags)s, progress = %(progress)s::json,
         heartbeat_at = %(heartbeat_at)s, lease_owner = %(lease_owner)s,
         lease_until = %(lease_until)s, pid = %(pid)s, doc = %(doc)s::json,
-    checkpoint_gaps = %(checkpoint_gaps)s::json
+    checkpoint_gaps = %(checkpoint_gaps)s::json, meta_parent = %(meta_parent)s
     WHERE task_id = %(task_id)s AND status_version = %(expect_version)s
     RETURNING task_id
 ), history AS (
@@ -356,6 +368,9 @@ t.meta_schedule = %(meta_schedule)s
 
 -- name: filter_meta_pipeline
 t.meta_pipeline = %(meta_pipeline)s
+
+-- name: filter_meta_parent
+t.meta_parent = %(meta_parent)s
 
 -- name: filter_task_ids
 t.task_id = ANY(%(task_ids)s)
@@ -570,7 +585,7 @@ WITH task AS (
         meta_pipeline = %(meta_pipeline)s, tags = %(tags)s, progress = %(progress)s::json,
         heartbeat_at = %(heartbeat_at)s, lease_owner = %(lease_owner)s,
         lease_until = %(lease_until)s, pid = %(pid)s, doc = %(doc)s::json,
-    checkpoint_gaps = %(checkpoint_gaps)s::json
+    checkpoint_gaps = %(checkpoint_gaps)s::json, meta_parent = %(meta_parent)s
     WHERE task_id = %(task_id)s AND status_version = %(expect_version)s AND owner IS NULL
     RETURNING task_id
 ), history AS (

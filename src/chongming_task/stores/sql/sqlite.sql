@@ -263,6 +263,18 @@ CREATE TABLE IF NOT EXISTS ct_queue_pauses (
 -- bits already, so nothing changes here but the version.
 SELECT 1;
 
+-- name: migrate_12
+-- Version 12: child tasks (docs/queue.md, "Child tasks"). A task enqueued by another
+-- task (ctx.enqueue) keeps its parent's id in metadata["parent"], copied into
+-- meta_parent so that the children of a task (listed on its page, stopped with it) are
+-- found through ct_tasks_parent. Rows written before this version have no children:
+-- their meta_parent stays NULL. The store skips the ADD COLUMN on a file that has the
+-- column already.
+ALTER TABLE ct_tasks ADD COLUMN meta_parent TEXT;
+
+CREATE INDEX IF NOT EXISTS ct_tasks_parent ON ct_tasks (meta_parent, created_at, seq)
+    WHERE meta_parent IS NOT NULL;
+
 -- name: schema_exists
 SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'ct_meta';
 
@@ -277,11 +289,11 @@ ON CONFLICT (key) DO UPDATE SET value = excluded.value;
 INSERT INTO ct_tasks (
     task_id, name, status, status_version, created_at, updated_at, priority, bucket,
     owner, meta_schedule, meta_pipeline, tags, progress, heartbeat_at, lease_owner,
-    lease_until, pid, doc, checkpoint_gaps
+    lease_until, pid, doc, checkpoint_gaps, meta_parent
 ) VALUES (
     :task_id, :name, :status, :status_version, :created_at, :updated_at, :priority, :bucket,
     :owner, :meta_schedule, :meta_pipeline, :tags, :progress, :heartbeat_at, :lease_owner,
-    :lease_until, :pid, :doc, :checkpoint_gaps
+    :lease_until, :pid, :doc, :checkpoint_gaps, :meta_parent
 );
 
 -- name: update_task
@@ -292,7 +304,7 @@ UPDATE ct_tasks SET
     meta_pipeline = :meta_pipeline, tags = :tags, progress = :progress,
     heartbeat_at = :heartbeat_at, lease_owner = :lease_owner, lease_until = :lease_until,
     pid = :pid, doc = :doc,
-    checkpoint_gaps = :checkpoint_gaps
+    checkpoint_gaps = :checkpoint_gaps, meta_parent = :meta_parent
 WHERE task_id = :task_id AND status_version = :expect_version;
 
 -- name: update_task_hot
@@ -308,7 +320,7 @@ UPDATE ct_tasks SET
 WHERE task_id = :task_id AND status_version = :expect_version
   AND name = :name AND created_at = :created_at AND priority = :priority
   AND bucket IS :bucket AND owner IS :owner AND meta_schedule IS :meta_schedule
-  AND meta_pipeline IS :meta_pipeline AND tags = :tags;
+  AND meta_pipeline IS :meta_pipeline AND tags = :tags AND meta_parent IS :meta_parent;
 
 -- name: select_lost
 -- mark_lost_many's candidates, without the document: what the caller's failure function
@@ -410,6 +422,9 @@ t.meta_schedule = :meta_schedule
 
 -- name: filter_meta_pipeline
 t.meta_pipeline = :meta_pipeline
+
+-- name: filter_meta_parent
+t.meta_parent = :meta_parent
 
 -- name: filter_task_ids
 t.task_id IN (SELECT value FROM json_each(:task_ids))
@@ -607,7 +622,7 @@ UPDATE ct_tasks SET
     meta_pipeline = :meta_pipeline, tags = :tags, progress = :progress,
     heartbeat_at = :heartbeat_at, lease_owner = :lease_owner, lease_until = :lease_until,
     pid = :pid, doc = :doc,
-    checkpoint_gaps = :checkpoint_gaps
+    checkpoint_gaps = :checkpoint_gaps, meta_parent = :meta_parent
 WHERE task_id = :task_id AND status_version = :expect_version AND owner IS NULL;
 
 -- name: claim_queued
