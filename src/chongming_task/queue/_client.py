@@ -290,6 +290,7 @@ class Client:
         unique_key: str | None = None,
         unique_for: float | timedelta | None = None,
         concurrency_key: str | None = None,
+        connection: object | None = None,
         **kwargs: Any,
     ) -> TaskHandle:
         """Store task ``name`` ``queued`` for a worker owning its bucket; returns its handle.
@@ -303,10 +304,19 @@ class Client:
         ``concurrency_key`` (``"tenant:42"``) is the dynamic key fleet limits count the
         task under, beside its tags (:meth:`set_limit`, docs/queue.md "Limits").
 
+        ``connection`` (a psycopg 3 connection to a PostgreSQL store's database, a
+        ``sqlite3.Connection`` to a SQLite store's file, or an SQLAlchemy
+        ``Connection`` wrapping either) writes the task and the workers' wake-up
+        inside that connection's open transaction: they commit with it, and a
+        rollback leaves no task and wakes nobody (docs/queue.md "Enqueue in your
+        transaction"). Nothing is committed by this call.
+
         Raises:
             ConfigurationError: Unknown name or arguments that do not bind (with
                 ``tasks=``), a non-JSON argument (the message gives its path), a taken
-                ``task_id`` or a malformed option; nothing is stored then.
+                ``task_id``, a malformed option, or a ``connection`` that is not one
+                to the store's database or has no transaction to join; nothing is
+                stored then.
             StoreError: The store failed; nothing is stored.
         """
         key, window = check_unique(unique_key, unique_for)
@@ -326,6 +336,11 @@ class Client:
             concurrency_key=concurrency_key,
         )
         queue = require_queue(self.store, "Client.enqueue (workers claim from a queue)")
+        if connection is not None:
+            [(standing, created)] = queue.create_in_transaction(
+                connection, [(snapshot, records)], finished_since=self._finished_since(window)
+            )
+            return TaskHandle(self, standing, created=created)
         if key is None:
             self.store.create(snapshot, records)
             queue.notify_work()
@@ -352,6 +367,7 @@ class Client:
         unique_keys: Sequence[str | None] | None = None,
         unique_for: float | timedelta | None = None,
         concurrency_keys: Sequence[str | None] | None = None,
+        connection: object | None = None,
     ) -> list[TaskHandle]:
         """Enqueue ``name`` once per call (a tuple of args or a mapping of kwargs), all or none.
 
@@ -360,6 +376,7 @@ class Client:
         A call whose key has a standing task -- stored already, or created by an
         earlier call of this batch -- gets that task's handle (``created`` ``False``).
         ``concurrency_keys`` gives each call its ``concurrency_key`` (see :meth:`enqueue`).
+        ``connection``: the whole batch in the caller's transaction (see :meth:`enqueue`).
 
         Raises:
             ConfigurationError: As :meth:`enqueue`, naming the call at fault; nothing
@@ -423,6 +440,11 @@ class Client:
         if not entries:
             return []
         queue = require_queue(self.store, "Client.enqueue_many (workers claim from a queue)")
+        if connection is not None:
+            standing = queue.create_in_transaction(
+                connection, entries, finished_since=self._finished_since(window)
+            )
+            return [TaskHandle(self, task_id, created=created) for task_id, created in standing]
         if all(u is None for u in uniques):
             self.store.create_batch(entries)
             queue.notify_work()
