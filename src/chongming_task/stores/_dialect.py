@@ -235,7 +235,7 @@ def driver_connection(connection: object) -> object:
             connection.begin()  # type: ignore[attr-defined]
         proxied = connection.connection  # type: ignore[attr-defined]
         driver: object = getattr(proxied, "driver_connection", None) or proxied.dbapi_connection
-    except Exception as exc:  # noqa: BLE001 -- SQLAlchemy's own errors, reported as they are
+    except Exception as exc:  # SQLAlchemy's own errors, reported as they are
         raise ConfigurationError(
             f"enqueue(connection=...): cannot reach the driver connection of {connection!r}: "
             f"{exc}; pass an open connection inside its transaction"

@@ -333,8 +333,12 @@ class PostgresDialect(Dialect):
         status = conn.info.transaction_status
         idle = psycopg.pq.TransactionStatus.IDLE
         if conn.closed or status not in (idle, psycopg.pq.TransactionStatus.INTRANS):
-            state = "closed" if conn.closed else f"{status.name.lower()} (not idle nor in a transaction)"
-            raise refuse_connection(conn, f"the connection is {state}; roll back or reconnect")
+            state = "closed" if conn.closed else status.name.lower()
+            raise refuse_connection(
+                conn,
+                f"the connection is {state} (not idle nor in a transaction); roll back "
+                "or reconnect",
+            )
         if status is idle and conn.autocommit:
             raise refuse_connection(
                 conn,
