@@ -197,7 +197,8 @@ def test_a_rollback_leaves_no_task_and_wakes_nobody(
     execute(conn, "INSERT INTO orders VALUES (1)")
     one = client.enqueue("add", 1, 2, connection=conn, unique_key="order:1")
     many = client.enqueue_many("add", [(3,), (4,)], connection=conn)
-    assert one.created and all(h.created for h in many)
+    assert one.created
+    assert all(h.created for h in many)
     # Uncommitted: the store's own connections (and so every worker) see nothing.
     assert stored_ids(caller.store) == []
     if caller.kind == "postgres":  # SQLite: the claim waits for the caller's write lock
@@ -225,7 +226,8 @@ def test_a_commit_stores_the_tasks_and_wakes_the_workers(
     assert stored_ids(caller.store) == ids
     for task_id in ids:
         snapshot = caller.store.get(task_id)
-        assert snapshot is not None and snapshot.status is S.QUEUED and snapshot.owner is None
+        assert snapshot is not None
+        assert (snapshot.status, snapshot.owner) == (S.QUEUED, None)
         assert [t.to_status for t in caller.store.history(task_id)] == [S.PENDING, S.QUEUED]
     assert one.snapshot.metadata["recipe"]["concurrency_key"] == "tenant:1"  # type: ignore[index,call-overload]
     if caller.kind == "sqlite":
@@ -339,7 +341,7 @@ def test_postgres_refuses_other_databases_drivers_and_no_transaction(
     with PostgresTaskStore(request.getfixturevalue("postgres_dsn")) as store:
         client = Client(store)
         with psycopg.connect(other_db) as other:
-            with pytest.raises(ConfigurationError, match="database 'postgres'.*nothing was"):
+            with pytest.raises(ConfigurationError, match=r"database 'postgres'.*nothing was"):
                 client.enqueue("add", 1, connection=other)
         with psycopg.connect(base, autocommit=True) as auto:
             with pytest.raises(ConfigurationError, match="autocommit mode"):
@@ -349,7 +351,7 @@ def test_postgres_refuses_other_databases_drivers_and_no_transaction(
         with psycopg.connect(base) as failed:
             with pytest.raises(psycopg.errors.DivisionByZero):
                 failed.execute("SELECT 1 / 0")
-            with pytest.raises(ConfigurationError, match="inerror.*roll back"):
+            with pytest.raises(ConfigurationError, match=r"inerror.*roll back"):
                 client.enqueue("add", 1, connection=failed)
         with pytest.raises(ConfigurationError, match=r"sqlite3\.Connection: a PostgresTaskStore"):
             client.enqueue("add", 1, connection=sqlite3.connect(tmp_path / "x.db"))
@@ -365,7 +367,7 @@ def test_sqlite_refuses_other_files_drivers_and_autocommit(tmp_path: Path) -> No
         with pytest.raises(ConfigurationError, match="in-memory database"):
             client.enqueue("add", 1, connection=sqlite3.connect(":memory:"))
         auto = sqlite3.connect(tmp_path / "tasks.db", isolation_level=None)
-        with pytest.raises(ConfigurationError, match="autocommit mode.*BEGIN"):
+        with pytest.raises(ConfigurationError, match=r"autocommit mode.*BEGIN"):
             client.enqueue("add", 1, connection=auto)
         auto.execute("BEGIN")  # an explicit transaction is joined
         joined = client.enqueue("add", 1, connection=auto)
@@ -401,7 +403,7 @@ def test_async_client_with_a_connection_of_another_thread_is_refused(tmp_path: P
     path = tmp_path / "tasks.db"
     with SqliteTaskStore(path) as store:
         conn = sqlite3.connect(path)  # check_same_thread: AsyncClient writes in a thread
-        with pytest.raises(ConfigurationError, match="cannot be used here.*thread"):
+        with pytest.raises(ConfigurationError, match=r"cannot be used here.*thread"):
             asyncio.run(AsyncClient(store).enqueue("add", 1, connection=conn))
         shared = sqlite3.connect(path, check_same_thread=False)
         handle = asyncio.run(AsyncClient(store).enqueue("add", 1, connection=shared))
