@@ -244,6 +244,9 @@ def test_a_worker_runs_the_task_only_after_the_commit(caller: Caller, client: Cl
     worker = Worker(controller, max_parallel=2, poll_interval=60.0)
     worker.start()
     try:
+        # Once this ran, the worker is past its start (PostgreSQL: LISTENing).
+        assert client.enqueue("add", 0).wait(DEADLINE).status is S.SUCCEEDED
+        ran.clear()
         conn = caller.connect()
         handle = client.enqueue("add", 20, 1, connection=conn)
         assert caller.store.get(handle.task_id) is None
@@ -254,6 +257,7 @@ def test_a_worker_runs_the_task_only_after_the_commit(caller: Caller, client: Cl
         assert ran == [(handle.task_id, 21)]
         assert outcome.snapshot.owner == "w1"
     finally:
+        caller.store.notify_work()  # wakes the intake now, not at its next poll
         worker.shutdown(timeout=10)
 
 
@@ -438,3 +442,14 @@ def test_connection_is_an_option_name_like_delay(tmp_path: Path) -> None:
         with pytest.raises(ConfigurationError, match="a SqliteTaskStore joins"):
             client.enqueue("positional", "dsn", connection="postgresql://db")
         assert [s.task_id for s in store.query()] == [handle.task_id]
+
+
+@pytest.mark.parametrize("name", ["connection", "delay", "unique_for", "concurrency_key"])
+def test_the_cli_refuses_an_option_name_as_a_task_argument(name: str) -> None:
+    from chongming_task.cli._errors import UsageError
+    from chongming_task.cli._parsing import parse_task_kwargs
+
+    with pytest.raises(UsageError, match=f"--arg '{name}' is an option of the submission"):
+        parse_task_kwargs([f"{name}=5"], None)
+    with pytest.raises(UsageError, match=f"--args-json key '{name}' is an option"):
+        parse_task_kwargs(None, f'{{"{name}": 5}}')
