@@ -32,6 +32,7 @@ from chongming_task import (
 from chongming_task.controller import Controller
 from chongming_task.controller._registry import OPTION_NAMES, TaskRegistry
 from chongming_task.errors import ConfigurationError, DuplicateTaskId
+from chongming_task.queue._client import EnqueueOptions
 from chongming_task.stores._base import TaskStore
 from chongming_task.stores._capabilities import require_queue
 from chongming_task.worker import Worker
@@ -426,6 +427,7 @@ def test_async_client_with_a_connection_of_another_thread_is_refused(tmp_path: P
 def test_connection_is_an_option_name_like_delay(tmp_path: Path) -> None:
     assert {"delay", "not_before", "unique_key", "unique_for", "concurrency_key"} < OPTION_NAMES
     assert "connection" in OPTION_NAMES
+    assert EnqueueOptions.__optional_keys__ <= OPTION_NAMES  # every option of enqueue
 
     def keyword_only(ctx: Any, *, connection: str) -> str:
         return connection
@@ -455,3 +457,16 @@ def test_the_cli_refuses_an_option_name_as_a_task_argument(name: str) -> None:
         parse_task_kwargs([f"{name}=5"], None)
     with pytest.raises(UsageError, match=f"--args-json key '{name}' is an option"):
         parse_task_kwargs(None, f'{{"{name}": 5}}')
+
+
+def test_with_options_carries_the_connection(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.db"
+    registry = TaskRegistry()
+    registry.register("add", add)
+    with SqliteTaskStore(path) as store:
+        conn = sqlite3.connect(path)
+        handle = Client(store, tasks=registry).with_options(connection=conn).enqueue("add", 1)
+        assert store.get(handle.task_id) is None
+        conn.commit()
+        assert store.get(handle.task_id) is not None
+        conn.close()

@@ -250,6 +250,25 @@ def test_a_version_9_schema_gets_paused_queues_and_keeps_its_tasks(postgres_dsn:
     assert layout(postgres_dsn) == fresh
 
 
+def test_a_version_10_schema_gets_64_bit_priorities_and_keeps_its_tasks(
+    postgres_dsn: str,
+) -> None:
+    with PostgresTaskStore(postgres_dsn) as store:
+        store.create(snap("kept"), [step("kept", 0, TaskStatus.PENDING)])
+    fresh = layout(postgres_dsn)
+    admin(
+        postgres_dsn,
+        "ALTER TABLE ct_tasks ALTER COLUMN priority TYPE integer",
+        "UPDATE ct_meta SET value = 10 WHERE key = 'schema_version'",
+    )
+    with PostgresTaskStore(postgres_dsn) as store:
+        assert store.get("kept") == snap("kept")
+        wide = snap("wide", priority=2**40)
+        store.create(wide, [step("wide", 0, TaskStatus.PENDING)])
+        assert store.get("wide") == wide
+    assert layout(postgres_dsn) == fresh
+
+
 def test_a_newer_schema_is_refused_with_a_clear_message(postgres_dsn: str) -> None:
     PostgresTaskStore(postgres_dsn).close()
     admin(postgres_dsn, "UPDATE ct_meta SET value = 99 WHERE key = 'schema_version'")

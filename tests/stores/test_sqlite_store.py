@@ -196,7 +196,7 @@ def test_a_version_3_file_gets_claim_priorities_and_keeps_its_data(
     assert schema_of(path) == schema_of(fresh)
     with closing(sqlite3.connect(path)) as conn:
         found = conn.execute("SELECT value FROM ct_meta WHERE key = 'schema_version'").fetchone()
-    assert found[0] == SCHEMA_VERSION == 10
+    assert found[0] == SCHEMA_VERSION == 11
 
 
 def test_a_version_7_file_gets_unique_keys_and_keeps_its_tasks(path: str, tmp_path: Path) -> None:

@@ -13,12 +13,14 @@ object, and each controller decides what it registers.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, TypedDict
 
 from chongming_task import _validation
+from chongming_task._decorator import task_name
+from chongming_task._model import JSONValue
 from chongming_task.errors import ConfigurationError, UnknownTaskName
 from chongming_task.policies import RetryPolicy, Timeout
 
@@ -27,6 +29,7 @@ __all__ = [
     "OPTION_NAMES",
     "SPEC_ATTRIBUTE",
     "SUBMIT_OPTIONS",
+    "SubmitOptions",
     "TaskDefinition",
     "TaskRegistry",
 ]
@@ -34,25 +37,28 @@ __all__ = [
 #: Where ``@task`` stores its spec on the function object.
 SPEC_ATTRIBUTE = "__chongming_task__"
 
+
+class SubmitOptions(TypedDict, total=False):
+    """The keyword options of ``Controller.submit`` (as ``Controller.with_options`` takes them)."""
+
+    task_id: str | None
+    label: str | None
+    tags: Iterable[str] | None
+    priority: int | None
+    bucket_key: str | None
+    metadata: Mapping[str, JSONValue] | None
+    blocked: bool | str
+    retry: RetryPolicy | None
+    timeout: Timeout | None
+    skip_reason: str | None
+
+
 #: Keyword options of ``Controller.submit``. ``submit`` mixes the task's own keyword
 #: arguments with these (as the guide's samples do), so a task parameter with one of
 #: these names can never be passed *by keyword*. One that can be passed positionally
 #: (``submit("mark", "after")``, ``pipeline.node("mark", "after")``) is fine; only a
 #: keyword-only one could never be set, and that is refused at registration.
-SUBMIT_OPTIONS: frozenset[str] = frozenset(
-    {
-        "task_id",
-        "label",
-        "tags",
-        "priority",
-        "bucket_key",
-        "metadata",
-        "blocked",
-        "retry",
-        "timeout",
-        "skip_reason",
-    }
-)
+SUBMIT_OPTIONS: frozenset[str] = SubmitOptions.__optional_keys__
 
 #: Keyword options of ``Client.enqueue`` beyond ``submit``'s (the same rule applies:
 #: ``enqueue`` mixes them with the task's keyword arguments).
@@ -211,6 +217,22 @@ class TaskRegistry:
         if definition is None:
             raise UnknownTaskName(name, self._definitions)
         return definition
+
+    def name_for(self, task: str | Callable[..., Any]) -> str:
+        """The registered name ``task`` stands for: a name as given, or an ``@task``
+        function's own name, which must be registered to that very function.
+
+        Raises:
+            ConfigurationError: An undecorated function, or a function that is not the
+                one registered under its name (:class:`UnknownTaskName` if none is).
+        """
+        name = task_name(task)
+        if callable(task) and self.require(name).fn is not task:
+            raise ConfigurationError(
+                f"task {name!r} is registered to {self.require(name).fn!r}, not to "
+                f"{task!r}; pass the function that was registered (or its name)"
+            )
+        return name
 
     def names(self) -> list[str]:
         return sorted(self._definitions)

@@ -48,7 +48,7 @@ __all__ = [
 #: 5: the work queue. 6: checkpoint gaps. 7: global slots. 8: unique work. 9: fleet
 #: limits (declared limits and the starts rate limits count). 10: paused queues.
 #: Older databases are migrated on open; newer ones are refused.
-SCHEMA_VERSION: Final = 10
+SCHEMA_VERSION: Final = 11
 
 T = TypeVar("T")
 
@@ -169,6 +169,13 @@ class Dialect(ABC):
 
     def lock_unique(self, cur: Cursor, key: str) -> None:
         """Serialise the enqueues of unique key ``key`` (inside their transaction).
+
+        Nothing by default: SQLite's ``BEGIN IMMEDIATE`` already serialises writers.
+        """
+        return
+
+    def lock_pipeline(self, cur: Cursor, run: str) -> None:
+        """Serialise the transactions that settle nodes of pipeline run ``run``.
 
         Nothing by default: SQLite's ``BEGIN IMMEDIATE`` already serialises writers.
         """

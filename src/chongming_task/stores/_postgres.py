@@ -45,6 +45,7 @@ from chongming_task.errors import (
     StoreError,
 )
 from chongming_task.stores._base import SnapshotWrite
+from chongming_task.stores._dag import settles_a_node
 from chongming_task.stores._dialect import (
     SCHEMA_VERSION,
     Cursor,
@@ -410,7 +411,10 @@ class PostgresDialect(Dialect):
             snapshot, version, transitions = write
             params.append(_with_transitions(*store._update_params(snapshot, version, transitions)))
 
+        settling = [write.snapshot for write in writes if settles_a_node(write.snapshot)]
+
         def apply(cur: Cursor) -> list[ConcurrencyConflict | StoreError | None]:
+            store._lock_runs(cur, settling)
             driver: Any = cur
             driver.executemany(self.sql["update_task"], params, returning=True)
             written: list[bool] = []
@@ -418,6 +422,9 @@ class PostgresDialect(Dialect):
                 written.append(bool(driver.fetchone()[0]))
                 if not driver.nextset():
                     break
+            if settling:
+                stored = {w.snapshot.task_id for w, ok in zip(writes, written, strict=True) if ok}
+                store._settle_dag(cur, [s for s in settling if s.task_id in stored])
             return [
                 None if ok else store._conflict(cur, write.snapshot, write.expect_version)
                 for ok, write in zip(written, writes, strict=True)
@@ -439,6 +446,9 @@ class PostgresDialect(Dialect):
 
     def lock_unique(self, cur: Cursor, key: str) -> None:
         cur.execute(self.sql["unique_lock"], {"unique_key": key})
+
+    def lock_pipeline(self, cur: Cursor, run: str) -> None:
+        cur.execute(self.sql["pipeline_lock"], {"run": run})
 
     def instant(self, value: datetime) -> datetime:
         return value

@@ -224,6 +224,12 @@ CREATE TABLE IF NOT EXISTS ct_queue_pauses (
     paused_at timestamptz NOT NULL
 );
 
+-- name: migrate_11
+-- Version 11: a task's priority is a signed 64-bit integer, as the API promises (it
+-- was integer: a priority beyond 32 bits was accepted and then refused by the insert,
+-- so the task was never stored). The table is rewritten once, under the migration lock.
+ALTER TABLE ct_tasks ALTER COLUMN priority TYPE bigint;
+
 -- name: schema_exists
 SELECT count(*) FROM (SELECT to_regclass('ct_meta') AS t) r WHERE r.t IS NOT NULL;
 
@@ -317,6 +323,21 @@ t.status = ANY(%(statuses)s)
 
 -- name: filter_name_from
 t.name >= %(name_low)s
+
+-- name: filter_id_range
+(t.task_id >= %(id_low)s AND t.task_id < %(id_high)s)
+
+-- name: filter_id_from
+t.task_id >= %(id_low)s
+
+-- name: filter_id_after
+t.task_id > %(id_after)s
+
+-- name: filter_argument
+((json_typeof(t.doc -> 'metadata' -> 'recipe' -> 'args') = 'array'
+  AND strpos((t.doc -> 'metadata' -> 'recipe' -> 'args')::text, %(argument)s) > 0)
+ OR (json_typeof(t.doc -> 'metadata' -> 'recipe' -> 'kwargs') = 'object'
+  AND strpos((t.doc -> 'metadata' -> 'recipe' -> 'kwargs')::text, %(argument)s) > 0))
 
 -- name: filter_tag
 t.tags @> ARRAY[%(tag)s]::text[]
@@ -691,6 +712,14 @@ DELETE FROM ct_workers WHERE worker_id = %(worker_id)s;
 -- would let two transactions both read "none" and the loser fail on the index).
 SELECT pg_advisory_xact_lock(
     hashtext(current_schema() || '.chongming_task.unique'), hashtext(%(unique_key)s)
+);
+
+-- name: pipeline_lock
+-- Serialises the transactions that settle nodes of one fleet pipeline run (taken
+-- before their first write), so a node's join rule is judged on every upstream
+-- node's committed state and two settling transactions never lock each other's rows.
+SELECT pg_advisory_xact_lock(
+    hashtext(current_schema() || '.chongming_task.pipeline'), hashtext(%(run)s)
 );
 
 -- name: unique_standing

@@ -258,6 +258,11 @@ CREATE TABLE IF NOT EXISTS ct_queue_pauses (
     paused_at INTEGER NOT NULL
 ) WITHOUT ROWID;
 
+-- name: migrate_11
+-- Version 11: PostgreSQL widens a task's priority to 64 bits; SQLite's INTEGER is 64
+-- bits already, so nothing changes here but the version.
+SELECT 1;
+
 -- name: schema_exists
 SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'ct_meta';
 
@@ -308,9 +313,10 @@ WHERE task_id = :task_id AND status_version = :expect_version
 -- name: select_lost
 -- mark_lost_many's candidates, without the document: what the caller's failure function
 -- and the transition record need, the document's format version (another one takes the
--- generic path) and the row's seq, by which mark_lost finds it again.
+-- generic path) and the row's seq, by which mark_lost finds it again; meta_pipeline
+-- says which of them may be fleet pipeline nodes (whose dependants are judged next).
 SELECT t.seq, t.task_id, t.status, t.status_version, t.owner, t.lease_owner, t.lease_until,
-       json_extract(t.doc, '$.v'), json_extract(t.doc, '$.attempt')
+       json_extract(t.doc, '$.v'), json_extract(t.doc, '$.attempt'), t.meta_pipeline
 FROM ct_tasks t
 
 -- name: mark_lost
@@ -371,6 +377,21 @@ t.status IN (SELECT value FROM json_each(:statuses))
 
 -- name: filter_name_from
 t.name >= :name_low
+
+-- name: filter_id_range
+(t.task_id >= :id_low AND t.task_id < :id_high)
+
+-- name: filter_id_from
+t.task_id >= :id_low
+
+-- name: filter_id_after
+t.task_id > :id_after
+
+-- name: filter_argument
+((json_type(t.doc, '$.metadata.recipe.args') = 'array'
+  AND instr(json_extract(t.doc, '$.metadata.recipe.args'), :argument) > 0)
+ OR (json_type(t.doc, '$.metadata.recipe.kwargs') = 'object'
+  AND instr(json_extract(t.doc, '$.metadata.recipe.kwargs'), :argument) > 0))
 
 -- name: filter_tag
 t.seq IN (SELECT g.seq FROM ct_task_tags g WHERE g.tag = :tag)
