@@ -24,7 +24,15 @@ from chongming_task._model import JSONValue
 from chongming_task.errors import ConfigurationError, UnknownTaskName
 from chongming_task.policies import RetryPolicy, Timeout
 
-__all__ = ["SPEC_ATTRIBUTE", "SUBMIT_OPTIONS", "SubmitOptions", "TaskDefinition", "TaskRegistry"]
+__all__ = [
+    "ENQUEUE_OPTIONS",
+    "OPTION_NAMES",
+    "SPEC_ATTRIBUTE",
+    "SUBMIT_OPTIONS",
+    "SubmitOptions",
+    "TaskDefinition",
+    "TaskRegistry",
+]
 
 #: Where ``@task`` stores its spec on the function object.
 SPEC_ATTRIBUTE = "__chongming_task__"
@@ -51,6 +59,15 @@ class SubmitOptions(TypedDict, total=False):
 #: (``submit("mark", "after")``, ``pipeline.node("mark", "after")``) is fine; only a
 #: keyword-only one could never be set, and that is refused at registration.
 SUBMIT_OPTIONS: frozenset[str] = SubmitOptions.__optional_keys__
+
+#: Keyword options of ``Client.enqueue`` beyond ``submit``'s (the same rule applies:
+#: ``enqueue`` mixes them with the task's keyword arguments).
+ENQUEUE_OPTIONS: frozenset[str] = frozenset(
+    {"delay", "not_before", "unique_key", "unique_for", "concurrency_key", "connection"}
+)
+
+#: Every name a task's keyword-only parameter may not have.
+OPTION_NAMES: frozenset[str] = SUBMIT_OPTIONS | ENQUEUE_OPTIONS
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -96,15 +113,15 @@ def _check_parameters(name: str, fn: Callable[..., Any]) -> None:
     clashes = sorted(
         parameter.name
         for parameter in signature.parameters.values()
-        if parameter.kind is inspect.Parameter.KEYWORD_ONLY and parameter.name in SUBMIT_OPTIONS
+        if parameter.kind is inspect.Parameter.KEYWORD_ONLY and parameter.name in OPTION_NAMES
     )
     if clashes:
         raise ConfigurationError(
             f"task {name!r} has keyword-only parameter(s) {clashes} with the name of a "
-            f"Controller.submit() option ({sorted(SUBMIT_OPTIONS)}); submit() takes those "
-            "names as its own options, so such a parameter could never be set. Rename it, "
-            "or make it positional (submit() and pipeline.node() pass positional arguments "
-            "to the task unchanged)."
+            f"Controller.submit() or Client.enqueue() option ({sorted(OPTION_NAMES)}); "
+            "those take such names as their own options, so the parameter could never be "
+            "set. Rename it, or make it positional (submit(), enqueue() and pipeline.node() "
+            "pass positional arguments to the task unchanged)."
         )
 
 
@@ -130,7 +147,7 @@ class TaskRegistry:
 
         Raises:
             ConfigurationError: The name is taken, empty, or ``fn`` is not callable, or a
-                parameter of ``fn`` collides with a ``submit()`` option.
+                parameter of ``fn`` collides with a ``submit()`` or ``enqueue()`` option.
         """
         if fn is None and callable(name):
             fn, name = name, None

@@ -184,6 +184,7 @@ class EnqueueOptions(TypedDict, total=False):
     unique_key: str | None
     unique_for: float | timedelta | None
     concurrency_key: str | None
+    connection: object | None
 
 
 class TaskHandle(Generic[R_co]):
@@ -360,6 +361,7 @@ class Client:
         unique_key: str | None = None,
         unique_for: float | timedelta | None = None,
         concurrency_key: str | None = None,
+        connection: object | None = None,
         **kwargs: Any,
     ) -> TaskHandle[Any]: ...
 
@@ -381,6 +383,7 @@ class Client:
         unique_key: str | None = None,
         unique_for: float | timedelta | None = None,
         concurrency_key: str | None = None,
+        connection: object | None = None,
         **kwargs: Any,
     ) -> TaskHandle[Any]:
         """Store task ``task`` ``queued`` for a worker owning its bucket; returns its handle.
@@ -400,12 +403,20 @@ class Client:
         ``concurrency_key`` (``"tenant:42"``) is the dynamic key fleet limits count the
         task under, beside its tags (:meth:`set_limit`, docs/queue.md "Limits").
 
+        ``connection`` (a psycopg 3 connection to a PostgreSQL store's database, a
+        ``sqlite3.Connection`` to a SQLite store's file, or an SQLAlchemy
+        ``Connection`` wrapping either) writes the task and the workers' wake-up
+        inside that connection's open transaction: they commit with it, and a
+        rollback leaves no task and wakes nobody (docs/queue.md "Enqueue in your
+        transaction"). Nothing is committed by this call.
+
         Raises:
             ConfigurationError: Unknown name or arguments that do not bind (with
                 ``tasks=``), a non-JSON argument (the message gives its path), a taken
-                ``task_id``, a malformed option, or a function that is not an ``@task``
-                function (or, with ``tasks=``, not the one registered under its name);
-                nothing is stored then.
+                ``task_id``, a malformed option, a function that is not an ``@task``
+                function (or, with ``tasks=``, not the one registered under its name),
+                or a ``connection`` that is not one to the store's database or has no
+                transaction to join; nothing is stored then.
             StoreError: The store failed; nothing is stored.
         """
         key, window = check_unique(unique_key, unique_for)
@@ -425,6 +436,11 @@ class Client:
             concurrency_key=concurrency_key,
         )
         queue = require_queue(self.store, "Client.enqueue (workers claim from a queue)")
+        if connection is not None:
+            [(standing, created)] = queue.create_in_transaction(
+                connection, [(snapshot, records)], finished_since=self._finished_since(window)
+            )
+            return TaskHandle(self, standing, created=created)
         if key is None:
             self.store.create(snapshot, records)
             queue.notify_work()
@@ -468,6 +484,7 @@ class Client:
         unique_keys: Sequence[str | None] | None = None,
         unique_for: float | timedelta | None = None,
         concurrency_keys: Sequence[str | None] | None = None,
+        connection: object | None = None,
     ) -> list[TaskHandle[Any]]:
         """Enqueue ``name`` once per call (a tuple of args or a mapping of kwargs), all or none.
 
@@ -478,6 +495,7 @@ class Client:
         A call whose key has a standing task -- stored already, or created by an
         earlier call of this batch -- gets that task's handle (``created`` ``False``).
         ``concurrency_keys`` gives each call its ``concurrency_key`` (see :meth:`enqueue`).
+        ``connection``: the whole batch in the caller's transaction (see :meth:`enqueue`).
 
         Raises:
             ConfigurationError: As :meth:`enqueue`, naming the call at fault; nothing
@@ -542,6 +560,11 @@ class Client:
         if not entries:
             return []
         queue = require_queue(self.store, "Client.enqueue_many (workers claim from a queue)")
+        if connection is not None:
+            standing = queue.create_in_transaction(
+                connection, entries, finished_since=self._finished_since(window)
+            )
+            return [TaskHandle(self, task_id, created=created) for task_id, created in standing]
         if all(u is None for u in uniques):
             self.store.create_batch(entries)
             queue.notify_work()

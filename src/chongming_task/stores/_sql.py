@@ -246,6 +246,34 @@ class SqlStore(TaskStore, QueueStore):
     ) -> list[tuple[str, bool]]:
         """One transaction: per keyed entry, lock the key (PostgreSQL; SQLite's
         ``BEGIN IMMEDIATE`` serialises writers), read the standing task, insert if none."""
+        enqueue = self._unique_writes(entries, finished_since)
+        return self._run(enqueue, write=True, atomic=True) if entries else []
+
+    def create_in_transaction(
+        self,
+        connection: object,
+        entries: Sequence[tuple[TaskSnapshot, Sequence[Transition]]],
+        *,
+        finished_since: datetime | None = None,
+    ) -> list[tuple[str, bool]]:
+        """``create_unique`` plus the workers' wake-up, in the caller's transaction on
+        ``connection`` (``Dialect.run_in``): both commit or roll back with it."""
+        write = self._unique_writes(entries, finished_since)
+
+        def enqueue(cur: Cursor) -> list[tuple[str, bool]]:
+            results = write(cur)
+            if any(created for _, created in results):
+                cur.execute(self._sql["notify_work"], {"channel": self._dialect.channel})
+            return results
+
+        return self._dialect.run_in(connection, enqueue)
+
+    def _unique_writes(
+        self,
+        entries: Sequence[tuple[TaskSnapshot, Sequence[Transition]]],
+        finished_since: datetime | None,
+    ) -> Callable[[Cursor], list[tuple[str, bool]]]:
+        """What ``create_unique`` runs in its transaction (see there)."""
         refuse_repeated_ids(entries)
         prepared = [
             (
@@ -282,7 +310,7 @@ class SqlStore(TaskStore, QueueStore):
                 results.append((snapshot.task_id, True))
             return results
 
-        return self._run(enqueue, write=True, atomic=True) if prepared else []
+        return enqueue
 
     def _standing(
         self,

@@ -700,6 +700,16 @@ SELECT name, bucket, actor, reason, paused_at FROM ct_queue_pauses ORDER BY scop
 -- name: notify_work
 SELECT pg_notify(%(channel)s, 'queue');
 
+-- name: database_identity
+-- Which server (its start time) and database a connection is on, and its search_path:
+-- enqueue(connection=...) compares the first two with the store's and restores the
+-- third after running the store's statements in the caller's transaction.
+SELECT current_database(), pg_postmaster_start_time(), current_setting('search_path');
+
+-- name: set_search_path
+-- For the rest of the current transaction only (is_local), like SET LOCAL.
+SELECT set_config('search_path', %(search_path)s, true);
+
 -- name: upsert_worker
 INSERT INTO ct_workers (worker_id, heartbeat_at, doc)
 VALUES (%(worker_id)s, %(heartbeat_at)s, %(doc)s::json)

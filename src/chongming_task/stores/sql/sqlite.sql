@@ -732,6 +732,11 @@ SELECT name, bucket, actor, reason, paused_at FROM ct_queue_pauses ORDER BY scop
 -- name: notify_work
 UPDATE ct_meta SET value = value + 1 WHERE key = 'commands_rev';
 
+-- name: take_write_lock
+-- A write that changes nothing: in the caller's transaction (enqueue(connection=...))
+-- it takes the file's write lock before the unique-key reads, as BEGIN IMMEDIATE does.
+UPDATE ct_meta SET value = value WHERE key = 'commands_rev';
+
 -- name: upsert_worker
 INSERT INTO ct_workers (worker_id, heartbeat_at, doc) VALUES (:worker_id, :heartbeat_at, :doc)
 ON CONFLICT (worker_id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, doc = excluded.doc;
