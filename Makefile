@@ -46,7 +46,7 @@ dashboard-demo: $(STAMP)
 
 ## Re-take the dashboard screenshots in docs/images (the browser tests take them).
 screenshots: $(STAMP)
-	CHONGMING_UPDATE_SCREENSHOTS=1 $(BIN)/python -m pytest tests/web/test_browser.py tests/web/test_browser_gaps.py -k sqlite -q
+	CHONGMING_UPDATE_SCREENSHOTS=1 $(BIN)/python -m pytest tests/web/test_browser.py tests/web/test_browser_gaps.py tests/web/test_browser_a11y.py -k sqlite -q
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'

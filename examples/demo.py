@@ -17,10 +17,13 @@ one SQLite file:
 5. a new worker owning bucket A starts and runs the tasks that waited;
 6. the two ``lost`` tasks are run again with ``retry --status lost``: each keeps its id
    and history (the retry is recorded with who asked and why) and succeeds on the new
-   worker.
+   worker;
+7. a deploy: worker-b gets SIGTERM while two of tenant B's tasks are mid-run. It drains:
+   it claims nothing more, lets the running tasks finish, and exits 0; the task that
+   was still queued runs on its successor.
 
 Every command and its output is printed; every outcome is asserted. Runs in about
-twenty seconds.
+half a minute.
 """
 
 from __future__ import annotations
@@ -145,7 +148,7 @@ class Demo:
             for line in process.stdout:
                 lines.append(line.rstrip())
                 # The worker logs every transition; the demo shows the telling lines.
-                if any(word in line for word in ("ready", "lost", "Traceback", "rror")):
+                if any(word in line for word in ("ready", "lost", "drain", "Traceback", "rror")):
                     say(f"  [{name}] {line.rstrip()}")
 
         threading.Thread(target=pump, daemon=True).start()
@@ -285,10 +288,44 @@ def main() -> None:
             assert final[cancelled.task_id] is S.STOPPED
             started = [t.to_status for t in cancelled.transitions]
             assert S.STARTING not in started  # the cancelled body never ran
+
+            say("== 7. deploy: SIGTERM worker-b while two tasks run; it drains, loses nothing")
+            upload_b = Path(tmp) / "upload-B.csv"
+            deploy = [
+                client.enqueue(
+                    "render",
+                    key_b,
+                    n,
+                    wait_for=str(upload_b),
+                    bucket_key=key_b,
+                    task_id=f"{key_b[-1].lower()}-deploy-{n}",
+                )
+                for n in (1, 2, 3)
+            ]
+            running, behind = deploy[:2], deploy[2]
+            wait_for(lambda: all(h.status is S.RUNNING for h in running), "two deploy tasks")
+            say("$ kill -TERM <worker-b>")
+            demo.workers["worker-b"].send_signal(signal.SIGTERM)
+            wait_for(
+                lambda: any("drain" in line for line in demo.worker_lines["worker-b"]),
+                "worker-b to start draining",
+            )
+            upload_b.write_text("id,amount\n2,20\n")  # the running tasks can finish now
+            assert demo.workers["worker-b"].wait(timeout=60) == 0
+            for handle in running:
+                outcome = handle.wait(timeout=60)
+                assert outcome.ok, (handle.task_id, outcome.status)
+                assert outcome.snapshot.owner == "worker-b"
+            assert behind.status is S.QUEUED  # a draining worker claims nothing more
+            demo.start_worker("worker-b2", bucket_b)
+            outcome = behind.wait(timeout=60)
+            assert outcome.ok, (behind.task_id, outcome.status)
+            assert outcome.snapshot.owner == "worker-b2"
+            demo.run("history", running[0].task_id)
         finally:
             demo.stop_workers()
             store.close()
-        for name in ("worker-b", "worker-a2"):
+        for name in ("worker-b", "worker-a2", "worker-b2"):
             assert demo.workers[name].returncode == 0, (name, demo.worker_lines[name][-20:])
         say()
         say("demo finished: every outcome above was asserted")

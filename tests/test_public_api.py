@@ -175,6 +175,7 @@ PUBLIC: dict[str, str | None] = {
     "NodeOutcome": "chongming_task.pipeline._outcome",
     "PersistFailure": "chongming_task.controller._writethrough",
     "Pipeline": "chongming_task.pipeline._graph",
+    "PipelineHandle": "chongming_task.queue._pipelines",
     "PipelineOutcome": "chongming_task.pipeline._outcome",
     "PipelineRun": "chongming_task.pipeline._run",
     "PostgresTaskStore": "chongming_task.stores._postgres",

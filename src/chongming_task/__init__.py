@@ -77,6 +77,7 @@ if TYPE_CHECKING:  # type checkers see the real classes; runtime resolves them l
         serve_metrics,
     )
     from chongming_task.pipeline import NodeOutcome, Pipeline, PipelineOutcome, PipelineRun
+    from chongming_task.queue import AsyncClient, AsyncTaskHandle, Client, TaskHandle
     from chongming_task.run import TaskOutcome, TaskRun, run_task
     from chongming_task.runtime._context import RuntimeContext, TaskContext
     from chongming_task.runtime.executors._process import ProcessExecutor
@@ -134,6 +135,7 @@ _LAZY: dict[str, str] = {
     "Client": "chongming_task.queue",
     "AsyncClient": "chongming_task.queue",
     "TaskHandle": "chongming_task.queue",
+    "PipelineHandle": "chongming_task.queue",
     "AsyncTaskHandle": "chongming_task.queue",
     "Submission": "chongming_task.worker",
     "preview": "chongming_task.schedule._preview",
@@ -198,6 +200,7 @@ __all__ = [
     "NodeOutcome",
     "PersistFailure",
     "Pipeline",
+    "PipelineHandle",
     "PipelineOutcome",
     "PipelineRun",
     "PostgresTaskStore",

@@ -10,7 +10,7 @@ Whoever runs the task decides where it is registered.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Concatenate, Final, ParamSpec, Protocol, TypeVar, overload
 
@@ -22,10 +22,12 @@ from chongming_task.runtime._options import signature_of
 __all__ = [
     "RESERVED_OPTIONS",
     "TaskSpec",
+    "refuse_option_keywords",
     "reserved_collisions",
     "signature_of",
     "spec_of",
     "task",
+    "task_name",
 ]
 
 P = ParamSpec("P")
@@ -157,6 +159,43 @@ def spec_of(fn: object) -> TaskSpec | None:
     """The :class:`TaskSpec` that ``@task`` put on ``fn``, or ``None``."""
     spec = getattr(fn, SPEC_ATTRIBUTE, None)
     return spec if isinstance(spec, TaskSpec) else None
+
+
+def task_name(task: str | Callable[..., Any]) -> str:
+    """The task name a caller means: a name as given, or an ``@task`` function's own.
+
+    What lets ``Client.enqueue`` and ``Controller.submit`` take the task function itself
+    (so a type checker sees its parameters) while only its name crosses to the store:
+    the code that runs is still the one registered under that name.
+
+    Raises:
+        ConfigurationError: A callable that ``@task`` did not decorate.
+    """
+    if not callable(task):
+        return task  # a name: checked where it is looked up
+    spec = spec_of(task)
+    if spec is None:
+        raise ConfigurationError(
+            f"{getattr(task, '__name__', task)!r} is not an @task function: only a task's name "
+            "crosses to the workers, so decorate the function with @task (its name is then "
+            "taken from the definition) or pass the registered name as a string"
+        )
+    return spec.name
+
+
+def refuse_option_keywords(call: str, kwargs: Mapping[str, Any], options: Iterable[str]) -> None:
+    """Refuse a task keyword argument named like an option in a ``with_options(...)`` call.
+
+    There every keyword goes to the task (the options were given apart), so one named
+    like an option would mean something else than in the plain call: the guide's rule
+    for such a parameter holds in both spellings -- pass it positionally.
+    """
+    clash = sorted(set(kwargs) & set(options))
+    if clash:
+        raise ConfigurationError(
+            f"{call}: {clash[0]!r} is the name of an option; give options to with_options() "
+            "and pass a task parameter of that name positionally"
+        )
 
 
 def reserved_collisions(

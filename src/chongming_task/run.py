@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic
 
 from chongming_task._decorator import RESERVED_OPTIONS, reserved_collisions, spec_of
 from chongming_task._model import Failure, JSONValue, TaskSnapshot, Transition
@@ -51,6 +51,17 @@ __all__ = ["TaskOutcome", "TaskRun", "run_task"]
 
 S = TaskStatus
 
+if TYPE_CHECKING:
+    from typing_extensions import TypeVar
+
+    #: What the task returns; ``Any`` when not known (a bare ``TaskOutcome``, an
+    #: enqueue by name).
+    R_co = TypeVar("R_co", covariant=True, default=Any)
+else:  # TypeVar defaults need Python 3.13 at run time; only type checkers read them
+    from typing import TypeVar
+
+    R_co = TypeVar("R_co", covariant=True)
+
 #: Shared by every run created without ``clock=``, so they share one timer thread.
 _SYSTEM_CLOCK = SystemClock()
 _DEFAULT_EXECUTOR: Executor | None = None
@@ -69,20 +80,25 @@ def default_executor() -> Executor:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class TaskOutcome:
-    """How a run ended (guide §3.3)."""
+class TaskOutcome(Generic[R_co]):
+    """How a run ended (guide §3.3).
+
+    ``TaskOutcome[int]``: ``value`` is typed as what the task returns (from a typed
+    ``enqueue``/``submit`` of the task function); ``TaskOutcome`` alone is
+    ``TaskOutcome[Any]``.
+    """
 
     ok: bool
     """Whether the run ``succeeded``."""
     status: TaskStatus
-    value: Any
-    """What the body returned; ``None`` unless the run succeeded."""
+    value: R_co
+    """What the body returned; ``None`` unless the run succeeded (check ``ok`` first)."""
     failure: Failure | None
     snapshot: TaskSnapshot
     """The final snapshot: attempts, timestamps, progress, failure."""
 
 
-class TaskRun(RunControls, QueueOwnerEdges):
+class TaskRun(RunControls, QueueOwnerEdges, Generic[R_co]):
     """A handle on one task run: start it, control it, watch it, wait for it.
 
     Control (``stop``, ``pause``, ``resume``, ``cancel``) comes from
@@ -244,21 +260,22 @@ class TaskRun(RunControls, QueueOwnerEdges):
         return self._state.executor
 
     @property
-    def outcome(self) -> TaskOutcome | None:
+    def outcome(self) -> TaskOutcome[R_co] | None:
         """The outcome once the run is terminal, else ``None`` (never blocks)."""
         snapshot = self.snapshot
         if not snapshot.status.is_terminal:
             return None
         ok = snapshot.status is S.SUCCEEDED
+        value: Any = self._state.value if ok else None  # typed as the body's return
         return TaskOutcome(
             ok=ok,
             status=snapshot.status,
-            value=self._state.value if ok else None,
+            value=value,
             failure=snapshot.failure,
             snapshot=snapshot,
         )
 
-    def wait(self, timeout: float | None = None) -> TaskOutcome:
+    def wait(self, timeout: float | None = None) -> TaskOutcome[R_co]:
         """Block until the run is terminal and every listener has heard it.
 
         ``timeout`` is in real seconds (a caller's patience, not task time).

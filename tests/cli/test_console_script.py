@@ -161,7 +161,7 @@ def test_worker_is_controlled_from_other_processes(
 
     code = worker.terminate(signal.SIGTERM)
     assert code == 0, worker.output
-    assert "SIGTERM: shutting down; stopping 2 task(s)" in worker.output
+    assert "SIGTERM: shutting down; claiming nothing more; 2 task(s) running" in worker.output
     assert "  a (loop): running -> stopped" in worker.output
     assert "  c (loop): running -> stopped" in worker.output
     for task_id in ("a", "b", "c"):

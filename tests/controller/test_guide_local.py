@@ -245,7 +245,7 @@ def test_default_priority_comes_from_the_policy() -> None:
     assert run.snapshot.priority == 3
     assert controller.submit("noop", priority=-1).snapshot.priority == -1
     with pytest.raises(ConfigurationError, match="priority must be an integer"):
-        controller.submit("noop", priority="high")  # type: ignore[arg-type]
+        controller.submit("noop", priority="high")  # type: ignore[call-overload]
     controller.close()
 
 

@@ -91,6 +91,6 @@ def test_naive_bounds_are_refused(clocked: tuple[TaskStore, FakeClock]) -> None:
         with pytest.raises(ConfigurationError, match="created_after must be a timezone-aware"):
             controller.list_tasks(created_after=datetime(2026, 1, 1))
         with pytest.raises(ConfigurationError, match="updated_before"):
-            Client(store).list_tasks(updated_before="2026-01-01")
+            Client(store).list_tasks(updated_before="2026-01-01")  # type: ignore[arg-type]
     finally:
         controller.close()

@@ -60,6 +60,7 @@ CONTROLLER_MEMBERS = [
     "task_names",
     "wait",
     "wait_all",
+    "with_options",
 ]
 
 TASKRUN_MEMBERS = [

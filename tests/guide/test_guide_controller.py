@@ -298,7 +298,7 @@ def test_s8_5_names_only_never_code(work: Work) -> None:
         with pytest.raises(ConfigurationError, match="extract"):
             controller.submit("extract", "s3://x")  # never registered
         with pytest.raises(ConfigurationError):
-            controller.submit(work.extract, "s3://x")  # type: ignore[arg-type]
+            controller.submit(work.extract, "s3://x")  # code, not an @task function
         controller.register("extract", work.extract)
         with pytest.raises(ConfigurationError, match="extract"):
             controller.register("extract", work.transform)  # no silent override

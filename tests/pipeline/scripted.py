@@ -11,11 +11,11 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from chongming_task._joins import skip_failure
 from chongming_task._model import Failure, FailureKind, JSONValue, TaskSnapshot, Transition
 from chongming_task.core._clock import Clock, SystemClock
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.errors import ConfigurationError
-from chongming_task.pipeline._decisions import skip_failure
 from chongming_task.pipeline._port import NodeSubmission
 from chongming_task.states import TaskStatus
 

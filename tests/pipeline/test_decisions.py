@@ -6,8 +6,7 @@ import itertools
 
 import pytest
 
-from chongming_task._model import FailureKind
-from chongming_task.pipeline._decisions import (
+from chongming_task._joins import (
     FAIL_FAST_TRIGGERS,
     Verdict,
     decide_join,
@@ -17,6 +16,7 @@ from chongming_task.pipeline._decisions import (
     slot_free_first,
     triggers_fail_fast,
 )
+from chongming_task._model import FailureKind
 from chongming_task.policies import JoinMode
 from chongming_task.states import TERMINAL, TaskStatus
 

@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -317,7 +318,7 @@ def test_limits_through_the_client(store: TaskStore) -> None:
     ],
 )
 def test_bad_limits_are_refused_and_change_nothing(
-    key: str, options: dict[str, object], message: str
+    key: str, options: dict[str, Any], message: str
 ) -> None:
     client = Client(InMemoryTaskStore())
     client.set_limit("kept", concurrency=1)

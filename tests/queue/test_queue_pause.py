@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterable, Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -321,9 +322,7 @@ def test_the_async_client_pauses_and_resumes() -> None:
         ({"name": "noop", "reason": "x" * 513}, "at most 512 characters"),
     ],
 )
-def test_bad_pauses_are_refused_and_change_nothing(
-    options: dict[str, object], message: str
-) -> None:
+def test_bad_pauses_are_refused_and_change_nothing(options: dict[str, Any], message: str) -> None:
     store = InMemoryTaskStore()
     client = _client(store)
     with pytest.raises(ConfigurationError, match=re.escape(message)):

@@ -48,7 +48,12 @@ def test_both_dialects_define_the_same_sections() -> None:
     sqlite, postgres = load_sections("sqlite"), load_sections("postgres")
     # lock_slots, unique_lock: SQLite's BEGIN IMMEDIATE already serialises those writes.
     only_postgres = {"current_schema", "migration_lock", "lock_slots", "unique_lock"}
+    # enqueue(connection=...): PostgreSQL checks the database and sets the search_path,
+    # SQLite takes the write lock.
+    only_postgres |= {"database_identity", "set_search_path"}
+    only_postgres |= {"pipeline_lock"}  # a pipeline's join settles under it (SQLite: as above)
     only_sqlite = {"commands_rev", "update_task_hot", "select_lost", "mark_lost"}
+    only_sqlite |= {"take_write_lock"}
     assert set(sqlite) - only_sqlite == set(postgres) - only_postgres
 
 

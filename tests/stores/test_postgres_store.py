@@ -4,6 +4,7 @@ killed connections, atomic failures, connection hygiene."""
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -133,6 +134,12 @@ def _v3_command(dsn: str, command_id: str, action: str, **doc: Any) -> None:
     )
 
 
+def before_version_11(insert: str, params: dict[str, Any]) -> str:
+    """``insert_task`` as versions 6 to 10 wrote it (no meta_parent); drops its parameter."""
+    del params["meta_parent"]
+    return re.sub(r",\s*%\(meta_parent\)s", "", insert.replace(", meta_parent", ""))
+
+
 def test_a_version_3_schema_gets_claim_priorities_and_keeps_its_data(postgres_dsn: str) -> None:
     with PostgresTaskStore(postgres_dsn) as store:
         fresh = layout(postgres_dsn)
@@ -142,7 +149,7 @@ def test_a_version_3_schema_gets_claim_priorities_and_keeps_its_data(postgres_ds
     task = task_params(snap("kept"), store._instant, store._array)
     del task["checkpoint_gaps"]
     task["transitions"] = json.dumps([json.loads(encode_transition(step_0))])
-    insert = load_sections("postgres")["insert_task"]
+    insert = before_version_11(load_sections("postgres")["insert_task"], task)
     insert = insert.replace(", checkpoint_gaps", "").replace(", %(checkpoint_gaps)s::json", "")
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         conn.execute(insert, task)
@@ -210,7 +217,7 @@ def test_a_version_7_schema_gets_unique_keys_and_keeps_its_tasks(postgres_dsn: s
     params = task_params(old, lambda v: v, list)
     params["transitions"] = "[]"
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        conn.execute(load_sections("postgres")["insert_task"], params)
+        conn.execute(before_version_11(load_sections("postgres")["insert_task"], params), params)
     with PostgresTaskStore(postgres_dsn) as store:
         assert store.get("kept") == old
         new = snap("new", status=TaskStatus.QUEUED, metadata={"unique_key": "k"})
@@ -223,6 +230,38 @@ def test_a_version_7_schema_gets_unique_keys_and_keeps_its_tasks(postgres_dsn: s
     assert layout(postgres_dsn) == fresh
     # Idempotent: rewound to version 7, the schema migrates again to the same layout.
     admin(postgres_dsn, "UPDATE ct_meta SET value = 7 WHERE key = 'schema_version'")
+    PostgresTaskStore(postgres_dsn).close()
+    assert layout(postgres_dsn) == fresh
+
+
+def test_a_version_10_schema_gets_child_links_and_keeps_its_tasks(postgres_dsn: str) -> None:
+    """Version 11 adds meta_parent (indexed): a row written before it, whose metadata
+    happens to say "parent", stays without a link; children stored after it are found."""
+    from chongming_task.stores._queue_records import children_query
+
+    PostgresTaskStore(postgres_dsn).close()
+    fresh = layout(postgres_dsn)
+    admin(
+        postgres_dsn,
+        "DROP INDEX ct_tasks_parent",
+        "ALTER TABLE ct_tasks DROP COLUMN meta_parent",
+        "UPDATE ct_meta SET value = 10 WHERE key = 'schema_version'",
+    )
+    old = snap("kept", status=TaskStatus.QUEUED, metadata={"parent": "p"})
+    params = task_params(old, lambda v: v, list)
+    params["transitions"] = "[]"
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(before_version_11(load_sections("postgres")["insert_task"], params), params)
+    with PostgresTaskStore(postgres_dsn) as store:
+        assert store.get("kept") == old
+        store.create(snap("child", status=TaskStatus.QUEUED, metadata={"parent": "p"}))
+        assert [t.task_id for t in store.query(children_query("p"))] == ["child"]
+    assert dict(admin(postgres_dsn, "SELECT task_id, meta_parent FROM ct_tasks")) == {
+        "kept": None,
+        "child": "p",
+    }
+    assert layout(postgres_dsn) == fresh
+    admin(postgres_dsn, "UPDATE ct_meta SET value = 10 WHERE key = 'schema_version'")
     PostgresTaskStore(postgres_dsn).close()
     assert layout(postgres_dsn) == fresh
 
@@ -247,6 +286,25 @@ def test_a_version_9_schema_gets_paused_queues_and_keeps_its_tasks(postgres_dsn:
     # Idempotent: rewound to version 9, the schema migrates again to the same layout.
     admin(postgres_dsn, "UPDATE ct_meta SET value = 9 WHERE key = 'schema_version'")
     PostgresTaskStore(postgres_dsn).close()
+    assert layout(postgres_dsn) == fresh
+
+
+def test_a_version_10_schema_gets_64_bit_priorities_and_keeps_its_tasks(
+    postgres_dsn: str,
+) -> None:
+    with PostgresTaskStore(postgres_dsn) as store:
+        store.create(snap("kept"), [step("kept", 0, TaskStatus.PENDING)])
+    fresh = layout(postgres_dsn)
+    admin(
+        postgres_dsn,
+        "ALTER TABLE ct_tasks ALTER COLUMN priority TYPE integer",
+        "UPDATE ct_meta SET value = 10 WHERE key = 'schema_version'",
+    )
+    with PostgresTaskStore(postgres_dsn) as store:
+        assert store.get("kept") == snap("kept")
+        wide = snap("wide", priority=2**40)
+        store.create(wide, [step("wide", 0, TaskStatus.PENDING)])
+        assert store.get("wide") == wide
     assert layout(postgres_dsn) == fresh
 
 

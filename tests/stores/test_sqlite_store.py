@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from store_builders import snap, step
 
-from chongming_task._model import dumps
+from chongming_task._model import TaskSnapshot, dumps
 from chongming_task.errors import ConfigurationError, StoreError
 from chongming_task.states import TaskStatus
 from chongming_task.stores._codec import encode_transition, to_micros
@@ -124,8 +124,23 @@ def _v3_command(conn: sqlite3.Connection, command_id: str, action: str, **doc: A
 
 
 def before_version_6(insert: str) -> str:
-    """``insert_task`` as versions 1 to 5 wrote it: without the checkpoint_gaps column."""
-    return insert.replace(", checkpoint_gaps", "").replace(", :checkpoint_gaps", "")
+    """``insert_task`` as versions 1 to 5 wrote it: without the checkpoint_gaps column
+    (nor meta_parent, a column since version 11)."""
+    for column in ("checkpoint_gaps", "meta_parent"):
+        insert = insert.replace(f", {column}", "").replace(f", :{column}", "")
+    return insert
+
+
+def before_version_11(insert: str) -> str:
+    """``insert_task`` as versions 6 to 10 wrote it: without the meta_parent column."""
+    return insert.replace(", meta_parent", "").replace(", :meta_parent", "")
+
+
+def old_params(snapshot: TaskSnapshot) -> dict[str, object]:
+    """``task_params`` of ``snapshot`` for :func:`before_version_11`'s insert."""
+    params = task_params(snapshot, to_micros, lambda v: dumps(list(v)))
+    del params["meta_parent"]
+    return params
 
 
 def test_a_version_3_file_gets_claim_priorities_and_keeps_its_data(
@@ -136,7 +151,7 @@ def test_a_version_3_file_gets_claim_priorities_and_keeps_its_data(
     try:
         sections = load_sections("sqlite")
         params = task_params(snap("kept"), to_micros, lambda v: dumps(list(v)))
-        del params["checkpoint_gaps"]  # a column since version 6
+        del params["checkpoint_gaps"], params["meta_parent"]  # columns since versions 6, 11
         conn.execute(before_version_6(sections["insert_task"]), params)
         step_0 = step("kept", 0, TaskStatus.PENDING)
         conn.execute(
@@ -196,7 +211,7 @@ def test_a_version_3_file_gets_claim_priorities_and_keeps_its_data(
     assert schema_of(path) == schema_of(fresh)
     with closing(sqlite3.connect(path)) as conn:
         found = conn.execute("SELECT value FROM ct_meta WHERE key = 'schema_version'").fetchone()
-    assert found[0] == SCHEMA_VERSION == 10
+    assert found[0] == SCHEMA_VERSION == 12
 
 
 def test_a_version_7_file_gets_unique_keys_and_keeps_its_tasks(path: str, tmp_path: Path) -> None:
@@ -206,7 +221,7 @@ def test_a_version_7_file_gets_unique_keys_and_keeps_its_tasks(path: str, tmp_pa
     # unique work existed, it holds no key (the column starts NULL for every row).
     old = snap("kept", status=TaskStatus.QUEUED, metadata={"unique_key": "k"})
     with closing(sqlite3.connect(path, isolation_level=None)) as conn:
-        conn.execute(sections["insert_task"], task_params(old, to_micros, lambda v: dumps(list(v))))
+        conn.execute(before_version_11(sections["insert_task"]), old_params(old))
     with SqliteTaskStore(path) as store:
         assert store.get("kept") == old
         new = snap("new", status=TaskStatus.QUEUED, metadata={"unique_key": "k"})
@@ -234,10 +249,7 @@ def test_a_version_9_file_gets_paused_queues_and_keeps_its_tasks(path: str, tmp_
     file_at_version(path, 9)
     old = snap("kept", status=TaskStatus.QUEUED)
     with closing(sqlite3.connect(path, isolation_level=None)) as conn:
-        conn.execute(
-            load_sections("sqlite")["insert_task"],
-            task_params(old, to_micros, lambda v: dumps(list(v))),
-        )
+        conn.execute(before_version_11(load_sections("sqlite")["insert_task"]), old_params(old))
     with SqliteTaskStore(path) as store:
         assert store.get("kept") == old
         pause = QueuePause(name="kept", actor="ops", reason="r", paused_at=old.created_at)
@@ -250,6 +262,34 @@ def test_a_version_9_file_gets_paused_queues_and_keeps_its_tasks(path: str, tmp_
     raw(path, "UPDATE ct_meta SET value = 9 WHERE key = 'schema_version'")
     with SqliteTaskStore(path) as store:
         assert [p.name for p in store.list_queue_pauses()] == ["kept"]
+    assert schema_of(path) == schema_of(fresh)
+
+
+def test_a_version_10_file_gets_child_links_and_keeps_its_tasks(path: str, tmp_path: Path) -> None:
+    """Version 11 copies metadata["parent"] into meta_parent, indexed: a row written
+    before it (whose metadata happens to say "parent") stays a task without a parent
+    link; the children stored after the migration are found through ct_tasks_parent."""
+    from chongming_task.stores._queue_records import children_query
+
+    file_at_version(path, 10)
+    old = snap("kept", status=TaskStatus.QUEUED, metadata={"parent": "p"})
+    with closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        conn.execute(before_version_11(load_sections("sqlite")["insert_task"]), old_params(old))
+    with SqliteTaskStore(path) as store:
+        assert store.get("kept") == old
+        store.create(snap("child", status=TaskStatus.QUEUED, metadata={"parent": "p"}))
+        assert [t.task_id for t in store.query(children_query("p"))] == ["child"]
+    with closing(sqlite3.connect(path)) as conn:
+        plan = conn.execute(
+            "EXPLAIN QUERY PLAN SELECT seq FROM ct_tasks t WHERE t.meta_parent = 'p'"
+        ).fetchall()
+    assert "ct_tasks_parent" in " ".join(row[3] for row in plan)
+    fresh = str(tmp_path / "fresh.db")
+    SqliteTaskStore(fresh).close()
+    assert schema_of(path) == schema_of(fresh)
+    # Idempotent: rewound to version 10, the file migrates again to the same schema.
+    raw(path, "UPDATE ct_meta SET value = 10 WHERE key = 'schema_version'")
+    SqliteTaskStore(path).close()
     assert schema_of(path) == schema_of(fresh)
 
 

@@ -259,6 +259,8 @@ def test_oldest_queued_counts_due_tasks_and_the_due_time_is_shown(
         page = client.get("/tasks/delayed", headers=BEARER).text
         assert f'data-testid="due">{later.isoformat(timespec="seconds")}<' in page
         listed = client.get("/tasks", headers=BEARER).text
-        assert f'data-testid="due">{later.isoformat(timespec="seconds")}<' in listed
+        # The list says it relatively, with the exact time on hover.
+        assert f'data-testid="due"><time datetime="{later.isoformat()}"' in listed
+        assert f'title="{later.isoformat(timespec="seconds")}">in 110 min</time>' in listed
         clock.advance(3 * 3600)  # now both are due: the older one is the oldest
         assert client.get("/api/overview", headers=BEARER).json()["oldest_queued"] == "delayed"

@@ -199,9 +199,9 @@ def _reserved(key: str) -> str | None:
     if option is not None:
         return option
     from chongming_task._decorator import RESERVED_OPTIONS
-    from chongming_task.controller._registry import SUBMIT_OPTIONS
+    from chongming_task.controller._registry import OPTION_NAMES
 
-    if key in SUBMIT_OPTIONS or key in RESERVED_OPTIONS:
+    if key in OPTION_NAMES or key in RESERVED_OPTIONS:
         return "the submission (not settable as a task argument)"
     return None
 

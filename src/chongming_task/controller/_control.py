@@ -16,6 +16,13 @@ where the action goes depends only on who holds the task, read from the store:
 A command addressed to no holder is never written: nobody would ever apply it.
 Commands older versions wrote that way are settled by the first poller that claims
 them, through this same function (``CommandPoller``).
+
+A **stop reaches the task's children** (tasks it enqueued with ``ctx.enqueue``, found
+by the indexed parent link): once the stop of the task is applied, handed to its
+holder, or found the task finished already, every unfinished child is stopped through
+this same routing (a guarded write while unheld, a command to its holder otherwise),
+with the reason ``parent X stopped``, and so on down to the grandchildren. A parent
+that ends by itself (succeeds, fails, times out) leaves its children alone.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from chongming_task.errors import ConcurrencyConflict, ConfigurationError, Inval
 from chongming_task.states import TaskStatus
 from chongming_task.stores._base import Command, TaskNotFound, TaskStore
 from chongming_task.stores._capabilities import require_commands, save_unheld, wake_workers
+from chongming_task.stores._queue_records import children_query
 
 __all__ = ["ACTIONS", "Controllable", "Controlled", "check_action", "control_task"]
 
@@ -42,6 +50,8 @@ log = logging.getLogger("chongming_task.controller")
 ACTIONS: Final = frozenset({"stop", "pause", "resume"})
 #: Reads and routes before giving up on a task that keeps changing under us.
 _ATTEMPTS: Final = 20
+#: Outcomes of a stop after which the task's children are stopped too.
+_REACHES_CHILDREN: Final = frozenset({"applied", "requested", "finished"})
 
 Outcome = Literal["applied", "requested", "refused", "finished", "not_found", "not_held"]
 
@@ -107,6 +117,8 @@ def control_task(
         held: This process's runs (a controller's), tried first; ``None``: it holds none.
         pause_timeout: How long a pause of a run held here waits for confirmation.
 
+    A ``stop`` then stops the task's unfinished children, recursively (see above).
+
     Raises:
         ConfigurationError: ``action`` is not one of ``ACTIONS``, or a command is needed
             and the store keeps none.
@@ -114,6 +126,75 @@ def control_task(
     """
     check_action(action)
     check_lookup(task_id)
+    done = _route(
+        store,
+        task_id,
+        action,
+        actor=actor,
+        clock=clock,
+        reason=reason,
+        held=held,
+        pause_timeout=pause_timeout,
+    )
+    if action == "stop" and done.outcome in _REACHES_CHILDREN:
+        _stop_children(store, task_id, actor=actor, clock=clock, held=held)
+    return done
+
+
+def _stop_children(
+    store: TaskStore,
+    task_id: str,
+    *,
+    actor: str,
+    clock: Clock,
+    held: Callable[[str], Controllable | None] | None,
+) -> None:
+    """Stop every unfinished descendant of ``task_id``, each as ``parent X stopped``.
+
+    A child that cannot be stopped (it keeps changing, or it needs a command the store
+    cannot keep) is logged and passed over: the parent's stop stands either way.
+    """
+    seen = {task_id}
+    parents = [task_id]
+    while parents:
+        parent = parents.pop()
+        for child in store.query(children_query(parent)):
+            if child.task_id in seen:
+                continue
+            seen.add(child.task_id)
+            if child.is_terminal:
+                parents.append(child.task_id)  # its own children may still run
+                continue
+            try:
+                done = _route(
+                    store,
+                    child.task_id,
+                    "stop",
+                    actor=actor,
+                    clock=clock,
+                    reason=f"parent {parent} stopped",
+                    held=held,
+                    pause_timeout=None,
+                )
+            except (ConcurrencyConflict, ConfigurationError) as exc:
+                log.warning("could not stop %s, a child of %s: %s", child.task_id, parent, exc)
+                continue
+            if done.outcome in _REACHES_CHILDREN:
+                parents.append(child.task_id)
+
+
+def _route(
+    store: TaskStore,
+    task_id: str,
+    action: str,
+    *,
+    actor: str,
+    clock: Clock,
+    reason: str | None,
+    held: Callable[[str], Controllable | None] | None,
+    pause_timeout: float | None,
+) -> Controlled:
+    """Apply ``action`` to ``task_id`` alone, routed by who holds it."""
     last: int | None = None
     for _ in range(_ATTEMPTS):
         run = held(task_id) if held is not None else None

@@ -21,12 +21,19 @@ them: the one write path, the lease set, the shutdown); every method here delega
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, Unpack, overload
 
+from chongming_task._decorator import refuse_option_keywords
 from chongming_task._model import JSONValue, TaskSnapshot, Transition
-from chongming_task._validation import check_count, check_int, check_lookup, check_timeout
+from chongming_task._validation import (
+    check_count,
+    check_int,
+    check_lookup,
+    check_timeout,
+    refuse_unknown_keywords,
+)
 from chongming_task.controller import _buckets as bucket_rules
 from chongming_task.controller._commands import CommandListener
 from chongming_task.controller._events import Subscriber
@@ -40,7 +47,7 @@ from chongming_task.controller._options import (
 )
 from chongming_task.controller._parts import Parts
 from chongming_task.controller._reconcile import ReconcileReport
-from chongming_task.controller._registry import TaskDefinition
+from chongming_task.controller._registry import SUBMIT_OPTIONS, SubmitOptions, TaskDefinition
 from chongming_task.controller._stats import ControllerStats
 from chongming_task.controller._submission import BatchOptions
 from chongming_task.controller._waiting import wait_for_runs
@@ -48,13 +55,17 @@ from chongming_task.controller._writethrough import PendingWrite, PersistFailure
 from chongming_task.core._clock import Clock
 from chongming_task.policies import BucketPolicy, RetryPolicy, Timeout
 from chongming_task.run import TaskOutcome, TaskRun
+from chongming_task.runtime._context import TaskContext
 from chongming_task.stores._base import TaskStore
 
 if TYPE_CHECKING:
     from chongming_task._explain import Explanation
     from chongming_task.pipeline import Pipeline, PipelineRun
 
-__all__ = ["Controller"]
+__all__ = ["Controller", "SubmitWithOptions"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 class Controller:
@@ -125,9 +136,24 @@ class Controller:
     def definitions(self) -> list[TaskDefinition]:
         return self.registry.definitions()
 
+    @overload
     def submit(
         self,
-        name: str,
+        task: Callable[Concatenate[TaskContext, P], Coroutine[Any, Any, R]],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> TaskRun[R]: ...
+
+    @overload
+    def submit(
+        self, task: Callable[Concatenate[TaskContext, P], R], /, *args: P.args, **kwargs: P.kwargs
+    ) -> TaskRun[R]: ...
+
+    @overload
+    def submit(
+        self,
+        task: str,
         /,
         *args: Any,
         task_id: str | None = None,
@@ -141,18 +167,42 @@ class Controller:
         timeout: Timeout | None = None,
         skip_reason: str | None = None,
         **kwargs: Any,
-    ) -> TaskRun:
-        """Submit registered task ``name`` (other arguments go to the task); its ``TaskRun``.
+    ) -> TaskRun[Any]: ...
 
-        Stored, then queued; ``blocked`` waits for upstream without a slot (a string is
-        the reason), ``skip_reason`` ends it ``skipped`` at once (docs/controller.md).
+    # The typed signatures take no options (a type checker cannot tell them from the
+    # task's own keywords: docs/queue.md "Typed enqueue"); at run time they still may.
+    def submit(  # type: ignore[misc]
+        self,
+        task: str | Callable[..., Any],
+        /,
+        *args: Any,
+        task_id: str | None = None,
+        label: str | None = None,
+        tags: Iterable[str] | None = None,
+        priority: int | None = None,
+        bucket_key: str | None = None,
+        metadata: Mapping[str, JSONValue] | None = None,
+        blocked: bool | str = False,
+        retry: RetryPolicy | None = None,
+        timeout: Timeout | None = None,
+        skip_reason: str | None = None,
+        **kwargs: Any,
+    ) -> TaskRun[Any]:
+        """Submit registered task ``task`` (other arguments go to the task); its ``TaskRun``.
+
+        ``task`` is the registered name or the registered ``@task`` function itself
+        (typed: a type checker checks the arguments and ``run.wait().value``; options
+        then go through :meth:`with_options`). Stored, then queued; ``blocked`` waits
+        for upstream without a slot (a string is the reason), ``skip_reason`` ends it
+        ``skipped`` at once (docs/controller.md).
 
         Raises:
-            ConfigurationError: Unregistered name, duplicate ``task_id``, bad tags or
+            ConfigurationError: Unregistered name, a function that is not the ``@task``
+                function registered under its name, duplicate ``task_id``, bad tags or
                 metadata, a bucket this node does not own, or a closed controller.
         """
         return self._parts.submission.submit(
-            name,
+            self.registry.name_for(task),
             args,
             kwargs,
             task_id=task_id,
@@ -167,14 +217,27 @@ class Controller:
             skip_reason=skip_reason,
         )
 
+    def with_options(self, **options: Unpack[SubmitOptions]) -> SubmitWithOptions:
+        """:meth:`submit` with these options, given apart from the task's arguments.
+
+        ``controller.with_options(tags=["db"]).submit(sync, "tenant-A")``: a type
+        checker checks every argument after ``sync`` against its parameters.
+
+        Raises:
+            TypeError: A keyword that is no option (naming the nearest).
+        """
+        refuse_unknown_keywords("with_options", options, SUBMIT_OPTIONS)
+        return SubmitWithOptions(self, options)
+
     def submit_many(
         self,
-        name: str,
+        name: str | Callable[..., Any],
         calls: Iterable[tuple[Any, ...] | Mapping[str, Any]],
         /,
         **options: Unpack[BatchOptions],
-    ) -> list[TaskRun]:
-        """Submit ``name`` once per item of ``calls`` (a tuple of args or a mapping of kwargs).
+    ) -> list[TaskRun[Any]]:
+        """Submit ``name`` (or its ``@task`` function) once per item of ``calls`` (a tuple
+        of args or a mapping of kwargs).
 
         All or nothing, in one write; :class:`BatchOptions` are :meth:`submit`'s options
         plus ``task_ids``/``bucket_keys`` (one per item). The runs, in order, ``queued``.
@@ -183,7 +246,7 @@ class Controller:
             ConfigurationError: As :meth:`submit`, naming the item at fault; nothing
                 of the batch is stored or held then.
         """
-        return self._parts.submission.submit_many(name, calls, **options)
+        return self._parts.submission.submit_many(self.registry.name_for(name), calls, **options)
 
     def stop(self, task_id: str, *, reason: str | None = None) -> bool:
         """Request a stop; ``True`` if found here or in the store (another's: "accepted")."""
@@ -362,3 +425,43 @@ class Controller:
             f"Controller(owner={self.owner!r}, max_parallel={self.concurrency.max_parallel}, "
             f"active={self.active_count}, queued={self.queued_count})"
         )
+
+
+class SubmitWithOptions:
+    """:meth:`Controller.submit` with options given apart: ``controller.with_options(...)``.
+
+    Every keyword of :meth:`submit` goes to the task; one named like an option is
+    refused (pass that parameter positionally, the rule of the plain call).
+    """
+
+    __slots__ = ("_controller", "_options")
+
+    def __init__(self, controller: Controller, options: SubmitOptions) -> None:
+        self._controller = controller
+        self._options = options
+
+    @overload
+    def submit(
+        self,
+        task: Callable[Concatenate[TaskContext, P], Coroutine[Any, Any, R]],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> TaskRun[R]: ...
+
+    @overload
+    def submit(
+        self, task: Callable[Concatenate[TaskContext, P], R], /, *args: P.args, **kwargs: P.kwargs
+    ) -> TaskRun[R]: ...
+
+    @overload
+    def submit(self, task: str, /, *args: Any, **kwargs: Any) -> TaskRun[Any]: ...
+
+    def submit(self, task: str | Callable[..., Any], /, *args: Any, **kwargs: Any) -> TaskRun[Any]:
+        """As :meth:`Controller.submit` with the options given to ``with_options``."""
+        refuse_option_keywords("submit", kwargs, SUBMIT_OPTIONS)
+        name = self._controller.registry.name_for(task)
+        return self._controller.submit(name, *args, **self._options, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"SubmitWithOptions({self._controller!r}, {self._options!r})"

@@ -23,7 +23,7 @@ from chongming_task._redact import redact, redact_json, redact_traceback
 from chongming_task.controller._table import elapsed_seconds
 from chongming_task.core._clock import utc_now
 from chongming_task.core.state_machine import StateMachine
-from chongming_task.stores._queue_records import recipe_of
+from chongming_task.stores._queue_records import parent_of, recipe_of
 
 if TYPE_CHECKING:
     from chongming_task._model import Failure, Progress, TaskSnapshot, Transition
@@ -152,6 +152,7 @@ def task_doc(
         "lease_until": _dt(snapshot.lease_until),
         "failure": failure_doc(snapshot.failure, traceback=full),
         "controls": controls_of(snapshot),
+        "parent": parent_of(snapshot),
     }
     if full:
         doc["outcome"] = redact_json(snapshot.outcome)

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from chongming_task.controller._dispatch import Dispatcher
     from chongming_task.controller._submission import Submission
     from chongming_task.run import TaskRun
+    from chongming_task.runtime._context import ChildTasks
 
 __all__ = ["ControllerInternals"]
 
@@ -30,17 +31,18 @@ class ControllerInternals:
         self._dispatch = dispatch
         self._owner = owner
 
-    def run_claimed(self, stored: TaskSnapshot) -> TaskRun:
+    def run_claimed(self, stored: TaskSnapshot, children: ChildTasks | None = None) -> TaskRun:
         """Run a task this controller claimed from the work queue, as a local submit would.
 
         ``stored`` is the ``queued`` snapshot ``TaskStore.claim_queued`` returned (held
-        by this controller); it waits for a slot like any submission.
+        by this controller); it waits for a slot like any submission. ``children``: how
+        its ``ctx.enqueue`` stores child tasks (``None``: it cannot).
 
         Raises:
             ConfigurationError: No recipe, an unregistered name, arguments that do not
                 fit the signature, or a closed controller (nothing is written then).
         """
-        return self._submission.run_claimed(stored)
+        return self._submission.run_claimed(stored, children)
 
     def release(
         self,

@@ -13,39 +13,61 @@ object, and each controller decides what it registers.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, TypedDict
 
 from chongming_task import _validation
+from chongming_task._decorator import task_name
+from chongming_task._model import JSONValue
 from chongming_task.errors import ConfigurationError, UnknownTaskName
 from chongming_task.policies import RetryPolicy, Timeout
 
-__all__ = ["SPEC_ATTRIBUTE", "SUBMIT_OPTIONS", "TaskDefinition", "TaskRegistry"]
+__all__ = [
+    "ENQUEUE_OPTIONS",
+    "OPTION_NAMES",
+    "SPEC_ATTRIBUTE",
+    "SUBMIT_OPTIONS",
+    "SubmitOptions",
+    "TaskDefinition",
+    "TaskRegistry",
+]
 
 #: Where ``@task`` stores its spec on the function object.
 SPEC_ATTRIBUTE = "__chongming_task__"
+
+
+class SubmitOptions(TypedDict, total=False):
+    """The keyword options of ``Controller.submit`` (as ``Controller.with_options`` takes them)."""
+
+    task_id: str | None
+    label: str | None
+    tags: Iterable[str] | None
+    priority: int | None
+    bucket_key: str | None
+    metadata: Mapping[str, JSONValue] | None
+    blocked: bool | str
+    retry: RetryPolicy | None
+    timeout: Timeout | None
+    skip_reason: str | None
+
 
 #: Keyword options of ``Controller.submit``. ``submit`` mixes the task's own keyword
 #: arguments with these (as the guide's samples do), so a task parameter with one of
 #: these names can never be passed *by keyword*. One that can be passed positionally
 #: (``submit("mark", "after")``, ``pipeline.node("mark", "after")``) is fine; only a
 #: keyword-only one could never be set, and that is refused at registration.
-SUBMIT_OPTIONS: frozenset[str] = frozenset(
-    {
-        "task_id",
-        "label",
-        "tags",
-        "priority",
-        "bucket_key",
-        "metadata",
-        "blocked",
-        "retry",
-        "timeout",
-        "skip_reason",
-    }
+SUBMIT_OPTIONS: frozenset[str] = SubmitOptions.__optional_keys__
+
+#: Keyword options of ``Client.enqueue`` beyond ``submit``'s (the same rule applies:
+#: ``enqueue`` mixes them with the task's keyword arguments).
+ENQUEUE_OPTIONS: frozenset[str] = frozenset(
+    {"delay", "not_before", "unique_key", "unique_for", "concurrency_key", "connection"}
 )
+
+#: Every name a task's keyword-only parameter may not have.
+OPTION_NAMES: frozenset[str] = SUBMIT_OPTIONS | ENQUEUE_OPTIONS
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -91,15 +113,15 @@ def _check_parameters(name: str, fn: Callable[..., Any]) -> None:
     clashes = sorted(
         parameter.name
         for parameter in signature.parameters.values()
-        if parameter.kind is inspect.Parameter.KEYWORD_ONLY and parameter.name in SUBMIT_OPTIONS
+        if parameter.kind is inspect.Parameter.KEYWORD_ONLY and parameter.name in OPTION_NAMES
     )
     if clashes:
         raise ConfigurationError(
             f"task {name!r} has keyword-only parameter(s) {clashes} with the name of a "
-            f"Controller.submit() option ({sorted(SUBMIT_OPTIONS)}); submit() takes those "
-            "names as its own options, so such a parameter could never be set. Rename it, "
-            "or make it positional (submit() and pipeline.node() pass positional arguments "
-            "to the task unchanged)."
+            f"Controller.submit() or Client.enqueue() option ({sorted(OPTION_NAMES)}); "
+            "those take such names as their own options, so the parameter could never be "
+            "set. Rename it, or make it positional (submit(), enqueue() and pipeline.node() "
+            "pass positional arguments to the task unchanged)."
         )
 
 
@@ -125,7 +147,7 @@ class TaskRegistry:
 
         Raises:
             ConfigurationError: The name is taken, empty, or ``fn`` is not callable, or a
-                parameter of ``fn`` collides with a ``submit()`` option.
+                parameter of ``fn`` collides with a ``submit()`` or ``enqueue()`` option.
         """
         if fn is None and callable(name):
             fn, name = name, None
@@ -195,6 +217,22 @@ class TaskRegistry:
         if definition is None:
             raise UnknownTaskName(name, self._definitions)
         return definition
+
+    def name_for(self, task: str | Callable[..., Any]) -> str:
+        """The registered name ``task`` stands for: a name as given, or an ``@task``
+        function's own name, which must be registered to that very function.
+
+        Raises:
+            ConfigurationError: An undecorated function, or a function that is not the
+                one registered under its name (:class:`UnknownTaskName` if none is).
+        """
+        name = task_name(task)
+        if callable(task) and self.require(name).fn is not task:
+            raise ConfigurationError(
+                f"task {name!r} is registered to {self.require(name).fn!r}, not to "
+                f"{task!r}; pass the function that was registered (or its name)"
+            )
+        return name
 
     def names(self) -> list[str]:
         return sorted(self._definitions)

@@ -36,12 +36,14 @@ from chongming_task.errors import ConfigurationError, ControllerClosed, Duplicat
 from chongming_task.policies import RetryPolicy, Timeout
 from chongming_task.run import TaskRun
 from chongming_task.states import TaskStatus
+from chongming_task.stores._dag import links_of, upstream_values
 from chongming_task.stores._queue_records import recipe_of
 
 if TYPE_CHECKING:
     from chongming_task.controller._dispatch import Dispatcher
     from chongming_task.controller._events import EventBus
     from chongming_task.controller._writethrough import WriteThrough
+    from chongming_task.runtime._context import ChildTasks
 
 __all__ = ["BatchOptions", "Submission"]
 
@@ -212,13 +214,14 @@ class Submission:
         owner = self._options.owner
         return self._enter(common, built, lambda run: run.enqueue(actor=owner), batch=batch)
 
-    def run_claimed(self, stored: TaskSnapshot) -> TaskRun:
+    def run_claimed(self, stored: TaskSnapshot, children: ChildTasks | None = None) -> TaskRun:
         """Run a task this controller claimed from the work queue, as a local submit would.
 
         ``stored`` is the ``queued`` snapshot ``TaskStore.claim_queued`` returned (held
         by this controller); the run continues its history and versions and calls the
         registered function with the recipe's JSON arguments (guide §8.5: only the
         name and JSON came through the store). It waits for a slot like any submission.
+        ``children``: how its ``ctx.enqueue`` stores child tasks (the worker's queue).
 
         Raises:
             ConfigurationError: No recipe, an unregistered name, arguments that do not
@@ -236,8 +239,14 @@ class Submission:
             timeout=None,
         )
         run = self._new_run(
-            common, recipe.args, dict(recipe.kwargs or {}), task_id=stored.task_id, stored=stored
+            common,
+            recipe.args,
+            dict(recipe.kwargs or {}),
+            task_id=stored.task_id,
+            stored=stored,
+            upstream=self._upstream(stored),
         )
+        run._state.children = children
         self._dispatch.hold(run, priority=stored.priority, tags=stored.tags, bucket=stored.bucket)
         try:
             self._writes.adopt(stored)
@@ -371,6 +380,16 @@ class Submission:
             timeout=definition.timeout if timeout is None else timeout,
         )
 
+    def _upstream(self, stored: TaskSnapshot) -> dict[str, JSONValue] | None:
+        """``ctx.upstream`` of a fleet pipeline node, read from the store as it starts:
+        the return values of its succeeded upstream nodes (``None`` for other tasks)."""
+        links = links_of(stored)
+        if links is None:
+            return None
+        store = self._writes.store
+        found = {task_id: store.get(task_id) for task_id in links.upstream.values()}
+        return upstream_values(stored, found)
+
     def _new_run(
         self,
         common: _Common,
@@ -382,6 +401,7 @@ class Submission:
         bucket: int | None = None,
         bucket_key: str | None = None,
         stored: TaskSnapshot | None = None,
+        upstream: Mapping[str, JSONValue] | None = None,
     ) -> TaskRun:
         """The run, still ``pending`` (or, with ``stored``, continuing that queued task)."""
         options = self._options
@@ -406,6 +426,7 @@ class Submission:
             metadata=common.metadata,
             pause_timeout=options.pause_timeout,
             stored=stored,
+            upstream=upstream,
         )
 
     def _batch_ids(self, name: str, count: int, task_ids: Sequence[str] | None) -> list[str]:

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from chongming_task._joins import skip_failure
 from chongming_task._model import JSONValue
 from chongming_task.errors import ControllerClosed, InvalidState
-from chongming_task.pipeline._decisions import skip_failure
 from chongming_task.pipeline._port import NodeSubmission, Subscriber
 
 if TYPE_CHECKING:

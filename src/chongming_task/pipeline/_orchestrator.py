@@ -23,8 +23,7 @@ from functools import partial
 from types import MappingProxyType
 from typing import Any
 
-from chongming_task._model import JSONValue, TaskSnapshot, Transition
-from chongming_task.pipeline._decisions import (
+from chongming_task._joins import (
     Verdict,
     decide_join,
     fail_fast_plan,
@@ -32,6 +31,7 @@ from chongming_task.pipeline._decisions import (
     slot_free_first,
     triggers_fail_fast,
 )
+from chongming_task._model import JSONValue, TaskSnapshot, Transition
 from chongming_task.pipeline._graph import Node
 from chongming_task.pipeline._outcome import NodeFailure, NodeOutcome, PipelineOutcome
 from chongming_task.pipeline._port import ControllerPort

@@ -32,7 +32,7 @@ def node_task_id(run_id: str, node_id: str) -> str:
     return f"{run_id}/{node_id}"
 
 
-def _checked_run_id(pipeline: Pipeline, run_id: str | None) -> str:
+def checked_run_id(pipeline: Pipeline, run_id: str | None) -> str:
     if run_id is None:
         return new_run_id(pipeline)
     if not isinstance(run_id, str) or not run_id.strip():
@@ -69,7 +69,7 @@ def submit_to_port(
         CircularDependency: the graph has a cycle (nothing was created).
     """
     order = pipeline.validate(port.is_registered)
-    run_id = _checked_run_id(pipeline, run_id)
+    run_id = checked_run_id(pipeline, run_id)
     metadata = _node_metadata(port, pipeline, run_id)
     task_ids = {node_id: node_task_id(run_id, node_id) for node_id in order}
     taken = [task_id for task_id in task_ids.values() if port.exists(task_id)]

@@ -10,6 +10,7 @@ from __future__ import annotations
 from chongming_task.controller._control import control_task
 from chongming_task.controller._retry import RetryReport
 from chongming_task.queue._client import AsyncClient, AsyncTaskHandle, Client, TaskHandle
+from chongming_task.queue._pipelines import PipelineHandle
 from chongming_task.stores._limits import GlobalSlot
 from chongming_task.stores._queue_records import RECIPE_KEY, Recipe, WorkerRecord, recipe_of
 
@@ -19,6 +20,7 @@ __all__ = [
     "AsyncTaskHandle",
     "Client",
     "GlobalSlot",
+    "PipelineHandle",
     "Recipe",
     "RetryReport",
     "TaskHandle",

@@ -18,11 +18,22 @@ import asyncio
 import contextlib
 import math
 import secrets
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Concatenate,
+    Generic,
+    ParamSpec,
+    TypedDict,
+    TypeVar,
+    Unpack,
+    overload,
+)
 
+from chongming_task._decorator import refuse_option_keywords, task_name
 from chongming_task._model import JSONValue, TaskSnapshot, Transition
 from chongming_task._validation import (
     check_aware,
@@ -36,6 +47,7 @@ from chongming_task._validation import (
     check_text,
     check_timeout,
     check_unique,
+    refuse_unknown_keywords,
 )
 from chongming_task.controller._control import Controlled, control_task
 from chongming_task.controller._options import QueueTaskFilters, default_owner, task_query
@@ -43,15 +55,20 @@ from chongming_task.controller._registry import TaskRegistry
 from chongming_task.controller._retry import RetryReport, retry_query, retry_task, retry_tasks
 from chongming_task.controller._waiting import outcome_of, wait_in_store
 from chongming_task.core.state_machine import StateMachine
-from chongming_task.errors import ConfigurationError
+from chongming_task.errors import ConfigurationError, DuplicateTaskId
 from chongming_task.observability._trace_context import TRACEPARENT, inject_trace_context
+from chongming_task.pipeline import Pipeline
+from chongming_task.pipeline._submit import checked_run_id
 from chongming_task.policies import BucketPolicy
-from chongming_task.run import TaskOutcome
+from chongming_task.queue._pipelines import PipelineHandle, pipeline_entries
+from chongming_task.run import R_co, TaskOutcome
 from chongming_task.runtime._attempt import TaskCall
+from chongming_task.runtime._context import TaskContext
 from chongming_task.runtime._options import check_signature
 from chongming_task.states import TaskStatus
 from chongming_task.stores._base import TaskStore
 from chongming_task.stores._capabilities import require_queue
+from chongming_task.stores._dag import DAG_KEY
 from chongming_task.stores._limits import (
     FleetLimit,
     check_concurrency_key,
@@ -64,12 +81,22 @@ from chongming_task.stores._pauses import (
     check_queue,
     queue_scope,
 )
-from chongming_task.stores._queue_records import RECIPE_KEY, UNIQUE_KEY, Recipe
+from chongming_task.stores._queue_records import PARENT_KEY, RECIPE_KEY, UNIQUE_KEY, Recipe
 
 if TYPE_CHECKING:
     from chongming_task.controller import Controller
 
-__all__ = ["AsyncClient", "AsyncTaskHandle", "Client", "TaskHandle", "json_path_error"]
+__all__ = [
+    "AsyncClient",
+    "AsyncTaskHandle",
+    "Client",
+    "EnqueueOptions",
+    "TaskHandle",
+    "json_path_error",
+]
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 _MAX_DEPTH = 64
 
@@ -142,11 +169,32 @@ def _registry_of(tasks: object) -> TaskRegistry | None:
     )
 
 
-class TaskHandle:
+class EnqueueOptions(TypedDict, total=False):
+    """The options of :meth:`Client.enqueue` (see there), as :meth:`Client.with_options`
+    takes them."""
+
+    task_id: str | None
+    bucket_key: str | None
+    priority: int
+    tags: Iterable[str] | None
+    label: str | None
+    delay: float | timedelta | None
+    not_before: datetime | None
+    metadata: Mapping[str, JSONValue] | None
+    unique_key: str | None
+    unique_for: float | timedelta | None
+    concurrency_key: str | None
+    connection: object | None
+
+
+class TaskHandle(Generic[R_co]):
     """A task enqueued (or looked up) through a :class:`Client`: read it, control it, wait.
 
     ``created`` is ``False`` when an enqueue with a ``unique_key`` found a task with that
     key standing and returned it instead of creating one (``True`` otherwise).
+
+    ``TaskHandle[int]`` (from enqueueing a task function returning ``int``) types
+    ``wait().value`` as ``int``; a handle from a name is ``TaskHandle[Any]``.
     """
 
     __slots__ = ("_client", "created", "task_id")
@@ -177,7 +225,7 @@ class TaskHandle:
         """The stored history, oldest first (starting ``pending -> queued``)."""
         return self._client.store.history(self.task_id)
 
-    def wait(self, timeout: float | None = None) -> TaskOutcome:
+    def wait(self, timeout: float | None = None) -> TaskOutcome[R_co]:
         """Block until the task is terminal; its outcome (read from the store).
 
         Raises:
@@ -197,7 +245,7 @@ class TaskHandle:
     def resume(self) -> bool:
         return self._client.resume(self.task_id)
 
-    def retry(self, reason: str | None = None) -> TaskHandle:
+    def retry(self, reason: str | None = None) -> TaskHandle[R_co]:
         """Run it again: :meth:`Client.retry` of this task; returns this handle."""
         self._client.retry(self.task_id, reason=reason)
         return self
@@ -207,10 +255,14 @@ class TaskHandle:
 
 
 def task_metadata(
-    metadata: Mapping[str, JSONValue] | None, unique_key: str | None = None
+    metadata: Mapping[str, JSONValue] | None,
+    unique_key: str | None = None,
+    parent: str | None = None,
 ) -> dict[str, JSONValue]:
     """The caller's metadata, checked, with the current trace context (and the unique
     key, under the reserved ``"unique_key"``) added.
+
+    ``"parent"`` is reserved as well: ``ctx.enqueue`` stores a child's ``parent`` there.
 
     The W3C ``traceparent`` of the enqueuing span (when the ``otel`` extra is installed
     and a span is current) makes the worker's run span its child; a ``traceparent``
@@ -220,12 +272,14 @@ def task_metadata(
     bad = json_path_error(metadata, "metadata")
     if bad is not None:
         raise ConfigurationError(f"only JSON crosses the store; {bad}")
-    for reserved in (RECIPE_KEY, UNIQUE_KEY):
+    for reserved in (RECIPE_KEY, UNIQUE_KEY, DAG_KEY, PARENT_KEY):
         if reserved in metadata:
             raise ConfigurationError(f"metadata key {reserved!r} is reserved for the queue")
     result = dict(metadata)
     if unique_key is not None:
         result[UNIQUE_KEY] = unique_key
+    if parent is not None:
+        result[PARENT_KEY] = parent
     if TRACEPARENT not in result:
         with contextlib.suppress(ConfigurationError):  # no otel extra: nothing to carry
             result = inject_trace_context(result)
@@ -271,12 +325,29 @@ class Client:
         self.actor = f"client:{default_owner()}" if actor is None else check_text(actor, "actor")
         self.poll_interval = check_seconds(poll_interval, "poll_interval")
         self.clock = store.clock
+        #: The task whose children this client enqueues (``ctx.enqueue``); ``None``.
+        self._parent: str | None = None
 
     # ------------------------------------------------------------ enqueue
 
+    @overload
     def enqueue(
         self,
-        name: str,
+        task: Callable[Concatenate[TaskContext, P], Coroutine[Any, Any, R]],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> TaskHandle[R]: ...
+
+    @overload
+    def enqueue(
+        self, task: Callable[Concatenate[TaskContext, P], R], /, *args: P.args, **kwargs: P.kwargs
+    ) -> TaskHandle[R]: ...
+
+    @overload
+    def enqueue(
+        self,
+        task: str,
         /,
         *args: Any,
         task_id: str | None = None,
@@ -290,9 +361,38 @@ class Client:
         unique_key: str | None = None,
         unique_for: float | timedelta | None = None,
         concurrency_key: str | None = None,
+        connection: object | None = None,
         **kwargs: Any,
-    ) -> TaskHandle:
-        """Store task ``name`` ``queued`` for a worker owning its bucket; returns its handle.
+    ) -> TaskHandle[Any]: ...
+
+    # The typed signatures take no options (a type checker cannot tell them from the
+    # task's own keywords: docs/queue.md "Typed enqueue"); at run time they still may.
+    def enqueue(  # type: ignore[misc]
+        self,
+        task: str | Callable[..., Any],
+        /,
+        *args: Any,
+        task_id: str | None = None,
+        bucket_key: str | None = None,
+        priority: int = 0,
+        tags: Iterable[str] | None = None,
+        label: str | None = None,
+        delay: float | timedelta | None = None,
+        not_before: datetime | None = None,
+        metadata: Mapping[str, JSONValue] | None = None,
+        unique_key: str | None = None,
+        unique_for: float | timedelta | None = None,
+        concurrency_key: str | None = None,
+        connection: object | None = None,
+        **kwargs: Any,
+    ) -> TaskHandle[Any]:
+        """Store task ``task`` ``queued`` for a worker owning its bucket; returns its handle.
+
+        ``task`` is the registered name or the ``@task`` function itself (its name is
+        taken from the definition; only the name crosses the store). Given the
+        function, a type checker checks the arguments against its parameters and types
+        ``handle.wait().value`` as its return type; options then go through
+        :meth:`with_options` (docs/queue.md "Typed enqueue").
 
         With ``unique_key``, nothing is created while a task enqueued with that key is
         not finished (nor, with ``unique_for`` seconds or a ``timedelta``, while one
@@ -303,15 +403,25 @@ class Client:
         ``concurrency_key`` (``"tenant:42"``) is the dynamic key fleet limits count the
         task under, beside its tags (:meth:`set_limit`, docs/queue.md "Limits").
 
+        ``connection`` (a psycopg 3 connection to a PostgreSQL store's database, a
+        ``sqlite3.Connection`` to a SQLite store's file, or an SQLAlchemy
+        ``Connection`` wrapping either) writes the task and the workers' wake-up
+        inside that connection's open transaction: they commit with it, and a
+        rollback leaves no task and wakes nobody (docs/queue.md "Enqueue in your
+        transaction"). Nothing is committed by this call.
+
         Raises:
             ConfigurationError: Unknown name or arguments that do not bind (with
                 ``tasks=``), a non-JSON argument (the message gives its path), a taken
-                ``task_id`` or a malformed option; nothing is stored then.
+                ``task_id``, a malformed option, a function that is not an ``@task``
+                function (or, with ``tasks=``, not the one registered under its name),
+                or a ``connection`` that is not one to the store's database or has no
+                transaction to join; nothing is stored then.
             StoreError: The store failed; nothing is stored.
         """
         key, window = check_unique(unique_key, unique_for)
         snapshot, records = self._prepare(
-            name,
+            self._name_for(task),
             args,
             kwargs,
             task_id=task_id,
@@ -326,6 +436,11 @@ class Client:
             concurrency_key=concurrency_key,
         )
         queue = require_queue(self.store, "Client.enqueue (workers claim from a queue)")
+        if connection is not None:
+            [(standing, created)] = queue.create_in_transaction(
+                connection, [(snapshot, records)], finished_since=self._finished_since(window)
+            )
+            return TaskHandle(self, standing, created=created)
         if key is None:
             self.store.create(snapshot, records)
             queue.notify_work()
@@ -337,9 +452,26 @@ class Client:
             queue.notify_work()
         return TaskHandle(self, standing, created=created)
 
+    def with_options(self, **options: Unpack[EnqueueOptions]) -> EnqueueWithOptions:
+        """:meth:`enqueue` with these options, given apart from the task's arguments.
+
+        ``client.with_options(delay=60, priority=5).enqueue(send, "a@example.org")``:
+        a type checker checks every argument after ``send`` against its parameters
+        (the options could not be told from them in one call).
+
+        Raises:
+            TypeError: A keyword that is no option (naming the nearest).
+        """
+        refuse_unknown_keywords("with_options", options, EnqueueOptions.__optional_keys__)
+        return EnqueueWithOptions(self, options)
+
+    def _name_for(self, task: str | Callable[..., Any]) -> str:
+        """The name ``task`` stands for (an ``@task`` function's, checked against ``tasks=``)."""
+        return task_name(task) if self.registry is None else self.registry.name_for(task)
+
     def enqueue_many(
         self,
-        name: str,
+        name: str | Callable[..., Any],
         calls: Iterable[tuple[Any, ...] | Mapping[str, Any]],
         /,
         *,
@@ -352,19 +484,24 @@ class Client:
         unique_keys: Sequence[str | None] | None = None,
         unique_for: float | timedelta | None = None,
         concurrency_keys: Sequence[str | None] | None = None,
-    ) -> list[TaskHandle]:
+        connection: object | None = None,
+    ) -> list[TaskHandle[Any]]:
         """Enqueue ``name`` once per call (a tuple of args or a mapping of kwargs), all or none.
+
+        ``name`` may be the ``@task`` function itself, as in :meth:`enqueue`.
 
         ``unique_keys`` gives each call a unique key (or ``None``), as
         :meth:`enqueue`'s ``unique_key``; ``unique_for`` is the window for all of them.
         A call whose key has a standing task -- stored already, or created by an
         earlier call of this batch -- gets that task's handle (``created`` ``False``).
         ``concurrency_keys`` gives each call its ``concurrency_key`` (see :meth:`enqueue`).
+        ``connection``: the whole batch in the caller's transaction (see :meth:`enqueue`).
 
         Raises:
             ConfigurationError: As :meth:`enqueue`, naming the call at fault; nothing
                 of the batch is stored.
         """
+        name = self._name_for(name)
         items = check_items(calls, "calls")
 
         def column(values: Iterable[Any] | None, name: str) -> list[Any]:
@@ -423,6 +560,11 @@ class Client:
         if not entries:
             return []
         queue = require_queue(self.store, "Client.enqueue_many (workers claim from a queue)")
+        if connection is not None:
+            standing = queue.create_in_transaction(
+                connection, entries, finished_since=self._finished_since(window)
+            )
+            return [TaskHandle(self, task_id, created=created) for task_id, created in standing]
         if all(u is None for u in uniques):
             self.store.create_batch(entries)
             queue.notify_work()
@@ -432,9 +574,74 @@ class Client:
             queue.notify_work()
         return [TaskHandle(self, task_id, created=created) for task_id, created in standing]
 
+    def enqueue_pipeline(self, pipeline: Pipeline, *, run_id: str | None = None) -> PipelineHandle:
+        """Store the whole DAG of ``pipeline`` in one transaction for the workers to run.
+
+        Every node becomes a queued-work task (``<run_id>/<node_id>``) holding its JSON
+        arguments, its upstream and downstream nodes, its join mode and the pipeline's
+        aggregation. Nodes without upstream nodes are ``queued``, the others ``blocked``.
+        No process orchestrates the run: when a worker (or a stop, or reconcile) settles
+        a node, the store releases or skips its dependants in that same transaction
+        (docs/pipelines.md, "Pipelines on the fleet"). A node reads its upstream nodes'
+        return values with ``ctx.input(node_id, default)`` / ``ctx.upstream``.
+
+        Returns a :class:`PipelineHandle` (``wait``, ``stop``, per-node state); any
+        process makes the same handle with :meth:`pipeline` and the run id.
+
+        Raises:
+            ConfigurationError: An invalid graph or run id, a task name the client's
+                ``tasks=`` does not register, a node's arguments or options refused as
+                :meth:`enqueue` refuses them (the node is named), a run id in use, or
+                a store that cannot write a batch atomically; nothing is stored.
+            CircularDependency: The graph has a cycle; nothing is stored.
+        """
+        run_id = checked_run_id(pipeline, run_id) if isinstance(pipeline, Pipeline) else ""
+        entries = pipeline_entries(self, pipeline, run_id)
+        queue = require_queue(self.store, "Client.enqueue_pipeline (workers claim from a queue)")
+        if not self.store.atomic_create_batch:
+            raise ConfigurationError(
+                f"{type(self.store).__name__} cannot store a batch in one transaction "
+                "(atomic_create_batch); a fleet pipeline needs it: use SQLite or PostgreSQL"
+            )
+        try:
+            self.store.create_batch(entries)
+        except DuplicateTaskId as exc:
+            raise ConfigurationError(
+                f"pipeline run id {run_id!r} is already used ({exc}); pass another run_id "
+                "or let enqueue_pipeline() make one"
+            ) from None
+        queue.notify_work()
+        return PipelineHandle(self, run_id)
+
+    def pipeline(self, run_id: str) -> PipelineHandle:
+        """The handle of a fleet pipeline run stored by :meth:`enqueue_pipeline`.
+
+        Raises:
+            ConfigurationError: No such run in the store.
+        """
+        handle = PipelineHandle(self, run_id)
+        handle.statuses()  # refuses an unknown run now, not at the first read
+        return handle
+
     def _finished_since(self, window: float | None) -> datetime | None:
         """When the ``unique_for`` window opened (by the store's clock), or ``None``."""
         return None if window is None else self.clock.now() - timedelta(seconds=window)
+
+    def _not_before(
+        self, delay: float | timedelta | None, not_before: datetime | None
+    ) -> datetime | None:
+        """The earliest start of ``delay`` or ``not_before`` (one of them), in UTC."""
+        if delay is not None and not_before is not None:
+            raise ConfigurationError("give delay or not_before, not both")
+        if delay is not None:
+            seconds = delay.total_seconds() if isinstance(delay, timedelta) else delay
+            not_before = self.clock.now() + timedelta(
+                seconds=check_seconds(seconds, "delay", allow_zero=True)
+            )
+        if not_before is not None:
+            # Stored in UTC: the claim query compares it as an instant, in SQL.
+            not_before = check_aware(not_before, "not_before").astimezone(UTC)
+        return not_before
 
     def _prepare(
         self,
@@ -452,6 +659,8 @@ class Client:
         metadata: Mapping[str, JSONValue] | None,
         unique_key: str | None = None,
         concurrency_key: str | None = None,
+        reserved: Mapping[str, JSONValue] | None = None,
+        blocked: bool = False,
     ) -> tuple[TaskSnapshot, tuple[Transition, ...]]:
         check_text(name, "task name")
         if task_id is not None:
@@ -472,22 +681,13 @@ class Client:
             all_tags = all_tags | check_tags(tags)
         if label is not None:
             check_text(label, "label")
-        if delay is not None and not_before is not None:
-            raise ConfigurationError("give delay or not_before, not both")
-        if delay is not None:
-            seconds = delay.total_seconds() if isinstance(delay, timedelta) else delay
-            not_before = self.clock.now() + timedelta(
-                seconds=check_seconds(seconds, "delay", allow_zero=True)
-            )
-        if not_before is not None:
-            # Stored in UTC: the claim query compares it as an instant, in SQL.
-            not_before = check_aware(not_before, "not_before").astimezone(UTC)
+        not_before = self._not_before(delay, not_before)
         if bucket_key is not None:
             check_text(bucket_key, "bucket_key")
         bucket = None if bucket_key is None else self.bucket_policy.bucket_for(bucket_key)
         if task_id is None:
             task_id = f"{name}-{secrets.token_hex(6)}"
-        stored = task_metadata(metadata, unique_key)
+        stored = task_metadata(metadata, unique_key, self._parent)
         recipe = Recipe(
             args=tuple(args),
             kwargs=dict(kwargs),
@@ -507,15 +707,18 @@ class Client:
             bucket=bucket,
             bucket_key=bucket_key,
             owner=None,
-            metadata={**stored, RECIPE_KEY: recipe.to_dict()},
+            metadata={**stored, RECIPE_KEY: recipe.to_dict(), **(reserved or {})},
             clock=self.clock,
         )
-        machine.mark_queued(actor=self.actor, trigger="queue:enqueued")
+        if blocked:
+            machine.mark_blocked(reason="waiting for upstream nodes", trigger="queue:blocked")
+        else:
+            machine.mark_queued(actor=self.actor, trigger="queue:enqueued")
         return machine.snapshot, machine.transitions
 
     # ------------------------------------------------------------ reading
 
-    def get(self, task_id: str) -> TaskHandle | None:
+    def get(self, task_id: str) -> TaskHandle[Any] | None:
         """A handle on ``task_id`` if the store has it."""
         check_lookup(task_id)
         return None if self.store.get(task_id) is None else TaskHandle(self, task_id)
@@ -545,7 +748,7 @@ class Client:
         """Resume a paused ``task_id``; ``True`` when found and accepted."""
         return self._control(task_id, "resume", None).accepted
 
-    def retry(self, task_id: str, *, reason: str | None = None) -> TaskHandle:
+    def retry(self, task_id: str, *, reason: str | None = None) -> TaskHandle[Any]:
         """Run the finished task ``task_id`` again, keeping its id and its history.
 
         One guarded write moves it from failed, stopped, cancelled or lost back to
@@ -675,12 +878,54 @@ class Client:
         return f"Client({self.store!r})"
 
 
-class AsyncTaskHandle:
+class EnqueueWithOptions:
+    """:meth:`Client.enqueue` with options given apart: ``client.with_options(...)``.
+
+    Every keyword of :meth:`enqueue` goes to the task; one named like an option is
+    refused (pass that parameter positionally, the rule of the plain call).
+    """
+
+    __slots__ = ("_client", "_options")
+
+    def __init__(self, client: Client, options: EnqueueOptions) -> None:
+        self._client = client
+        self._options = options
+
+    @overload
+    def enqueue(
+        self,
+        task: Callable[Concatenate[TaskContext, P], Coroutine[Any, Any, R]],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> TaskHandle[R]: ...
+
+    @overload
+    def enqueue(
+        self, task: Callable[Concatenate[TaskContext, P], R], /, *args: P.args, **kwargs: P.kwargs
+    ) -> TaskHandle[R]: ...
+
+    @overload
+    def enqueue(self, task: str, /, *args: Any, **kwargs: Any) -> TaskHandle[Any]: ...
+
+    def enqueue(
+        self, task: str | Callable[..., Any], /, *args: Any, **kwargs: Any
+    ) -> TaskHandle[Any]:
+        """As :meth:`Client.enqueue` with the options given to ``with_options``."""
+        refuse_option_keywords("enqueue", kwargs, EnqueueOptions.__optional_keys__)
+        name = self._client._name_for(task)
+        return self._client.enqueue(name, *args, **self._options, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"EnqueueWithOptions({self._client!r}, {self._options!r})"
+
+
+class AsyncTaskHandle(Generic[R_co]):
     """The asyncio twin of :class:`TaskHandle` (``await handle.wait()``)."""
 
     __slots__ = ("_sync",)
 
-    def __init__(self, handle: TaskHandle) -> None:
+    def __init__(self, handle: TaskHandle[R_co]) -> None:
         self._sync = handle
 
     @property
@@ -701,7 +946,7 @@ class AsyncTaskHandle:
     async def transitions(self) -> list[Transition]:
         return await asyncio.to_thread(lambda: self._sync.transitions)
 
-    async def wait(self, timeout: float | None = None) -> TaskOutcome:
+    async def wait(self, timeout: float | None = None) -> TaskOutcome[R_co]:
         """Poll the store without blocking the event loop until the task is terminal.
 
         Raises:
@@ -730,7 +975,7 @@ class AsyncTaskHandle:
     async def resume(self) -> bool:
         return await asyncio.to_thread(self._sync.resume)
 
-    async def retry(self, reason: str | None = None) -> AsyncTaskHandle:
+    async def retry(self, reason: str | None = None) -> AsyncTaskHandle[R_co]:
         """As :meth:`TaskHandle.retry`; returns this handle."""
         await asyncio.to_thread(self._sync.retry, reason)
         return self
@@ -745,18 +990,47 @@ class AsyncClient:
     def __init__(self, store: TaskStore, **options: Any) -> None:
         self.sync = Client(store, **options)
 
-    async def enqueue(self, name: str, /, *args: Any, **options: Any) -> AsyncTaskHandle:
+    @overload
+    async def enqueue(
+        self,
+        task: Callable[Concatenate[TaskContext, P], Coroutine[Any, Any, R]],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> AsyncTaskHandle[R]: ...
+
+    @overload
+    async def enqueue(
+        self, task: Callable[Concatenate[TaskContext, P], R], /, *args: P.args, **kwargs: P.kwargs
+    ) -> AsyncTaskHandle[R]: ...
+
+    @overload
+    async def enqueue(self, task: str, /, *args: Any, **options: Any) -> AsyncTaskHandle[Any]: ...
+
+    async def enqueue(
+        self, task: str | Callable[..., Any], /, *args: Any, **options: Any
+    ) -> AsyncTaskHandle[Any]:
+        """As :meth:`Client.enqueue` (the task function or its name)."""
+        name = self.sync._name_for(task)
         handle = await asyncio.to_thread(lambda: self.sync.enqueue(name, *args, **options))
         return AsyncTaskHandle(handle)
 
+    def with_options(self, **options: Unpack[EnqueueOptions]) -> AsyncEnqueueWithOptions:
+        """As :meth:`Client.with_options`: ``await client.with_options(delay=5).enqueue(...)``."""
+        return AsyncEnqueueWithOptions(self.sync.with_options(**options))
+
     async def enqueue_many(
-        self, name: str, calls: Iterable[tuple[Any, ...] | Mapping[str, Any]], /, **options: Any
-    ) -> list[AsyncTaskHandle]:
+        self,
+        name: str | Callable[..., Any],
+        calls: Iterable[tuple[Any, ...] | Mapping[str, Any]],
+        /,
+        **options: Any,
+    ) -> list[AsyncTaskHandle[Any]]:
         items = check_items(calls, "calls")
         handles = await asyncio.to_thread(lambda: self.sync.enqueue_many(name, items, **options))
         return [AsyncTaskHandle(handle) for handle in handles]
 
-    async def get(self, task_id: str) -> AsyncTaskHandle | None:
+    async def get(self, task_id: str) -> AsyncTaskHandle[Any] | None:
         handle = await asyncio.to_thread(self.sync.get, task_id)
         return None if handle is None else AsyncTaskHandle(handle)
 
@@ -772,7 +1046,7 @@ class AsyncClient:
     async def resume(self, task_id: str) -> bool:
         return await asyncio.to_thread(self.sync.resume, task_id)
 
-    async def retry(self, task_id: str, *, reason: str | None = None) -> AsyncTaskHandle:
+    async def retry(self, task_id: str, *, reason: str | None = None) -> AsyncTaskHandle[Any]:
         """As :meth:`Client.retry`."""
         handle = await asyncio.to_thread(lambda: self.sync.retry(task_id, reason=reason))
         return AsyncTaskHandle(handle)
@@ -810,6 +1084,41 @@ class AsyncClient:
 
     async def queue_pauses(self) -> list[QueuePause]:
         return await asyncio.to_thread(self.sync.queue_pauses)
+
+
+class AsyncEnqueueWithOptions:
+    """The asyncio twin of :class:`EnqueueWithOptions`."""
+
+    __slots__ = ("_sync",)
+
+    def __init__(self, sync: EnqueueWithOptions) -> None:
+        self._sync = sync
+
+    @overload
+    async def enqueue(
+        self,
+        task: Callable[Concatenate[TaskContext, P], Coroutine[Any, Any, R]],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> AsyncTaskHandle[R]: ...
+
+    @overload
+    async def enqueue(
+        self, task: Callable[Concatenate[TaskContext, P], R], /, *args: P.args, **kwargs: P.kwargs
+    ) -> AsyncTaskHandle[R]: ...
+
+    @overload
+    async def enqueue(self, task: str, /, *args: Any, **kwargs: Any) -> AsyncTaskHandle[Any]: ...
+
+    async def enqueue(
+        self, task: str | Callable[..., Any], /, *args: Any, **kwargs: Any
+    ) -> AsyncTaskHandle[Any]:
+        """As :meth:`EnqueueWithOptions.enqueue`, the store calls in a thread."""
+        refuse_option_keywords("enqueue", kwargs, EnqueueOptions.__optional_keys__)
+        name = self._sync._client._name_for(task)
+        handle = await asyncio.to_thread(lambda: self._sync.enqueue(name, *args, **kwargs))
+        return AsyncTaskHandle(handle)
 
 
 JSONArgs = tuple[JSONValue, ...]

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from chongming_task._checkpoint_gaps import FAST_GAP
 from chongming_task._model import JSONValue, Progress
@@ -36,6 +36,8 @@ from chongming_task._validation import (
     LINE_MAX_LENGTH,
     UNIT_MAX_LENGTH,
     check_line,
+    check_text,
+    check_timeout,
     escape_surrogates,
 )
 from chongming_task.errors import (
@@ -45,8 +47,13 @@ from chongming_task.errors import (
 )
 from chongming_task.runtime._control import Control
 
+if TYPE_CHECKING:
+    from chongming_task.queue import TaskHandle
+    from chongming_task.run import TaskOutcome
+
 __all__ = [
     "ArtifactDirUnavailable",
+    "ChildTasks",
     "ContextHost",
     "Heartbeat",
     "LogEntry",
@@ -60,6 +67,10 @@ __all__ = [
 LOG_KEEP = 200
 
 _TASK_LOGGER = logging.getLogger("chongming_task.task")
+#: ``wait_children`` reads the store after this long, then twice as long each time
+#: up to ``_WAIT_MAX`` (seconds): a parent waiting for hours costs one read a second.
+_WAIT_FIRST: Final = 0.05
+_WAIT_MAX: Final = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +95,20 @@ class ContextHost(Protocol):
     def report_log(self, level: int, message: str) -> None: ...
 
     def recent_logs(self) -> list[LogEntry]: ...
+
+
+class ChildTasks(Protocol):
+    """Where ``ctx.enqueue`` stores a child and ``ctx.wait_children`` reads them (the
+    worker's queue: :class:`chongming_task.queue._children.QueueChildren`)."""
+
+    def enqueue(
+        self, parent: str, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> TaskHandle: ...
+
+    def outcomes(self, parent: str) -> list[TaskOutcome] | None:
+        """The outcomes of every child of ``parent``, oldest first; ``None`` while one
+        is unfinished."""
+        ...
 
 
 def emit_task_log(
@@ -144,6 +169,7 @@ class RuntimeContext:
         "_artifact_dir",
         "_artifact_root",
         "_attempt",
+        "_children",
         "_control",
         "_host",
         "_monotonic",
@@ -164,8 +190,10 @@ class RuntimeContext:
         host: ContextHost,
         upstream: Mapping[str, JSONValue] | None = None,
         artifact_root: Path | None = None,
+        children: ChildTasks | None = None,
     ) -> None:
         self._task_id = task_id
+        self._children = children
         self._task_name = task_name
         self._attempt = attempt
         self._control = control
@@ -293,6 +321,66 @@ class RuntimeContext:
     def logs(self) -> list[LogEntry]:
         """The last 200 log entries of this task (in memory only)."""
         return self._host.recent_logs()
+
+    # ------------------------------------------------------------ child tasks
+
+    def enqueue(self, name: str, /, *args: Any, **kwargs: Any) -> TaskHandle:
+        """Enqueue task ``name`` as a child of this task; its :class:`TaskHandle`.
+
+        The same path as :meth:`Client.enqueue` (a stored recipe, claimable by any
+        worker that may claim it; ``delay``, ``unique_key``, ``bucket_key``... pass
+        through), with this task's id stored on the child (``metadata["parent"]``): an
+        operator's stop of this task stops its unfinished children (docs/queue.md,
+        "Child tasks"). Not a checkpoint.
+
+        Raises:
+            ConfigurationError: This task was not claimed from the work queue by a
+                worker running it in-process (a ``Controller.submit`` run, or the
+                process executor), or :meth:`Client.enqueue` refuses the child.
+        """
+        check_text(name, "task name")
+        return self._require_children("enqueue").enqueue(self._task_id, name, args, kwargs)
+
+    def wait_children(self, timeout: float | None = None) -> list[TaskOutcome]:
+        """Wait until every child of this task is finished; their outcomes, oldest first.
+
+        A loop of checkpoints: a stop raises ``TaskCancelled`` and a pause pauses here,
+        as at any ``checkpoint()``; the heartbeat stays fresh. The task keeps its slot
+        while it waits (docs/queue.md, "Child tasks", says how to keep waiting parents
+        from holding every slot). Children that failed are returned, not raised: look
+        at each ``outcome.status``.
+
+        Raises:
+            TimeoutError: ``timeout`` seconds passed first (the children go on).
+            TaskCancelled: a stop was requested meanwhile.
+            ConfigurationError: As :meth:`enqueue`, or a malformed ``timeout``.
+        """
+        children = self._require_children("wait_children")
+        timeout = check_timeout(timeout)
+        control = self._control
+        deadline = None if timeout is None else self._monotonic() + timeout
+        interval = _WAIT_FIRST
+        while True:
+            self.checkpoint()
+            found = children.outcomes(self._task_id)
+            if found is not None:
+                return found
+            now = self._monotonic()
+            if deadline is not None and now >= deadline:
+                raise TimeoutError(
+                    f"task {self._task_id!r}: children still unfinished after {timeout} s"
+                )
+            control.sleep(interval if deadline is None else min(interval, deadline - now))
+            interval = min(2 * interval, _WAIT_MAX)
+
+    def _require_children(self, member: str) -> ChildTasks:
+        if self._children is None:
+            raise ConfigurationError(
+                f"ctx.{member}() needs a task a worker claimed from the work queue and runs "
+                f"in-process (Client.enqueue, then chongming-task worker with the thread "
+                f"executor); task {self._task_id!r} is not one"
+            )
+        return self._children
 
     # ------------------------------------------------------------ data
 

@@ -156,6 +156,13 @@ class Control:
             while self._blocked_locked():
                 cond.wait()
 
+    def sleep(self, seconds: float) -> None:
+        """Block up to ``seconds``; return at once when a stop or a pause is requested."""
+        cond = self._condition()
+        with cond:
+            if not (self.stop_requested or self.pause_requested):
+                cond.wait(max(seconds, 0.0))
+
     async def await_while_paused(self) -> None:
         """Like :meth:`wait_while_paused` without blocking the event loop's thread."""
         if self.on_pause is not None and not self.on_pause(self.pause_seq):

@@ -351,6 +351,7 @@ class Driver:
             host=attempt,
             upstream=attempt.call.upstream,
             artifact_root=attempt.artifact_root,
+            children=state.children,
         )
 
     def _attempt_running(self, attempt: Attempt, pid: int | None = None) -> None:

@@ -22,7 +22,7 @@ from chongming_task.core._clock import Clock
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.policies import RetryPolicy, Timeout
 from chongming_task.runtime._attempt import Attempt, TaskCall
-from chongming_task.runtime._context import LOG_KEEP, LogEntry
+from chongming_task.runtime._context import LOG_KEEP, ChildTasks, LogEntry
 from chongming_task.runtime._events import Outbox
 from chongming_task.states import TaskStatus
 
@@ -61,6 +61,7 @@ class RunState:
         "artifact_root",
         "attempt",
         "call",
+        "children",
         "clock",
         "driving",
         "executor",
@@ -104,6 +105,8 @@ class RunState:
         self.artifact_root = artifact_root
         self.outbox = outbox
         self.lock = lock or threading.Lock()
+        self.children: ChildTasks | None = None
+        """How ``ctx.enqueue`` stores children (a task a worker claimed); ``None``: none."""
         self.attempt: Attempt | None = None
         """The latest attempt; it stays here after it ends (``attempt.live`` says so)."""
         self.value: Any = None

@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
 from chongming_task.core._clock import Clock
-from chongming_task.errors import ConcurrencyConflict, StoreError
+from chongming_task.errors import ConcurrencyConflict, ConfigurationError, StoreError
 from chongming_task.stores._signal import CommandSignal
 from chongming_task.stores._sqlfile import load_sections
 
@@ -34,6 +34,8 @@ __all__ = [
     "Cursor",
     "Dialect",
     "History",
+    "driver_connection",
+    "refuse_connection",
     "schema_missing",
     "stored_schema_version",
 ]
@@ -46,7 +48,7 @@ __all__ = [
 #: 5: the work queue. 6: checkpoint gaps. 7: global slots. 8: unique work. 9: fleet
 #: limits (declared limits and the starts rate limits count). 10: paused queues.
 #: Older databases are migrated on open; newer ones are refused.
-SCHEMA_VERSION: Final = 10
+SCHEMA_VERSION: Final = 12
 
 T = TypeVar("T")
 
@@ -172,6 +174,13 @@ class Dialect(ABC):
         """
         return
 
+    def lock_pipeline(self, cur: Cursor, run: str) -> None:
+        """Serialise the transactions that settle nodes of pipeline run ``run``.
+
+        Nothing by default: SQLite's ``BEGIN IMMEDIATE`` already serialises writers.
+        """
+        return
+
     # ------------------------------------------------------------ command wake-ups
 
     def before_claim(self) -> None:
@@ -181,6 +190,23 @@ class Dialect(ABC):
     def wait(self, clock: Clock, timeout: float) -> None:
         """Block up to ``timeout`` (of ``clock``) until a command may have arrived."""
         self.signal.wait(clock, timeout)
+
+    def run_in(self, connection: object, fn: Callable[[Cursor], T]) -> T:
+        """``fn`` with a cursor on the caller's ``connection``, inside its open transaction.
+
+        The write commits or rolls back with the caller's transaction; a failure inside
+        ``fn`` undoes only ``fn``'s statements (a savepoint), so the caller's
+        transaction stays usable. Nothing is committed here.
+
+        Raises:
+            ConfigurationError: ``connection`` is not a connection of this database's
+                driver to the store's database, or has no transaction to join.
+            StoreError: The database failed.
+        """
+        raise ConfigurationError(
+            f"enqueue(connection=...) writes through the store's database driver; the "
+            f"{self.name} store cannot share a transaction"
+        )
 
     # ------------------------------------------------------------ restart recovery
 
@@ -196,6 +222,40 @@ class Dialect(ABC):
     ) -> list[ConcurrencyConflict | StoreError | None]:
         """``save_many`` of writes to distinct tasks (restart recovery's writes)."""
         return store.save_many(writes)
+
+
+def driver_connection(connection: object) -> object:
+    """The DB-API connection under ``connection``: an SQLAlchemy ``Connection``'s
+    driver connection (duck-typed, SQLAlchemy is not a dependency), else ``connection``.
+
+    An SQLAlchemy connection with no transaction begins one, as its first ``execute``
+    would (autobegin), so its ``commit()`` / ``rollback()`` ends the task's write too.
+
+    Raises:
+        ConfigurationError: An SQLAlchemy connection that cannot hand out its driver
+            connection (closed, invalidated).
+    """
+    if type(connection).__module__.split(".", 1)[0] != "sqlalchemy":
+        return connection
+    try:
+        if not connection.in_transaction():  # type: ignore[attr-defined]
+            connection.begin()  # type: ignore[attr-defined]
+        proxied = connection.connection  # type: ignore[attr-defined]
+        driver: object = getattr(proxied, "driver_connection", None) or proxied.dbapi_connection
+    except Exception as exc:  # SQLAlchemy's own errors, reported as they are
+        raise ConfigurationError(
+            f"enqueue(connection=...): cannot reach the driver connection of {connection!r}: "
+            f"{exc}; pass an open connection inside its transaction"
+        ) from None
+    return driver
+
+
+def refuse_connection(connection: object, needs: str) -> ConfigurationError:
+    """The error for a ``connection=`` of the wrong kind (or to another database)."""
+    return ConfigurationError(
+        f"enqueue(connection=...) got {type(connection).__module__}."
+        f"{type(connection).__qualname__}: {needs}; nothing was enqueued"
+    )
 
 
 def schema_missing(found: int, expected: int) -> str:

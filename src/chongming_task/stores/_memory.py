@@ -27,6 +27,7 @@ from chongming_task.errors import (
 from chongming_task.states import TaskStatus
 from chongming_task.stores._base import TaskHead, TaskNotFound, TaskQuery, refuse_repeated_ids
 from chongming_task.stores._codec import check_outcome, require_aware
+from chongming_task.stores._dag import DAG_KEY, settle_dependants
 from chongming_task.stores._limits import (
     FleetLimit,
     GlobalSlot,
@@ -175,6 +176,12 @@ class InMemoryTaskStore(MemoryControl, QueueStore):
                 trail.append(one)  # the usual case: the next record of the task
             elif transitions:
                 self._append_locked(transitions)
+            if DAG_KEY not in snapshot.metadata:
+                return
+            # A fleet pipeline node: its dependants are judged under this same lock.
+            released = settle_dependants(_LockedRows(self), [snapshot], clock=self.clock)
+        if released:
+            self._signal.notify()
 
     def _refuse_second_unfinished(self, row: _Row, snapshot: TaskSnapshot) -> None:
         """A retry may not give ``row``'s unique key a second unfinished task (the SQL
@@ -510,3 +517,32 @@ class InMemoryTaskStore(MemoryControl, QueueStore):
 
     def __repr__(self) -> str:
         return f"InMemoryTaskStore(tasks={len(self._tasks)}, closed={self._closed})"
+
+
+class _LockedRows:
+    """The memory store's rows with its lock held, for ``stores._dag.settle_dependants``."""
+
+    def __init__(self, store: InMemoryTaskStore) -> None:
+        self._store = store
+
+    def get(self, task_id: str) -> TaskSnapshot | None:
+        row = self._store._tasks.get(task_id)
+        return None if row is None else row.snapshot
+
+    def put(
+        self, snapshot: TaskSnapshot, expect_version: int, transitions: Iterable[Transition]
+    ) -> bool:
+        row = self._store._tasks.get(snapshot.task_id)
+        if row is None or row.snapshot.status_version != expect_version:
+            return False
+        row.snapshot = snapshot
+        self._store._append_locked(list(transitions))
+        return True
+
+    def members(self, name: str, run: str) -> list[TaskSnapshot]:
+        return [
+            row.snapshot
+            for row in self._store._tasks.values()
+            if row.snapshot.metadata.get("pipeline") == name
+            and row.snapshot.metadata.get("pipeline_run") == run
+        ]

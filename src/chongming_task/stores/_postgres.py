@@ -45,11 +45,14 @@ from chongming_task.errors import (
     StoreError,
 )
 from chongming_task.stores._base import SnapshotWrite
+from chongming_task.stores._dag import settles_a_node
 from chongming_task.stores._dialect import (
     SCHEMA_VERSION,
     Cursor,
     Dialect,
     History,
+    driver_connection,
+    refuse_connection,
     schema_missing,
     stored_schema_version,
 )
@@ -194,6 +197,9 @@ class PostgresDialect(Dialect):
         self._listener: CommandListener | None = None
         self._listener_lock = threading.Lock()
         self._pool: psycopg_pool.ConnectionPool[Any] | None = None
+        #: The store's schema, and (database, server start time) identifying its database.
+        self.schema = ""
+        self._identity: tuple[str, datetime] = ("", datetime.min.replace(tzinfo=UTC))
         self.channel = self._prepare_schema()
         digest = hashlib.blake2b(f"slots:{self.channel}".encode(), digest_size=8)
         self._slot_lock = int.from_bytes(digest.digest(), "big", signed=True)
@@ -225,6 +231,9 @@ class PostgresDialect(Dialect):
                         "PostgreSQL has no current schema for this role (empty search_path?); "
                         "set search_path to a schema the role can use"
                     )
+                database, started, _ = conn.execute(self.sql["database_identity"]).fetchone()
+                self._identity = (database, started)
+                self.schema = schema
                 version = self._schema_version(conn)
                 if version != SCHEMA_VERSION and not self._create_schema:
                     raise SchemaMissing(schema_missing(version, SCHEMA_VERSION))
@@ -304,6 +313,77 @@ class PostgresDialect(Dialect):
                 raise StoreError(f"PostgreSQL store failed: {self._scrub(exc)}") from exc
         raise StoreError("PostgreSQL store failed: no live connection in the pool")
 
+    def run_in(self, connection: object, fn: Callable[[Cursor], T]) -> T:
+        """``fn`` in the caller's transaction on a psycopg 3 connection (``Dialect.run_in``).
+
+        The caller's ``search_path`` may name other schemas (or none of the store's), so
+        the store's statements run with ``search_path`` set to the store's schema for
+        the rest of the transaction (``set_config(..., true)``, like ``SET LOCAL``),
+        and the caller's value is set back before returning; all inside a savepoint,
+        so a failure rolls back to it and the caller's transaction goes on.
+        ``pg_notify`` is transactional: the workers' wake-up is sent on commit only.
+        """
+        psycopg = self._psycopg
+        conn = driver_connection(connection)
+        if not isinstance(conn, psycopg.Connection):
+            raise refuse_connection(
+                conn,
+                "a PostgresTaskStore joins the transaction of a psycopg 3 Connection, or of "
+                "an SQLAlchemy Connection on the postgresql+psycopg dialect",
+            )
+        status = conn.info.transaction_status
+        idle = psycopg.pq.TransactionStatus.IDLE
+        if conn.closed or status not in (idle, psycopg.pq.TransactionStatus.INTRANS):
+            state = "closed" if conn.closed else status.name.lower()
+            raise refuse_connection(
+                conn,
+                f"the connection is {state} (not idle nor in a transaction); roll back "
+                "or reconnect",
+            )
+        if status is idle and conn.autocommit:
+            raise refuse_connection(
+                conn,
+                "it is in autocommit mode outside a transaction, so the task would commit at "
+                "once; enqueue inside `with conn.transaction():`",
+            )
+        try:
+            with conn.cursor(row_factory=psycopg.rows.tuple_row) as cur:
+                # Starts the caller's transaction if it is not yet (not autocommit).
+                database, started, search_path = cur.execute(
+                    self.sql["database_identity"]
+                ).fetchone()
+                self._require_same_database(database, started)
+                with conn.transaction():  # a savepoint: the caller's transaction is open
+                    cur.execute(self.sql["set_search_path"], {"search_path": self._path()})
+                    result = fn(cur)
+                    cur.execute(self.sql["set_search_path"], {"search_path": search_path})
+                return result
+        except psycopg.Error as exc:
+            raise StoreError(
+                f"PostgreSQL store failed in the caller's transaction: {self._scrub(exc)}"
+            ) from exc
+
+    def _path(self) -> str:
+        """The store's schema as a ``search_path`` value (a quoted identifier)."""
+        return '"' + self.schema.replace('"', '""') + '"'
+
+    def _require_same_database(self, database: str, started: datetime) -> None:
+        if started != self._identity[1]:
+            # Another server, or the store's restarted since it was opened: read anew.
+            found = self.run(
+                lambda cur: cur.execute(self.sql["database_identity"]).fetchone(), write=False
+            )
+            self._identity = (found[0], found[1])
+        if (database, started) != self._identity:
+            where = f"database {database!r}" + (
+                "" if started == self._identity[1] else " on another server"
+            )
+            raise ConfigurationError(
+                f"enqueue(connection=...): the connection is to {where}, the store's "
+                f"tables are in database {self._identity[0]!r} (schema {self.schema!r}); "
+                "connect to the store's database; nothing was enqueued"
+            )
+
     def write_task(
         self, cur: Cursor, statement: str, params: dict[str, Any], history: History
     ) -> int:
@@ -331,7 +411,10 @@ class PostgresDialect(Dialect):
             snapshot, version, transitions = write
             params.append(_with_transitions(*store._update_params(snapshot, version, transitions)))
 
+        settling = [write.snapshot for write in writes if settles_a_node(write.snapshot)]
+
         def apply(cur: Cursor) -> list[ConcurrencyConflict | StoreError | None]:
+            store._lock_runs(cur, settling)
             driver: Any = cur
             driver.executemany(self.sql["update_task"], params, returning=True)
             written: list[bool] = []
@@ -339,6 +422,9 @@ class PostgresDialect(Dialect):
                 written.append(bool(driver.fetchone()[0]))
                 if not driver.nextset():
                     break
+            if settling:
+                stored = {w.snapshot.task_id for w, ok in zip(writes, written, strict=True) if ok}
+                store._settle_dag(cur, [s for s in settling if s.task_id in stored])
             return [
                 None if ok else store._conflict(cur, write.snapshot, write.expect_version)
                 for ok, write in zip(written, writes, strict=True)
@@ -360,6 +446,9 @@ class PostgresDialect(Dialect):
 
     def lock_unique(self, cur: Cursor, key: str) -> None:
         cur.execute(self.sql["unique_lock"], {"unique_key": key})
+
+    def lock_pipeline(self, cur: Cursor, run: str) -> None:
+        cur.execute(self.sql["pipeline_lock"], {"run": run})
 
     def instant(self, value: datetime) -> datetime:
         return value

@@ -18,16 +18,20 @@ from typing import Any, Final
 from chongming_task._model import JSONValue, TaskSnapshot, parse_datetime
 from chongming_task.errors import ConfigurationError, StoreError
 from chongming_task.states import TaskStatus
+from chongming_task.stores._records import TaskQuery
 
 __all__ = [
     "CONCURRENCY_KEY",
+    "PARENT_KEY",
     "RECIPE_KEY",
     "UNIQUE_KEY",
     "Recipe",
     "WorkerRecord",
+    "children_query",
     "concurrency_key_in",
     "concurrency_key_of",
     "is_claimable",
+    "parent_of",
     "recipe_of",
     "unique_key_of",
     "unique_stands",
@@ -43,6 +47,27 @@ CONCURRENCY_KEY: Final = "concurrency_key"
 #: The metadata key holding the unique key a task was enqueued with (reserved like the
 #: recipe). The store indexes it only for tasks created by ``QueueStore.create_unique``.
 UNIQUE_KEY: Final = "unique_key"
+
+
+#: The metadata key holding the id of the task that enqueued this one with
+#: ``ctx.enqueue`` (reserved like the recipe). The SQL stores copy it into an indexed
+#: column (``meta_parent``), so the children of a task are one index walk away.
+PARENT_KEY: Final = "parent"
+_UNFINISHED: Final = frozenset(status for status in TaskStatus if not status.is_terminal)
+
+
+def parent_of(snapshot: TaskSnapshot) -> str | None:
+    """The id of the task that enqueued ``snapshot`` as its child, or ``None``."""
+    parent = snapshot.metadata.get(PARENT_KEY)
+    return parent if isinstance(parent, str) else None
+
+
+def children_query(task_id: str, *, unfinished: bool = False) -> TaskQuery:
+    """The children of ``task_id`` (``unfinished``: only those not terminal yet), oldest
+    first: the one query the task page, ``status`` and a stop of the parent use."""
+    return TaskQuery(
+        metadata_eq={PARENT_KEY: task_id}, statuses=_UNFINISHED if unfinished else None
+    )
 
 
 def unique_key_of(snapshot: TaskSnapshot) -> str | None:

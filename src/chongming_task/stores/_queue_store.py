@@ -94,6 +94,30 @@ class QueueStore(ABC):
             "does not (the built-in stores do)"
         )
 
+    def create_in_transaction(
+        self,
+        connection: object,
+        entries: Sequence[tuple[TaskSnapshot, Sequence[Transition]]],
+        *,
+        finished_since: datetime | None = None,
+    ) -> list[tuple[str, bool]]:
+        """:meth:`create_unique` and :meth:`notify_work` inside the caller's open
+        transaction on ``connection`` (a driver connection to the store's database):
+        they commit with it, and a rollback leaves neither task nor wake-up. Nothing
+        is committed here; a failure undoes only this call's writes.
+
+        Raises:
+            ConfigurationError: ``connection`` is not usable for this store (another
+                driver or database, no transaction to join), or the store keeps its
+                tasks where no caller's transaction reaches (the default).
+            DuplicateTaskId: As :meth:`create_unique`.
+        """
+        raise ConfigurationError(
+            f"enqueue(connection=...) writes inside your database transaction; "
+            f"{type(self).__name__} is not in a database you hold a connection to. Use "
+            "SqliteTaskStore or PostgresTaskStore, or drop connection= to enqueue at once"
+        )
+
     @abstractmethod
     def claim_queued(
         self,

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any, Final, Literal, NamedTuple
 
 from chongming_task import _validation
-from chongming_task._model import JSONValue, TaskSnapshot, Transition, parse_datetime
+from chongming_task._model import JSONValue, TaskSnapshot, Transition, dumps, parse_datetime
 from chongming_task._redact import redact_text_fields
 from chongming_task._validation import OUTCOME_MAX_BYTES as _OUTCOME_MAX_BYTES
 from chongming_task.errors import (
@@ -47,11 +47,11 @@ __all__ = [
 #: ``ps`` fast; every store enforces it with a ``ConfigurationError``.
 OUTCOME_MAX_BYTES: Final = _OUTCOME_MAX_BYTES
 
-Order = Literal["created", "-created", "updated", "-updated", "priority"]
+Order = Literal["created", "-created", "updated", "-updated", "priority", "id"]
 CommandKind = Literal["task", "schedule", "node"]
 CommandStatus = Literal["pending", "claimed", "completed"]
 
-_ORDERS: Final = frozenset({"created", "-created", "updated", "-updated", "priority"})
+_ORDERS: Final = frozenset({"created", "-created", "updated", "-updated", "priority", "id"})
 #: The time-window fields of ``TaskQuery`` (aware datetimes, compared as instants).
 _TIME_BOUNDS: Final = ("created_after", "created_before", "updated_after", "updated_before")
 
@@ -59,6 +59,18 @@ _TIME_BOUNDS: Final = ("created_after", "created_before", "updated_after", "upda
 def _in_window(at: datetime, after: datetime | None, before: datetime | None) -> bool:
     """``after <= at < before``, a missing bound being no bound."""
     return (after is None or at >= after) and (before is None or at < before)
+
+
+def _has_argument(snapshot: TaskSnapshot, text: str) -> bool:
+    """Whether the recipe's ``args`` (a list) or ``kwargs`` (an object), as compact JSON
+    text (``dumps``, what the stores keep), contains ``text`` (``TaskQuery.argument``)."""
+    recipe = snapshot.metadata.get("recipe")
+    if not isinstance(recipe, Mapping):
+        return False
+    args, kwargs = recipe.get("args"), recipe.get("kwargs")
+    return (isinstance(args, list) and text in dumps(args)) or (
+        isinstance(kwargs, Mapping) and text in dumps(kwargs)
+    )
 
 
 #: The range of a command's claim priority: a signed 64-bit integer, what both SQL
@@ -98,6 +110,15 @@ class TaskQuery:
     """Top-level metadata keys whose value is exactly this string (``{"schedule": "n"}``)."""
     task_ids: frozenset[str] | None = None
     """Only these task ids (a page of ids found by ``query_heads``, read in full)."""
+    id_prefix: str | None = None
+    """Task ids starting with this exact, case-sensitive text (a range on the id index)."""
+    id_after: str | None = None
+    """Task ids after this one in code-point order (``>``): the keyset of ``order="id"``."""
+    argument: str | None = None
+    """Tasks whose enqueued arguments contain this text: the compact JSON text of
+    ``metadata["recipe"]["args"]`` (a list) or ``["kwargs"]`` (an object) holds it,
+    case-sensitively. No index serves it: the store reads the document of every task
+    the other filters leave, so combine it with them (docs/dashboard.md)."""
     lease_expired_by: datetime | None = None
     """Tasks nobody holds at this instant: ``lease_until`` unset or not after it (``<=``).
 
@@ -158,7 +179,7 @@ class TaskQuery:
             _validation.check_int(
                 self.bucket, "TaskQuery.bucket", minimum=0, maximum=_validation.INT64_MAX
             )
-        for name in ("name_prefix", "tag", "owner"):
+        for name in ("name_prefix", "tag", "owner", "id_prefix", "id_after", "argument"):
             text = getattr(self, name)
             if text is not None:
                 _validation.check_lookup(text, f"TaskQuery.{name}")
@@ -195,6 +216,12 @@ class TaskQuery:
         if self.owner is not None and snapshot.owner != self.owner:
             return False
         if self.task_ids is not None and snapshot.task_id not in self.task_ids:
+            return False
+        if self.id_prefix is not None and not snapshot.task_id.startswith(self.id_prefix):
+            return False
+        if self.id_after is not None and not snapshot.task_id > self.id_after:
+            return False
+        if self.argument is not None and not _has_argument(snapshot, self.argument):
             return False
         if (
             self.lease_expired_by is not None

@@ -59,6 +59,7 @@ _ORDERS: dict[str, tuple[Callable[[StoredRow], Any], bool]] = {
     "updated": (lambda row: (row.snapshot.updated_at, row.seq), False),
     "-updated": (lambda row: (row.snapshot.updated_at, row.seq), True),
     "priority": (lambda row: (-row.snapshot.priority, row.snapshot.created_at, row.seq), False),
+    "id": (lambda row: row.snapshot.task_id, False),
 }
 
 

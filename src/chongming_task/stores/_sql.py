@@ -68,6 +68,7 @@ from chongming_task.stores._codec import (
     require_aware,
 )
 from chongming_task.stores._command_store import validate_claim
+from chongming_task.stores._dag import run_of, settle_dependants, settles_a_node
 from chongming_task.stores._dialect import SCHEMA_VERSION, Cursor, Dialect, History
 from chongming_task.stores._limits import (
     FleetLimit,
@@ -245,6 +246,34 @@ class SqlStore(TaskStore, QueueStore):
     ) -> list[tuple[str, bool]]:
         """One transaction: per keyed entry, lock the key (PostgreSQL; SQLite's
         ``BEGIN IMMEDIATE`` serialises writers), read the standing task, insert if none."""
+        enqueue = self._unique_writes(entries, finished_since)
+        return self._run(enqueue, write=True, atomic=True) if entries else []
+
+    def create_in_transaction(
+        self,
+        connection: object,
+        entries: Sequence[tuple[TaskSnapshot, Sequence[Transition]]],
+        *,
+        finished_since: datetime | None = None,
+    ) -> list[tuple[str, bool]]:
+        """``create_unique`` plus the workers' wake-up, in the caller's transaction on
+        ``connection`` (``Dialect.run_in``): both commit or roll back with it."""
+        write = self._unique_writes(entries, finished_since)
+
+        def enqueue(cur: Cursor) -> list[tuple[str, bool]]:
+            results = write(cur)
+            if any(created for _, created in results):
+                cur.execute(self._sql["notify_work"], {"channel": self._dialect.channel})
+            return results
+
+        return self._dialect.run_in(connection, enqueue)
+
+    def _unique_writes(
+        self,
+        entries: Sequence[tuple[TaskSnapshot, Sequence[Transition]]],
+        finished_since: datetime | None,
+    ) -> Callable[[Cursor], list[tuple[str, bool]]]:
+        """What ``create_unique`` runs in its transaction (see there)."""
         refuse_repeated_ids(entries)
         prepared = [
             (
@@ -281,7 +310,7 @@ class SqlStore(TaskStore, QueueStore):
                 results.append((snapshot.task_id, True))
             return results
 
-        return self._run(enqueue, write=True, atomic=True) if prepared else []
+        return enqueue
 
     def _standing(
         self,
@@ -363,8 +392,11 @@ class SqlStore(TaskStore, QueueStore):
         a version that moved on is a ``ConcurrencyConflict``. ``atomic`` defaults to
         whether there is history to write with the row."""
         params, history = self._update_params(snapshot, expect_version, transitions)
+        settles = settles_a_node(snapshot)
 
         def update(cur: Cursor) -> None:
+            if settles:
+                self._lock_runs(cur, [snapshot])
             try:
                 written = self._dialect.write_task(cur, statement, params, history)
             except Exception as exc:
@@ -374,8 +406,11 @@ class SqlStore(TaskStore, QueueStore):
                 raise
             if not written:
                 raise self._conflict(cur, snapshot, expect_version)
+            if settles:
+                self._settle_dag(cur, [snapshot])
 
-        self._run(update, write=True, atomic=bool(history) if atomic is None else atomic)
+        atomic = (bool(history) or settles) if atomic is None else atomic
+        self._run(update, write=True, atomic=atomic)
 
     def save_many(
         self, writes: Sequence[SnapshotWrite]
@@ -405,17 +440,52 @@ class SqlStore(TaskStore, QueueStore):
         if not prepared:
             return []
 
+        settling = [writes[chain[-1]].snapshot for chain in chains]
+        settling = [snapshot for snapshot in settling if settles_a_node(snapshot)]
+
         def apply(cur: Cursor) -> list[ConcurrencyConflict | StoreError | None]:
             results: list[ConcurrencyConflict | StoreError | None] = [None] * len(writes)
+            self._lock_runs(cur, settling)
+            settled: list[TaskSnapshot] = []
             for chain, params, history in prepared:
                 if self._dialect.write_task(cur, "update_task", params, history):
+                    if settling and settles_a_node(writes[chain[-1]].snapshot):
+                        settled.append(writes[chain[-1]].snapshot)
                     continue
                 for index in chain:
                     write = writes[index]
                     results[index] = self._conflict(cur, write.snapshot, write.expect_version)
+            self._settle_dag(cur, settled)
             return results
 
         return self._run(apply, write=True, atomic=True)
+
+    # ------------------------------------------------------------ fleet pipelines
+
+    def _lock_runs(self, cur: Cursor, settling: Sequence[TaskSnapshot]) -> None:
+        """Before the first write of a transaction that settles pipeline nodes: lock
+        their runs (in one order), so one run's join decisions never interleave."""
+        runs = sorted({found[1] for snapshot in settling if (found := run_of(snapshot))})
+        for run in runs:
+            self._dialect.lock_pipeline(cur, run)
+
+    def _settle_dag(self, cur: Cursor, settled: Sequence[TaskSnapshot]) -> None:
+        """Inside the transaction that wrote ``settled``: release or skip their blocked
+        dependants (``stores._dag``), and wake the workers if any was released."""
+        if not settled:
+            return
+        if settle_dependants(_CursorRows(self, cur), settled, clock=self.clock):
+            cur.execute(self._sql["notify_work"], {"channel": self._dialect.channel})
+            self._signal.notify()
+
+    def _settle_ids(self, cur: Cursor, task_ids: Sequence[str]) -> None:
+        """:meth:`_settle_dag` for tasks this transaction settled by id (reconcile)."""
+        found = [
+            rows.decode_task(row)
+            for task_id in task_ids
+            if (row := cur.execute(self._sql["select_task"], {"task_id": task_id}).fetchone())
+        ]
+        self._settle_dag(cur, found)
 
     def get(self, task_id: str) -> TaskSnapshot | None:
         check_lookup(task_id)
@@ -1100,3 +1170,30 @@ class SqlStore(TaskStore, QueueStore):
             return int(cur.rowcount)
 
         return self._run(delete, write=True)
+
+
+class _CursorRows:
+    """The rows of one transaction, for ``stores._dag.settle_dependants``."""
+
+    def __init__(self, store: SqlStore, cur: Cursor) -> None:
+        self._store = store
+        self._cur = cur
+
+    def get(self, task_id: str) -> TaskSnapshot | None:
+        store = self._store
+        row = self._cur.execute(store._sql["select_task"], {"task_id": task_id}).fetchone()
+        return None if row is None else rows.decode_task(row)
+
+    def put(
+        self, snapshot: TaskSnapshot, expect_version: int, transitions: Iterable[Transition]
+    ) -> bool:
+        params, history = self._store._update_params(snapshot, expect_version, list(transitions))
+        return bool(self._store._dialect.write_task(self._cur, "update_task", params, history))
+
+    def members(self, name: str, run: str) -> list[TaskSnapshot]:
+        query = TaskQuery(metadata_eq={"pipeline": name, "pipeline_run": run})
+        selected = self._store._selection("select_tasks", query)
+        if selected is None:
+            return []
+        statement, params = selected
+        return [rows.decode_task(row) for row in self._cur.execute(statement, params).fetchall()]

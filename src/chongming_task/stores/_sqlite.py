@@ -53,6 +53,8 @@ from chongming_task.stores._dialect import (
     SCHEMA_VERSION,
     Cursor,
     Dialect,
+    driver_connection,
+    refuse_connection,
     schema_missing,
     stored_schema_version,
 )
@@ -194,6 +196,8 @@ class SqliteDialect(Dialect):
         try:
             self._migrate()
             self._enable_wal()
+            #: The database file, absolute ("" in memory): enqueue(connection=...) compares it.
+            self.file = _main_file(self.writer)
         except BaseException:
             self.closed = True
             self.close_resources()
@@ -290,6 +294,70 @@ class SqliteDialect(Dialect):
             return result
         except sqlite3.Error as exc:
             raise self._describe(exc) from exc
+
+    def run_in(self, connection: object, fn: Callable[[Cursor], T]) -> T:
+        """``fn`` in the caller's transaction on a ``sqlite3.Connection`` to the store's
+        file (``Dialect.run_in``), inside a savepoint.
+
+        A connection in Python's default (legacy) transaction handling that has not
+        written yet is not in a transaction: ``BEGIN`` opens the one the driver would
+        open before its first write, and the caller's ``commit()`` / ``rollback()``
+        ends it. One in autocommit mode outside a transaction is refused. The first
+        statement takes the file's write lock (as the store's own ``BEGIN IMMEDIATE``),
+        so unique keys are read and written under it; the workers' wake-up is the
+        ``commands_rev`` counter they poll, committed with the task.
+        """
+        conn = driver_connection(connection)
+        if not isinstance(conn, sqlite3.Connection):
+            raise refuse_connection(
+                conn,
+                "a SqliteTaskStore joins the transaction of a sqlite3.Connection to its "
+                "file, or of an SQLAlchemy Connection on the sqlite dialect",
+            )
+        if self._memory:
+            raise refuse_connection(
+                conn,
+                "an in-memory SQLite store is reachable from no other connection; use a "
+                "SqliteTaskStore on a file",
+            )
+        try:
+            theirs = _main_file(conn)
+        except sqlite3.Error as exc:  # closed, or made in another thread
+            raise refuse_connection(conn, f"it cannot be used here ({exc})") from None
+        if not _same_file(theirs, self.file):
+            raise refuse_connection(
+                conn,
+                f"it is open on {theirs or 'an in-memory database'!r}, the store on "
+                f"{self.file!r}; connect to the store's file",
+            )
+        if not conn.in_transaction and (
+            conn.isolation_level is None or getattr(conn, "autocommit", None) is True
+        ):
+            raise refuse_connection(
+                conn,
+                "it is in autocommit mode outside a transaction, so the task would commit "
+                "at once; execute BEGIN first",
+            )
+        try:
+            if not conn.in_transaction:
+                conn.execute("BEGIN")  # what the driver does before the first write
+            cur = conn.cursor()
+            cur.row_factory = None
+            cur.execute("SAVEPOINT chongming_enqueue")
+            try:
+                cur.execute(self.sql["take_write_lock"])
+                result = fn(cur)
+            except BaseException:
+                with suppress(sqlite3.Error):
+                    cur.execute("ROLLBACK TO chongming_enqueue")
+                    cur.execute("RELEASE chongming_enqueue")
+                raise
+            cur.execute("RELEASE chongming_enqueue")
+            return result
+        except sqlite3.Error as exc:
+            raise StoreError(
+                f"SQLite store {self.path!r} failed in the caller's transaction: {exc}"
+            ) from exc
 
     def _describe(self, exc: BaseException) -> StoreError:
         error = StoreError(f"SQLite store {self.path!r} failed: {exc}")
@@ -435,6 +503,23 @@ class SqliteDialect(Dialect):
                 f"this chongming-task understands ({SCHEMA_VERSION}); upgrade chongming-task "
                 "(older versions must not write to it)"
             )
+
+
+def _main_file(conn: sqlite3.Connection) -> str:
+    """The absolute path of ``conn``'s main database file ("" in memory or temporary)."""
+    for _, name, file in conn.execute("PRAGMA database_list").fetchall():
+        if name == "main":
+            return str(file or "")
+    return ""
+
+
+def _same_file(theirs: str, ours: str) -> bool:
+    if not theirs or not ours:
+        return False
+    try:
+        return os.path.samefile(theirs, ours)
+    except OSError:
+        return False
 
 
 def _checkpointer_of(dialect: SqliteDialect) -> Checkpointer:

@@ -49,7 +49,11 @@ def mark_lost_grouped(store: SqlStore, how: Marking) -> list[LostMark] | None:
 
     def mark(cur: Cursor) -> list[LostMark] | None:
         found = cur.execute(statement, params).fetchall()
-        return _mark_groups(store, cur, found, how)
+        marks = _mark_groups(store, cur, found, how)
+        if marks is not None:
+            # Pipeline nodes among them: their dependants are judged in this transaction.
+            store._settle_ids(cur, [row[1] for row in found if row[9] is not None])
+        return marks
 
     return store._run(mark, write=True, atomic=True)
 
@@ -63,7 +67,7 @@ def _mark_groups(
     leases: dict[str | None, datetime | None] = {None: None}  # few distinct per page
     groups: dict[tuple[TaskStatus, Failure], list[_Row]] = {}
     for row in found:
-        _, task_id, value, version, owner, lease_owner, lease_text, _, _ = row
+        _, task_id, value, version, owner, lease_owner, lease_text, _, _, _ = row
         status = rows.decode_status(value)
         if lease_text not in leases:
             leases[lease_text] = parse_datetime(lease_text, "lease_until")
@@ -84,7 +88,7 @@ def _mark_groups(
         # The group's record as encode_transition writes it; each task's differs
         # only in its id, version and attempt (same members, same order).
         record = change.record.to_dict()
-        for seq, task_id, _, version, _, _, _, _, attempt in members:
+        for seq, task_id, _, version, _, _, _, _, attempt, _ in members:
             transition = change.transition(task_id, version + 1, attempt)
             updates.append(
                 {**shared, "seq": seq, "expect_version": version, "status_version": version + 1}

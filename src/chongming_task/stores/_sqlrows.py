@@ -39,6 +39,7 @@ ORDER_SQL: Final = {
     "updated": "t.updated_at, t.seq",
     "-updated": "t.updated_at DESC, t.seq DESC",
     "priority": "t.priority DESC, t.created_at, t.seq",
+    "id": "t.task_id",
 }
 
 #: The columns of a task row, in the order of both dialects' ``insert_task``.
@@ -62,10 +63,15 @@ TASK_COLUMNS: Final = (
     "pid",
     "doc",
     "checkpoint_gaps",
+    "meta_parent",
 )
 
 #: Metadata keys with their own indexed column (what the scheduler and pipelines ask for).
-_INDEXED_METADATA: Final = {"schedule": "meta_schedule", "pipeline": "meta_pipeline"}
+_INDEXED_METADATA: Final = {
+    "schedule": "meta_schedule",
+    "pipeline": "meta_pipeline",
+    "parent": "meta_parent",
+}
 
 Bind = Callable[[Any], Any]
 
@@ -79,6 +85,7 @@ def task_params(snapshot: TaskSnapshot, instant: Bind, array: Bind) -> dict[str,
     metadata = snapshot.metadata
     schedule = metadata.get("schedule")
     pipeline = metadata.get("pipeline")
+    parent = metadata.get("parent")
     progress = snapshot.progress
     gaps = snapshot.checkpoint_gaps
     return {
@@ -101,6 +108,7 @@ def task_params(snapshot: TaskSnapshot, instant: Bind, array: Bind) -> dict[str,
         "pid": snapshot.pid,
         "doc": encode_snapshot(snapshot),
         "checkpoint_gaps": None if gaps is None else dumps(gaps.to_dict()),
+        "meta_parent": parent if isinstance(parent, str) else None,
     }
 
 
@@ -265,6 +273,20 @@ def build_filters(  # noqa: C901 (one clause per TaskQuery filter)
             return QueryParts("", params, empty=True)
         clauses.append(sql["filter_task_ids"])
         params["task_ids"] = array(sorted(query.task_ids))
+    if query.id_prefix:
+        params["id_low"] = query.id_prefix
+        high = prefix_upper_bound(query.id_prefix)
+        if high is None:
+            clauses.append(sql["filter_id_from"])
+        else:
+            clauses.append(sql["filter_id_range"])
+            params["id_high"] = high
+    if query.id_after is not None:
+        clauses.append(sql["filter_id_after"])
+        params["id_after"] = query.id_after
+    if query.argument is not None:
+        clauses.append(sql["filter_argument"])
+        params["argument"] = query.argument
     if query.lease_expired_by is not None:
         clauses.append(sql["filter_lease_expired"])
         params["lease_cutoff_at"] = instant(query.lease_expired_by)

@@ -17,9 +17,11 @@ import functools
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
-from urllib.parse import quote, urlencode
+from urllib.parse import parse_qsl, quote, urlencode
 
 import jinja2
 from starlette.applications import Starlette
@@ -38,8 +40,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from chongming_task._model import TaskSnapshot, Transition
 from chongming_task._redact import redact, redact_json, redact_reason
+from chongming_task._timespec import parse_instant
 from chongming_task.controller._control import control_task
-from chongming_task.controller._retry import retry_task
+from chongming_task.controller._retry import RETRYABLE, retry_task
 from chongming_task.core._clock import Clock, SystemClock
 from chongming_task.errors import (
     ConcurrencyConflict,
@@ -50,7 +53,7 @@ from chongming_task.errors import (
 from chongming_task.schedule._admin import ScheduleAdmin
 from chongming_task.schedule._control import ScheduleControl
 from chongming_task.schedule._stats import ScheduleStatistics
-from chongming_task.states import TaskStatus
+from chongming_task.states import TERMINAL, TaskStatus
 from chongming_task.stores._base import TaskStore
 from chongming_task.stores._limits import LimitUse
 from chongming_task.stores._queue_store import fleet_view
@@ -72,11 +75,13 @@ from chongming_task.web._urls import install as install_urls
 from chongming_task.web._urls import schedule_url, task_url, worker_url
 from chongming_task.web._views import (
     DEFAULT_PAGE_SIZE,
+    FAILURE_WINDOW,
     MAX_PAGE_SIZE,
     Dashboard,
     TaskFilters,
     WorkerInfo,
     WorkerSource,
+    by_attempt,
     controls_of,
     due_at,
     elapsed,
@@ -104,11 +109,26 @@ _SECURITY_HEADERS: Final = (
 )
 
 TASK_ACTIONS: Final = ("stop", "pause", "resume", "retry")
+#: What a bulk request may do: the task actions, and deleting finished tasks.
+BULK_ACTIONS: Final = (*TASK_ACTIONS, "delete")
+#: The statuses each bulk action can act on: a filter-wide action reads only these.
+_UNFINISHED: Final = frozenset(TaskStatus) - TERMINAL
+BULK_STATUSES: Final = {
+    "stop": _UNFINISHED,
+    "pause": _UNFINISHED,
+    "resume": _UNFINISHED,
+    "retry": frozenset(RETRYABLE),
+    "delete": TERMINAL,
+}
+#: Tasks one request of a filter-wide bulk action controls; the next page follows.
+BULK_PAGE: Final = 200
 SCHEDULE_ACTIONS: Final = ("pause", "resume", "run")
 STATUSES: Final = tuple(s.value for s in TaskStatus)
 MAX_REASON: Final = 500
 #: The most tasks one bulk request controls.
 MAX_BULK: Final = 500
+#: The largest running total a filter-wide bulk request carries from page to page.
+_MAX_TOTAL: Final = 10**12
 #: The most events ``?max_events=`` asks a live stream for.
 MAX_EVENTS: Final = 1_000_000
 _FLASH_KEYS: Final = frozenset({"done", "result", "applied", "requested", "refused"})
@@ -206,6 +226,7 @@ def _environment() -> jinja2.Environment:
     env.filters["redact"] = redact
     env.filters["tojson_pretty"] = lambda value: json.dumps(value, indent=2, default=str)
     env.filters["dt"] = lambda value: value.isoformat(timespec="seconds") if value else "—"
+    env.filters["ago"] = _relative
     env.globals.update(due_at=due_at, elapsed=elapsed)
     install_urls(env)
     return env
@@ -223,6 +244,16 @@ def _age(seconds: float | None) -> str:
     if seconds < 172800:
         return f"{seconds / 3600:.1f} h"
     return f"{seconds / 86400:.1f} d"
+
+
+def _relative(value: datetime | None, now: datetime) -> str:
+    """``value`` relative to ``now``: ``3 min ago``, ``in 2.0 h``, ``now``."""
+    if value is None:
+        return "—"
+    seconds = (now - value).total_seconds()
+    if abs(seconds) < 1:
+        return "now"
+    return f"{_age(seconds)} ago" if seconds > 0 else f"in {_age(-seconds)}"
 
 
 def create_app(
@@ -310,6 +341,10 @@ def create_app(
         Route("/workers", handlers.workers, name="workers"),
         Route("/workers/{worker_id:path}", handlers.worker, name="worker"),
         Route("/buckets", handlers.buckets, name="buckets"),
+        Route("/failures", handlers.failures, name="failures"),
+        Route("/failures/retry", handlers.retry_failures, methods=["POST"]),
+        Route("/api/failures", handlers.api_failures),
+        Route("/api/failures/retry", handlers.retry_failures, methods=["POST"]),
         Route("/api/overview", handlers.api_overview),
         Route("/api/events", handlers.events),
         Route("/api/tasks", handlers.api_tasks),
@@ -375,16 +410,18 @@ def _wants_json(request: Request) -> bool:
 
 
 def _error(request: Request, status: int, message: str, env: jinja2.Environment) -> Response:
+    """The error as JSON or as a page; a signed-in user keeps the navigation."""
     if _wants_json(request):
         return JSONResponse({"error": message}, status_code=status)
     base = _base(request)
+    identity: Identity | None = getattr(request.state, "identity", None)
     html = env.get_template("error.html").render(
         base=base,
         status=status,
         message=message,
-        identity=None,
+        identity=identity,
         read_only=True,
-        csrf="",
+        csrf=identity.csrf if identity is not None and identity.csrf else "",
         page="",
         events=False,
     )
@@ -605,6 +642,7 @@ class _Handlers:
         context.setdefault("page", "")
         context.setdefault("events", identity is not None)
         context.setdefault("keeps_schedules", self.config.data.keeps_schedules)
+        context.setdefault("now", self.config.clock.now())
         kept = [
             (key, value)
             for key, value in request.query_params.multi_items()
@@ -625,6 +663,7 @@ class _Handlers:
         return HTMLResponse(html, status_code=status, headers=dict(headers or {}))
 
     async def not_found(self, request: Request, exc: Exception) -> Response:
+        request.state.identity = self.identify(request)  # the navigation, if signed in
         return _error(request, 404, "not found", self.env)
 
     # -- live ---------------------------------------------------------------------------
@@ -718,6 +757,9 @@ class _Handlers:
             here = urlencode(
                 {**query, **({"cursor": c} if (c := request.query_params.get("cursor")) else {})}
             )
+            flipped = {k: v for k, v in page.filters.params().items() if k != "sort"}
+            if not page.filters.oldest_first:
+                flipped["sort"] = "oldest"
             return self.render(
                 request,
                 "tasks.html",
@@ -726,6 +768,7 @@ class _Handlers:
                 f=page.filters,
                 controls={s.task_id: controls_of(s) for s in page.tasks},
                 next_url=next_url,
+                flip_url="?" + urlencode(flipped),
                 here=here,
                 flash=_bulk_flash(request),
             )
@@ -741,6 +784,7 @@ class _Handlers:
                     "tasks": [task_doc(s, self.config.clock.now(), full=False) for s in page.tasks],
                     "next_cursor": page.next_cursor,
                     "position": page.position,
+                    "total": page.total,
                     "limit": page.limit,
                     "filters": page.filters.params(),
                 }
@@ -776,9 +820,10 @@ class _Handlers:
                 self_url=task_url(_base(request), snapshot.task_id),
                 t=snapshot,
                 doc=task_doc(snapshot, self.config.clock.now()),
-                timeline=self._timeline(snapshot),
+                attempts=by_attempt(self._timeline(snapshot)),
                 controls=controls_of(snapshot),
                 why=self.config.data.explain(snapshot),
+                children=self.config.data.children(snapshot.task_id),
                 flash=_task_flash(request),
             )
 
@@ -795,6 +840,7 @@ class _Handlers:
                         for t, seconds in self._timeline(snapshot)
                     ],
                     "explain": self.config.data.explain(snapshot).to_dict(),
+                    "children": [c.task_id for c in self.config.data.children(snapshot.task_id)],
                 }
             )
 
@@ -914,27 +960,58 @@ class _Handlers:
 
         return await self._call(request, act)
 
+    def _delete(self, task_id: str) -> dict[str, Any]:
+        """Delete a finished task with its history (what retention deletes)."""
+        snapshot = self.config.store.get(task_id)
+        if snapshot is None:
+            return {"task_id": task_id, "action": "delete", "result": "not_found"}
+        if not snapshot.is_terminal:
+            return {
+                "task_id": task_id,
+                "action": "delete",
+                "result": "refused",
+                "status": snapshot.status.value,
+                "message": f"cannot delete a task that is {snapshot.status.value}",
+            }
+        deleted = self.config.store.delete_tasks([task_id])
+        return {"task_id": task_id, "action": "delete", "result": "applied" if deleted else "gone"}
+
+    def _act(self, task_id: str, action: str, actor: str, reason: str) -> dict[str, Any]:
+        """One task of a bulk request, through the one control path (or a delete)."""
+        if action == "delete":
+            return self._delete(task_id)
+        return self._control(task_id, action, actor, reason)
+
     @state_changing
     async def bulk(self, request: Request) -> Response:
+        """A bulk action on ticked tasks (``ids``), or with ``scope=filter`` on every task
+        the filter matches: first a confirmation with the count, then one page of
+        ``BULK_PAGE`` tasks per request (ordered by id, keyset ``after``; tasks created
+        after the confirmation are left alone) with the running totals."""
         identity: Identity = request.state.identity
         try:
             fields = await _fields(request)
             reason = _reason(fields)
+            action = fields.get("action")
+            if action not in BULK_ACTIONS:
+                raise ConfigurationError(f"action must be one of {', '.join(BULK_ACTIONS)}")
+            scope = fields.get("scope") or "selection"
+            if scope not in ("selection", "filter"):
+                raise ConfigurationError("scope must be selection or filter")
+            if scope == "filter":
+                step = _FilterStep(fields, now=self.config.clock.now())
         except ConfigurationError as exc:
             return _error(request, 400, str(exc), self.env)
-        action = fields.get("action")
+        if scope == "filter":
+            return await self._bulk_filter(request, step, str(action), reason)
         ids = fields.get("ids") or []
-        if action not in TASK_ACTIONS:
-            return _error(
-                request, 400, f"action must be one of {', '.join(TASK_ACTIONS)}", self.env
-            )
         if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids) or not ids:
             return _error(request, 400, "select at least one task (ids)", self.env)
         if len(ids) > MAX_BULK:
             return _error(request, 400, f"at most {MAX_BULK} tasks per bulk request", self.env)
 
         def act() -> Response:
-            results = [self._control(i, str(action), identity.user, reason) for i in ids]
+            results = [self._act(i, str(action), identity.user, reason) for i in ids]
             if _wants_json(request):
                 return JSONResponse({"results": results}, status_code=202)
             applied = sum(1 for r in results if r["result"] == "applied")
@@ -948,6 +1025,53 @@ class _Handlers:
             return _see_other(request, f"/tasks?{here}{'&' if here else ''}{query}")
 
         return await self._call(request, act)
+
+    async def _bulk_filter(
+        self, request: Request, step: _FilterStep, action: str, reason: str
+    ) -> Response:
+        identity: Identity = request.state.identity
+
+        def act() -> Response:
+            data = self.config.data
+            if step.confirm is None:
+                step.total = data.count(step.filters)
+                step.eligible = data.count(step.eligible_filters(action))
+                return self._bulk_answer(request, step, action, reason, stage="confirm")
+            query = replace(
+                step.filters.query(limit=BULK_PAGE, order="id", created_before=step.as_of),
+                statuses=step.statuses(action),
+                id_after=step.after,
+            )
+            heads = self.config.store.query_heads(query)
+            for head in heads:
+                outcome = self._act(head.task_id, action, identity.user, reason)["result"]
+                step.add(outcome)
+            step.after = heads[-1].task_id if heads else step.after
+            done = len(heads) < BULK_PAGE
+            return self._bulk_answer(
+                request, step, action, reason, stage="done" if done else "running"
+            )
+
+        return await self._call(request, act)
+
+    def _bulk_answer(
+        self, request: Request, step: _FilterStep, action: str, reason: str, *, stage: str
+    ) -> Response:
+        doc = {"action": action, "scope": "filter", "stage": stage, **step.to_dict()}
+        if _wants_json(request):
+            return JSONResponse(doc, status_code=200 if stage == "confirm" else 202)
+        return self.render(
+            request,
+            "bulk.html",
+            page="tasks",
+            action=action,
+            reason=reason,
+            stage=stage,
+            step=step,
+            fields=step.fields(),
+            back="?" + urlencode(step.filters.params()),
+            page_size=BULK_PAGE,
+        )
 
     # -- schedules ----------------------------------------------------------------------
 
@@ -1212,6 +1336,69 @@ class _Handlers:
         return await self._call(request, act)
 
     @authenticated
+    async def failures(self, request: Request) -> Response:
+        def build() -> Response:
+            groups, read = self.config.data.failures()
+            return self.render(
+                request,
+                "failures.html",
+                page="failures",
+                groups=groups,
+                read=read,
+                window=FAILURE_WINDOW,
+                flash=_bulk_flash(request),
+            )
+
+        return await self._call(request, build)
+
+    @authenticated
+    async def api_failures(self, request: Request) -> Response:
+        def build() -> Response:
+            groups, read = self.config.data.failures()
+            return JSONResponse(
+                {
+                    "groups": [g.to_dict() for g in groups],
+                    "read": read,
+                    "window": FAILURE_WINDOW,
+                }
+            )
+
+        return await self._call(request, build)
+
+    @state_changing
+    async def retry_failures(self, request: Request) -> Response:
+        """Retry every task of one failure group (``group``: its key), each through
+        ``retry_task``; the group is read again, so what it holds now is retried."""
+        identity: Identity = request.state.identity
+        try:
+            fields = await _fields(request)
+            reason = _reason(fields)
+            key = fields.get("group")
+            if not isinstance(key, str) or not key:
+                raise ConfigurationError("group is required: the key of a failure group")
+        except ConfigurationError as exc:
+            return _error(request, 400, str(exc), self.env)
+
+        def act() -> Response:
+            groups, _ = self.config.data.failures()
+            group = next((g for g in groups if g.key == key), None)
+            if group is None:
+                return _error(
+                    request, 404, f"no failure group {key!r} (retried already?)", self.env
+                )
+            results = [self._act(i, "retry", identity.user, reason) for i in group.task_ids]
+            applied = sum(1 for r in results if r["result"] == "applied")
+            if _wants_json(request):
+                return JSONResponse(
+                    {"group": group.to_dict(), "retried": applied, "results": results},
+                    status_code=202,
+                )
+            query = {"done": "retry", "applied": applied, "refused": len(results) - applied}
+            return _see_other(request, f"/failures?{urlencode(query)}")
+
+        return await self._call(request, act)
+
+    @authenticated
     async def buckets(self, request: Request) -> Response:
         def build() -> Response:
             return self.render(
@@ -1245,6 +1432,85 @@ class _Handlers:
         return await self._call(request, build)
 
 
+class _FilterStep:
+    """One request of a filter-wide bulk action: the filter (``filter``: the ``/tasks``
+    query string, or an object of its parameters in JSON), the instant it was confirmed
+    at (``as_of``: later tasks are left alone), the count confirmed (``confirm``), the
+    last id done (``after``) and the running totals."""
+
+    _TOTALS = ("processed", "applied", "requested", "refused")
+
+    def __init__(self, fields: Mapping[str, Any], *, now: datetime) -> None:
+        raw = fields.get("filter", fields.get("back", ""))
+        if isinstance(raw, str):
+            pairs = [(k, v) for k, v in parse_qsl(raw.lstrip("?")) if k != "cursor"]
+        elif isinstance(raw, dict) and all(isinstance(v, str) for v in raw.values()):
+            pairs = list(raw.items())
+        else:
+            raise ConfigurationError("filter must be the /tasks query string or an object of it")
+        params = dict(checked_input(dict(pairs)))
+        statuses = [v for k, v in pairs if k == "status"]
+        self.filters = TaskFilters.parse(params, statuses, now=now)
+        as_of = fields.get("as_of")
+        # Created before the next microsecond: every task there was at the confirmation.
+        self.as_of = (
+            parse_instant(as_of, now=now, name="as_of")
+            if isinstance(as_of, str) and as_of
+            else now + timedelta(microseconds=1)
+        )
+        self.confirm = optional_int(_text(fields, "confirm"), "confirm", maximum=_MAX_TOTAL)
+        after = fields.get("after")
+        self.after: str | None = after if isinstance(after, str) and after else None
+        self.totals = {
+            key: optional_int(_text(fields, key), key, maximum=_MAX_TOTAL) or 0
+            for key in self._TOTALS
+        }
+        self.total = self.eligible = self.confirm or 0
+
+    def statuses(self, action: str) -> frozenset[TaskStatus]:
+        """The filter's statuses that ``action`` can act on."""
+        allowed = BULK_STATUSES[action]
+        return allowed if self.filters.statuses is None else allowed & self.filters.statuses
+
+    def eligible_filters(self, action: str) -> TaskFilters:
+        return replace(self.filters, statuses=self.statuses(action))
+
+    def add(self, result: str) -> None:
+        self.totals["processed"] += 1
+        kind = result if result in ("applied", "requested") else "refused"
+        self.totals[kind] += 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "filter": self.filters.params(),
+            "as_of": self.as_of.isoformat(),
+            "matched": self.total,
+            "eligible": self.eligible,
+            "confirm": self.confirm if self.confirm is not None else self.eligible,
+            "after": self.after,
+            **self.totals,
+        }
+
+    def fields(self) -> list[tuple[str, str]]:
+        """The hidden fields of the next request (the confirmation or the next page)."""
+        out = [
+            ("scope", "filter"),
+            ("filter", urlencode(self.filters.params())),
+            ("as_of", self.as_of.isoformat()),
+            ("confirm", str(self.confirm if self.confirm is not None else self.eligible)),
+        ]
+        if self.after is not None:
+            out.append(("after", self.after))
+        return out + [(key, str(value)) for key, value in self.totals.items()]
+
+
+def _text(fields: Mapping[str, Any], key: str) -> str | None:
+    value = fields.get(key)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return value if isinstance(value, str) else None
+
+
 # ---------------------------------------------------------------- flash messages
 # Built from whitelisted codes in the query string, never from free text: a crafted
 # link cannot make the dashboard say something it did not.
@@ -1268,13 +1534,16 @@ def _task_flash(request: Request) -> str | None:
 
 def _bulk_flash(request: Request) -> str | None:
     action = request.query_params.get("done")
-    if action not in TASK_ACTIONS:
+    if action not in BULK_ACTIONS:
         return None
     params = request.query_params
     applied, requested, refused = (
-        int_param(params.get(key, "0"), key, maximum=MAX_BULK)
+        int_param(params.get(key, "0"), key, maximum=_MAX_TOTAL)
         for key in ("applied", "requested", "refused")
     )
+    if action == "delete":
+        text = f"deleted {applied} finished task(s) with their history"
+        return text + (f"; {refused} refused (not finished)" if refused else "")
     if action == "retry":
         text = f"retried {applied} task(s): queued again for any worker"
         if refused:

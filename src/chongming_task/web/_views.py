@@ -16,15 +16,18 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Final, Protocol
 
 from chongming_task._explain import Explanation, explain
 from chongming_task._model import TaskSnapshot, Transition
+from chongming_task._redact import redact
 from chongming_task._timespec import parse_instant
 from chongming_task.buckets._health import FleetHealth, fleet_health
 from chongming_task.buckets._registry import ownership_report
@@ -37,7 +40,8 @@ from chongming_task.schedule._admin import ScheduleAdmin
 from chongming_task.states import OCCUPYING, TERMINAL, TaskStatus
 from chongming_task.stores._base import QueueStore, ScheduleStore, TaskQuery, TaskStore
 from chongming_task.stores._queue_health import QueueHealth, queue_health
-from chongming_task.stores._queue_records import WorkerRecord
+from chongming_task.stores._queue_records import WorkerRecord, children_query
+from chongming_task.stores._records import Order
 from chongming_task.web._params import optional_int
 
 __all__ = [
@@ -59,6 +63,8 @@ DEFAULT_PAGE_SIZE: Final = 50
 MAX_PAGE_SIZE: Final = 500
 #: Rows read past a cursor's recorded position to find it again after new tasks arrived.
 _CURSOR_SLACK: Final = 200
+#: The orders of the task list (``sort=``): newest first (default) or oldest first.
+SORTS: Final = ("newest", "oldest")
 #: The time-range parameters of ``/tasks`` and ``/api/tasks`` (``TaskQuery`` fields).
 TIME_BOUNDS: Final = ("created_after", "created_before", "updated_after", "updated_before")
 _FAILED: Final = frozenset({TaskStatus.FAILED, TaskStatus.LOST})
@@ -70,6 +76,89 @@ FULL_EVERY: Final = 10
 _DUE_SCAN: Final = 2000
 #: Unfinished tasks listed on a worker's page.
 _WORKER_TASKS: Final = 200
+#: The newest failed and lost tasks that ``/failures`` groups (one bounded read).
+FAILURE_WINDOW: Final = 2000
+#: What a failure message's fingerprint replaces by a placeholder: UUIDs and long
+#: tokens with a digit (``<id>``: task ids, hashes, addresses), then digit runs (``<n>``).
+_IDS: Final = re.compile(
+    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+    r"|(?<![\w.-])(?=[\w.:-]*\d)[\w.:-]{12,}"
+)
+_NUMBERS: Final = re.compile(r"\d+")
+_FINGERPRINT_CHARS: Final = 300
+
+
+def fingerprint(message: str) -> str:
+    """``message`` with its ids and numbers normalised, so that the same failure of
+    different tasks (``order 1234 not found``, ``order 98 not found``) reads alike."""
+    text = _NUMBERS.sub("<n>", _IDS.sub("<id>", message))
+    text = " ".join(text.split())
+    return text[:_FINGERPRINT_CHARS]
+
+
+@dataclass(frozen=True, slots=True)
+class FailureGroup:
+    """Failed and lost tasks with the same error type and message fingerprint."""
+
+    error: str
+    """The exception type, or the failure kind when there is none (``lost``, timeouts)."""
+    fingerprint: str
+    task_ids: tuple[str, ...]
+    """Newest first."""
+    newest: TaskSnapshot
+
+    @property
+    def count(self) -> int:
+        return len(self.task_ids)
+
+    @property
+    def key(self) -> str:
+        """A short stable name of the group (for the retry form and URLs)."""
+        digest = hashlib.sha256(f"{self.error}\0{self.fingerprint}".encode()).hexdigest()
+        return digest[:16]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "error": self.error,
+            "fingerprint": self.fingerprint,
+            "count": self.count,
+            "task_ids": list(self.task_ids),
+            "newest_at": _iso(self.newest.updated_at),
+        }
+
+
+def group_failures(snapshots: Iterable[TaskSnapshot]) -> list[FailureGroup]:
+    """``snapshots`` (failed or lost, newest first) grouped by error type and message
+    fingerprint; the largest group first, then the most recent."""
+    groups: dict[tuple[str, str], list[TaskSnapshot]] = {}
+    for snapshot in snapshots:
+        failure = snapshot.failure
+        error = (failure.exception_type or failure.kind.value) if failure else snapshot.status.value
+        message = redact(failure.message) if failure else ""
+        groups.setdefault((error, fingerprint(message or "")), []).append(snapshot)
+    found = [
+        FailureGroup(error, print_, tuple(s.task_id for s in members), members[0])
+        for (error, print_), members in groups.items()
+    ]
+    found.sort(key=lambda g: (-g.count, -g.newest.updated_at.timestamp()))
+    return found
+
+
+def by_attempt(
+    timeline: Sequence[tuple[Transition, float | None]],
+) -> list[tuple[int, list[tuple[Transition, float | None]]]]:
+    """The timeline cut where the attempt changes: ``[(attempt, rows), ...]`` in order."""
+    out: list[tuple[int, list[tuple[Transition, float | None]]]] = []
+    for row in timeline:
+        if not out or out[-1][0] != row[0].attempt:
+            out.append((row[0].attempt, []))
+        out[-1][1].append(row)
+    return out
+
+
+#: Children a task page lists (``status --json`` lists them all).
+CHILDREN_SHOWN: Final = 200
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -98,8 +187,13 @@ class TaskFilters:
     tag: str | None = None
     bucket: int | None = None
     owner: str | None = None
-    task_id: str | None = None
-    """Free-text id search: the task of exactly this id."""
+    id_prefix: str | None = None
+    """Id search (``q``): the tasks whose id starts with this text (an exact id too)."""
+    argument: str | None = None
+    """Argument search (``arg``): text the enqueued arguments' JSON contains
+    (``TaskQuery.argument``)."""
+    oldest_first: bool = False
+    """``sort=oldest``: the oldest task first (the last page of the default order)."""
     created_after: datetime | None = None
     """Created at or after this instant (the time range's start, inclusive)."""
     created_before: datetime | None = None
@@ -139,6 +233,9 @@ class TaskFilters:
                     valid = ", ".join(s.value for s in TaskStatus)
                     raise ConfigurationError(f"unknown status {value!r}; valid: {valid}") from None
         bucket = optional_int(params.get("bucket"), "bucket")
+        sort = (params.get("sort") or "newest").strip() or "newest"
+        if sort not in SORTS:
+            raise ConfigurationError(f"sort must be one of {', '.join(SORTS)}, got {sort!r}")
 
         def text(key: str) -> str | None:
             value = (params.get(key) or "").strip()
@@ -163,33 +260,47 @@ class TaskFilters:
             tag=text("tag"),
             bucket=bucket,
             owner=text("owner"),
-            task_id=text("q"),
+            id_prefix=text("q"),
+            argument=text("arg"),
+            oldest_first=sort == "oldest",
             **bounds,
         )
+
+    @property
+    def order(self) -> Order:
+        """The store order of the list: newest first, or oldest first."""
+        return "created" if self.oldest_first else "-created"
 
     def query(
         self,
         *,
         limit: int | None,
-        order: str = "-created",
+        order: Order | None = None,
         created_before: datetime | None = None,
+        created_after: datetime | None = None,
     ) -> TaskQuery:
-        """The store query; ``created_before`` tightens the filter's own end (a page)."""
+        """The store query in the list's order (or ``order``); ``created_before`` and
+        ``created_after`` tighten the filter's own range (a page)."""
         before = self.created_before
         if created_before is not None and (before is None or created_before < before):
             before = created_before
+        after = self.created_after
+        if created_after is not None and (after is None or created_after > after):
+            after = created_after
         return TaskQuery(
             statuses=self.statuses,
             name_prefix=self.name_prefix,
             tag=self.tag,
             bucket=self.bucket,
             owner=self.owner,
-            created_after=self.created_after,
+            id_prefix=self.id_prefix,
+            argument=self.argument,
+            created_after=after,
             created_before=before,
             updated_after=self.updated_after,
             updated_before=self.updated_before,
             limit=limit,
-            order=order,  # type: ignore[arg-type]
+            order=order or self.order,
         )
 
     def params(self) -> dict[str, str]:
@@ -201,7 +312,8 @@ class TaskFilters:
             ("name", self.name_prefix),
             ("tag", self.tag),
             ("owner", self.owner),
-            ("q", self.task_id),
+            ("q", self.id_prefix),
+            ("arg", self.argument),
         ):
             if value:
                 out[key] = value
@@ -211,6 +323,8 @@ class TaskFilters:
             value = getattr(self, key)
             if value is not None:
                 out[key] = value.isoformat()
+        if self.oldest_first:
+            out["sort"] = "oldest"
         return out
 
 
@@ -221,7 +335,9 @@ class TaskPage:
     filters: TaskFilters
     limit: int
     position: int
-    """How many newer tasks precede this page."""
+    """How many tasks precede this page (in its order)."""
+    total: int = 0
+    """How many tasks the filters match (the store's count, not the rows read)."""
 
 
 def encode_cursor(position: int, last: TaskSnapshot) -> str:
@@ -368,19 +484,38 @@ class Dashboard:
     def history(self, task_id: str) -> list[Transition]:
         return self.store.history(task_id)
 
+    def children(self, task_id: str) -> list[TaskSnapshot]:
+        """The first ``CHILDREN_SHOWN`` tasks ``task_id`` enqueued with ``ctx.enqueue``."""
+        return self.store.query(replace(children_query(task_id), limit=CHILDREN_SHOWN))
+
     def explain(self, snapshot: TaskSnapshot) -> Explanation:
         """Why the task is where it is, from what the store knows (``chongming-task
-        explain``'s store view: holder, lease, history, queue order, worker registry)."""
-        return explain(store_facts(self.store, snapshot, now=self.clock.now()))
+        explain``'s store view: holder, lease, history, queue order, worker registry).
+
+        The checkpoint gaps of the task's name say nothing about a task that never
+        started, so its page leaves them out."""
+        found = explain(store_facts(self.store, snapshot, now=self.clock.now()))
+        if snapshot.started_at is None and snapshot.first_started_at is None:
+            kept = tuple(r for r in found.reasons if r.kind != "checkpoint_gaps")
+            found = replace(found, reasons=kept)
+        return found
+
+    def failures(self, window: int = FAILURE_WINDOW) -> tuple[list[FailureGroup], int]:
+        """The newest ``window`` failed and lost tasks, grouped (:func:`group_failures`),
+        and how many were read (``window`` reached: older failures are not grouped)."""
+        found = self.store.query(TaskQuery(statuses=_FAILED, order="-created", limit=window))
+        return group_failures(found), len(found)
 
     def tasks(
         self, filters: TaskFilters, *, limit: int = DEFAULT_PAGE_SIZE, cursor: str | None = None
     ) -> TaskPage:
-        """One page of tasks, newest first.
+        """One page of tasks, newest first (oldest first with ``sort=oldest``), and how
+        many tasks the filters match in all (:meth:`count`).
 
         The cursor records the last task of the previous page, its creation time and
         how many tasks came before it. A page is one keyset read: the tasks created at
-        or before that time (``created_before`` the next microsecond), newest first,
+        or before that time (``created_before`` the next microsecond; oldest first: at or
+        after it), in the list's order,
         starting right after that task, so tasks that arrived meanwhile shift nothing,
         no row is shown twice and none is skipped, and a deep page costs what page one
         costs. Only when the task is gone (deleted) or more than ``_CURSOR_SLACK`` tasks
@@ -392,30 +527,47 @@ class Dashboard:
         """
         if limit < 1 or limit > MAX_PAGE_SIZE:
             raise ConfigurationError(f"limit must be 1..{MAX_PAGE_SIZE}, got {limit}")
-        if filters.task_id is not None:
-            found = self.store.get(filters.task_id)
-            rows = [found] if found is not None and filters.query(limit=None).matches(found) else []
-            return TaskPage(rows, None, filters, limit, 0)
+        rows, next_cursor, position = self._page(filters, limit, cursor)
+        return TaskPage(rows, next_cursor, filters, limit, position, self.count(filters))
+
+    def count(self, filters: TaskFilters) -> int:
+        """How many tasks ``filters`` match: the store's ``count_by_status`` with the same
+        filters (an index count for every filter but ``argument``), never rows read."""
+        return sum(self.store.count_by_status(filters.query(limit=None)).values())
+
+    def _page(
+        self, filters: TaskFilters, limit: int, cursor: str | None
+    ) -> tuple[list[TaskSnapshot], str | None, int]:
+        """``(rows, next cursor, position)`` of one page (see :meth:`tasks`)."""
         if cursor is None:
             rows = self.store.query(filters.query(limit=limit + 1))
             more = len(rows) > limit
             rows = rows[:limit]
             next_cursor = encode_cursor(len(rows), rows[-1]) if more and rows else None
-            return TaskPage(rows, next_cursor, filters, limit, 0)
+            return rows, next_cursor, 0
         position, last_id, last_created = decode_cursor(cursor)
         page_ids: list[str] | None = None
         more = False
         if last_created is not None:
-            bound = last_created + timedelta(microseconds=1)
+            # The tasks at or past the last one in the list's order, from the index.
+            after, before = (
+                (last_created, None)
+                if filters.oldest_first
+                else (None, last_created + timedelta(microseconds=1))
+            )
             read = limit + 1 + _CURSOR_SLACK
-            heads = self.store.query_heads(filters.query(limit=read, created_before=bound))
+            heads = self.store.query_heads(
+                filters.query(limit=read, created_after=after, created_before=before)
+            )
             ids = [head.task_id for head in heads]
             if last_id in ids:
                 start_at = ids.index(last_id) + 1
                 if len(ids) == read and len(ids) < start_at + limit + 1:
                     # Ties on the creation time pushed the page past this read.
                     heads = self.store.query_heads(
-                        filters.query(limit=start_at + limit + 1, created_before=bound)
+                        filters.query(
+                            limit=start_at + limit + 1, created_after=after, created_before=before
+                        )
                     )
                     ids = [head.task_id for head in heads]
                 page_ids = ids[start_at : start_at + limit]
@@ -433,14 +585,14 @@ class Dashboard:
             page_ids = ids[start : start + limit]
             more = len(ids) > start + limit
         found_rows = (
-            self.store.query(TaskQuery(task_ids=frozenset(page_ids), order="-created"))
+            self.store.query(TaskQuery(task_ids=frozenset(page_ids), order=filters.order))
             if page_ids
             else []
         )
         by_id = {row.task_id: row for row in found_rows}
         rows = [by_id[task_id] for task_id in page_ids if task_id in by_id]
         next_cursor = encode_cursor(start + len(rows), rows[-1]) if more and rows else None
-        return TaskPage(rows, next_cursor, filters, limit, start)
+        return rows, next_cursor, start
 
     def time_in_states(
         self, snapshot: TaskSnapshot, history: Sequence[Transition]

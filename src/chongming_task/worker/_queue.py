@@ -32,6 +32,7 @@ from chongming_task.buckets._agent import BucketAgent, declaration_lease
 from chongming_task.controller._reconcile import reconcile
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.errors import ConcurrencyConflict, ConfigurationError, InvalidTransition
+from chongming_task.queue._children import QueueChildren
 from chongming_task.states import TaskStatus
 from chongming_task.stores._base import TaskQuery
 from chongming_task.stores._queue_records import WorkerRecord, concurrency_key_of, recipe_of
@@ -70,6 +71,16 @@ class WorkQueueDuty:
         #: ``QueueStore``), and the worker takes store submissions only.
         self.queue = self.store if isinstance(self.store, QueueStore) else None
         self.supported = self.queue is not None
+        #: How the claimed tasks' ``ctx.enqueue`` stores children (the same queue).
+        self.children = (
+            None
+            if self.queue is None
+            else QueueChildren(
+                self.store,
+                registry=self.controller.registry,
+                bucket_policy=self.controller.bucket_policy,
+            )
+        )
         if self.queue is None:
             log.warning(
                 "no work queue on this store: %s does not implement QueueStore; "
@@ -124,7 +135,7 @@ class WorkQueueDuty:
                 with self._slotted_lock:  # it may hold slots of a fleet limit
                     self._slotted.add(snapshot.task_id)
             try:
-                self.controller._internal.run_claimed(snapshot)
+                self.controller._internal.run_claimed(snapshot, self.children)
             except ConfigurationError as exc:
                 self._refuse(snapshot.task_id, str(exc))
                 continue

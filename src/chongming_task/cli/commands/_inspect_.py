@@ -18,6 +18,7 @@ from chongming_task.cli.commands._common import (
 )
 from chongming_task.core._clock import utc_now
 from chongming_task.states import TaskStatus
+from chongming_task.stores._queue_records import children_query, parent_of
 
 if TYPE_CHECKING:
     from chongming_task._model import TaskSnapshot
@@ -109,6 +110,9 @@ def status_lines(snapshot: TaskSnapshot, now: datetime | None = None) -> list[tu
     late = _late_result(snapshot)
     if late is not None:
         pairs.append(("late result", redact_secrets(late)))
+    parent = parent_of(snapshot)
+    if parent is not None:
+        pairs.append(("parent", parent))
     return [(key, printable(value)) for key, value in pairs]
 
 
@@ -135,10 +139,15 @@ def cmd_status(args: argparse.Namespace, session: Session) -> int:
     if snapshot is None:
         return _status_of_submission(args.task_id, session, controller, store)
     logs = _logs(snapshot)
+    children = [child.task_id for child in store.query(children_query(snapshot.task_id))]
     if session.json:
-        session.output.json(document("status", task=task_doc(snapshot), logs=logs))
+        session.output.json(
+            document("status", task=task_doc(snapshot), logs=logs, children=children)
+        )
         return ExitCode.OK
     pairs = status_lines(snapshot)
+    if children:
+        pairs.append(("children", printable(", ".join(children))))
     width = max(len(key) for key, _ in pairs) + 1
     session.output.print("\n".join(f"{key + ':':<{width}} {value}" for key, value in pairs))
     if logs:

@@ -482,12 +482,13 @@ def _serve(  # noqa: C901 (the worker's start-up sequence, one step per option; 
             pruner.close()
         held = sum(1 for run in controller.runs() if not run.done)
         log.info(
-            "%s: shutting down; stopping %d task(s) (deadline %gs) after a drain of up to "
-            "%gs (a second signal skips it)",
+            "%s: shutting down; claiming nothing more; %d task(s) running may finish "
+            "for up to %gs, then what is left is stopped (deadline %gs; a second signal "
+            "skips the drain)",
             signal_name,
             held,
-            args.shutdown_timeout,
             args.drain_timeout,
+            args.shutdown_timeout,
         )
         shutdown = worker.shutdown(
             reason=f"worker shutdown ({signal_name})", timeout=args.shutdown_timeout

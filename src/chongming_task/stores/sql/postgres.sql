@@ -224,6 +224,23 @@ CREATE TABLE IF NOT EXISTS ct_queue_pauses (
     paused_at timestamptz NOT NULL
 );
 
+-- name: migrate_11
+-- Version 11: a task's priority is a signed 64-bit integer, as the API promises (it
+-- was integer: a priority beyond 32 bits was accepted and then refused by the insert,
+-- so the task was never stored). The table is rewritten once, under the migration lock.
+ALTER TABLE ct_tasks ALTER COLUMN priority TYPE bigint;
+
+-- name: migrate_12
+-- Version 12: child tasks (docs/queue.md, "Child tasks"). A task enqueued by another
+-- task (ctx.enqueue) keeps its parent's id in metadata["parent"], copied into
+-- meta_parent so that the children of a task (listed on its page, stopped with it) are
+-- found through ct_tasks_parent. Rows written before this version have no children:
+-- their meta_parent stays NULL. Every statement may run again on a migrated schema.
+ALTER TABLE ct_tasks ADD COLUMN IF NOT EXISTS meta_parent text;
+
+CREATE INDEX IF NOT EXISTS ct_tasks_parent ON ct_tasks (meta_parent, created_at, seq)
+    WHERE meta_parent IS NOT NULL;
+
 -- name: schema_exists
 SELECT count(*) FROM (SELECT to_regclass('ct_meta') AS t) r WHERE r.t IS NOT NULL;
 
@@ -245,12 +262,13 @@ WITH task AS (
     INSERT INTO ct_tasks (
         task_id, name, status, status_version, created_at, updated_at, priority, bucket,
         owner, meta_schedule, meta_pipeline, tags, progress, heartbeat_at, lease_owner,
-        lease_until, pid, doc, checkpoint_gaps
+        lease_until, pid, doc, checkpoint_gaps, meta_parent
     ) VALUES (
         %(task_id)s, %(name)s, %(status)s, %(status_version)s, %(created_at)s,
         %(updated_at)s, %(priority)s, %(bucket)s, %(owner)s, %(meta_schedule)s,
         %(meta_pipeline)s, %(tags)s, %(progress)s::json, %(heartbeat_at)s,
-        %(lease_owner)s, %(lease_until)s, %(pid)s, %(doc)s::json, %(checkpoint_gaps)s::json
+        %(lease_owner)s, %(lease_until)s, %(pid)s, %(doc)s::json, %(checkpoint_gaps)s::json,
+        %(meta_parent)s
     )
     RETURNING task_id
 )
@@ -268,7 +286,7 @@ WITH task AS (
         meta_pipeline = %(meta_pipeline)s, tags = %(tags)s, progress = %(progress)s::json,
         heartbeat_at = %(heartbeat_at)s, lease_owner = %(lease_owner)s,
         lease_until = %(lease_until)s, pid = %(pid)s, doc = %(doc)s::json,
-    checkpoint_gaps = %(checkpoint_gaps)s::json
+    checkpoint_gaps = %(checkpoint_gaps)s::json, meta_parent = %(meta_parent)s
     WHERE task_id = %(task_id)s AND status_version = %(expect_version)s
     RETURNING task_id
 ), history AS (
@@ -318,6 +336,21 @@ t.status = ANY(%(statuses)s)
 -- name: filter_name_from
 t.name >= %(name_low)s
 
+-- name: filter_id_range
+(t.task_id >= %(id_low)s AND t.task_id < %(id_high)s)
+
+-- name: filter_id_from
+t.task_id >= %(id_low)s
+
+-- name: filter_id_after
+t.task_id > %(id_after)s
+
+-- name: filter_argument
+((json_typeof(t.doc -> 'metadata' -> 'recipe' -> 'args') = 'array'
+  AND strpos((t.doc -> 'metadata' -> 'recipe' -> 'args')::text, %(argument)s) > 0)
+ OR (json_typeof(t.doc -> 'metadata' -> 'recipe' -> 'kwargs') = 'object'
+  AND strpos((t.doc -> 'metadata' -> 'recipe' -> 'kwargs')::text, %(argument)s) > 0))
+
 -- name: filter_tag
 t.tags @> ARRAY[%(tag)s]::text[]
 
@@ -335,6 +368,9 @@ t.meta_schedule = %(meta_schedule)s
 
 -- name: filter_meta_pipeline
 t.meta_pipeline = %(meta_pipeline)s
+
+-- name: filter_meta_parent
+t.meta_parent = %(meta_parent)s
 
 -- name: filter_task_ids
 t.task_id = ANY(%(task_ids)s)
@@ -549,7 +585,7 @@ WITH task AS (
         meta_pipeline = %(meta_pipeline)s, tags = %(tags)s, progress = %(progress)s::json,
         heartbeat_at = %(heartbeat_at)s, lease_owner = %(lease_owner)s,
         lease_until = %(lease_until)s, pid = %(pid)s, doc = %(doc)s::json,
-    checkpoint_gaps = %(checkpoint_gaps)s::json
+    checkpoint_gaps = %(checkpoint_gaps)s::json, meta_parent = %(meta_parent)s
     WHERE task_id = %(task_id)s AND status_version = %(expect_version)s AND owner IS NULL
     RETURNING task_id
 ), history AS (
@@ -664,6 +700,16 @@ SELECT name, bucket, actor, reason, paused_at FROM ct_queue_pauses ORDER BY scop
 -- name: notify_work
 SELECT pg_notify(%(channel)s, 'queue');
 
+-- name: database_identity
+-- Which server (its start time) and database a connection is on, and its search_path:
+-- enqueue(connection=...) compares the first two with the store's and restores the
+-- third after running the store's statements in the caller's transaction.
+SELECT current_database(), pg_postmaster_start_time(), current_setting('search_path');
+
+-- name: set_search_path
+-- For the rest of the current transaction only (is_local), like SET LOCAL.
+SELECT set_config('search_path', %(search_path)s, true);
+
 -- name: upsert_worker
 INSERT INTO ct_workers (worker_id, heartbeat_at, doc)
 VALUES (%(worker_id)s, %(heartbeat_at)s, %(doc)s::json)
@@ -681,6 +727,14 @@ DELETE FROM ct_workers WHERE worker_id = %(worker_id)s;
 -- would let two transactions both read "none" and the loser fail on the index).
 SELECT pg_advisory_xact_lock(
     hashtext(current_schema() || '.chongming_task.unique'), hashtext(%(unique_key)s)
+);
+
+-- name: pipeline_lock
+-- Serialises the transactions that settle nodes of one fleet pipeline run (taken
+-- before their first write), so a node's join rule is judged on every upstream
+-- node's committed state and two settling transactions never lock each other's rows.
+SELECT pg_advisory_xact_lock(
+    hashtext(current_schema() || '.chongming_task.pipeline'), hashtext(%(run)s)
 );
 
 -- name: unique_standing

@@ -258,6 +258,23 @@ CREATE TABLE IF NOT EXISTS ct_queue_pauses (
     paused_at INTEGER NOT NULL
 ) WITHOUT ROWID;
 
+-- name: migrate_11
+-- Version 11: PostgreSQL widens a task's priority to 64 bits; SQLite's INTEGER is 64
+-- bits already, so nothing changes here but the version.
+SELECT 1;
+
+-- name: migrate_12
+-- Version 12: child tasks (docs/queue.md, "Child tasks"). A task enqueued by another
+-- task (ctx.enqueue) keeps its parent's id in metadata["parent"], copied into
+-- meta_parent so that the children of a task (listed on its page, stopped with it) are
+-- found through ct_tasks_parent. Rows written before this version have no children:
+-- their meta_parent stays NULL. The store skips the ADD COLUMN on a file that has the
+-- column already.
+ALTER TABLE ct_tasks ADD COLUMN meta_parent TEXT;
+
+CREATE INDEX IF NOT EXISTS ct_tasks_parent ON ct_tasks (meta_parent, created_at, seq)
+    WHERE meta_parent IS NOT NULL;
+
 -- name: schema_exists
 SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'ct_meta';
 
@@ -272,11 +289,11 @@ ON CONFLICT (key) DO UPDATE SET value = excluded.value;
 INSERT INTO ct_tasks (
     task_id, name, status, status_version, created_at, updated_at, priority, bucket,
     owner, meta_schedule, meta_pipeline, tags, progress, heartbeat_at, lease_owner,
-    lease_until, pid, doc, checkpoint_gaps
+    lease_until, pid, doc, checkpoint_gaps, meta_parent
 ) VALUES (
     :task_id, :name, :status, :status_version, :created_at, :updated_at, :priority, :bucket,
     :owner, :meta_schedule, :meta_pipeline, :tags, :progress, :heartbeat_at, :lease_owner,
-    :lease_until, :pid, :doc, :checkpoint_gaps
+    :lease_until, :pid, :doc, :checkpoint_gaps, :meta_parent
 );
 
 -- name: update_task
@@ -287,7 +304,7 @@ UPDATE ct_tasks SET
     meta_pipeline = :meta_pipeline, tags = :tags, progress = :progress,
     heartbeat_at = :heartbeat_at, lease_owner = :lease_owner, lease_until = :lease_until,
     pid = :pid, doc = :doc,
-    checkpoint_gaps = :checkpoint_gaps
+    checkpoint_gaps = :checkpoint_gaps, meta_parent = :meta_parent
 WHERE task_id = :task_id AND status_version = :expect_version;
 
 -- name: update_task_hot
@@ -303,14 +320,15 @@ UPDATE ct_tasks SET
 WHERE task_id = :task_id AND status_version = :expect_version
   AND name = :name AND created_at = :created_at AND priority = :priority
   AND bucket IS :bucket AND owner IS :owner AND meta_schedule IS :meta_schedule
-  AND meta_pipeline IS :meta_pipeline AND tags = :tags;
+  AND meta_pipeline IS :meta_pipeline AND tags = :tags AND meta_parent IS :meta_parent;
 
 -- name: select_lost
 -- mark_lost_many's candidates, without the document: what the caller's failure function
 -- and the transition record need, the document's format version (another one takes the
--- generic path) and the row's seq, by which mark_lost finds it again.
+-- generic path) and the row's seq, by which mark_lost finds it again; meta_pipeline
+-- says which of them may be fleet pipeline nodes (whose dependants are judged next).
 SELECT t.seq, t.task_id, t.status, t.status_version, t.owner, t.lease_owner, t.lease_until,
-       json_extract(t.doc, '$.v'), json_extract(t.doc, '$.attempt')
+       json_extract(t.doc, '$.v'), json_extract(t.doc, '$.attempt'), t.meta_pipeline
 FROM ct_tasks t
 
 -- name: mark_lost
@@ -372,6 +390,21 @@ t.status IN (SELECT value FROM json_each(:statuses))
 -- name: filter_name_from
 t.name >= :name_low
 
+-- name: filter_id_range
+(t.task_id >= :id_low AND t.task_id < :id_high)
+
+-- name: filter_id_from
+t.task_id >= :id_low
+
+-- name: filter_id_after
+t.task_id > :id_after
+
+-- name: filter_argument
+((json_type(t.doc, '$.metadata.recipe.args') = 'array'
+  AND instr(json_extract(t.doc, '$.metadata.recipe.args'), :argument) > 0)
+ OR (json_type(t.doc, '$.metadata.recipe.kwargs') = 'object'
+  AND instr(json_extract(t.doc, '$.metadata.recipe.kwargs'), :argument) > 0))
+
 -- name: filter_tag
 t.seq IN (SELECT g.seq FROM ct_task_tags g WHERE g.tag = :tag)
 
@@ -389,6 +422,9 @@ t.meta_schedule = :meta_schedule
 
 -- name: filter_meta_pipeline
 t.meta_pipeline = :meta_pipeline
+
+-- name: filter_meta_parent
+t.meta_parent = :meta_parent
 
 -- name: filter_task_ids
 t.task_id IN (SELECT value FROM json_each(:task_ids))
@@ -586,7 +622,7 @@ UPDATE ct_tasks SET
     meta_pipeline = :meta_pipeline, tags = :tags, progress = :progress,
     heartbeat_at = :heartbeat_at, lease_owner = :lease_owner, lease_until = :lease_until,
     pid = :pid, doc = :doc,
-    checkpoint_gaps = :checkpoint_gaps
+    checkpoint_gaps = :checkpoint_gaps, meta_parent = :meta_parent
 WHERE task_id = :task_id AND status_version = :expect_version AND owner IS NULL;
 
 -- name: claim_queued
@@ -695,6 +731,11 @@ SELECT name, bucket, actor, reason, paused_at FROM ct_queue_pauses ORDER BY scop
 
 -- name: notify_work
 UPDATE ct_meta SET value = value + 1 WHERE key = 'commands_rev';
+
+-- name: take_write_lock
+-- A write that changes nothing: in the caller's transaction (enqueue(connection=...))
+-- it takes the file's write lock before the unique-key reads, as BEGIN IMMEDIATE does.
+UPDATE ct_meta SET value = value WHERE key = 'commands_rev';
 
 -- name: upsert_worker
 INSERT INTO ct_workers (worker_id, heartbeat_at, doc) VALUES (:worker_id, :heartbeat_at, :doc)

@@ -1,9 +1,11 @@
 """Pure pipeline decisions: when a node is released, and how the whole run settles.
 
 Like the policies, these functions decide and never act: no controller, no store, no
-clock, no threads. The orchestrator (:mod:`chongming_task.pipeline._orchestrator`) feeds them
-the statuses it has observed and carries out what they return, which lets the tests
-check every join mode against every combination of upstream outcomes exhaustively.
+clock, no threads. Two callers feed them the statuses they observe and carry out what
+they return: the in-process orchestrator (:mod:`chongming_task.pipeline._orchestrator`)
+and the store itself for pipelines on the fleet (:mod:`chongming_task.stores._dag`,
+inside the transaction that settles an upstream node). That lets the tests check every
+join mode against every combination of upstream outcomes exhaustively, once.
 """
 
 from __future__ import annotations
