@@ -184,10 +184,13 @@ def generate() -> str:
             time.sleep(0.5)
             blocks["ps"], _ = walk.run(*db, "ps")
             blocks["ps_filter"], _ = walk.run(*db, "ps", "--status", "running", "--name", "crawl")
-            blocks["pause"], _ = walk.run(*db, "pause", "crawl-a")
+            blocks["ps_owner"], _ = walk.run(*db, "ps", "--owner", "worker-1", "--name", "crawl")
+            blocks["pause"], _ = walk.run(*db, "pause", "crawl-a", "--reason", "disk almost full")
             walk.wait_for("crawl-a", "paused")
             blocks["status_paused"], _ = walk.run(*db, "status", "crawl-a")
-            blocks["resume"], _ = walk.run(*db, "resume", "crawl-a", "--wait", "10")
+            blocks["resume"], _ = walk.run(
+                *db, "resume", "crawl-a", "--reason", "disk freed", "--wait", "10"
+            )
             blocks["stop"], _ = walk.run(
                 *db, "stop", "crawl-b", "--reason", "release window", "--wait", "10"
             )
@@ -231,6 +234,9 @@ def generate() -> str:
         blocks["status_pending"], _ = walk.run(*db, "status", "later-1")
         blocks["ps_pending"], _ = walk.run(*db, "ps", "--status", "queued")
         blocks["stop_pending"], _ = walk.run(*db, "stop", "later-1", "--reason", "not needed")
+        blocks["submit_delay"], _ = walk.run(
+            *db, "submit", "count", "--arg", "n=3", "--task-id", "nightly-1", "--delay", "2h"
+        )
         blocks["retry"], _ = walk.run(*db, "retry", "later-1", "--reason", "needed after all")
         blocks["retry_filter"], _ = walk.run(*db, "retry", "--status", "stopped", "--dry-run")
         blocks["errors"] = "\n\n".join(
@@ -269,7 +275,7 @@ def generate() -> str:
             walk.run(*db, "queue", "pause", "--bucket", "64", "--reason", "x", expect=2)[0]
         )
         paused.append(walk.run(*db, "queue", "resume", "--name", "count")[0])
-        blocks["pause"] = "\n\n".join(paused)
+        blocks["queue_pause"] = "\n\n".join(paused)
         blocks["prune"], _ = walk.run(*db, "prune", "--keep-terminal", "5")
         blocks["task_json"] = "```json\n" + json.dumps(sample_task, indent=2) + "\n```"
     return TEMPLATE.format(**blocks)

@@ -226,12 +226,14 @@ class FakeRun:
         self.calls.append(("stop", reason, actor))
         return True
 
-    def pause(self, timeout: float | None = None, *, actor: str | None = None) -> bool:
-        self.calls.append(("pause", None, actor))
+    def pause(
+        self, timeout: float | None = None, *, actor: str | None = None, reason: str | None = None
+    ) -> bool:
+        self.calls.append(("pause", reason, actor))
         return True
 
-    def resume(self, *, actor: str | None = None) -> bool:
-        self.calls.append(("resume", None, actor))
+    def resume(self, *, actor: str | None = None, reason: str | None = None) -> bool:
+        self.calls.append(("resume", reason, actor))
         return True
 
 
@@ -341,7 +343,7 @@ def test_an_unaddressed_command_is_settled_by_the_one_control_path(
     }
     run = FakeRun()
     assert make_poller(store, "worker-1", {"job-h": run}).poll_once() == (1, 0)
-    assert run.calls == [("pause", None, "ops")]
+    assert run.calls == [("pause", "legacy", "ops")]
 
 
 def test_a_command_for_another_owner_is_never_claimed(store: InMemoryTaskStore) -> None:

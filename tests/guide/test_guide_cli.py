@@ -192,7 +192,7 @@ def test_s8_10_console_commands(shell: Shell, backend: Backend) -> None:
         assert result.code == 0, result.err
     assert "demo-1" in ps.out
     assert "running" in ps.out
-    assert "unconfirmed" in pause.out  # across processes a pause is only requested
+    assert "not confirmed yet" in pause.out  # across processes a pause is only requested
     ended = shell.finish(run)
     assert ended.code == 3  # command fine, task stopped: the scripts' branch
     assert "demo-1: stopped" in ended.out

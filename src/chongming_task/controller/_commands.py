@@ -203,9 +203,9 @@ class CommandPoller:
             if command.action == "stop":
                 applied = run.stop(text, actor=actor)
             elif command.action == "pause":
-                applied = run.pause(self._pause_timeout, actor=actor)
+                applied = run.pause(self._pause_timeout, actor=actor, reason=text)
             else:
-                applied = run.resume(actor=actor)
+                applied = run.resume(actor=actor, reason=text)
         except Exception as exc:
             return Complete({"applied": False, "error": f"{type(exc).__name__}: {exc}"})
         self.applied += 1

@@ -61,9 +61,11 @@ class Controllable(Protocol):
 
     def stop(self, reason: str | None = None, *, actor: str | None = None) -> bool: ...
 
-    def pause(self, timeout: float | None = None, *, actor: str | None = None) -> bool: ...
+    def pause(
+        self, timeout: float | None = None, *, actor: str | None = None, reason: str | None = None
+    ) -> bool: ...
 
-    def resume(self, *, actor: str | None = None) -> bool: ...
+    def resume(self, *, actor: str | None = None, reason: str | None = None) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,9 +233,9 @@ def _apply_held(
         run.stop(reason, actor=actor)
         return Controlled("applied", accepted=True, confirmed=True)
     if action == "pause":
-        confirmed = run.pause(timeout, actor=actor)
+        confirmed = run.pause(timeout, actor=actor, reason=reason)
         return Controlled("applied", accepted=confirmed, confirmed=confirmed)
-    resumed = run.resume(actor=actor)
+    resumed = run.resume(actor=actor, reason=reason)
     return Controlled("applied", accepted=resumed, confirmed=resumed)
 
 

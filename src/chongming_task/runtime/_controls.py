@@ -100,7 +100,9 @@ class RunControls:
                 and snapshot.status in (S.QUEUED, S.PAUSED)
             )
 
-    def pause(self, timeout: float | None = None, *, actor: str | None = None) -> bool:
+    def pause(
+        self, timeout: float | None = None, *, actor: str | None = None, reason: str | None = None
+    ) -> bool:
         """Pause and wait up to ``timeout`` seconds (clock time) for the confirmation.
 
         True only once the run is ``paused``. A running body pauses in place at its
@@ -114,7 +116,7 @@ class RunControls:
             if status is S.PAUSED:
                 return True
             if status in (S.QUEUED, S.RETRY_WAIT):
-                state.apply(machine.request_pause, actor=actor)
+                state.apply(machine.request_pause, actor=actor, reason=reason)
                 state.wake_locked()
                 return True
             if status not in (S.STARTING, S.RUNNING, S.PAUSING):
@@ -123,7 +125,7 @@ class RunControls:
                 return False
             attempt = state.attempt
             if status is not S.PAUSING and attempt is not None:
-                state.apply(machine.request_pause, actor=actor)
+                state.apply(machine.request_pause, actor=actor, reason=reason)
                 attempt.control.request_pause()
             if state.pause_event is None:
                 state.pause_event = threading.Event()
@@ -146,7 +148,7 @@ class RunControls:
                     state.attempt.control.cancel_pause()
             return False
 
-    def resume(self, *, actor: str | None = None) -> bool:
+    def resume(self, *, actor: str | None = None, reason: str | None = None) -> bool:
         """Undo a pause: back to ``running`` in place, or to ``queued`` (guide §4.3).
 
         A pause still waiting for its confirmation is withdrawn. False if not paused.
@@ -161,7 +163,7 @@ class RunControls:
                 return True
             if machine.status is not S.PAUSED:
                 return False
-            target = state.apply(machine.resume, actor=actor)
+            target = state.apply(machine.resume, actor=actor, reason=reason)
             if target is S.RUNNING and attempt is not None and attempt.live:
                 now = state.clock.monotonic()
                 if attempt.paused_since is not None:

@@ -61,19 +61,28 @@ _GLOBAL_OPTIONS: Final = (
         "RANGES",
         "buckets this node owns, e.g. 0-15,32,40-47 (env CHONGMING_OWNED_BUCKETS)",
     ),
-    ("--owner", None, "this process's owner id (env CHONGMING_OWNER; default hostname:pid)"),
+    (
+        "--owner",
+        "ID",
+        "this process's identity, not a filter (env CHONGMING_OWNER; default hostname:pid)",
+    ),
 )
 
 
-def add_global_options(parser: argparse.ArgumentParser) -> None:
+def add_global_options(
+    parser: argparse.ArgumentParser, *, but: frozenset[str] = frozenset()
+) -> None:
     """The options every command accepts, before or after the subcommand name.
 
     Defaults are suppressed so a value given before the subcommand is not overwritten
     by the subparser's default; fallbacks to ``CHONGMING_*`` happen in ``Session``.
+    ``but``: flags a command gives a meaning of its own after its name (``ps --owner``
+    filters by holder; the identity is still given before the command).
     """
     group = parser.add_argument_group("global options")
     for flag, metavar, text in _GLOBAL_OPTIONS:
-        group.add_argument(flag, default=argparse.SUPPRESS, metavar=metavar, help=text)
+        if flag not in but:
+            group.add_argument(flag, default=argparse.SUPPRESS, metavar=metavar, help=text)
 
 
 def new_parser(
@@ -84,12 +93,14 @@ def new_parser(
     description: str | None = None,
     handler: Callable[[argparse.Namespace, Session], int],
     json: bool = True,
+    own_globals: frozenset[str] = frozenset(),
 ) -> argparse.ArgumentParser:
-    """A subparser with the global options, ``--json`` and its handler attached."""
+    """A subparser with the global options (but ``own_globals``), ``--json`` and its
+    handler attached."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
         name, help=help, description=description or help
     )
-    add_global_options(parser)
+    add_global_options(parser, but=own_globals)
     if json:
         add_json_flag(parser)
     parser.set_defaults(handler=handler)
@@ -117,11 +128,12 @@ def add_json_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_tasks_option(parser: argparse.ArgumentParser) -> None:
+def add_tasks_option(parser: argparse.ArgumentParser, more: str = "") -> None:
     parser.add_argument(
         "--tasks",
         metavar="MODULE",
-        help="module (myapp.tasks) or file (tasks.py) that defines the tasks (env CHONGMING_TASKS)",
+        help="module (myapp.tasks) or file (tasks.py) that defines the tasks "
+        f"(env CHONGMING_TASKS){more}",
     )
 
 
@@ -136,10 +148,10 @@ def add_create_schema_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_submission_options(parser: argparse.ArgumentParser) -> None:
+def add_submission_options(parser: argparse.ArgumentParser, *, tasks_help: str = "") -> None:
     """``TASK --tasks MODULE [--arg k=v ...] [--args-json OBJ] [--task-id] ...``."""
     parser.add_argument("task", metavar="TASK", help="registered task name")
-    add_tasks_option(parser)
+    add_tasks_option(parser, tasks_help)
     add_create_schema_option(parser)
     parser.add_argument(
         "--arg",

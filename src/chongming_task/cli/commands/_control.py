@@ -1,17 +1,19 @@
 """``stop``, ``pause``, ``resume``, ``reconcile`` and ``prune``: the control commands.
 
-stop/pause/resume take the one control path (``Controller.stop`` & co): a task no
-worker took is changed in the store at once (the output says what it is now);
-a held one gets a command its holder applies (§8.9), and the output says exactly
-that: "requested", never "stopped". ``pause`` across processes is unconfirmed by
-design (exit code 0); ``--wait`` polls ``status`` for the caller.
+stop/pause/resume take the one control path
+(:func:`~chongming_task.controller._control.control_task`), and what they print is
+what it did: a task no worker holds is changed in the store at once ("stopped ...
+at once; now stopped"); a held one gets a command its holder applies, and the output
+says exactly that: "requested from <holder>", confirmed only when ``--wait`` saw the
+effect in the store (exit 1 if it did not within the time given). ``--reason`` is
+recorded in the task's history by whoever applies the action.
 """
 
 from __future__ import annotations
 
 import argparse
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from chongming_task.cli._errors import CommandFailed, ExitCode, UsageError
 from chongming_task.cli._parsing import integer, seconds
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
     from chongming_task._model import TaskSnapshot
     from chongming_task.cli._session import Session
     from chongming_task.controller import Controller
+    from chongming_task.controller._control import Controlled
 
 __all__ = ["add_parsers"]
 
@@ -38,19 +41,18 @@ def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
 
 
 def _stop_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
-    parser = task_parser(subparsers, "stop", help="request a task to stop", handler=cmd_stop)
-    parser.add_argument("--reason", help="why (recorded in the task's history)")
-    _add_wait(parser, "stop")
+    parser = task_parser(subparsers, "stop", help="stop a task", handler=cmd_stop)
+    _add_control_options(parser, "stop")
 
 
 def _pause_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
-    parser = task_parser(subparsers, "pause", help="request a task to pause", handler=cmd_pause)
-    _add_wait(parser, "pause")
+    parser = task_parser(subparsers, "pause", help="pause a task", handler=cmd_pause)
+    _add_control_options(parser, "pause")
 
 
 def _resume_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = task_parser(subparsers, "resume", help="resume a paused task", handler=cmd_resume)
-    _add_wait(parser, "resume")
+    _add_control_options(parser, "resume")
 
 
 def _reconcile_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -92,97 +94,135 @@ def _prune_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
     )
 
 
-def _add_wait(parser: argparse.ArgumentParser, action: str) -> None:
+def _add_control_options(parser: argparse.ArgumentParser, action: str) -> None:
+    parser.description = (
+        f"{action.capitalize()} TASK_ID. A task no worker holds is changed in the store at "
+        f"once; a task a worker holds gets a request its holder applies (confirmed only "
+        f"with --wait)."
+    )
+    parser.add_argument("--reason", help="why (recorded in the task's history)")
     parser.add_argument(
         "--wait",
         type=seconds,
         metavar="SECONDS",
-        help=f"poll until the {action} took effect, up to SECONDS (exit 1 if it did not)",
+        help=f"when a worker holds the task: wait up to SECONDS for its holder to "
+        f"{action} it (exit 1 if it did not)",
     )
 
 
-_EFFECT: dict[str, frozenset[TaskStatus]] = {
+#: The statuses that show an action took effect.
+_EFFECT: Final[dict[str, frozenset[TaskStatus]]] = {
     "stop": frozenset(status for status in TaskStatus if status.is_terminal),
     "pause": frozenset({TaskStatus.PAUSED}),
     "resume": frozenset(
         status for status in TaskStatus if status not in (TaskStatus.PAUSED, TaskStatus.PAUSING)
     ),
 }
+_DONE: Final = {"stop": "stopped", "pause": "paused", "resume": "resumed"}
 
 
 def _wait_for(
     controller: Controller, task_id: str, action: str, seconds: float
 ) -> TaskSnapshot | None:
-    """Poll until the action's effect shows in the store; ``None`` on timeout."""
+    """Poll until the action's effect (or the task's end) shows; ``None`` on timeout."""
     deadline = time.monotonic() + seconds
     while True:
         snapshot = controller.get(task_id)
-        if snapshot is not None and snapshot.status in _EFFECT[action]:
-            return snapshot
-        if snapshot is not None and action == "pause" and snapshot.is_terminal:
+        if snapshot is not None and (snapshot.status in _EFFECT[action] or snapshot.is_terminal):
             return snapshot
         if time.monotonic() >= deadline:
             return None
         time.sleep(0.05)
 
 
+def _refusal(task_id: str, action: str, done: Controlled, before: TaskSnapshot) -> str:
+    """The one line of an action the control path did not accept."""
+    current = done.snapshot or before
+    state = current.status.value
+    if done.outcome == "finished":
+        return f"task {task_id!r} already finished ({state}); nothing to {action}"
+    if done.outcome == "not_found":
+        return f"unknown task id {task_id!r} (see `chongming-task ps`)"
+    if done.outcome == "not_held":
+        return (
+            f"task {task_id!r} is recorded as held by {current.lease_owner or current.owner}, "
+            f"this command's own --owner, which holds no task: an earlier process with that "
+            f"name; run `chongming-task reconcile`, or give another --owner"
+        )
+    if current.status.occupies_slot and (current.lease_owner or current.owner) is None:
+        return (
+            f"cannot {action} task {task_id!r}: it is {state} but no worker holds it "
+            f"(its holder is gone); run `chongming-task reconcile`"
+        )
+    return f"cannot {action} task {task_id!r}: it is {state}"
+
+
 def _control(args: argparse.Namespace, session: Session, action: str) -> int:
+    from chongming_task._redact import redact_reason
+    from chongming_task.controller._control import control_task
+
     if args.wait is not None and args.wait <= 0:
         raise UsageError(f"--wait must be > 0 seconds, got {args.wait}")
     store = session.open_store(create=False)
     controller = console_controller(session, store)
-    snapshot = require_task(controller, store, args.task_id)
-    if snapshot.is_terminal:
+    task_id = args.task_id
+    before = require_task(controller, store, task_id)
+    if (
+        action == "resume"
+        and not before.is_terminal
+        and before.status not in (TaskStatus.PAUSED, TaskStatus.PAUSING)
+    ):
+        # Checked here: a held task would get a request its holder ignores.
         raise CommandFailed(
-            f"task {args.task_id!r} already finished ({snapshot.status.value}); nothing to {action}"
+            f"task {task_id!r} is {before.status.value}, not paused; nothing to resume"
         )
-    if action == "resume" and snapshot.status not in (TaskStatus.PAUSED, TaskStatus.PAUSING):
-        raise CommandFailed(
-            f"task {args.task_id!r} is {snapshot.status.value}, not paused; nothing to resume"
-        )
-    if action == "stop":
-        accepted = controller.stop(args.task_id, reason=args.reason)
-    elif action == "pause":
-        accepted = controller.pause(args.task_id)
-    else:
-        accepted = controller.resume(args.task_id)
-    holder = snapshot.lease_owner or snapshot.owner or "its holder"
-    now = controller.get(args.task_id) if snapshot.owner is None else None
-    if now is not None and now.owner is None and now.status is not snapshot.status:
-        # queued and unheld: applied at once in the store (docs/queue.md)
+    done = control_task(
+        store,
+        task_id,
+        action,
+        actor=controller.owner,
+        clock=controller.clock,
+        reason=args.reason,
+    )
+    if done.outcome not in ("applied", "requested"):
+        raise CommandFailed(_refusal(task_id, action, done, before))
+    final = done.snapshot or before  # set for both outcomes: the task as stored
+    if done.outcome == "applied":
+        # Nobody held it: one guarded write, true in the store now.
         message = (
-            f"{action}: {args.task_id} was {snapshot.status.value} and not taken by any "
-            f"worker; now {now.status.value}"
+            f"{_DONE[action]} {task_id} at once (it was {before.status.value}, held by no "
+            f"worker); now {final.status.value}"
         )
-        accepted = True
-    elif action == "pause" and not accepted:
-        message = (
-            f"pause requested for {args.task_id} (held by {holder}); unconfirmed across "
-            f"processes: check `chongming-task status {args.task_id}`"
-        )
-    elif accepted:
-        message = f"{action} requested for {args.task_id} (held by {holder})"
+        confirmed = True
     else:
-        raise CommandFailed(f"{action} of task {args.task_id!r} was not accepted")
-    final = None
-    if args.wait is not None:
-        final = _wait_for(controller, args.task_id, action, args.wait)
-        if final is None:
-            current = controller.get(args.task_id)
-            state = current.status.value if current else "unknown"
-            raise CommandFailed(
-                f"{action} of {args.task_id} requested, but after {args.wait:g}s it is {state}"
+        holder = final.lease_owner or final.owner
+        message = f"{action} of {task_id} requested from its holder {holder}"
+        confirmed = False
+        if args.wait is None:
+            message += (
+                f"; not confirmed yet (see `chongming-task status {task_id}`, or pass --wait)"
             )
-        message = f"{message}; now {final.status.value}"
+        else:
+            seen = _wait_for(controller, task_id, action, args.wait)
+            if seen is None or seen.status not in _EFFECT[action]:
+                current = seen or controller.get(task_id)
+                state = current.status.value if current else "gone"
+                why = f"after {args.wait:g}s it is {state}" if seen is None else f"it ended {state}"
+                raise CommandFailed(f"{message}; not confirmed: {why}")
+            message += f"; confirmed: now {seen.status.value}"
+            confirmed = True
+            final = seen
     if session.json:
         session.output.json(
             document(
                 "control",
                 action=action,
-                task_id=args.task_id,
-                accepted=bool(accepted),
-                confirmed=final is not None or (accepted and action == "pause"),
-                task=task_doc(final or controller.get(args.task_id) or snapshot),
+                task_id=task_id,
+                outcome=done.outcome,
+                accepted=True,
+                confirmed=confirmed,
+                reason=redact_reason(args.reason),
+                task=task_doc(final),
             )
         )
     else:

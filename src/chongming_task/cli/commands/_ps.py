@@ -39,7 +39,11 @@ ORDERS = ("created", "-created", "updated", "-updated", "priority")
 
 def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = new_parser(
-        subparsers, "ps", help="list tasks (all processes sharing the store)", handler=cmd_ps
+        subparsers,
+        "ps",
+        help="list tasks (all processes sharing the store)",
+        handler=cmd_ps,
+        own_globals=frozenset({"--owner"}),
     )
     parser.add_argument(
         "--status",
@@ -50,6 +54,13 @@ def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument("--name", metavar="PREFIX", help="only task names starting with PREFIX")
     parser.add_argument("--tag", help="only tasks carrying this tag")
     parser.add_argument("--bucket", type=integer, help="only tasks in this bucket")
+    parser.add_argument(
+        "--owner",
+        dest="holder",
+        metavar="OWNER",
+        help="only tasks held by the worker with this owner id (see `workers`); the "
+        "process identity --owner goes before the command",
+    )
     parser.add_argument(
         "--since",
         metavar="WHEN",
@@ -124,6 +135,7 @@ def _filters(args: argparse.Namespace, session: Session) -> dict[str, Any]:
         "name_prefix": args.name,
         "tag": args.tag,
         "bucket": args.bucket,
+        "owner": args.holder,
         "created_after": since,
         "created_before": until,
         "limit": None if args.all else (args.limit or DEFAULT_LIMIT),

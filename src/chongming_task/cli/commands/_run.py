@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from chongming_task.run import TaskRun
     from chongming_task.stores._base import TaskStore
 
-__all__ = ["add_parsers", "validate_submission"]
+__all__ = ["add_parsers", "summary", "validate_submission"]
 
 #: Seconds between two looks at the running task.
 REFRESH = 0.1
@@ -113,7 +113,7 @@ def cmd_run(args: argparse.Namespace, session: Session) -> int:
             )
         )
     else:
-        output.print(_summary(snapshot))
+        output.print(summary(snapshot))
     if unrecorded is not None:
         raise CommandFailed(unrecorded)
     return ExitCode.OK if snapshot.status is TaskStatus.SUCCEEDED else ExitCode.TASK_NOT_SUCCEEDED
@@ -175,10 +175,20 @@ def _unrecorded(store: TaskStore, snapshot: TaskSnapshot) -> str | None:
     )
 
 
-def _summary(snapshot: Any) -> str:
+def summary(snapshot: TaskSnapshot) -> str:
+    """``id: succeeded, outcome <value as JSON>`` or ``id: failed, <kind>: <message>``.
+
+    The last line of ``run`` and ``submit --wait``; the value and the message redacted
+    as ``status`` shows them.
+    """
+    import json
+
+    from chongming_task._redact import redact, redact_json
+
     text = f"{snapshot.task_id}: {snapshot.status.value}"
     if snapshot.status is TaskStatus.SUCCEEDED:
-        text += f", outcome {snapshot.outcome!r}"
+        value = json.dumps(redact_json(snapshot.outcome), ensure_ascii=False, sort_keys=True)
+        text += f", outcome {value}"
     if snapshot.failure is not None:
-        text += f", {snapshot.failure.kind.value}: {snapshot.failure.message}"
+        text += f", {snapshot.failure.kind.value}: {redact(snapshot.failure.message)}"
     return text

@@ -1,11 +1,14 @@
-"""``submit TASK --tasks MODULE``: enqueue a task for the workers and print its id.
+"""``submit TASK [--tasks MODULE]``: enqueue a task for the workers and print its id.
 
 A thin adapter over :class:`chongming_task.Client` (docs/queue.md): the task is
-stored ``queued`` at once, with its bucket, priority and recipe, so ``ps`` and
-``status`` show it and ``stop`` cancels it before any worker takes it. ``submit``
-loads the same task module as the worker so that an unknown name or arguments that do
-not fit are refused here, before anything is written. (The older submission command,
-``chongming_task.worker.Submission``, is still served by workers.)
+stored ``queued`` at once, with its bucket, priority, due time and recipe, so ``ps``
+and ``status`` show it and ``stop`` cancels it before any worker takes it. With
+``--tasks`` (or ``CHONGMING_TASKS``) ``submit`` loads the same task module as the
+worker, so that an unknown name or arguments that do not fit are refused here, before
+anything is written; without it the task is only enqueued, unchecked (the worker
+refuses what it does not register). ``--wait`` follows the task to its end and prints
+its value or its failure, exit 3 when it did not succeed (as ``run``). (The older
+submission command, ``chongming_task.worker.Submission``, is still served by workers.)
 """
 
 from __future__ import annotations
@@ -14,14 +17,19 @@ import argparse
 import os
 import re
 import uuid
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from chongming_task.cli._errors import CommandFailed, ExitCode, UsageError
 from chongming_task.cli._loader import register_tasks
-from chongming_task.cli._parsing import seconds
+from chongming_task.cli._parsing import env, seconds
 from chongming_task.cli._schema import document, task_doc
-from chongming_task.cli.commands._common import add_submission_options, new_parser
-from chongming_task.cli.commands._run import validate_submission
+from chongming_task.cli.commands._common import (
+    SubmissionRequest,
+    add_submission_options,
+    new_parser,
+)
+from chongming_task.cli.commands._run import summary, validate_submission
 from chongming_task.errors import ConfigurationError
 from chongming_task.states import TaskStatus
 
@@ -39,11 +47,25 @@ def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
         help="enqueue a task for the workers; prints the task id",
         description="Store TASK queued for a `chongming-task worker` owning its bucket "
         "(visible in ps, cancellable with stop until a worker takes it). Prints the task id. "
-        "With --wait, waits for the task to end (exit code 0 "
-        "if it succeeded, 3 if not).",
+        "With --tasks (or CHONGMING_TASKS) the name and arguments are checked against the "
+        "module first; without it they are enqueued unchecked, and a name or arguments the "
+        "workers' module does not fit fail the task on the worker. With --wait, waits for "
+        "the task to end and prints its value or its failure (exit code 0 if it succeeded, "
+        "3 if not).",
         handler=cmd_submit,
     )
-    add_submission_options(parser)
+    add_submission_options(parser, tasks_help="; optional: without it nothing is checked")
+    due = parser.add_mutually_exclusive_group()
+    due.add_argument(
+        "--delay",
+        metavar="SECONDS|DURATION",
+        help="not before this long from now: seconds (90) or a duration (30m, 2h, 1d)",
+    )
+    due.add_argument(
+        "--not-before",
+        metavar="ISO_TIME",
+        help="not before this instant, an ISO time with its offset (2026-03-01T08:00:00+08:00)",
+    )
     parser.add_argument(
         "--traceparent",
         metavar="HEADER",
@@ -68,7 +90,11 @@ def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
         metavar="KEY",
         help="the key fleet limits count the task under (e.g. tenant:42; see `limits`)",
     )
-    parser.add_argument("--wait", action="store_true", help="wait until the task ends")
+    parser.add_argument(
+        "--wait",
+        action="store_true",
+        help="wait until the task ends; print its value (JSON) or its failure",
+    )
     parser.add_argument(
         "--timeout", type=seconds, metavar="SECONDS", help="with --wait: give up after SECONDS"
     )
@@ -138,6 +164,42 @@ def unique_options(args: argparse.Namespace) -> tuple[str | None, float | None]:
         raise UsageError(f"--unique-key/--unique-for: {exc}") from None
 
 
+def due_options(args: argparse.Namespace) -> tuple[float | None, datetime | None]:
+    """``--delay`` (seconds) and ``--not-before`` (an aware instant), checked.
+
+    Raises:
+        UsageError: A malformed duration, or a time that is not ISO with an offset.
+    """
+    from chongming_task._retention import parse_age
+    from chongming_task._timespec import parse_instant
+
+    delay: float | None = None
+    if args.delay is not None:
+        try:
+            delay = seconds(args.delay)
+        except (ValueError, argparse.ArgumentTypeError):
+            try:
+                delay = parse_age(args.delay).total_seconds()
+            except ConfigurationError:
+                raise UsageError(
+                    f"--delay {args.delay!r} is not a duration; give seconds (90) or a number "
+                    f"and a unit (30m, 2h, 1d), at most 100 years"
+                ) from None
+    not_before: datetime | None = None
+    if args.not_before is not None:
+        text = args.not_before.strip()
+        if text[:1].isdigit() and not any(char in text for char in "-:T"):
+            raise UsageError(
+                f"--not-before {args.not_before!r} is not a time; give an ISO time with its "
+                f"offset (2026-03-01T08:00:00+08:00), or use --delay for a duration"
+            )
+        try:
+            not_before = parse_instant(text, now=datetime.now(UTC), name="--not-before")
+        except ConfigurationError as exc:
+            raise UsageError(str(exc)) from None
+    return delay, not_before
+
+
 def cmd_submit(args: argparse.Namespace, session: Session) -> int:
     from chongming_task.controller import Controller
     from chongming_task.policies import BucketPolicy
@@ -147,9 +209,14 @@ def cmd_submit(args: argparse.Namespace, session: Session) -> int:
     if args.timeout is not None and (args.timeout <= 0 or not args.wait):
         raise UsageError("--timeout needs --wait and a positive number of seconds")
     unique_key, unique_for = unique_options(args)
-    request, module, spec = validate_submission(args, session)
-    definitions = session.track(Controller())
-    register_tasks(definitions, module, spec)
+    delay, not_before = due_options(args)
+    definitions: Controller | None = None
+    if args.tasks or env("TASKS"):
+        request, module, spec = validate_submission(args, session)
+        definitions = session.track(Controller())
+        register_tasks(definitions, module, spec)
+    else:  # only enqueued: the name and arguments are the workers' to check
+        request = SubmissionRequest.from_args(args, session)
     store = session.open_store(create=True)
     client = Client(
         store,
@@ -168,6 +235,8 @@ def cmd_submit(args: argparse.Namespace, session: Session) -> int:
             priority=request.priority or 0,
             tags=request.tags,
             label=request.label,
+            delay=delay,
+            not_before=not_before,
             metadata=trace_metadata(args.traceparent),
             unique_key=unique_key,
             unique_for=unique_for,
@@ -202,5 +271,5 @@ def cmd_submit(args: argparse.Namespace, session: Session) -> int:
             )
         )
     else:
-        output.print(f"{snapshot.task_id}: {snapshot.status.value}")
+        output.print(summary(snapshot))
     return ExitCode.OK if snapshot.status is TaskStatus.SUCCEEDED else ExitCode.TASK_NOT_SUCCEEDED
