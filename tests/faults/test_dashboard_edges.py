@@ -32,7 +32,7 @@ from chongming_task.web import create_app
 
 from .conftest import record
 
-TOKEN = "edge-token-0123456789abcdef"
+TOKEN = "edge-token-0123456789abcdefGHIJKLMN"
 BEARER = {"Authorization": f"Bearer {TOKEN}"}
 TASK = "t1"
 SCHEDULE = "nightly"
