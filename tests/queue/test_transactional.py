@@ -448,15 +448,18 @@ def test_connection_is_an_option_name_like_delay(tmp_path: Path) -> None:
         assert [s.task_id for s in store.query()] == [handle.task_id]
 
 
-@pytest.mark.parametrize("name", ["connection", "delay", "unique_for", "concurrency_key"])
-def test_the_cli_refuses_an_option_name_as_a_task_argument(name: str) -> None:
+@pytest.mark.parametrize("name", ["connection", "delay", "not_before", "concurrency_key"])
+def test_the_cli_refuses_an_enqueue_option_name_as_a_task_argument_of_submit(name: str) -> None:
+    # ``submit`` enqueues, so ``--arg delay=5`` would be taken as the enqueue's delay:
+    # refused. ``run`` submits in-process, where these are no options: passed on.
     from chongming_task.cli._errors import UsageError
-    from chongming_task.cli._parsing import parse_task_kwargs
+    from chongming_task.cli._parsing import parse_task_kwargs, refuse_enqueue_options
 
-    with pytest.raises(UsageError, match=f"--arg '{name}' is an option of the submission"):
-        parse_task_kwargs([f"{name}=5"], None)
-    with pytest.raises(UsageError, match=f"--args-json key '{name}' is an option"):
-        parse_task_kwargs(None, f'{{"{name}": 5}}')
+    assert parse_task_kwargs([f"{name}=5"], None) == {name: 5}
+    with pytest.raises(UsageError, match=f"--arg '{name}' is an option of the queue's enqueue"):
+        refuse_enqueue_options(parse_task_kwargs([f"{name}=5"], None))
+    with pytest.raises(UsageError, match=f"--arg '{name}' is an option of the queue's enqueue"):
+        refuse_enqueue_options(parse_task_kwargs(None, f'{{"{name}": 5}}'))
 
 
 def test_with_options_carries_the_connection(tmp_path: Path) -> None:

@@ -194,16 +194,43 @@ def _parse_one(item: str) -> tuple[str, Any]:
 
 
 def _reserved(key: str) -> str | None:
-    """The option that sets ``key`` if it is a submission option, else ``None``."""
+    """The option that sets ``key`` if it is an option of every submission (``run`` and
+    ``submit``), else ``None``; :func:`refuse_enqueue_options` adds the queue's."""
     option = RESERVED_ARG_NAMES.get(key)
     if option is not None:
         return option
     from chongming_task._decorator import RESERVED_OPTIONS
-    from chongming_task.controller._registry import OPTION_NAMES
+    from chongming_task.controller._registry import SUBMIT_OPTIONS
 
-    if key in OPTION_NAMES or key in RESERVED_OPTIONS:
+    if key in SUBMIT_OPTIONS or key in RESERVED_OPTIONS:
         return "the submission (not settable as a task argument)"
     return None
+
+
+#: The CLI options that set ``Client.enqueue``'s own options (``submit`` enqueues).
+_ENQUEUE_FLAGS: Final[Mapping[str, str]] = {
+    "delay": "--delay",
+    "not_before": "--not-before",
+    "unique_key": "--unique-key",
+    "unique_for": "--unique-for",
+    "concurrency_key": "--concurrency-key",
+    "connection": "the Python API (Client.enqueue(connection=...))",
+}
+
+
+def refuse_enqueue_options(kwargs: Mapping[str, Any]) -> None:
+    """``submit`` enqueues: a task argument named like an option of ``Client.enqueue``
+    (``delay``...) would be taken as that option, so it is refused (``run`` passes it on:
+    ``Controller.submit`` has no such option)."""
+    from chongming_task.controller._registry import ENQUEUE_OPTIONS
+
+    for key in kwargs:
+        if key in ENQUEUE_OPTIONS:
+            flag = _ENQUEUE_FLAGS.get(key, "the submission")
+            raise UsageError(
+                f"--arg {key!r} is an option of the queue's enqueue, not a task argument "
+                f"here; set it with {flag}, or use `run` to pass it to the task"
+            )
 
 
 def _refuse_reserved(key: str, origin: str) -> None:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from chongming_task.cli._errors import CommandFailed, ExitCode, UsageError
 from chongming_task.cli._loader import register_tasks
-from chongming_task.cli._parsing import env, seconds
+from chongming_task.cli._parsing import env, refuse_enqueue_options, seconds
 from chongming_task.cli._schema import document, task_doc
 from chongming_task.cli.commands._common import (
     SubmissionRequest,
@@ -217,6 +217,7 @@ def cmd_submit(args: argparse.Namespace, session: Session) -> int:
         register_tasks(definitions, module, spec)
     else:  # only enqueued: the name and arguments are the workers' to check
         request = SubmissionRequest.from_args(args, session)
+    refuse_enqueue_options(request.kwargs)
     store = session.open_store(create=True)
     client = Client(
         store,
