@@ -224,6 +224,20 @@ CREATE TABLE IF NOT EXISTS ct_queue_pauses (
     paused_at timestamptz NOT NULL
 );
 
+
+-- name: migrate_11
+-- Version 11: charts (docs/dashboard.md, "Charts"). Each transition keeps its instant
+-- (occurred_at) and its target status (to_status) as columns beside its document,
+-- written in the same statement; ct_transitions_at orders them by instant and covers
+-- the status, so a chart of the last hour or day counts an index range and never reads
+-- the whole history. Rows written before this version keep NULL there and are not
+-- charted (a chart spans a day at most: it fills in within a day).
+ALTER TABLE ct_transitions ADD COLUMN IF NOT EXISTS occurred_at timestamptz;
+
+ALTER TABLE ct_transitions ADD COLUMN IF NOT EXISTS to_status text;
+
+CREATE INDEX IF NOT EXISTS ct_transitions_at ON ct_transitions (occurred_at, to_status);
+
 -- name: schema_exists
 SELECT count(*) FROM (SELECT to_regclass('ct_meta') AS t) r WHERE r.t IS NOT NULL;
 
@@ -254,8 +268,8 @@ WITH task AS (
     )
     RETURNING task_id
 )
-INSERT INTO ct_transitions (task_id, version, doc)
-SELECT e ->> 'task_id', (e ->> 'version')::bigint, e
+INSERT INTO ct_transitions (task_id, version, doc, occurred_at, to_status)
+SELECT e ->> 'task_id', (e ->> 'version')::bigint, e, (e ->> 'at')::timestamptz, e ->> 'to'
 FROM task, json_array_elements(%(transitions)s::json) AS e
 ON CONFLICT DO NOTHING;
 
@@ -272,8 +286,8 @@ WITH task AS (
     WHERE task_id = %(task_id)s AND status_version = %(expect_version)s
     RETURNING task_id
 ), history AS (
-    INSERT INTO ct_transitions (task_id, version, doc)
-    SELECT e ->> 'task_id', (e ->> 'version')::bigint, e
+    INSERT INTO ct_transitions (task_id, version, doc, occurred_at, to_status)
+    SELECT e ->> 'task_id', (e ->> 'version')::bigint, e, (e ->> 'at')::timestamptz, e ->> 'to'
     FROM task, json_array_elements(%(transitions)s::json) AS e
     ON CONFLICT DO NOTHING
 )
@@ -283,8 +297,9 @@ SELECT count(*) FROM task;
 SELECT status_version FROM ct_tasks WHERE task_id = %(task_id)s;
 
 -- name: insert_transition
-INSERT INTO ct_transitions (task_id, version, doc)
-VALUES (%(task_id)s, %(version)s, %(doc)s::json)
+INSERT INTO ct_transitions (task_id, version, doc, occurred_at, to_status)
+VALUES (%(task_id)s, %(version)s, %(doc)s::json, (%(doc)s::json ->> 'at')::timestamptz,
+        %(doc)s::json ->> 'to')
 ON CONFLICT DO NOTHING;
 
 -- name: select_task
@@ -553,8 +568,8 @@ WITH task AS (
     WHERE task_id = %(task_id)s AND status_version = %(expect_version)s AND owner IS NULL
     RETURNING task_id
 ), history AS (
-    INSERT INTO ct_transitions (task_id, version, doc)
-    SELECT e ->> 'task_id', (e ->> 'version')::bigint, e
+    INSERT INTO ct_transitions (task_id, version, doc, occurred_at, to_status)
+    SELECT e ->> 'task_id', (e ->> 'version')::bigint, e, (e ->> 'at')::timestamptz, e ->> 'to'
     FROM task, json_array_elements(%(transitions)s::json) AS e
     ON CONFLICT DO NOTHING
 )
@@ -693,3 +708,27 @@ ORDER BY seq DESC;
 
 -- name: set_unique_key
 UPDATE ct_tasks SET unique_key = %(unique_key)s WHERE task_id = %(task_id)s;
+
+-- name: chart_transitions
+-- The charts' counts (docs/dashboard.md, "Charts"): transitions into the charted
+-- statuses per slot of %(step)s seconds from %(since)s, read from the covering index
+-- ct_transitions_at (an index range of the window, never the table).
+SELECT floor(extract(epoch FROM occurred_at - %(since)s) / %(step)s)::bigint AS slot,
+       to_status, count(*)
+FROM ct_transitions
+WHERE occurred_at >= %(since)s AND occurred_at < %(until)s AND to_status = ANY(%(statuses)s)
+GROUP BY slot, to_status;
+
+-- name: chart_durations
+-- The charts' durations: the most recent %(sample)s tasks that finished (succeeded or
+-- failed) in the window, newest first, through ct_tasks_updated (a finished task's
+-- updated_at is its finish time or later); the caller keeps those that finished inside.
+SELECT name, doc ->> 'started_at', doc ->> 'finished_at', status
+FROM ct_tasks
+WHERE updated_at >= %(since)s AND status IN ('succeeded', 'failed')
+ORDER BY updated_at DESC LIMIT %(sample)s;
+
+-- name: chart_queued
+-- Queue depth per task bucket: queued tasks nobody holds (NULL: no bucket).
+SELECT bucket, count(*) FROM ct_tasks WHERE status = 'queued' AND owner IS NULL
+GROUP BY bucket;

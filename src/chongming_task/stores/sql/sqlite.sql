@@ -258,6 +258,20 @@ CREATE TABLE IF NOT EXISTS ct_queue_pauses (
     paused_at INTEGER NOT NULL
 ) WITHOUT ROWID;
 
+-- name: migrate_11
+-- Version 11: charts (docs/dashboard.md, "Charts"). Each transition keeps its instant
+-- (occurred_at, microseconds since the epoch) and its target status (to_status) as
+-- columns beside its document, written in the same statement; ct_transitions_at orders
+-- them by instant and covers the status, so a chart of the last hour or day counts an
+-- index range and never reads the whole history. Rows written before this version keep
+-- NULL there and are not charted (a chart spans a day at most: it fills in within a
+-- day). The store skips an ADD COLUMN whose column exists.
+ALTER TABLE ct_transitions ADD COLUMN occurred_at INTEGER;
+
+ALTER TABLE ct_transitions ADD COLUMN to_status TEXT;
+
+CREATE INDEX IF NOT EXISTS ct_transitions_at ON ct_transitions (occurred_at, to_status);
+
 -- name: schema_exists
 SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'ct_meta';
 
@@ -340,7 +354,8 @@ WHERE seq = :seq AND status_version = :expect_version;
 SELECT status_version FROM ct_tasks WHERE task_id = :task_id;
 
 -- name: insert_transition
-INSERT OR IGNORE INTO ct_transitions (task_id, version, doc) VALUES (:task_id, :version, :doc);
+INSERT OR IGNORE INTO ct_transitions (task_id, version, doc, occurred_at, to_status)
+VALUES (:task_id, :version, :doc, :occurred_at, :to_status);
 
 -- name: select_task
 SELECT doc, progress, heartbeat_at, lease_owner, lease_until, pid, task_id, checkpoint_gaps
@@ -718,3 +733,27 @@ ORDER BY seq DESC;
 
 -- name: set_unique_key
 UPDATE ct_tasks SET unique_key = :unique_key WHERE task_id = :task_id;
+
+-- name: chart_transitions
+-- The charts' counts (docs/dashboard.md, "Charts"): transitions into the charted
+-- statuses per slot of :step microseconds from :since, read from the covering index
+-- ct_transitions_at (an index range of the window, never the table).
+SELECT (occurred_at - :since) / :step AS slot, to_status, count(*)
+FROM ct_transitions INDEXED BY ct_transitions_at
+WHERE occurred_at >= :since AND occurred_at < :until
+  AND to_status IN (SELECT value FROM json_each(:statuses))
+GROUP BY slot, to_status;
+
+-- name: chart_durations
+-- The charts' durations: the most recent :sample tasks that finished (succeeded or
+-- failed) in the window, newest first, through ct_tasks_updated (a finished task's
+-- updated_at is its finish time or later); the caller keeps those that finished inside.
+SELECT name, json_extract(doc, '$.started_at'), json_extract(doc, '$.finished_at'), status
+FROM ct_tasks
+WHERE updated_at >= :since AND status IN ('succeeded', 'failed')
+ORDER BY updated_at DESC LIMIT :sample;
+
+-- name: chart_queued
+-- Queue depth per task bucket: queued tasks nobody holds (NULL: no bucket).
+SELECT bucket, count(*) FROM ct_tasks INDEXED BY ct_tasks_claimable
+WHERE status = 'queued' AND owner IS NULL GROUP BY bucket;
