@@ -140,7 +140,7 @@ def test_a_version_3_file_gets_claim_priorities_and_keeps_its_data(
         conn.execute(before_version_6(sections["insert_task"]), params)
         step_0 = step("kept", 0, TaskStatus.PENDING)
         conn.execute(
-            sections["insert_transition"],
+            "INSERT INTO ct_transitions (task_id, version, doc) VALUES (:task_id, :version, :doc)",
             {"task_id": "kept", "version": 0, "doc": encode_transition(step_0)},
         )
         issued = {"issued_by": "ops", "issued_at": "2026-01-01T00:00:00+00:00"}
@@ -196,7 +196,7 @@ def test_a_version_3_file_gets_claim_priorities_and_keeps_its_data(
     assert schema_of(path) == schema_of(fresh)
     with closing(sqlite3.connect(path)) as conn:
         found = conn.execute("SELECT value FROM ct_meta WHERE key = 'schema_version'").fetchone()
-    assert found[0] == SCHEMA_VERSION == 10
+    assert found[0] == SCHEMA_VERSION == 11
 
 
 def test_a_version_7_file_gets_unique_keys_and_keeps_its_tasks(path: str, tmp_path: Path) -> None:
@@ -250,6 +250,48 @@ def test_a_version_9_file_gets_paused_queues_and_keeps_its_tasks(path: str, tmp_
     raw(path, "UPDATE ct_meta SET value = 9 WHERE key = 'schema_version'")
     with SqliteTaskStore(path) as store:
         assert [p.name for p in store.list_queue_pauses()] == ["kept"]
+    assert schema_of(path) == schema_of(fresh)
+
+
+def test_a_version_10_file_gets_charted_transitions_and_keeps_its_history(
+    path: str, tmp_path: Path
+) -> None:
+    from datetime import timedelta
+
+    file_at_version(path, 10)
+    old = snap("kept", status=TaskStatus.QUEUED)
+    old_step = step("kept", 1, TaskStatus.QUEUED)
+    sections = load_sections("sqlite")
+    with closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        conn.execute(sections["insert_task"], task_params(old, to_micros, lambda v: dumps(list(v))))
+        conn.execute(
+            "INSERT INTO ct_transitions (task_id, version, doc) VALUES (?, ?, ?)",
+            ("kept", 1, encode_transition(old_step)),
+        )
+    with SqliteTaskStore(path) as store:
+        assert store.history("kept") == [old_step]
+        running = step("kept", 2, TaskStatus.RUNNING)
+        store.append(running)
+        since = running.at.replace(second=0, microsecond=0)
+        window = {
+            "since": since,
+            "until": since + timedelta(minutes=1),
+            "step": timedelta(minutes=1),
+        }
+        # Written before version 11, the first record has no charted columns: not counted.
+        assert store.activity(**window).totals() == {"started": 1, "succeeded": 0, "failed": 0}
+    with closing(sqlite3.connect(path)) as conn:
+        columns = conn.execute(
+            "SELECT version, occurred_at, to_status FROM ct_transitions ORDER BY version"
+        ).fetchall()
+    assert columns == [(1, None, None), (2, to_micros(running.at), "running")]
+    fresh = str(tmp_path / "fresh.db")
+    SqliteTaskStore(fresh).close()
+    assert schema_of(path) == schema_of(fresh)
+    assert "ct_transitions_at" in {name for _, name, _ in schema_of(path)}
+    # Idempotent: rewound to version 10, the file migrates again to the same schema.
+    raw(path, "UPDATE ct_meta SET value = 10 WHERE key = 'schema_version'")
+    SqliteTaskStore(path).close()
     assert schema_of(path) == schema_of(fresh)
 
 
