@@ -121,7 +121,7 @@ def _base_sql(series: str, iso: Any) -> str:
             SELECT i, 'task-' || lpad_i AS task_id, CASE i % 3 {names} END AS name,
                    {status} AS status, CASE i % 3 {tags} END AS tag, i % 64 AS bucket,
                    :start_ms + (i * :span_ms) / :count AS c_ms
-            FROM {series}
+            FROM {series} AS n
         ) a
     ) b"""
 
@@ -241,7 +241,7 @@ def bulk_seed_postgres(dsn: str, count: int) -> float:
 
     def iso(col: str) -> str:
         return (
-            f"to_char(timestamptz 'epoch' + {col} * interval '1 millisecond' AT TIME ZONE 'UTC', "
+            f"to_char((timestamptz 'epoch' + {col} * interval '1 millisecond') AT TIME ZONE 'UTC', "
             "'YYYY-MM-DD\"T\"HH24:MI:SS.MS') || '+00:00'"
         )
 
