@@ -368,8 +368,8 @@ class PostgresDialect(Dialect):
         value: datetime = raw
         return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
-    def span(self, value: timedelta) -> float:
-        return value.total_seconds()
+    def span(self, value: timedelta) -> timedelta:
+        return value
 
     def array(self, values: Sequence[Any]) -> list[Any]:
         return list(values)

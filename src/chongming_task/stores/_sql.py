@@ -500,14 +500,15 @@ class SqlStore(TaskStore, QueueStore):
     def activity(self, *, since: datetime, until: datetime, step: timedelta) -> Activity:
         """The charts' activity (``TaskRecordStore.activity``): three indexed reads.
 
-        The slots are counted in SQL over the range ``[since, until)`` of the covering
-        index ``ct_transitions_at``; the durations read at most ``DURATION_SAMPLE``
+        The slots are counted in SQL, a range of the covering index ``ct_transitions_at``
+        per slot and charted status; the durations read at most ``DURATION_SAMPLE``
         finished tasks through ``ct_tasks_updated``; the queue depth counts the queued
         unheld tasks per bucket.
         """
-        check_window(since, until, step)
+        slots = check_window(since, until, step)
         dialect = self._dialect
         window = {
+            "slots": slots,
             "since": dialect.instant(since),
             "until": dialect.instant(until),
             "step": dialect.span(step),
