@@ -273,13 +273,10 @@ def test_a_version_10_file_gets_charted_transitions_and_keeps_its_history(
         running = step("kept", 2, TaskStatus.RUNNING)
         store.append(running)
         since = running.at.replace(second=0, microsecond=0)
-        window = {
-            "since": since,
-            "until": since + timedelta(minutes=1),
-            "step": timedelta(minutes=1),
-        }
+        minute = timedelta(minutes=1)
         # Written before version 11, the first record has no charted columns: not counted.
-        assert store.activity(**window).totals() == {"started": 1, "succeeded": 0, "failed": 0}
+        totals = store.activity(since=since, until=since + minute, step=minute).totals()
+        assert totals == {"started": 1, "succeeded": 0, "failed": 0}
     with closing(sqlite3.connect(path)) as conn:
         columns = conn.execute(
             "SELECT version, occurred_at, to_status FROM ct_transitions ORDER BY version"
