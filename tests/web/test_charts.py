@@ -244,7 +244,7 @@ def test_charts_page_is_svg_with_text_and_no_inline_script(store: TaskStore) -> 
     # Five charts, each an image with its title and description, and a table after it.
     assert html.count("<svg ") == 5
     for chart in ("started", "succeeded", "failed", "durations", "queued"):
-        assert f'aria-labelledby="chart-{chart}-t chart-{chart}-d"' in html
+        assert f'aria-labelledby="chart-{chart}-t" aria-describedby="chart-{chart}-d"' in html
         assert f'<title id="chart-{chart}-t">' in html
     assert '<title id="chart-started-t">Started: 28 in the window, at most' in html
     assert ">p50 10.0 s</text>" in html

@@ -86,7 +86,7 @@ def _time(value: datetime) -> str:
 def _svg_open(chart_id: str, title: str, desc: str, height: int) -> str:
     return (
         f'<svg class="chart" id="{chart_id}" viewBox="0 0 {_WIDTH} {height}" '
-        f'width="100%" role="img" aria-labelledby="{chart_id}-t {chart_id}-d" '
+        f'width="100%" role="img" aria-labelledby="{chart_id}-t" aria-describedby="{chart_id}-d" '
         f'xmlns="http://www.w3.org/2000/svg">'
         f'<title id="{chart_id}-t">{escape(title)}</title>'
         f'<desc id="{chart_id}-d">{escape(desc)}</desc>'
