@@ -171,8 +171,11 @@ def _history_sql(obj: str, insert: str, base: str, micros: Any) -> str:
             f"'reason', NULL, 'attempt', CASE WHEN {version} >= 3 THEN 1 ELSE 0 END)"
         )
         where = "" if version <= 2 else " WHERE terminal = 1"
+        charted = {1: "NULL", 2: "NULL", 3: target}.get(
+            version, "CASE WHEN status IN ('succeeded', 'failed', 'lost') THEN status END"
+        )
         selects.append(
-            f"SELECT task_id, {version}, {doc}, {micros(col + '_ms')}, {target} FROM base{where}"
+            f"SELECT task_id, {version}, {doc}, {micros(col + '_ms')}, {charted} FROM base{where}"
         )
     return f"{insert} WITH base AS ({base}) {' UNION ALL '.join(selects)}"
 
@@ -215,7 +218,7 @@ def bulk_seed_sqlite(path: str, count: int) -> float:
     FROM base ORDER BY i"""
     history = _history_sql(
         "json_object",
-        "INSERT INTO ct_transitions (task_id, version, doc, occurred_at, to_status)",
+        "INSERT INTO ct_transitions (task_id, version, doc, occurred_at, charted)",
         base,
         lambda col: f"{col} * 1000",
     )
@@ -275,7 +278,7 @@ def bulk_seed_postgres(dsn: str, count: int) -> float:
     FROM base ORDER BY i"""
     history = _history_sql(
         "json_build_object",
-        "INSERT INTO ct_transitions (task_id, version, doc, occurred_at, to_status)",
+        "INSERT INTO ct_transitions (task_id, version, doc, occurred_at, charted)",
         base,
         ts.format,
     )

@@ -279,7 +279,7 @@ def test_a_version_10_file_gets_charted_transitions_and_keeps_its_history(
         assert totals == {"started": 1, "succeeded": 0, "failed": 0}
     with closing(sqlite3.connect(path)) as conn:
         columns = conn.execute(
-            "SELECT version, occurred_at, to_status FROM ct_transitions ORDER BY version"
+            "SELECT version, occurred_at, charted FROM ct_transitions ORDER BY version"
         ).fetchall()
     assert columns == [(1, None, None), (2, to_micros(running.at), "running")]
     fresh = str(tmp_path / "fresh.db")

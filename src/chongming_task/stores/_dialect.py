@@ -45,14 +45,14 @@ __all__ = [
 #: and the action index rebuilt on (action, priority DESC, seq) over claimable rows.
 #: 5: the work queue. 6: checkpoint gaps. 7: global slots. 8: unique work. 9: fleet
 #: limits (declared limits and the starts rate limits count). 10: paused queues.
-#: 11: each transition's instant and target status as indexed columns (charts).
+#: 11: each transition's instant and charted status as indexed columns (charts).
 #: Older databases are migrated on open; newer ones are refused.
 SCHEMA_VERSION: Final = 11
 
 T = TypeVar("T")
 
 #: Transitions as ``insert_transition`` parameters (``task_id``, ``version``, ``doc``,
-#: ``occurred_at`` in microseconds and ``to_status``).
+#: ``occurred_at`` in microseconds and ``charted``: the target status if a chart counts it).
 History = list[dict[str, Any]]
 
 

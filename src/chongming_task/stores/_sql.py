@@ -117,7 +117,7 @@ def history_rows(transitions: Sequence[Transition]) -> History:
             "version": t.version,
             "doc": encode_transition(t),
             "occurred_at": to_micros(t.at),
-            "to_status": t.to_status.value,
+            "charted": t.to_status.value if t.to_status in CHARTED else None,
         }
         for t in transitions
     ]

@@ -97,7 +97,7 @@ def _mark_groups(
                     "version": version + 1,
                     "doc": doc,
                     "occurred_at": to_micros(transition.at),
-                    "to_status": transition.to_status.value,
+                    "charted": transition.to_status.value,  # lost: a chart counts it
                 }
             )
             marks[task_id] = LostMark(task_id, transition, None)

@@ -260,17 +260,21 @@ CREATE TABLE IF NOT EXISTS ct_queue_pauses (
 
 -- name: migrate_11
 -- Version 11: charts (docs/dashboard.md, "Charts"). Each transition keeps its instant
--- (occurred_at, microseconds since the epoch) and its target status (to_status) as
--- columns beside its document, written in the same statement; ct_transitions_at orders
--- them by status and instant, so a chart of the last hour or day counts index ranges
--- and never reads the whole history. Rows written before this version keep
+-- (occurred_at, microseconds since the epoch) and, when a chart counts it, its target
+-- status (charted: running, succeeded, failed or lost, as
+-- chongming_task.stores._activity.CHARTED; NULL for the others) as columns beside its
+-- document, written in the same statement. ct_transitions_at orders the charted ones
+-- by status and instant (the others are not in it, which spares most transitions an
+-- index write), so a chart of the last hour or day counts index ranges and never reads
+-- the whole history. Rows written before this version keep
 -- NULL there and are not charted (a chart spans a day at most: it fills in within a
 -- day). The store skips an ADD COLUMN whose column exists.
 ALTER TABLE ct_transitions ADD COLUMN occurred_at INTEGER;
 
-ALTER TABLE ct_transitions ADD COLUMN to_status TEXT;
+ALTER TABLE ct_transitions ADD COLUMN charted TEXT;
 
-CREATE INDEX IF NOT EXISTS ct_transitions_at ON ct_transitions (to_status, occurred_at);
+CREATE INDEX IF NOT EXISTS ct_transitions_at ON ct_transitions (charted, occurred_at)
+    WHERE charted IS NOT NULL;
 
 -- The queue depth per bucket counts the queued tasks nobody holds by bucket from this
 -- partial index (only those rows are in it), without reading a task row.
@@ -359,8 +363,8 @@ WHERE seq = :seq AND status_version = :expect_version;
 SELECT status_version FROM ct_tasks WHERE task_id = :task_id;
 
 -- name: insert_transition
-INSERT OR IGNORE INTO ct_transitions (task_id, version, doc, occurred_at, to_status)
-VALUES (:task_id, :version, :doc, :occurred_at, :to_status);
+INSERT OR IGNORE INTO ct_transitions (task_id, version, doc, occurred_at, charted)
+VALUES (:task_id, :version, :doc, :occurred_at, :charted);
 
 -- name: select_task
 SELECT doc, progress, heartbeat_at, lease_owner, lease_until, pid, task_id, checkpoint_gaps
@@ -742,13 +746,13 @@ UPDATE ct_tasks SET unique_key = :unique_key WHERE task_id = :task_id;
 -- name: chart_transitions
 -- The charts' counts (docs/dashboard.md, "Charts"): per slot k of :step microseconds
 -- from :since and per charted status, the transitions into it, each a range count of
--- the covering index ct_transitions_at (to_status, occurred_at). One GROUP BY over the
+-- the covering index ct_transitions_at (charted, occurred_at). One GROUP BY over the
 -- window would sort every transition of it (a day of a busy store: half a million)
 -- in a temporary b-tree; :slots range counts read the same index entries and sort none.
 WITH RECURSIVE slots(k) AS (SELECT 0 UNION ALL SELECT k + 1 FROM slots WHERE k < :slots - 1)
 SELECT k, s.value, (
     SELECT count(*) FROM ct_transitions INDEXED BY ct_transitions_at
-    WHERE to_status = s.value
+    WHERE charted = s.value
       AND occurred_at >= :since + k * :step AND occurred_at < :since + (k + 1) * :step)
 FROM slots, json_each(:statuses) s;
 
