@@ -135,6 +135,8 @@ PAGES = (
     "/workers/w-dead",
     "/buckets",
     "/failures",
+    "/charts",
+    "/charts?range=day",
     "/tasks?sort=oldest",
     "/no-such-page",
     "/tasks/no-such-task",
