@@ -123,6 +123,14 @@ def test_a_version_2_schema_is_migrated_to_the_current_one(postgres_dsn: str) ->
     assert not any("ct_commands_action" in str(row) for row in fresh)  # replaced (v4)
 
 
+def before_version_13(statement: str) -> str:
+    """``statement`` without the transitions' charted columns (added by version 13)."""
+    charted = re.compile(
+        r",\s*\(e ->> 'at'\)::timestamptz,\s*CASE WHEN e ->> 'to' IN \([^)]*\) THEN e ->> 'to' END"
+    )
+    return charted.sub("", statement.replace(", occurred_at, charted", ""))
+
+
 def _v3_command(dsn: str, command_id: str, action: str, **doc: Any) -> None:
     """Insert a command as a schema-3 store did (no priority column)."""
     status = doc.pop("status", "pending")
@@ -134,8 +142,8 @@ def _v3_command(dsn: str, command_id: str, action: str, **doc: Any) -> None:
     )
 
 
-def before_version_11(insert: str, params: dict[str, Any]) -> str:
-    """``insert_task`` as versions 6 to 10 wrote it (no meta_parent); drops its parameter."""
+def before_version_12(insert: str, params: dict[str, Any]) -> str:
+    """``insert_task`` as versions 6 to 11 wrote it (no meta_parent); drops its parameter."""
     del params["meta_parent"]
     return re.sub(r",\s*%\(meta_parent\)s", "", insert.replace(", meta_parent", ""))
 
@@ -149,7 +157,7 @@ def test_a_version_3_schema_gets_claim_priorities_and_keeps_its_data(postgres_ds
     task = task_params(snap("kept"), store._instant, store._array)
     del task["checkpoint_gaps"]
     task["transitions"] = json.dumps([json.loads(encode_transition(step_0))])
-    insert = before_version_11(load_sections("postgres")["insert_task"], task)
+    insert = before_version_13(before_version_12(load_sections("postgres")["insert_task"], task))
     insert = insert.replace(", checkpoint_gaps", "").replace(", %(checkpoint_gaps)s::json", "")
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         conn.execute(insert, task)
@@ -217,7 +225,10 @@ def test_a_version_7_schema_gets_unique_keys_and_keeps_its_tasks(postgres_dsn: s
     params = task_params(old, lambda v: v, list)
     params["transitions"] = "[]"
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        conn.execute(before_version_11(load_sections("postgres")["insert_task"], params), params)
+        conn.execute(
+            before_version_13(before_version_12(load_sections("postgres")["insert_task"], params)),
+            params,
+        )
     with PostgresTaskStore(postgres_dsn) as store:
         assert store.get("kept") == old
         new = snap("new", status=TaskStatus.QUEUED, metadata={"unique_key": "k"})
@@ -251,7 +262,7 @@ def test_a_version_10_schema_gets_child_links_and_keeps_its_tasks(postgres_dsn: 
     params = task_params(old, lambda v: v, list)
     params["transitions"] = "[]"
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        conn.execute(before_version_11(load_sections("postgres")["insert_task"], params), params)
+        conn.execute(before_version_12(load_sections("postgres")["insert_task"], params), params)
     with PostgresTaskStore(postgres_dsn) as store:
         assert store.get("kept") == old
         store.create(snap("child", status=TaskStatus.QUEUED, metadata={"parent": "p"}))
@@ -305,6 +316,45 @@ def test_a_version_10_schema_gets_64_bit_priorities_and_keeps_its_tasks(
         wide = snap("wide", priority=2**40)
         store.create(wide, [step("wide", 0, TaskStatus.PENDING)])
         assert store.get("wide") == wide
+    assert layout(postgres_dsn) == fresh
+
+
+def test_a_version_10_schema_gets_charted_transitions_and_keeps_its_history(
+    postgres_dsn: str,
+) -> None:
+    from datetime import timedelta
+
+    PostgresTaskStore(postgres_dsn).close()
+    fresh = layout(postgres_dsn)
+    admin(
+        postgres_dsn,
+        "DROP INDEX ct_transitions_at",
+        "ALTER TABLE ct_transitions DROP COLUMN occurred_at, DROP COLUMN charted",
+        "UPDATE ct_meta SET value = 10 WHERE key = 'schema_version'",
+    )
+    old_step = step("kept", 0, TaskStatus.PENDING)
+    params = task_params(snap("kept"), lambda v: v, list)
+    params["transitions"] = json.dumps([json.loads(encode_transition(old_step))])
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(before_version_13(load_sections("postgres")["insert_task"]), params)
+    with PostgresTaskStore(postgres_dsn) as store:
+        assert store.history("kept") == [old_step]
+        running = step("kept", 1, TaskStatus.RUNNING)
+        store.append(running)
+        since = running.at.replace(second=0, microsecond=0)
+        minute = timedelta(minutes=1)
+        # Written before version 13, the first record has no charted columns: not counted.
+        totals = store.activity(since=since, until=since + minute, step=minute).totals()
+        assert totals == {"started": 1, "succeeded": 0, "failed": 0}
+    rows = admin(
+        postgres_dsn,
+        "SELECT version, occurred_at, charted FROM ct_transitions ORDER BY version",
+    )
+    assert [tuple(r) for r in rows] == [(0, None, None), (1, running.at, "running")]
+    assert layout(postgres_dsn) == fresh
+    # Idempotent: rewound to version 10, the schema migrates again to the same layout.
+    admin(postgres_dsn, "UPDATE ct_meta SET value = 10 WHERE key = 'schema_version'")
+    PostgresTaskStore(postgres_dsn).close()
     assert layout(postgres_dsn) == fresh
 
 

@@ -125,19 +125,19 @@ def _v3_command(conn: sqlite3.Connection, command_id: str, action: str, **doc: A
 
 def before_version_6(insert: str) -> str:
     """``insert_task`` as versions 1 to 5 wrote it: without the checkpoint_gaps column
-    (nor meta_parent, a column since version 11)."""
+    (nor meta_parent, a column since version 12)."""
     for column in ("checkpoint_gaps", "meta_parent"):
         insert = insert.replace(f", {column}", "").replace(f", :{column}", "")
     return insert
 
 
-def before_version_11(insert: str) -> str:
-    """``insert_task`` as versions 6 to 10 wrote it: without the meta_parent column."""
+def before_version_12(insert: str) -> str:
+    """``insert_task`` as versions 6 to 11 wrote it: without the meta_parent column."""
     return insert.replace(", meta_parent", "").replace(", :meta_parent", "")
 
 
 def old_params(snapshot: TaskSnapshot) -> dict[str, object]:
-    """``task_params`` of ``snapshot`` for :func:`before_version_11`'s insert."""
+    """``task_params`` of ``snapshot`` for :func:`before_version_12`'s insert."""
     params = task_params(snapshot, to_micros, lambda v: dumps(list(v)))
     del params["meta_parent"]
     return params
@@ -155,7 +155,7 @@ def test_a_version_3_file_gets_claim_priorities_and_keeps_its_data(
         conn.execute(before_version_6(sections["insert_task"]), params)
         step_0 = step("kept", 0, TaskStatus.PENDING)
         conn.execute(
-            sections["insert_transition"],
+            "INSERT INTO ct_transitions (task_id, version, doc) VALUES (:task_id, :version, :doc)",
             {"task_id": "kept", "version": 0, "doc": encode_transition(step_0)},
         )
         issued = {"issued_by": "ops", "issued_at": "2026-01-01T00:00:00+00:00"}
@@ -211,7 +211,7 @@ def test_a_version_3_file_gets_claim_priorities_and_keeps_its_data(
     assert schema_of(path) == schema_of(fresh)
     with closing(sqlite3.connect(path)) as conn:
         found = conn.execute("SELECT value FROM ct_meta WHERE key = 'schema_version'").fetchone()
-    assert found[0] == SCHEMA_VERSION == 12
+    assert found[0] == SCHEMA_VERSION == 13
 
 
 def test_a_version_7_file_gets_unique_keys_and_keeps_its_tasks(path: str, tmp_path: Path) -> None:
@@ -221,7 +221,7 @@ def test_a_version_7_file_gets_unique_keys_and_keeps_its_tasks(path: str, tmp_pa
     # unique work existed, it holds no key (the column starts NULL for every row).
     old = snap("kept", status=TaskStatus.QUEUED, metadata={"unique_key": "k"})
     with closing(sqlite3.connect(path, isolation_level=None)) as conn:
-        conn.execute(before_version_11(sections["insert_task"]), old_params(old))
+        conn.execute(before_version_12(sections["insert_task"]), old_params(old))
     with SqliteTaskStore(path) as store:
         assert store.get("kept") == old
         new = snap("new", status=TaskStatus.QUEUED, metadata={"unique_key": "k"})
@@ -249,7 +249,7 @@ def test_a_version_9_file_gets_paused_queues_and_keeps_its_tasks(path: str, tmp_
     file_at_version(path, 9)
     old = snap("kept", status=TaskStatus.QUEUED)
     with closing(sqlite3.connect(path, isolation_level=None)) as conn:
-        conn.execute(before_version_11(load_sections("sqlite")["insert_task"]), old_params(old))
+        conn.execute(before_version_12(load_sections("sqlite")["insert_task"]), old_params(old))
     with SqliteTaskStore(path) as store:
         assert store.get("kept") == old
         pause = QueuePause(name="kept", actor="ops", reason="r", paused_at=old.created_at)
@@ -274,7 +274,7 @@ def test_a_version_10_file_gets_child_links_and_keeps_its_tasks(path: str, tmp_p
     file_at_version(path, 10)
     old = snap("kept", status=TaskStatus.QUEUED, metadata={"parent": "p"})
     with closing(sqlite3.connect(path, isolation_level=None)) as conn:
-        conn.execute(before_version_11(load_sections("sqlite")["insert_task"]), old_params(old))
+        conn.execute(before_version_12(load_sections("sqlite")["insert_task"]), old_params(old))
     with SqliteTaskStore(path) as store:
         assert store.get("kept") == old
         store.create(snap("child", status=TaskStatus.QUEUED, metadata={"parent": "p"}))
@@ -287,6 +287,41 @@ def test_a_version_10_file_gets_child_links_and_keeps_its_tasks(path: str, tmp_p
     fresh = str(tmp_path / "fresh.db")
     SqliteTaskStore(fresh).close()
     assert schema_of(path) == schema_of(fresh)
+
+
+def test_a_version_10_file_gets_charted_transitions_and_keeps_its_history(
+    path: str, tmp_path: Path
+) -> None:
+    from datetime import timedelta
+
+    file_at_version(path, 10)
+    old = snap("kept", status=TaskStatus.QUEUED)
+    old_step = step("kept", 1, TaskStatus.QUEUED)
+    sections = load_sections("sqlite")
+    with closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        conn.execute(before_version_12(sections["insert_task"]), old_params(old))
+        conn.execute(
+            "INSERT INTO ct_transitions (task_id, version, doc) VALUES (?, ?, ?)",
+            ("kept", 1, encode_transition(old_step)),
+        )
+    with SqliteTaskStore(path) as store:
+        assert store.history("kept") == [old_step]
+        running = step("kept", 2, TaskStatus.RUNNING)
+        store.append(running)
+        since = running.at.replace(second=0, microsecond=0)
+        minute = timedelta(minutes=1)
+        # Written before version 13, the first record has no charted columns: not counted.
+        totals = store.activity(since=since, until=since + minute, step=minute).totals()
+        assert totals == {"started": 1, "succeeded": 0, "failed": 0}
+    with closing(sqlite3.connect(path)) as conn:
+        columns = conn.execute(
+            "SELECT version, occurred_at, charted FROM ct_transitions ORDER BY version"
+        ).fetchall()
+    assert columns == [(1, None, None), (2, to_micros(running.at), "running")]
+    fresh = str(tmp_path / "fresh.db")
+    SqliteTaskStore(fresh).close()
+    assert schema_of(path) == schema_of(fresh)
+    assert "ct_transitions_at" in {name for _, name, _ in schema_of(path)}
     # Idempotent: rewound to version 10, the file migrates again to the same schema.
     raw(path, "UPDATE ct_meta SET value = 10 WHERE key = 'schema_version'")
     SqliteTaskStore(path).close()

@@ -21,6 +21,7 @@ from chongming_task.web._app import CONTENT_SECURITY_POLICY
 from .conftest import ANN, BEARER, BOB, TOKEN, USER, Holder, login
 
 PAGES = ["/", "/tasks", "/tasks/x", "/schedules", "/schedules/x", "/workers", "/buckets", "/events"]
+PAGES.append("/charts")
 API = [
     "/api/overview",
     "/api/tasks",
@@ -29,6 +30,7 @@ API = [
     "/api/workers",
     "/api/buckets",
     "/api/limits",
+    "/api/charts",
 ]
 POSTS = [
     "/tasks/x/stop",

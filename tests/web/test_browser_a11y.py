@@ -143,6 +143,8 @@ PAGES = (
     "/workers/w-dead",
     "/buckets",
     "/failures",
+    "/charts",
+    "/charts?range=day",
     "/tasks?sort=oldest",
     "/pipelines/nightly%2Fetl",
     "/tasks/nightly%2Fetl%2Fload",

@@ -26,6 +26,8 @@ def test_dashboard_bench_runs_small(capsys: object) -> None:
     assert results["tasks, page 2"]["p50_ms"] > 0
     assert results["tasks, time range"]["p50_ms"] > 0
     assert "overview" in results
+    for page in ("charts, hour", "charts, day", "charts (JSON), day", "task", "buckets"):
+        assert results[page]["p50_ms"] > 0, page
     live = results["live clients"]
     assert live["clients"] == live["streams_open_at_end"] == 3
     assert live["cpu_share"] >= 0

@@ -36,7 +36,7 @@ from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import ClassVar, NamedTuple, Self
 
 from chongming_task._checkpoint_gaps import CheckpointGaps
@@ -44,6 +44,14 @@ from chongming_task._model import Failure, Progress, TaskSnapshot, Transition
 from chongming_task.core._clock import Clock, SystemClock
 from chongming_task.errors import ConcurrencyConflict, ConfigurationError, StoreError
 from chongming_task.states import TaskStatus
+from chongming_task.stores._activity import (
+    DURATION_SAMPLE,
+    FINISHED,
+    Activity,
+    build_activity,
+    check_window,
+    tally,
+)
 from chongming_task.stores._command_store import CommandStore, validate_actions
 from chongming_task.stores._lost import candidate_of, check_lost_query, lost_transition
 from chongming_task.stores._queue_store import QueueStore
@@ -306,6 +314,52 @@ class TaskRecordStore(ABC):
         The default counts what ``query()`` returns; the built-in stores count in place.
         """
         return count_buckets(self.query(TaskQuery()))
+
+    def activity(self, *, since: datetime, until: datetime, step: timedelta) -> Activity:
+        """What the dashboard's charts draw: activity over ``[since, until)`` by ``step``.
+
+        Per slot of ``step``: transitions into ``running`` (started), ``succeeded`` and
+        ``failed``/``lost`` (failed), from the stored history; per task name, p50/p95 of
+        how long the most recent finished tasks ran (a bounded sample); queue depth per
+        task bucket now. ``chongming_task.stores._activity`` states the rule.
+
+        The default reads the tasks updated since ``since`` and their histories (a read
+        per task); the built-in stores count an index range instead.
+
+        Raises:
+            ConfigurationError: A window no chart has (see ``check_window``).
+        """
+        check_window(since, until, step)
+        touched = self.query(TaskQuery(updated_after=since))
+        counts = tally(
+            (
+                (t.at, t.to_status)
+                for task in touched
+                for t in self.history(task.task_id)
+                if since <= t.at < until
+            ),
+            since,
+            until,
+            step,
+        )
+        finished = sorted(
+            (s for s in touched if s.status in FINISHED),
+            key=lambda s: s.updated_at,
+            reverse=True,
+        )[:DURATION_SAMPLE]
+        queued = Counter(
+            s.bucket
+            for s in self.query(TaskQuery(statuses=frozenset({TaskStatus.QUEUED})))
+            if s.owner is None
+        )
+        return build_activity(
+            since=since,
+            until=until,
+            step=step,
+            counts=counts,
+            finished=((s.name, s.started_at, s.finished_at) for s in finished),
+            queued=queued,
+        )
 
     @abstractmethod
     def prune(self, keep_terminal: int) -> int:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
 from chongming_task.core._clock import Clock
@@ -47,12 +47,14 @@ __all__ = [
 #: and the action index rebuilt on (action, priority DESC, seq) over claimable rows.
 #: 5: the work queue. 6: checkpoint gaps. 7: global slots. 8: unique work. 9: fleet
 #: limits (declared limits and the starts rate limits count). 10: paused queues.
+#: 11: each transition's instant and charted status as indexed columns (charts).
 #: Older databases are migrated on open; newer ones are refused.
-SCHEMA_VERSION: Final = 12
+SCHEMA_VERSION: Final = 13
 
 T = TypeVar("T")
 
-#: Transitions as ``insert_transition`` parameters (``task_id``, ``version``, ``doc``).
+#: Transitions as ``insert_transition`` parameters (``task_id``, ``version``, ``doc``,
+#: ``occurred_at`` in microseconds and ``charted``: the target status if a chart counts it).
 History = list[dict[str, Any]]
 
 
@@ -122,6 +124,10 @@ class Dialect(ABC):
     @abstractmethod
     def instant_out(self, raw: Any) -> datetime:
         """Read an instant column back as an aware datetime."""
+
+    @abstractmethod
+    def span(self, value: timedelta) -> Any:
+        """Bind a duration in the unit of a difference of two instant columns."""
 
     @abstractmethod
     def array(self, values: Sequence[Any]) -> Any:

@@ -13,7 +13,7 @@ import itertools
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from chongming_task._checkpoint_gaps import CheckpointGaps
 from chongming_task._model import Progress, TaskSnapshot, Transition
@@ -25,6 +25,13 @@ from chongming_task.errors import (
     StoreError,
 )
 from chongming_task.states import TaskStatus
+from chongming_task.stores._activity import (
+    FINISHED,
+    Activity,
+    build_activity,
+    check_window,
+    tally,
+)
 from chongming_task.stores._base import TaskHead, TaskNotFound, TaskQuery, refuse_repeated_ids
 from chongming_task.stores._codec import check_outcome, require_aware
 from chongming_task.stores._dag import DAG_KEY, settle_dependants
@@ -286,6 +293,39 @@ class InMemoryTaskStore(MemoryControl, QueueStore):
     def count_by_bucket(self) -> dict[int, int]:
         with self._locked():
             return count_buckets(row.snapshot for row in self._tasks.values())
+
+    def activity(self, *, since: datetime, until: datetime, step: timedelta) -> Activity:
+        """The charts' activity (``TaskRecordStore.activity``), read in place under the lock."""
+        check_window(since, until, step)
+        with self._locked():
+            rows = self._tasks.values()
+            touched = [row.snapshot for row in rows if row.snapshot.updated_at >= since]
+            counts = tally(
+                (
+                    (t.at, t.to_status)
+                    for snapshot in touched
+                    for t in self._history.get(snapshot.task_id, ())
+                ),
+                since,
+                until,
+                step,
+            )
+            queued = Counter(
+                row.snapshot.bucket
+                for row in self._tasks.values()
+                if row.snapshot.status is TaskStatus.QUEUED and row.snapshot.owner is None
+            )
+        finished = sorted(
+            (s for s in touched if s.status in FINISHED), key=lambda s: s.updated_at, reverse=True
+        )
+        return build_activity(
+            since=since,
+            until=until,
+            step=step,
+            counts=counts,
+            finished=((s.name, s.started_at, s.finished_at) for s in finished),
+            queued=queued,
+        )
 
     def prune(self, keep_terminal: int) -> int:
         with self._locked():

@@ -33,7 +33,7 @@ import select
 import threading
 import uuid
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from chongming_task._redact import scrub_dsn
@@ -456,6 +456,9 @@ class PostgresDialect(Dialect):
     def instant_out(self, raw: Any) -> datetime:
         value: datetime = raw
         return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+    def span(self, value: timedelta) -> timedelta:
+        return value
 
     def array(self, values: Sequence[Any]) -> list[Any]:
         return list(values)

@@ -40,7 +40,7 @@ import threading
 import weakref
 from collections.abc import Callable, Sequence
 from contextlib import suppress
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Final, Literal, TypeVar
 
 from chongming_task._model import dumps, parse_datetime
@@ -371,6 +371,9 @@ class SqliteDialect(Dialect):
 
     def instant_out(self, raw: Any) -> datetime:
         return from_micros(int(raw))
+
+    def span(self, value: timedelta) -> int:
+        return value // timedelta(microseconds=1)
 
     def array(self, values: Sequence[Any]) -> str:
         return dumps(list(values))

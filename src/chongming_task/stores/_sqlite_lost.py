@@ -25,6 +25,7 @@ from chongming_task._model import FORMAT_VERSION, Failure, dumps, parse_datetime
 from chongming_task.errors import StoreError
 from chongming_task.states import TaskStatus
 from chongming_task.stores import _sqlrows as rows
+from chongming_task.stores._codec import to_micros
 from chongming_task.stores._dialect import Cursor
 from chongming_task.stores._lost import LostChange, Marking, check_lost_failure, lost_change
 from chongming_task.stores._records import LostCandidate, LostMark
@@ -94,7 +95,15 @@ def _mark_groups(
                 {**shared, "seq": seq, "expect_version": version, "status_version": version + 1}
             )
             doc = dumps({**record, "task_id": task_id, "version": version + 1, "attempt": attempt})
-            history.append({"task_id": task_id, "version": version + 1, "doc": doc})
+            history.append(
+                {
+                    "task_id": task_id,
+                    "version": version + 1,
+                    "doc": doc,
+                    "occurred_at": to_micros(transition.at),
+                    "charted": transition.to_status.value,  # lost: a chart counts it
+                }
+            )
             marks[task_id] = LostMark(task_id, transition, None)
     if updates:
         cur.executemany(store._sql["mark_lost"], updates)

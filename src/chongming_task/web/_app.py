@@ -54,6 +54,7 @@ from chongming_task.schedule._admin import ScheduleAdmin
 from chongming_task.schedule._control import ScheduleControl
 from chongming_task.schedule._stats import ScheduleStatistics
 from chongming_task.states import TERMINAL, TaskStatus
+from chongming_task.stores._activity import DURATION_SAMPLE, SERIES
 from chongming_task.stores._base import TaskStore
 from chongming_task.stores._limits import LimitUse
 from chongming_task.stores._queue_store import fleet_view
@@ -67,6 +68,14 @@ from chongming_task.web._auth import (
     LoginThrottle,
     TokenRing,
     generate_token,
+)
+from chongming_task.web._charts import (
+    RANGES,
+    bar_svg,
+    chart_range,
+    duration_svg,
+    queued_svg,
+    seconds_text,
 )
 from chongming_task.web._live import Broadcaster
 from chongming_task.web._params import checked_input, int_param, json_object, optional_int
@@ -347,6 +356,7 @@ def create_app(
         Route("/failures/retry", handlers.retry_failures, methods=["POST"]),
         Route("/api/failures", handlers.api_failures),
         Route("/api/failures/retry", handlers.retry_failures, methods=["POST"]),
+        Route("/charts", handlers.charts, name="charts"),
         Route("/api/overview", handlers.api_overview),
         Route("/api/events", handlers.events),
         Route("/api/tasks", handlers.api_tasks),
@@ -369,6 +379,7 @@ def create_app(
         Route("/queues/{action}", handlers.queue_action, methods=["POST"]),
         Route("/api/buckets", handlers.api_buckets),
         Route("/api/pipelines/{run_id:path}", handlers.api_pipeline),
+        Route("/api/charts", handlers.api_charts),
         Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
     ]
     app = Starlette(routes=routes, exception_handlers={404: handlers.not_found})
@@ -1465,6 +1476,40 @@ class _Handlers:
     async def api_buckets(self, request: Request) -> Response:
         def build() -> Response:
             return JSONResponse({"buckets": self.config.data.buckets()})
+
+        return await self._call(request, build)
+
+    # -- charts ---------------------------------------------------------------------------
+
+    @authenticated
+    async def charts(self, request: Request) -> Response:
+        def build() -> Response:
+            window = chart_range(request.query_params.get("range"))
+            activity = window.activity(self.config.store, self.config.clock.now())
+            return self.render(
+                request,
+                "charts.html",
+                page="charts",
+                a=activity,
+                range=window,
+                ranges=RANGES,
+                series=SERIES,
+                totals=activity.totals(),
+                sample_limit=DURATION_SAMPLE,
+                bars={name: bar_svg(activity, name, label=name.capitalize()) for name in SERIES},
+                durations_svg=duration_svg(activity.durations),
+                queued_svg=queued_svg(activity.queued),
+                seconds=seconds_text,
+            )
+
+        return await self._call(request, build)
+
+    @authenticated
+    async def api_charts(self, request: Request) -> Response:
+        def build() -> Response:
+            window = chart_range(request.query_params.get("range"))
+            activity = window.activity(self.config.store, self.config.clock.now())
+            return JSONResponse({"range": window.key, **activity.to_dict()})
 
         return await self._call(request, build)
 

@@ -241,6 +241,27 @@ ALTER TABLE ct_tasks ADD COLUMN IF NOT EXISTS meta_parent text;
 CREATE INDEX IF NOT EXISTS ct_tasks_parent ON ct_tasks (meta_parent, created_at, seq)
     WHERE meta_parent IS NOT NULL;
 
+-- name: migrate_13
+-- Version 13: charts (docs/dashboard.md, "Charts"). Each transition keeps its instant
+-- (occurred_at) and, when a chart counts it, its target status (charted: running,
+-- succeeded, failed or lost, as chongming_task.stores._activity.CHARTED; NULL for the
+-- others) as columns beside its document, written in the same statement.
+-- ct_transitions_at orders the charted ones by status and instant (the others are not
+-- in it, which spares most transitions an index write), so a chart of the last hour
+-- or day counts index ranges and never reads the whole history. Rows written before this version keep NULL there and are not
+-- charted (a chart spans a day at most: it fills in within a day).
+ALTER TABLE ct_transitions ADD COLUMN IF NOT EXISTS occurred_at timestamptz;
+
+ALTER TABLE ct_transitions ADD COLUMN IF NOT EXISTS charted text;
+
+CREATE INDEX IF NOT EXISTS ct_transitions_at ON ct_transitions (charted, occurred_at)
+    WHERE charted IS NOT NULL;
+
+-- The queue depth per bucket counts the queued tasks nobody holds by bucket from this
+-- partial index (only those rows are in it), without reading a task row.
+CREATE INDEX IF NOT EXISTS ct_tasks_queued_bucket ON ct_tasks (bucket)
+    WHERE status = 'queued' AND owner IS NULL;
+
 -- name: schema_exists
 SELECT count(*) FROM (SELECT to_regclass('ct_meta') AS t) r WHERE r.t IS NOT NULL;
 
@@ -272,8 +293,9 @@ WITH task AS (
     )
     RETURNING task_id
 )
-INSERT INTO ct_transitions (task_id, version, doc)
-SELECT e ->> 'task_id', (e ->> 'version')::bigint, e
+INSERT INTO ct_transitions (task_id, version, doc, occurred_at, charted)
+SELECT e ->> 'task_id', (e ->> 'version')::bigint, e,
+    (e ->> 'at')::timestamptz, CASE WHEN e ->> 'to' IN ('running', 'succeeded', 'failed', 'lost') THEN e ->> 'to' END
 FROM task, json_array_elements(%(transitions)s::json) AS e
 ON CONFLICT DO NOTHING;
 
@@ -290,8 +312,9 @@ WITH task AS (
     WHERE task_id = %(task_id)s AND status_version = %(expect_version)s
     RETURNING task_id
 ), history AS (
-    INSERT INTO ct_transitions (task_id, version, doc)
-    SELECT e ->> 'task_id', (e ->> 'version')::bigint, e
+    INSERT INTO ct_transitions (task_id, version, doc, occurred_at, charted)
+    SELECT e ->> 'task_id', (e ->> 'version')::bigint, e,
+    (e ->> 'at')::timestamptz, CASE WHEN e ->> 'to' IN ('running', 'succeeded', 'failed', 'lost') THEN e ->> 'to' END
     FROM task, json_array_elements(%(transitions)s::json) AS e
     ON CONFLICT DO NOTHING
 )
@@ -301,8 +324,10 @@ SELECT count(*) FROM task;
 SELECT status_version FROM ct_tasks WHERE task_id = %(task_id)s;
 
 -- name: insert_transition
-INSERT INTO ct_transitions (task_id, version, doc)
-VALUES (%(task_id)s, %(version)s, %(doc)s::json)
+INSERT INTO ct_transitions (task_id, version, doc, occurred_at, charted)
+SELECT %(task_id)s, %(version)s, e, (e ->> 'at')::timestamptz,
+    CASE WHEN e ->> 'to' IN ('running', 'succeeded', 'failed', 'lost') THEN e ->> 'to' END
+FROM (SELECT %(doc)s::json AS e) AS d
 ON CONFLICT DO NOTHING;
 
 -- name: select_task
@@ -589,8 +614,9 @@ WITH task AS (
     WHERE task_id = %(task_id)s AND status_version = %(expect_version)s AND owner IS NULL
     RETURNING task_id
 ), history AS (
-    INSERT INTO ct_transitions (task_id, version, doc)
-    SELECT e ->> 'task_id', (e ->> 'version')::bigint, e
+    INSERT INTO ct_transitions (task_id, version, doc, occurred_at, charted)
+    SELECT e ->> 'task_id', (e ->> 'version')::bigint, e,
+    (e ->> 'at')::timestamptz, CASE WHEN e ->> 'to' IN ('running', 'succeeded', 'failed', 'lost') THEN e ->> 'to' END
     FROM task, json_array_elements(%(transitions)s::json) AS e
     ON CONFLICT DO NOTHING
 )
@@ -747,3 +773,29 @@ ORDER BY seq DESC;
 
 -- name: set_unique_key
 UPDATE ct_tasks SET unique_key = %(unique_key)s WHERE task_id = %(task_id)s;
+
+-- name: chart_transitions
+-- The charts' counts (docs/dashboard.md, "Charts"): per slot k of %(step)s from
+-- %(since)s and per charted status, the transitions into it, each a range count of the
+-- index ct_transitions_at (charted, occurred_at): the same index entries one GROUP BY
+-- over the window would read, and no aggregate of every transition of it.
+SELECT k, s, (
+    SELECT count(*) FROM ct_transitions
+    WHERE charted = s
+      AND occurred_at >= %(since)s + k * %(step)s AND occurred_at < %(since)s + (k + 1) * %(step)s)
+FROM generate_series(0, %(slots)s - 1) AS k, unnest(%(statuses)s::text[]) AS s;
+
+-- name: chart_durations
+-- The charts' durations: the most recent %(sample)s tasks that finished (succeeded or
+-- failed) in the window, newest first, through ct_tasks_updated (a finished task's
+-- updated_at is its finish time or later); the caller keeps those that finished inside.
+SELECT name, doc ->> 'started_at', doc ->> 'finished_at', status
+FROM ct_tasks
+WHERE updated_at >= %(since)s AND status IN ('succeeded', 'failed')
+ORDER BY updated_at DESC LIMIT %(sample)s;
+
+-- name: chart_queued
+-- Queue depth per task bucket: queued tasks nobody holds (NULL: no bucket), counted in
+-- the partial index ct_tasks_queued_bucket.
+SELECT bucket, count(*) FROM ct_tasks WHERE status = 'queued' AND owner IS NULL
+GROUP BY bucket;

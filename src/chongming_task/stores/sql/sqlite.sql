@@ -275,6 +275,29 @@ ALTER TABLE ct_tasks ADD COLUMN meta_parent TEXT;
 CREATE INDEX IF NOT EXISTS ct_tasks_parent ON ct_tasks (meta_parent, created_at, seq)
     WHERE meta_parent IS NOT NULL;
 
+-- name: migrate_13
+-- Version 13: charts (docs/dashboard.md, "Charts"). Each transition keeps its instant
+-- (occurred_at, microseconds since the epoch) and, when a chart counts it, its target
+-- status (charted: running, succeeded, failed or lost, as
+-- chongming_task.stores._activity.CHARTED; NULL for the others) as columns beside its
+-- document, written in the same statement. ct_transitions_at orders the charted ones
+-- by status and instant (the others are not in it, which spares most transitions an
+-- index write), so a chart of the last hour or day counts index ranges and never reads
+-- the whole history. Rows written before this version keep
+-- NULL there and are not charted (a chart spans a day at most: it fills in within a
+-- day). The store skips an ADD COLUMN whose column exists.
+ALTER TABLE ct_transitions ADD COLUMN occurred_at INTEGER;
+
+ALTER TABLE ct_transitions ADD COLUMN charted TEXT;
+
+CREATE INDEX IF NOT EXISTS ct_transitions_at ON ct_transitions (charted, occurred_at)
+    WHERE charted IS NOT NULL;
+
+-- The queue depth per bucket counts the queued tasks nobody holds by bucket from this
+-- partial index (only those rows are in it), without reading a task row.
+CREATE INDEX IF NOT EXISTS ct_tasks_queued_bucket ON ct_tasks (bucket)
+    WHERE status = 'queued' AND owner IS NULL;
+
 -- name: schema_exists
 SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'ct_meta';
 
@@ -358,7 +381,8 @@ WHERE seq = :seq AND status_version = :expect_version;
 SELECT status_version FROM ct_tasks WHERE task_id = :task_id;
 
 -- name: insert_transition
-INSERT OR IGNORE INTO ct_transitions (task_id, version, doc) VALUES (:task_id, :version, :doc);
+INSERT OR IGNORE INTO ct_transitions (task_id, version, doc, occurred_at, charted)
+VALUES (:task_id, :version, :doc, :occurred_at, :charted);
 
 -- name: select_task
 SELECT doc, progress, heartbeat_at, lease_owner, lease_until, pid, task_id, checkpoint_gaps
@@ -759,3 +783,33 @@ ORDER BY seq DESC;
 
 -- name: set_unique_key
 UPDATE ct_tasks SET unique_key = :unique_key WHERE task_id = :task_id;
+
+-- name: chart_transitions
+-- The charts' counts (docs/dashboard.md, "Charts"): per slot k of :step microseconds
+-- from :since and per charted status, the transitions into it, each a range count of
+-- the covering index ct_transitions_at (charted, occurred_at). One GROUP BY over the
+-- window would sort every transition of it (a day of a busy store: half a million)
+-- in a temporary b-tree; :slots range counts read the same index entries and sort none.
+WITH RECURSIVE slots(k) AS (SELECT 0 UNION ALL SELECT k + 1 FROM slots WHERE k < :slots - 1)
+SELECT k, s.value, (
+    SELECT count(*) FROM ct_transitions INDEXED BY ct_transitions_at
+    WHERE charted = s.value
+      AND occurred_at >= :since + k * :step AND occurred_at < :since + (k + 1) * :step)
+FROM slots, json_each(:statuses) s;
+
+-- name: chart_durations
+-- The charts' durations: the most recent :sample tasks that finished (succeeded or
+-- failed) in the window, newest first, through ct_tasks_updated (a finished task's
+-- updated_at is its finish time or later); the caller keeps those that finished inside.
+-- INDEXED BY: without statistics the planner reads every finished task through
+-- ct_tasks_status_created and sorts them, a read that grows with the store.
+SELECT name, json_extract(doc, '$.started_at'), json_extract(doc, '$.finished_at'), status
+FROM ct_tasks INDEXED BY ct_tasks_updated
+WHERE updated_at >= :since AND status IN ('succeeded', 'failed')
+ORDER BY updated_at DESC LIMIT :sample;
+
+-- name: chart_queued
+-- Queue depth per task bucket: queued tasks nobody holds (NULL: no bucket), counted in
+-- the partial index ct_tasks_queued_bucket.
+SELECT bucket, count(*) FROM ct_tasks INDEXED BY ct_tasks_queued_bucket
+WHERE status = 'queued' AND owner IS NULL GROUP BY bucket;

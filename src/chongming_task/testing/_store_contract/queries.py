@@ -299,6 +299,61 @@ class QueryCases(ContractHarness):
         self.populate()
         assert self.store.count_by_bucket() == {1: 2, 2: 1}
 
+    def test_activity_counts_the_stored_history_of_the_window(self) -> None:
+        """``activity``: transitions per slot, durations of finished tasks, queue depth."""
+        minute = timedelta(minutes=1)
+
+        def at(seconds: int) -> datetime:
+            return (START + timedelta(seconds=seconds)).astimezone(TZ_PLUS_8)
+
+        def stored(task_id: str, steps: list[tuple[S, int]], **changes: Any) -> None:
+            snap = self.snapshot(
+                task_id,
+                status=steps[-1][0],
+                status_version=len(steps) - 1,
+                updated_at=at(steps[-1][1]),
+                **changes,
+            )
+            trail = [
+                self.transition(task_id, version, status, at=at(seconds))
+                for version, (status, seconds) in enumerate(steps)
+            ]
+            self.store.create(snap, trail)
+
+        stored("early", [(S.PENDING, -70), (S.RUNNING, -10)], created_at=at(-70))
+        stored(
+            "a",
+            [(S.PENDING, 0), (S.RUNNING, 90), (S.SUCCEEDED, 150)],
+            name="etl",
+            created_at=at(0),
+            started_at=at(90),
+            finished_at=at(150),
+        )
+        stored("b", [(S.PENDING, 0), (S.RUNNING, 30), (S.LOST, 200)], created_at=at(0))
+        stored("c", [(S.PENDING, 0), (S.QUEUED, 10)], created_at=at(0), bucket=4)
+        found = self.store.activity(since=START, until=START + 5 * minute, step=minute)
+        rows = [(s.start, s.started, s.succeeded, s.failed) for s in found.slots]
+        assert rows == [
+            (START, 1, 0, 0),
+            (START + minute, 1, 0, 0),
+            (START + 2 * minute, 0, 1, 0),
+            (START + 3 * minute, 0, 0, 1),
+            (START + 4 * minute, 0, 0, 0),
+        ]
+        assert [(d.name, d.count, d.p50, d.p95) for d in found.durations] == [
+            ("etl", 1, 60.0, 60.0)
+        ]
+        assert found.sampled == 1
+        assert found.queued == ((4, 1),)
+        error = raises(
+            ConfigurationError,
+            lambda: self.store.activity(
+                since=START, until=START + minute, step=timedelta(seconds=7)
+            ),
+            "activity must refuse a window that is not a whole number of steps",
+        )
+        assert "whole number of steps" in str(error)
+
     def test_prune_keeps_the_newest_terminal_tasks_and_every_active_one(self) -> None:
         statuses = [S.SUCCEEDED, S.RUNNING, S.FAILED, S.QUEUED, S.STOPPED, S.LOST, S.PAUSED]
         for index, status in enumerate(statuses):
