@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from chongming_task._model import Failure, FailureKind, Progress, TaskSnapshot
+from chongming_task.pipeline import Pipeline
 from chongming_task.queue import Client
 from chongming_task.schedule import CronTrigger, Schedule
 from chongming_task.schedule._admin import ScheduleAdmin
@@ -45,7 +46,8 @@ TRACEBACK = "Traceback (most recent call last):\n" + "".join(
 
 def seed_everything(store: TaskStore) -> None:
     """A store in which every page has something to show: tasks in many states (one
-    with a long traceback), a schedule, live and dead workers, a limit, a paused queue."""
+    with a long traceback), a schedule, live and dead workers, a limit, a paused queue,
+    a fleet pipeline run."""
     now = datetime.now(UTC)
     _worker(store, "w-live", beat=now, buckets=(0, 1), slots=3, version="1.2.3")
     _worker(store, "w-dead", beat=now - timedelta(hours=1), buckets=(2,))
@@ -118,6 +120,12 @@ def seed_everything(store: TaskStore) -> None:
     client = Client(store)
     client.set_limit("tenant:*", concurrency=2, rate="10/m")
     client.pause_queue(name="job.report", reason="deploy")
+    pipeline = Pipeline("nightly")
+    extract = pipeline.node("job.import", node_id="extract")
+    other = pipeline.node("job.import", node_id="extract#2")
+    load = pipeline.node("job.load", node_id="load", depends_on=[extract, other])
+    pipeline.node("job.report", node_id="report", depends_on=[load, extract])
+    client.enqueue_pipeline(pipeline, run_id="nightly/etl")
 
 
 #: Every page, logged in (the login page is checked logged out).
@@ -138,6 +146,8 @@ PAGES = (
     "/charts",
     "/charts?range=day",
     "/tasks?sort=oldest",
+    "/pipelines/nightly%2Fetl",
+    "/tasks/nightly%2Fetl%2Fload",
     "/no-such-page",
     "/tasks/no-such-task",
 )

@@ -79,9 +79,10 @@ from chongming_task.web._charts import (
 )
 from chongming_task.web._live import Broadcaster
 from chongming_task.web._params import checked_input, int_param, json_object, optional_int
+from chongming_task.web._pipelines import PipelineGraph, pipeline_graph
 from chongming_task.web._queues import QUEUE_ACTIONS, QueueRequest, paused_queues
 from chongming_task.web._urls import install as install_urls
-from chongming_task.web._urls import schedule_url, task_url, worker_url
+from chongming_task.web._urls import pipeline_url, schedule_url, task_url, worker_url
 from chongming_task.web._views import (
     DEFAULT_PAGE_SIZE,
     FAILURE_WINDOW,
@@ -350,6 +351,7 @@ def create_app(
         Route("/workers", handlers.workers, name="workers"),
         Route("/workers/{worker_id:path}", handlers.worker, name="worker"),
         Route("/buckets", handlers.buckets, name="buckets"),
+        Route("/pipelines/{run_id:path}", handlers.pipeline, name="pipeline"),
         Route("/failures", handlers.failures, name="failures"),
         Route("/failures/retry", handlers.retry_failures, methods=["POST"]),
         Route("/api/failures", handlers.api_failures),
@@ -376,6 +378,7 @@ def create_app(
         Route("/api/queues/{action}", handlers.queue_action, methods=["POST"]),
         Route("/queues/{action}", handlers.queue_action, methods=["POST"]),
         Route("/api/buckets", handlers.api_buckets),
+        Route("/api/pipelines/{run_id:path}", handlers.api_pipeline),
         Route("/api/charts", handlers.api_charts),
         Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
     ]
@@ -1434,6 +1437,40 @@ class _Handlers:
             )
 
         return await self._call(request, build)
+
+    # -- pipelines ----------------------------------------------------------------------
+
+    async def _on_pipeline(
+        self, request: Request, respond: Callable[[PipelineGraph], Response]
+    ) -> Response:
+        """``respond(graph)`` for the pipeline run of the path, in the thread pool; 404
+        if no node of it is stored."""
+        run_id = request.path_params["run_id"]
+
+        def build() -> Response:
+            graph = pipeline_graph(self.config.store, run_id)
+            if graph is None:
+                return _error(request, 404, f"no pipeline run {run_id!r} in the store", self.env)
+            return respond(graph)
+
+        return await self._call(request, build)
+
+    @authenticated
+    async def pipeline(self, request: Request) -> Response:
+        def page(graph: PipelineGraph) -> Response:
+            return self.render(
+                request,
+                "pipeline.html",
+                page="tasks",
+                self_url=pipeline_url(_base(request), graph.run_id),
+                g=graph,
+            )
+
+        return await self._on_pipeline(request, page)
+
+    @authenticated
+    async def api_pipeline(self, request: Request) -> Response:
+        return await self._on_pipeline(request, lambda graph: JSONResponse(graph.to_dict()))
 
     @authenticated
     async def api_buckets(self, request: Request) -> Response:

@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 import jinja2
 
-__all__ = ["install", "schedule_url", "segment", "task_url", "worker_url"]
+__all__ = ["install", "pipeline_url", "schedule_url", "segment", "task_url", "worker_url"]
 
 
 def segment(value: str) -> str:
@@ -43,7 +43,17 @@ def worker_url(base: str, worker_id: str) -> str:
     return _url(base, "workers", worker_id, None)
 
 
+def pipeline_url(base: str, run_id: str) -> str:
+    """``{base}/pipelines/{run id}`` for the pipeline run ``run_id``."""
+    return _url(base, "pipelines", run_id, None)
+
+
 def install(env: jinja2.Environment) -> None:
-    """``task_url(base, id, action=None)``, ``schedule_url(...)`` and
-    ``worker_url(base, id)`` as template globals."""
-    env.globals.update(task_url=task_url, schedule_url=schedule_url, worker_url=worker_url)
+    """``task_url(base, id, action=None)``, ``schedule_url(...)``, ``worker_url(base, id)``
+    and ``pipeline_url(base, run_id)`` as template globals."""
+    env.globals.update(
+        task_url=task_url,
+        schedule_url=schedule_url,
+        worker_url=worker_url,
+        pipeline_url=pipeline_url,
+    )
