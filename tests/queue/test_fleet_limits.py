@@ -144,8 +144,9 @@ def test_a_fleet_concurrency_limit_on_a_dynamic_key_holds_across_three_workers(
     assert peak == {"tenant:a": LIMIT, "tenant:b": LIMIT}
     assert slot_peak == {"tenant:a": LIMIT, "tenant:b": LIMIT}
     assert store.list_global_slots() == []
-    owners = {store.get(t).owner for t in ids["a"] + ids["b"]}  # type: ignore[union-attr]
-    assert len(owners) >= 2  # the fleet, not one worker, ran them
+    # Which of the three competing workers ran them is the claim race's business (a
+    # worker that frees a slot claims again at once, so one may win every round on a
+    # loaded machine): the limit above is what the fleet must never exceed.
 
 
 def test_a_fleet_rate_limit_holds_across_three_workers(
