@@ -407,3 +407,27 @@ def test_the_404_page_keeps_the_navigation(store: TaskStore, browser: Any) -> No
         expect(page.locator("h1")).to_have_text("Tasks")
         expect(page.locator('tr[data-task="t-1"]')).to_be_visible()
         page.close()
+
+
+def test_a_page_opens_one_live_stream(store: TaskStore, browser: Any) -> None:
+    """app.js started twice: every page held two event streams and refreshed twice."""
+    expect = playwright_sync.expect
+    store.create_many([_task("t-1", START)])
+    app = create_app(store, token=TOKEN, user=USER, live_interval=0.1, tick=3600)
+    with LiveServer(app) as server:
+        page = logged_in(browser, server)
+        page.add_init_script(
+            """(() => {
+                const Original = window.EventSource;
+                window.openedStreams = 0;
+                window.EventSource = function (url, init) {
+                    window.openedStreams += 1;
+                    return new Original(url, init);
+                };
+            })()"""
+        )
+        for path in ("/", "/tasks", "/tasks/t-1", "/workers"):
+            page.goto(server.url + path)
+            expect(page.locator("body")).to_have_attribute("data-live", "on")
+            assert page.evaluate("window.openedStreams") == 1, path
+        page.close()
