@@ -161,7 +161,7 @@ def test_operator_session(store: TaskStore, holder: Holder, browser: Any, shots:
 
         # The timeline the browser shows is the store's history.
         history = store.history(spin.task_id)
-        rows = page.locator("[data-testid=timeline] tbody tr[data-version]")
+        rows = page.locator("[data-testid=timeline] tr[data-version]")  # not the attempt headers
         expect(rows).to_have_count(len(history))
         shown = [
             (

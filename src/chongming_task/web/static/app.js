@@ -150,10 +150,4 @@
   } else {
     start();
   }
-
-  if (document.readyState === "loading") {
-    document.addEventListener("DOMContentLoaded", start);
-  } else {
-    start();
-  }
 })();
