@@ -16,6 +16,7 @@ import asyncio
 import sqlite3
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -360,8 +361,11 @@ def test_postgres_refuses_other_databases_drivers_and_no_transaction(
                 failed.execute("SELECT 1 / 0")
             with pytest.raises(ConfigurationError, match=r"inerror.*roll back"):
                 client.enqueue("add", 1, connection=failed)
-        with pytest.raises(ConfigurationError, match=r"sqlite3\.Connection: a PostgresTaskStore"):
-            client.enqueue("add", 1, connection=sqlite3.connect(tmp_path / "x.db"))
+        with (
+            closing(sqlite3.connect(tmp_path / "x.db")) as lite,
+            pytest.raises(ConfigurationError, match=r"sqlite3\.Connection: a PostgresTaskStore"),
+        ):
+            client.enqueue("add", 1, connection=lite)
         assert [s.task_id for s in store.query()] == [joined.task_id]
 
 
@@ -371,8 +375,11 @@ def test_sqlite_refuses_other_files_drivers_and_autocommit(tmp_path: Path) -> No
         other = sqlite3.connect(tmp_path / "other.db")
         with pytest.raises(ConfigurationError, match=r"other\.db'.*the store on .*tasks\.db"):
             client.enqueue("add", 1, connection=other)
-        with pytest.raises(ConfigurationError, match="in-memory database"):
-            client.enqueue("add", 1, connection=sqlite3.connect(":memory:"))
+        with (
+            closing(sqlite3.connect(":memory:")) as memory,
+            pytest.raises(ConfigurationError, match="in-memory database"),
+        ):
+            client.enqueue("add", 1, connection=memory)
         auto = sqlite3.connect(tmp_path / "tasks.db", isolation_level=None)
         with pytest.raises(ConfigurationError, match=r"autocommit mode.*BEGIN"):
             client.enqueue("add", 1, connection=auto)
