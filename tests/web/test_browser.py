@@ -11,6 +11,7 @@ Screenshots of every page are taken on the way; with ``CHONGMING_UPDATE_SCREENSH
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import threading
@@ -38,7 +39,12 @@ WAIT_MS = 15_000
 
 
 class LiveServer:
-    """uvicorn on a socket bound before the thread starts, so no start-up race."""
+    """uvicorn on a socket bound before the thread starts, so no start-up race.
+
+    On exit every connection still open (a live event stream the page held) is closed
+    in the server's own loop before the server is told to stop, so no socket outlives
+    the test to be reported unclosed in a later one.
+    """
 
     def __init__(self, app: Any) -> None:
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -48,17 +54,39 @@ class LiveServer:
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
         config = uvicorn.Config(app, log_level="warning", lifespan="off")
         self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(
-            target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True
-        )
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.started = threading.Event()
+        self.thread = threading.Thread(target=asyncio.run, args=(self._serve(),), daemon=True)
+
+    async def _serve(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.started.set()
+        await self.server.serve(sockets=[self.sock])
+
+    def _close_connections(self) -> None:
+        for connection in list(self.server.server_state.connections):
+            transport = getattr(connection, "transport", None)
+            if transport is not None:
+                transport.close()
 
     def __enter__(self) -> LiveServer:
         self.thread.start()
+        assert self.started.wait(timeout=10), "the dashboard server did not start"
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.server.force_exit = True  # open event streams would hold a graceful exit
+        assert self.loop is not None
+        closed = threading.Event()
+
+        def close_then_stop() -> None:
+            self._close_connections()
+            self.server.should_exit = True
+            self.server.force_exit = True  # open event streams would hold a graceful exit
+            closed.set()
+
+        if self.thread.is_alive():
+            self.loop.call_soon_threadsafe(close_then_stop)
+            closed.wait(timeout=10)
         self.thread.join(timeout=10)
         self.sock.close()
 
