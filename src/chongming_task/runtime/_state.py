@@ -261,8 +261,12 @@ class _Transaction:
         self._after = after
 
     def __enter__(self) -> StateMachine:
-        self._state.lock.acquire()
-        return self._state.machine
+        state = self._state
+        state.lock.acquire()
+        # The beat and the gaps counted since the last look go in with this block's
+        # writes: a run's last checkpoints would otherwise miss its terminal row.
+        state.sync_heartbeat_locked()
+        return state.machine
 
     def __exit__(
         self,
