@@ -28,6 +28,7 @@ USER_DOCS = [
     "docs/coming-from-celery.md",
     "docs/coming-from-rq.md",
     "docs/coming-from-apscheduler.md",
+    "docs/coming-from-procrastinate.md",
 ]
 
 
@@ -76,6 +77,30 @@ def test_every_python_block_runs_or_is_marked_a_fragment(
         f"{page}:{line} does not run (mark it with {FRAGMENT!r} if it is a fragment "
         f"on purpose):\n{result.stderr[-2000:]}"
     )
+
+
+#: Pages whose Python blocks, in order, are one program (each page says so): every
+#: block is a fragment alone, and together they must run.
+PROGRAM_PAGES = ["docs/coming-from-celery.md", "docs/coming-from-procrastinate.md"]
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("page", PROGRAM_PAGES)
+def test_a_page_of_one_program_runs(page: str, tmp_path: Path) -> None:
+    code = "\n".join(block for where, _, block, _ in BLOCKS if where == page)
+    assert code, f"{page} has no Python block"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    result = subprocess.run(
+        [sys.executable, "-W", "always::ResourceWarning", "-c", code],
+        check=False,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=140,
+    )
+    assert result.returncode == 0, f"{page} does not run as one program:\n{result.stderr[-3000:]}"
+    assert "ResourceWarning" not in result.stderr, result.stderr[-3000:]
 
 
 def test_the_configuration_reference_is_current() -> None:
