@@ -80,6 +80,10 @@ class Dialect(ABC):
     name: str
     #: The NOTIFY channel of command wake-ups (PostgreSQL); empty where there is none.
     channel: str = ""
+    #: ``write_task`` is one statement (the row and its transitions together), atomic
+    #: on its own: a write that settles no pipeline node needs no ``BEGIN``/``COMMIT``
+    #: around it (two round trips of three on every transition).
+    single_statement_writes: bool = False
 
     def __init__(self) -> None:
         self.sql: Mapping[str, str] = load_sections(self.name)

@@ -423,7 +423,8 @@ class SqlStore(TaskStore, QueueStore):
             if settles:
                 self._settle_dag(cur, [snapshot])
 
-        atomic = (bool(history) or settles) if atomic is None else atomic
+        if atomic is None:
+            atomic = settles or (bool(history) and not self._dialect.single_statement_writes)
         self._run(update, write=True, atomic=atomic)
 
     def save_many(
