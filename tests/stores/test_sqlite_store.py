@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import closing
@@ -16,6 +17,7 @@ from store_builders import snap, step
 from chongming_task._model import TaskSnapshot, dumps
 from chongming_task.errors import ConfigurationError, StoreError
 from chongming_task.states import TaskStatus
+from chongming_task.stores import _sqlite as sqlite_module
 from chongming_task.stores._codec import encode_transition, to_micros
 from chongming_task.stores._dialect import Cursor
 from chongming_task.stores._sql import SCHEMA_VERSION
@@ -552,9 +554,10 @@ def test_a_failed_statement_in_a_group_undoes_only_itself(store: SqliteTaskStore
 
 
 def test_command_poll_interval_is_how_often_other_processes_commands_are_looked_for(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """It was stored and never read; the wait now polls at that interval."""
+    """Where the files cannot be watched, the wait polls at that interval."""
+    monkeypatch.setattr(sqlite_module, "watch_files", lambda path: None)
 
     from chongming_task import SystemClock
 
@@ -578,6 +581,36 @@ def test_command_poll_interval_is_how_often_other_processes_commands_are_looked_
     for bad in (0, -1, float("nan"), float("inf"), True):
         with pytest.raises(ConfigurationError, match="command_poll_interval"):
             SqliteTaskStore(tmp_path / "bad.db", command_poll_interval=bad)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux's")
+def test_another_process_s_write_wakes_a_waiter_without_polling(tmp_path: Path) -> None:
+    """With the files watched, a wait sleeps (no reads every 10 ms) until another
+    process writes work: the clock below never moves, so only the write can wake it."""
+    from chongming_task import Client
+    from chongming_task.testing import FakeClock
+
+    clock = FakeClock()
+    path = tmp_path / "watched.db"
+    waiting = SqliteTaskStore(path, clock=clock)
+    other = SqliteTaskStore(path)  # its own signal: to the waiter, another process
+    woke = threading.Event()
+
+    def wait() -> None:
+        waiting.wait_for_commands(3600)
+        woke.set()
+
+    waiter = threading.Thread(target=wait, daemon=True)
+    try:
+        waiter.start()
+        clock.wait_for_sleepers(1)
+        assert not woke.is_set()  # asleep, and time does not move
+        Client(other).enqueue("anything")
+        assert woke.wait(10), "the write of another store did not wake the waiter"
+        waiter.join(10)
+    finally:
+        other.close()
+        waiting.close()
 
 
 def test_a_store_dropped_without_close_closes_its_connections(tmp_path: Path) -> None:

@@ -12,8 +12,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from chongming_task.core._clock import Clock
+
+if TYPE_CHECKING:
+    from chongming_task.stores._file_watch import FileWatch
 
 __all__ = ["CommandSignal"]
 
@@ -62,8 +66,14 @@ class CommandSignal:
         *,
         poll: Callable[[], bool] | None = None,
         poll_interval: float = 0.01,
+        watch: FileWatch | None = None,
     ) -> None:
-        """Block up to ``timeout`` (clock seconds) for a notification or a true ``poll()``."""
+        """Block up to ``timeout`` (clock seconds) for a notification or a true ``poll()``.
+
+        With a ``watch``, ``poll()`` runs again whenever the watched files are written
+        (a nudge: the event is set without a new generation), and otherwise every
+        ``poll_interval``.
+        """
         event = threading.Event()
         since: int | None = getattr(self._seen, "generation", None)
         with self._lock:
@@ -71,6 +81,9 @@ class CommandSignal:
                 self._seen.generation = self._generation
                 return
             self._waiters.add(event)
+            generation = self._generation
+        if watch is not None:
+            watch.subscribe(event)
         try:
             if poll is None:
                 clock.wait(event, max(0.0, timeout))
@@ -78,9 +91,16 @@ class CommandSignal:
             deadline = clock.monotonic() + max(0.0, timeout)
             while not poll():
                 remaining = deadline - clock.monotonic()
-                if remaining <= 0 or clock.wait(event, min(poll_interval, remaining)):
+                if remaining <= 0:
                     return
+                if clock.wait(event, min(poll_interval, remaining)):
+                    event.clear()  # before looking: a notify from now on sets it again
+                    with self._lock:
+                        if self._closed or self._generation != generation:
+                            return  # notified, not nudged
         finally:
+            if watch is not None:
+                watch.unsubscribe(event)
             with self._lock:
                 self._waiters.discard(event)
                 # Whatever woke us has now been seen; the caller claims next.

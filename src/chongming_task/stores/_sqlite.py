@@ -25,9 +25,11 @@ Checkpoints
     WAL (``_sqlite_checkpoint``).
 
 Cross-process command wake-ups
-    SQLite has no notifications, so ``wait_for_commands`` polls one counter row
-    (``commands_rev``, bumped by triggers when a command becomes claimable) every
-    ``command_poll_interval`` seconds, plus an in-process signal for same-process
+    SQLite has no notifications, so ``wait_for_commands`` reads one counter row
+    (``commands_rev``, bumped by triggers when a command becomes claimable or work is
+    queued) when the database's files are written (inotify on Linux, ``_file_watch``;
+    at least every 0.25 s) or, where there is no such watch, every
+    ``command_poll_interval`` seconds; plus an in-process signal for same-process
     submits.
 """
 
@@ -58,6 +60,8 @@ from chongming_task.stores._dialect import (
     schema_missing,
     stored_schema_version,
 )
+from chongming_task.stores._file_watch import SAFETY_POLL, FileWatch
+from chongming_task.stores._file_watch import watch as watch_files
 from chongming_task.stores._lost import Marking
 from chongming_task.stores._records import LostMark
 from chongming_task.stores._sql import SqlStore
@@ -104,8 +108,10 @@ class SqliteTaskStore(SqlStore):
         clock: time source for leases and timestamps (``SystemClock`` by default).
         timeout: seconds to wait for another process's write lock before ``StoreError``.
         synchronous: ``"NORMAL"`` (durable against process crashes) or ``"FULL"``.
-        command_poll_interval: how often ``wait_for_commands`` looks for commands from
-            other processes.
+        command_poll_interval: how often ``wait_for_commands`` looks for commands and
+            work from other processes where the database's files cannot be watched
+            (inotify, Linux); with a watch it looks when they are written, and at
+            least every ``max(command_poll_interval, 0.25)`` seconds.
         create_schema: ``False``: never run DDL; a file without the current schema
             raises ``SchemaMissing`` (read-only access, e.g. a ``file:...?mode=ro`` URI).
 
@@ -174,6 +180,8 @@ class SqliteDialect(Dialect):
         self.connections: list[sqlite3.Connection] = []
         self._idle: list[sqlite3.Connection] = []
         self._local = threading.local()
+        #: Wakes waiters when another process writes the database (False: not started).
+        self._watch: FileWatch | Literal[False] | None = False
         # A store dropped without close() (``Controller(store=SqliteTaskStore(...))``
         # as the guide writes it: a controller closes only a store it made) closes its
         # connections when it is collected, instead of leaving them to sqlite3's own
@@ -395,12 +403,23 @@ class SqliteDialect(Dialect):
             self._local.commands_rev = self._commands_rev()
 
     def wait(self, clock: Clock, timeout: float) -> None:
+        poll = self._poll_commands()
+        watch = None if poll is None else self._file_watch()
+        interval = self._command_poll_interval
         self.signal.wait(
             clock,
             timeout,
-            poll=self._poll_commands(),
-            poll_interval=self._command_poll_interval,
+            poll=poll,
+            poll_interval=interval if watch is None else max(interval, SAFETY_POLL),
+            watch=watch,
         )
+
+    def _file_watch(self) -> FileWatch | None:
+        """The database files' watch (started by the first waiter; ``_file_watch``)."""
+        with self._pool_lock:
+            if self._watch is False:
+                self._watch = None if self.closed else watch_files(self.file)
+            return self._watch
 
     def _poll_commands(self) -> Callable[[], bool] | None:
         if self._memory:
@@ -424,6 +443,10 @@ class SqliteDialect(Dialect):
         return _sqlite_lost.mark_lost_grouped(store, marking)
 
     def close_resources(self) -> None:
+        with self._pool_lock:
+            watch, self._watch = self._watch, None
+        if watch:
+            watch.close()
         checkpointer: Checkpointer | None = getattr(self, "_checkpointer", None)
         if checkpointer is not None:  # first: it closes a connection of the dialect's
             checkpointer.stop()
