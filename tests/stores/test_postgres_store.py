@@ -184,17 +184,22 @@ def test_a_version_3_schema_gets_claim_priorities_and_keeps_its_data(postgres_ds
         stop = store.get_command("stop")
         assert stop is not None
         assert (stop.action, stop.payload, stop.issued_by) == ("stop", {"priority": 5}, "ops")
-        submits = store.claim_commands("w", lease=30, actions=["submit"])
-        assert [c.command_id for c in submits] == [
-            "huge",
-            "high",
-            "low",
-            "unset",
-            "fraction",
-            "exponent",
-            "below",
+        # Version 14 turned the pending submissions into queued tasks of their priority;
+        # those no worker could accept (a priority that is no 64-bit integer) are refused.
+        queued = store.query(TaskQuery(statuses=frozenset({TaskStatus.QUEUED})))
+        assert sorted((t.task_id, t.priority) for t in queued) == [
+            ("below", -2),
+            ("high", 7),
+            ("low", 1),
+            ("unset", 0),
         ]
-        assert submits[0].payload["priority"] == 10**30  # the payload itself is untouched
+        refused = store.get_command("huge")
+        assert refused is not None
+        assert refused.payload["priority"] == 10**30  # the payload itself is untouched
+        assert refused.status == "completed"
+        assert isinstance(refused.result, dict)
+        assert refused.result["accepted"] is False
+        assert store.get("done") is None  # completed before: nothing to take
     rows = admin(postgres_dsn, "SELECT command_id, priority FROM ct_commands")
     assert dict(rows) == {
         "low": 1,

@@ -16,6 +16,7 @@ from store_builders import snap, step
 from chongming_task._model import TaskSnapshot, dumps
 from chongming_task.errors import ConfigurationError, StoreError
 from chongming_task.states import TaskStatus
+from chongming_task.stores._base import TaskQuery
 from chongming_task.stores._codec import encode_transition, to_micros
 from chongming_task.stores._dialect import Cursor
 from chongming_task.stores._sql import SCHEMA_VERSION
@@ -180,16 +181,22 @@ def test_a_version_3_file_gets_claim_priorities_and_keeps_its_data(
         stop = store.get_command("stop")
         assert stop is not None
         assert (stop.action, stop.payload, stop.issued_by) == ("stop", {"priority": 5}, "ops")
-        submits = store.claim_commands("w", lease=30, actions=["submit"])
-        assert [c.command_id for c in submits] == [
-            "huge",
-            "high",
-            "low",
-            "unset",
-            "fraction",
-            "below",
+        # Version 14 turned the pending submissions into queued tasks of their priority;
+        # those no worker could accept (a priority that is no 64-bit integer) are refused.
+        queued = store.query(TaskQuery(statuses=frozenset({TaskStatus.QUEUED})))
+        assert sorted((t.task_id, t.priority) for t in queued) == [
+            ("below", -2),
+            ("high", 7),
+            ("low", 1),
+            ("unset", 0),
         ]
-        assert submits[0].payload["priority"] == 10**30  # the payload itself is untouched
+        refused = store.get_command("huge")
+        assert refused is not None
+        assert refused.payload["priority"] == 10**30  # the payload itself is untouched
+        assert refused.status == "completed"
+        assert isinstance(refused.result, dict)
+        assert refused.result["accepted"] is False
+        assert store.get("done") is None  # completed before: nothing to take
     with closing(sqlite3.connect(path)) as conn:
         priorities = dict(conn.execute("SELECT command_id, priority FROM ct_commands").fetchall())
     assert priorities == {
@@ -211,7 +218,7 @@ def test_a_version_3_file_gets_claim_priorities_and_keeps_its_data(
     assert schema_of(path) == schema_of(fresh)
     with closing(sqlite3.connect(path)) as conn:
         found = conn.execute("SELECT value FROM ct_meta WHERE key = 'schema_version'").fetchone()
-    assert found[0] == SCHEMA_VERSION == 13
+    assert found[0] == SCHEMA_VERSION == 14
 
 
 def test_a_version_7_file_gets_unique_keys_and_keeps_its_tasks(path: str, tmp_path: Path) -> None:

@@ -48,8 +48,9 @@ __all__ = [
 #: 5: the work queue. 6: checkpoint gaps. 7: global slots. 8: unique work. 9: fleet
 #: limits (declared limits and the starts rate limits count). 10: paused queues.
 #: 11: each transition's instant and charted status as indexed columns (charts).
+#: 14: worker submission commands retired; pending ones become queued tasks (_legacy).
 #: Older databases are migrated on open; newer ones are refused.
-SCHEMA_VERSION: Final = 13
+SCHEMA_VERSION: Final = 14
 
 T = TypeVar("T")
 
@@ -81,7 +82,9 @@ class Dialect(ABC):
     #: The NOTIFY channel of command wake-ups (PostgreSQL); empty where there is none.
     channel: str = ""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock) -> None:
+        #: The store's clock (the migration to version 14 dates what it completes by it).
+        self.clock = clock
         self.sql: Mapping[str, str] = load_sections(self.name)
         #: Same-process wake-ups of ``wait_for_commands`` (plus the dialect's own).
         self.signal = CommandSignal()

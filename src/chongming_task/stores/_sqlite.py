@@ -39,13 +39,13 @@ import sqlite3
 import threading
 import weakref
 from collections.abc import Callable, Sequence
-from contextlib import suppress
+from contextlib import closing, suppress
 from datetime import datetime, timedelta
 from typing import Any, Final, Literal, TypeVar
 
 from chongming_task._model import dumps, parse_datetime
 from chongming_task._validation import check_seconds
-from chongming_task.core._clock import Clock
+from chongming_task.core._clock import Clock, SystemClock
 from chongming_task.errors import ConfigurationError, SchemaMissing, StoreError
 from chongming_task.stores import _sqlite_lost
 from chongming_task.stores._codec import from_micros, to_micros
@@ -58,6 +58,7 @@ from chongming_task.stores._dialect import (
     schema_missing,
     stored_schema_version,
 )
+from chongming_task.stores._legacy import SUBMISSIONS_RETIRED, adopt_submissions
 from chongming_task.stores._lost import Marking
 from chongming_task.stores._records import LostMark
 from chongming_task.stores._sql import SqlStore
@@ -126,8 +127,10 @@ class SqliteTaskStore(SqlStore):
         create_schema: bool = True,
     ) -> None:
         self._dialect: SqliteDialect
+        clock = clock if clock is not None else SystemClock()
         dialect = SqliteDialect(
             path,
+            clock=clock,
             timeout=timeout,
             synchronous=synchronous,
             command_poll_interval=command_poll_interval,
@@ -149,6 +152,7 @@ class SqliteDialect(Dialect):
         self,
         path: str | os.PathLike[str],
         *,
+        clock: Clock,
         timeout: float,
         synchronous: Literal["NORMAL", "FULL"],
         command_poll_interval: float,
@@ -161,7 +165,7 @@ class SqliteDialect(Dialect):
             )
         if synchronous not in ("NORMAL", "FULL"):
             raise ConfigurationError(f"synchronous must be 'NORMAL' or 'FULL', got {synchronous!r}")
-        super().__init__()
+        super().__init__(clock)
         self.path = os.fspath(path)
         self._uri = self.path.startswith("file:")
         self._memory = self.path in ("", ":memory:") or "mode=memory" in self.path
@@ -467,6 +471,9 @@ class SqliteDialect(Dialect):
                     for statement in split_statements(self.sql[f"migrate_{step}"]):
                         if not self._column_exists_for(statement):
                             self.writer.execute(statement)
+                if 0 < version < SUBMISSIONS_RETIRED:
+                    with closing(self.writer.cursor()) as cur:
+                        adopt_submissions(cur, self, self.clock)
                 if version < SCHEMA_VERSION:
                     self.writer.execute(self.sql["set_schema_version"], {"version": SCHEMA_VERSION})
                 self.writer.execute("COMMIT")

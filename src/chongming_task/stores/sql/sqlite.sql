@@ -298,6 +298,27 @@ CREATE INDEX IF NOT EXISTS ct_transitions_at ON ct_transitions (charted, occurre
 CREATE INDEX IF NOT EXISTS ct_tasks_queued_bucket ON ct_tasks (bucket)
     WHERE status = 'queued' AND owner IS NULL;
 
+-- name: migrate_14
+-- Version 14: the worker submission commands (kind 'task', action 'submit') are
+-- retired: the work queue is the one way work crosses processes. No table changes.
+-- In the same transaction the store turns every submission no worker has stored as a
+-- task into the queued task Client.enqueue stores for it, and completes its command
+-- (chongming_task.stores._legacy, with legacy_submissions and legacy_settle below).
+SELECT 1;
+
+-- name: legacy_submissions
+SELECT command_id, kind, target, action, target_owner, status, claimed_by, claim_token,
+       lease_until, claims, completed_at, result, doc
+FROM ct_commands c
+WHERE kind = 'task' AND action = 'submit' AND status IN ('pending', 'claimed')
+  AND NOT EXISTS (SELECT 1 FROM ct_tasks t WHERE t.task_id = c.target)
+ORDER BY seq;
+
+-- name: legacy_settle
+UPDATE ct_commands SET status = 'completed', completed_at = :now, lease_until = NULL,
+    result = :result
+WHERE command_id = :command_id;
+
 -- name: schema_exists
 SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'ct_meta';
 
