@@ -144,7 +144,7 @@ def old_params(snapshot: TaskSnapshot) -> dict[str, object]:
     return params
 
 
-def test_a_version_3_file_gets_claim_priorities_and_keeps_its_data(
+def test_a_version_3_file_keeps_its_data_and_queues_its_submissions(
     path: str, tmp_path: Path
 ) -> None:
     file_at_version(path, 3)
@@ -197,17 +197,12 @@ def test_a_version_3_file_gets_claim_priorities_and_keeps_its_data(
         assert isinstance(refused.result, dict)
         assert refused.result["accepted"] is False
         assert store.get("done") is None  # completed before: nothing to take
+        # Commands have no priority since version 14: claimed oldest first.
+        assert [c.command_id for c in store.claim_commands("w", lease=30)] == ["stop"]
     with closing(sqlite3.connect(path)) as conn:
-        priorities = dict(conn.execute("SELECT command_id, priority FROM ct_commands").fetchall())
-    assert priorities == {
-        "low": 1,
-        "unset": 0,
-        "high": 7,
-        "huge": 2**63 - 1,
-        "fraction": 0,
-        "below": -2,
-        "stop": 0,  # only submissions rank
-        "done": 0,  # completed: never claimed again, left at 0
+        statuses = dict(conn.execute("SELECT command_id, status FROM ct_commands").fetchall())
+    assert statuses == {name: "completed" for name in statuses if name != "stop"} | {
+        "stop": "claimed"
     }
     fresh = str(tmp_path / "fresh.db")
     SqliteTaskStore(fresh).close()
@@ -350,18 +345,10 @@ def _claim_plan(store: SqliteTaskStore, path: str, section: str, **params: objec
 def test_a_claim_by_action_searches_the_index_not_the_backlog(
     store: SqliteTaskStore, path: str
 ) -> None:
-    """A poller claiming stop/pause/resume must not walk every pending submission."""
+    """A poller claiming stop/pause/resume must not walk every pending command of other
+    actions (bucket handoffs, schedule runs)."""
     plan = _claim_plan(store, path, "claim_commands_actions", actions='["stop", "pause"]')
     assert "USING INDEX ct_commands_claim (action=?)" in plan
-
-
-def test_a_claim_of_one_action_reads_the_index_in_claim_order(
-    store: SqliteTaskStore, path: str
-) -> None:
-    """A worker claiming submissions stops at its limit: no sort of the whole backlog."""
-    plan = _claim_plan(store, path, "claim_commands_one_action", action="submit")
-    assert "USING INDEX ct_commands_claim (action=?)" in plan
-    assert "TEMP B-TREE" not in plan
 
 
 def test_a_newer_schema_is_refused_with_a_clear_message(path: str) -> None:

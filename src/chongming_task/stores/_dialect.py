@@ -48,7 +48,8 @@ __all__ = [
 #: 5: the work queue. 6: checkpoint gaps. 7: global slots. 8: unique work. 9: fleet
 #: limits (declared limits and the starts rate limits count). 10: paused queues.
 #: 11: each transition's instant and charted status as indexed columns (charts).
-#: 14: worker submission commands retired; pending ones become queued tasks (_legacy).
+#: 14: worker submission commands retired, the pending ones queued as tasks (_legacy);
+#: commands lose their priority column (claimed oldest first, index on (action, seq)).
 #: Older databases are migrated on open; newer ones are refused.
 SCHEMA_VERSION: Final = 14
 

@@ -70,10 +70,11 @@ __all__ = ["SqliteDialect", "SqliteTaskStore"]
 
 T = TypeVar("T")
 
-#: ``ALTER TABLE <table> ADD COLUMN <column> ...`` in a migration script: SQLite has no
-#: ``IF NOT EXISTS`` for it, so the store skips the statement when the column exists.
-_ADD_COLUMN: Final = re.compile(
-    r"^\s*ALTER\s+TABLE\s+(\w+)\s+ADD\s+COLUMN\s+(\w+)\b", re.IGNORECASE
+#: ``ALTER TABLE <table> ADD|DROP COLUMN <column> ...`` in a migration script: SQLite has
+#: no ``IF [NOT] EXISTS`` for them, so the store skips an ADD whose column exists and a
+#: DROP whose column is gone.
+_ALTER_COLUMN: Final = re.compile(
+    r"^\s*ALTER\s+TABLE\s+(\w+)\s+(ADD|DROP)\s+COLUMN\s+(\w+)\b", re.IGNORECASE
 )
 
 #: RETURNING (claims) needs 3.35; json_each is built in from 3.38 and in practice before.
@@ -469,7 +470,7 @@ class SqliteDialect(Dialect):
                 self._refuse_newer(version)
                 for step in range(version + 1, SCHEMA_VERSION + 1):
                     for statement in split_statements(self.sql[f"migrate_{step}"]):
-                        if not self._column_exists_for(statement):
+                        if not self._done_already(statement):
                             self.writer.execute(statement)
                 if 0 < version < SUBMISSIONS_RETIRED:
                     with closing(self.writer.cursor()) as cur:
@@ -487,8 +488,9 @@ class SqliteDialect(Dialect):
                 f"to version {SCHEMA_VERSION}: {exc}"
             ) from exc
 
-    def _column_exists_for(self, statement: str) -> bool:
-        """Whether ``statement`` adds a column that is already there (then it is skipped).
+    def _done_already(self, statement: str) -> bool:
+        """Whether ``statement`` adds a column that is already there, or drops one that
+        is gone (then it is skipped).
 
         Keeps every migration idempotent: a file whose recorded version is older than
         its tables (restored ``ct_meta``, an interrupted manual upgrade, the tests'
@@ -497,14 +499,14 @@ class SqliteDialect(Dialect):
         code = "\n".join(
             line for line in statement.splitlines() if not line.lstrip().startswith("--")
         )
-        found = _ADD_COLUMN.match(code)
+        found = _ALTER_COLUMN.match(code)
         if found is None:
             return False
-        table, column = found.groups()
+        table, verb, column = found.groups()
         row = self.writer.execute(
             "SELECT count(*) FROM pragma_table_info(?) WHERE name = ?", (table, column)
         ).fetchone()
-        return bool(row[0])
+        return bool(row[0]) == (verb.upper() == "ADD")
 
     def _refuse_newer(self, version: int) -> None:
         if version > SCHEMA_VERSION:
