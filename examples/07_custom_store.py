@@ -213,7 +213,7 @@ class DictTaskStore(DictTaskRecords, TaskStore):
         lease: float,
         limit: int = 10,
         kinds: Collection[str] | None = None,
-        actions: Collection[str] | None = None,  # so a worker never waits on a poller
+        actions: Collection[str] | None = None,  # a consumer claims only what it handles
     ) -> list[Command]:
         actions = validate_claim(lease, limit, actions)
         self.signal.mark_seen()
@@ -232,9 +232,8 @@ class DictTaskStore(DictTaskRecords, TaskStore):
                     actions is None or data["action"] in actions
                 )
                 if eligible and mine and wanted:
-                    found.append((command.claim_priority, data))
-            # Highest claim priority first; sorted() is stable, so oldest first within one.
-            for _, data in sorted(found, key=lambda pair: -pair[0])[:limit]:
+                    found.append(data)
+            for data in found[:limit]:  # oldest first
                 data.update(
                     status="claimed",
                     claimed_by=owner,

@@ -193,7 +193,6 @@ PUBLIC: dict[str, str | None] = {
     "SqliteTaskStore": "chongming_task.stores._sqlite",
     "StaleScheduleEdit": "chongming_task.errors",
     "StoreError": "chongming_task.errors",
-    "Submission": "chongming_task.worker._submission",
     "SystemClock": "chongming_task.core._clock",
     "TaskCancelled": "chongming_task.errors",
     "TaskContext": "chongming_task.runtime._context",

@@ -93,7 +93,7 @@ if TYPE_CHECKING:  # type checkers see the real classes; runtime resolves them l
     from chongming_task.stores._postgres import PostgresTaskStore
     from chongming_task.stores._sqlite import SqliteTaskStore
     from chongming_task.web import create_app
-    from chongming_task.worker import Submission, Worker
+    from chongming_task.worker import Worker
 
 __version__ = "0.1.0"
 
@@ -137,7 +137,6 @@ _LAZY: dict[str, str] = {
     "TaskHandle": "chongming_task.queue",
     "PipelineHandle": "chongming_task.queue",
     "AsyncTaskHandle": "chongming_task.queue",
-    "Submission": "chongming_task.worker",
     "preview": "chongming_task.schedule._preview",
     "declare_buckets": "chongming_task.buckets",
     "handoff": "chongming_task.buckets",
@@ -218,7 +217,6 @@ __all__ = [
     "SqliteTaskStore",
     "StaleScheduleEdit",
     "StoreError",
-    "Submission",
     "SystemClock",
     "TaskCancelled",
     "TaskContext",

@@ -1,4 +1,8 @@
-"""``chongming_task.worker`` used from Python: submissions, refusals, buckets, shutdown."""
+"""``chongming_task.worker`` used from Python: queued work, refusals, buckets, shutdown.
+
+Work reaches a worker through the store's work queue only (``Client.enqueue``, the
+CLI's ``submit``): these tests enqueue as users do and read the store.
+"""
 
 from __future__ import annotations
 
@@ -10,22 +14,17 @@ from typing import Any
 
 import pytest
 
+from _custom_example import example
 from chongming_task.controller import Controller
 from chongming_task.core._clock import SystemClock
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.errors import ConfigurationError
 from chongming_task.policies import BucketPolicy
-from chongming_task.stores._base import Command
-from chongming_task.stores._memory import InMemoryTaskStore
+from chongming_task.queue import Client
+from chongming_task.states import TaskStatus
 from chongming_task.stores._sqlite import SqliteTaskStore
 from chongming_task.testing import wait_until
-from chongming_task.worker import (
-    Submission,
-    Worker,
-    describe_submission,
-    find_submission,
-    submission_command_id,
-)
+from chongming_task.worker import Worker
 
 from .conftest import Result
 
@@ -60,35 +59,61 @@ def _worker(store: SqliteTaskStore, **options: Any) -> tuple[Controller, Worker]
     return controller, worker
 
 
-def test_submission_round_trip_and_deterministic_id(store: SqliteTaskStore) -> None:
-    submission = Submission(name="add", task_id="t1", kwargs={"a": 2}, tags=("x",), priority=3)
-    assert Submission.from_payload(submission.to_payload()) == submission
-    command = submission.submit(store, issued_by="me")
-    assert command.command_id == submission_command_id("t1")
-    assert (command.kind, command.action, command.target_owner) == ("task", "submit", None)
-    found = find_submission(store, "t1")
-    assert found is not None
-    assert "no worker has taken it yet" in describe_submission(found)
-    with pytest.raises(ConfigurationError, match="already submitted"):
-        submission.submit(store, issued_by="me")
-    with pytest.raises(ConfigurationError, match="not JSON-serialisable"):
-        Submission(name="add", task_id="t2", kwargs={"a": object()})
+def _status(store: SqliteTaskStore, task_id: str) -> str | None:
+    snapshot = store.get(task_id)
+    return None if snapshot is None else snapshot.status.value
 
 
-def test_worker_runs_submissions_and_reports_shutdown(store: SqliteTaskStore) -> None:
+def _started(controller: Controller) -> list[str]:
+    """The ids of the tasks ``controller`` runs, in the order they reach ``running``."""
+    started: list[str] = []
+    controller.subscribe(
+        lambda transition, _snapshot: (
+            started.append(transition.task_id)
+            if transition.to_status is TaskStatus.RUNNING
+            else None
+        )
+    )
+    return started
+
+
+def test_enqueue_stores_the_task_queued_under_its_id_and_refuses_a_taken_one(
+    store: SqliteTaskStore, invoke: Invoke, tmp_path: Path
+) -> None:
+    client = Client(store, actor="me")
+    handle = client.enqueue("add", a=2, task_id="t1", tags=["x"], priority=3)
+    assert (handle.task_id, handle.created) == ("t1", True)
+    stored = store.get("t1")
+    assert stored is not None
+    assert (stored.status, stored.owner, stored.tags, stored.priority) == (
+        TaskStatus.QUEUED,
+        None,
+        frozenset({"x"}),
+        3,
+    )
+    status = invoke("--db", str(tmp_path / "w.db"), "status", "t1")
+    assert status.code == 0
+    assert "queued" in status.out
+    with pytest.raises(ConfigurationError, match="already exists"):
+        client.enqueue("add", a=3, task_id="t1")
+    with pytest.raises(ConfigurationError, match="only JSON crosses the store"):
+        client.enqueue("add", a=object(), task_id="t2")
+    assert store.get("t2") is None
+    assert [t.to_status.value for t in store.history("t1")] == ["pending", "queued"]
+
+
+def test_worker_runs_queued_tasks_and_reports_shutdown(store: SqliteTaskStore) -> None:
     controller, worker = _worker(store)
     report = worker.start()
     assert report.clean
-    Submission(name="add", task_id="ok", kwargs={"a": 40, "b": 2}).submit(store, issued_by="me")
-    Submission(name="spin", task_id="long").submit(store, issued_by="me")
-    wait_until(lambda: (s := store.get("ok")) is not None and s.status.value == "succeeded")
-    wait_until(lambda: (s := store.get("long")) is not None and s.status.value == "running")
+    client = Client(store, actor="me")
+    client.enqueue("add", a=40, b=2, task_id="ok")
+    client.enqueue("spin", task_id="long")
+    wait_until(lambda: _status(store, "ok") == "succeeded")
+    wait_until(lambda: _status(store, "long") == "running")
     snapshot = store.get("ok")
     assert snapshot is not None
     assert (snapshot.outcome, snapshot.owner) == (42, "w1")
-    command = find_submission(store, "ok")
-    assert command is not None
-    assert command.result == {"accepted": True, "task_id": "ok", "worker": "w1"}
 
     shutdown = worker.shutdown(reason="test over", timeout=10, drain_timeout=0)
     assert shutdown.clean
@@ -99,35 +124,40 @@ def test_worker_runs_submissions_and_reports_shutdown(store: SqliteTaskStore) ->
         ("running", "stopping"),
         ("stopping", "stopped"),
     ]
-    assert worker.accepted == 2
+    assert worker.claimed == 2
     assert controller.closed
 
 
-def test_worker_refuses_what_it_cannot_run(
+def test_worker_fails_what_it_cannot_run(
     store: SqliteTaskStore, invoke: Invoke, tmp_path: Path
 ) -> None:
+    # Enqueued without tasks=: unchecked, so the worker is the one to refuse them.
     _controller, worker = _worker(store)
     worker.start()
     try:
-        Submission(name="nosuch", task_id="r1").submit(store, issued_by="me")
-        Submission(name="add", task_id="r2", kwargs={"zzz": 1}).submit(store, issued_by="me")
+        client = Client(store, actor="me")
+        client.enqueue("nosuch", task_id="r1")
+        client.enqueue("add", zzz=1, task_id="r2")
         for task_id in ("r1", "r2"):
             wait_until(
                 # mypy infers no type for a lambda with a default argument:
-                lambda task_id=task_id: (  # type: ignore[misc]
-                    (c := find_submission(store, task_id)) is not None and c.status == "completed"
-                )
+                lambda task_id=task_id: _status(store, task_id) == "failed"  # type: ignore[misc]
             )
     finally:
         worker.shutdown(timeout=5)
-    refused = find_submission(store, "r1")
+    refused = store.get("r1")
     assert refused is not None
-    assert refused.result["accepted"] is False
-    assert "not registered" in refused.result["error"]
-    assert worker.refused >= 1
+    assert refused.failure is not None
+    assert "not registered" in refused.failure.message
+    assert [t.to_status.value for t in store.history("r1")] == [
+        "pending",
+        "queued",
+        "starting",
+        "failed",
+    ]
     status = invoke("--db", str(tmp_path / "w.db"), "status", "r1")
     assert status.code == 0
-    assert "was refused by worker w1" in status.out
+    assert "failed" in status.out
     assert "not registered" in status.out
 
 
@@ -138,69 +168,48 @@ def test_worker_takes_only_its_buckets_and_only_free_slots(store: SqliteTaskStor
     controller, worker = _worker(store, max_parallel=1, num_buckets=4, owned_buckets=[0, 1])
     worker.start()
     try:
-        Submission(name="spin", task_id="a", bucket_key=mine).submit(store, issued_by="me")
-        Submission(name="spin", task_id="b", bucket_key=mine).submit(store, issued_by="me")
-        Submission(name="add", task_id="c", bucket_key=theirs, kwargs={"a": 1}).submit(
-            store, issued_by="me"
-        )
-        # "a" takes the only slot, strictly in order: the controller's own poller never
-        # claims a submission, so it can never hold "a" while the worker takes "b".
-        wait_until(lambda: (s := store.get("a")) is not None and s.status.value == "running")
+        client = Client(store, num_buckets=4)
+        client.enqueue("spin", task_id="a", bucket_key=mine)
+        client.enqueue("spin", task_id="b", bucket_key=mine)
+        client.enqueue("add", a=1, task_id="c", bucket_key=theirs)
+        # "a" takes the only slot, strictly in order.
+        wait_until(lambda: _status(store, "a") == "running")
         assert worker.free_slots() == 0
-        # Full: "b" waits for a slot, "c" belongs to another node's bucket.
-        assert store.get("b") is None
-        assert store.get("c") is None
-        other = find_submission(store, "c")
-        assert other is not None
-        assert other.status != "completed"
+        # Full: "b" waits queued, unheld; "c" belongs to another node's bucket.
+        for waiting in ("b", "c"):
+            snapshot = store.get(waiting)
+            assert snapshot is not None
+            assert (snapshot.status, snapshot.owner) == (TaskStatus.QUEUED, None)
         controller.stop("a", reason="make room")
-        wait_until(lambda: (s := store.get("b")) is not None and s.status.value == "running")
-        assert store.get("c") is None
+        wait_until(lambda: _status(store, "b") == "running")
+        c = store.get("c")
+        assert c is not None
+        assert (c.status, c.owner) == (TaskStatus.QUEUED, None)
     finally:
         shutdown = worker.shutdown(timeout=10, drain_timeout=0)
     assert {t.task_id for t in shutdown.tasks} == {"b"}
 
 
-class _Interleaving(InMemoryTaskStore):
-    """Runs ``after_claim`` once, right after the next ``claim_commands`` returns.
-
-    That is the instant in which the claimant holds everything it claimed and has
-    handed nothing back yet: the window of the race, opened on demand.
-    """
-
-    after_claim: Callable[[], None] | None = None
-
-    def claim_commands(self, owner: str, **options: Any) -> list[Command]:
-        claimed = super().claim_commands(owner, **options)
-        hook, self.after_claim = self.after_claim, None
-        if hook is not None:
-            hook()
-        return claimed
-
-
-def test_the_controllers_poller_never_holds_a_submission_from_the_worker() -> None:
-    # "a" is pending when the controller's poller claims; "b" arrives and the worker
-    # (one free slot) claims while the poller still holds what it took. The worker must
-    # take "a". (It took "b" when the poller claimed every task command.)
-    with _Interleaving() as store:
-        controller = Controller(store, owner="w1", max_parallel=1)
-        controller.register("spin", spin)
-        worker = Worker(controller, max_parallel=1, poll_interval=0.05)
-        try:
-            Submission(name="spin", task_id="a").submit(store, issued_by="me")
-            polls: list[tuple[int, int]] = []
-
-            def then_b_and_the_worker() -> None:
-                Submission(name="spin", task_id="b").submit(store, issued_by="me")
-                polls.append(worker.poll_once())
-
-            store.after_claim = then_b_and_the_worker
-            controller._parts.poller.poll_once()
-            assert polls == [(1, 0)]
-            taken = [task_id for task_id in ("a", "b") if store.get(task_id) is not None]
-            assert taken == ["a"], f"the worker took {taken} first, not the oldest submission"
-        finally:
-            worker.shutdown(timeout=10, drain_timeout=0)
+def test_one_free_slot_takes_the_oldest_queued_task_first(store: SqliteTaskStore) -> None:
+    # "a" is queued before "b", both of one priority, and the worker has one slot: it
+    # must run "a" first, then "b", whatever the controller's own poller does.
+    controller, worker = _worker(store, max_parallel=1)
+    started = _started(controller)
+    client = Client(store)
+    client.enqueue("add", a=1, task_id="a")
+    client.enqueue("add", a=2, task_id="b")
+    worker.start()
+    try:
+        wait_until(lambda: _status(store, "a") == _status(store, "b") == "succeeded")
+    finally:
+        assert worker.shutdown(timeout=10).clean
+    assert started == ["a", "b"], f"the worker took {started}, not the oldest first"
+    first, second = store.get("a"), store.get("b")
+    assert first is not None
+    assert second is not None
+    assert first.finished_at is not None
+    assert second.started_at is not None
+    assert first.finished_at <= second.started_at
 
 
 def test_worker_needs_a_sane_configuration() -> None:
@@ -210,6 +219,27 @@ def test_worker_needs_a_sane_configuration() -> None:
             Worker(controller, max_parallel=0)
     finally:
         controller.close()
+
+
+def test_a_store_without_a_work_queue_takes_no_work_from_another_process() -> None:
+    """The queue is the one way work crosses processes: a store that keeps none (the
+    example backend implements commands and schedules, not ``QueueStore``) is refused
+    by the worker and by ``Client.enqueue`` with a message naming the missing part,
+    before anything is written."""
+    store = example.DictTaskStore()
+    controller = Controller(store, owner="w1")
+    try:
+        controller.register("add", add)
+        with pytest.raises(ConfigurationError, match=r"a Worker .* implements QueueStore"):
+            Worker(controller)
+        with pytest.raises(ConfigurationError, match=r"Client.enqueue .* implements QueueStore"):
+            Client(store).enqueue("add", a=1, task_id="t1")
+        assert store.get("t1") is None
+        # In its own process the store runs tasks as ever.
+        assert controller.submit("add", 1, task_id="local").wait(10).value == 2
+    finally:
+        controller.close()
+        store.close()
 
 
 def test_rich_output_paths(invoke: Invoke, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -256,14 +286,10 @@ def test_a_worker_with_keep_finished_forgets_old_runs_not_tasks(store: SqliteTas
     controller, worker = _worker(store, keep_finished=1)
     worker.start()
     try:
+        client = Client(store)
         for n in range(4):
-            Submission(name="add", task_id=f"k{n}", kwargs={"a": n}).submit(store, issued_by="me")
-        wait_until(
-            lambda: all(
-                (s := store.get(f"k{n}")) is not None and s.status.value == "succeeded"
-                for n in range(4)
-            )
-        )
+            client.enqueue("add", a=n, task_id=f"k{n}")
+        wait_until(lambda: all(_status(store, f"k{n}") == "succeeded" for n in range(4)))
         wait_until(lambda: len(controller.runs()) == 1)
         for n in range(4):
             assert [t.to_status.value for t in store.history(f"k{n}")] == [
@@ -316,30 +342,22 @@ def _keys(policy: BucketPolicy, bucket: int, count: int) -> list[str]:
     return [f"k{i}" for i in range(1000) if policy.bucket_for(f"k{i}") == bucket][:count]
 
 
-def test_a_worker_reaches_its_own_submissions_behind_other_nodes_ones(
+def test_a_worker_reaches_its_own_tasks_behind_other_nodes_ones(
     store: SqliteTaskStore,
 ) -> None:
-    # Three submissions for a bucket owned by a node that is down are the oldest
-    # pending ones, more than this worker has slots: it must look past them.
+    # Three tasks for a bucket owned by a node that is down are the oldest queued ones,
+    # more than this worker has slots: it must take its own behind them.
     policy = BucketPolicy(num_buckets=4)
     theirs, mine = _keys(policy, 3, 3), _keys(policy, 0, 3)
+    client = Client(store, num_buckets=4)
     for n, key in enumerate(theirs):
-        Submission(name="add", task_id=f"f{n}", bucket_key=key, kwargs={"a": n}).submit(
-            store, issued_by="me"
-        )
+        client.enqueue("add", a=n, task_id=f"f{n}", bucket_key=key)
     for n, key in enumerate(mine):
-        Submission(name="add", task_id=f"o{n}", bucket_key=key, kwargs={"a": n}).submit(
-            store, issued_by="me"
-        )
+        client.enqueue("add", a=n, task_id=f"o{n}", bucket_key=key)
     _, worker = _worker(store, max_parallel=2, num_buckets=4, owned_buckets=[0, 1])
     worker.start()
     try:
-        wait_until(
-            lambda: all(
-                (s := store.get(f"o{n}")) is not None and s.status.value == "succeeded"
-                for n in range(3)
-            )
-        )
+        wait_until(lambda: all(_status(store, f"o{n}") == "succeeded" for n in range(3)))
     finally:
         assert worker.shutdown(timeout=10).clean
     for n in range(3):
@@ -350,74 +368,57 @@ def test_a_worker_reaches_its_own_submissions_behind_other_nodes_ones(
             "running",
             "succeeded",
         ]
-        foreign = find_submission(store, f"f{n}")
+        foreign = store.get(f"f{n}")
         assert foreign is not None
-        assert (foreign.status, store.get(f"f{n}")) == ("pending", None)  # handed back
+        assert (foreign.status, foreign.owner) == (TaskStatus.QUEUED, None)  # never claimed
+        assert [t.to_status.value for t in store.history(f"f{n}")] == ["pending", "queued"]
 
 
-def test_what_a_poll_claims_beyond_its_free_slots_is_handed_back_in_order(
-    store: SqliteTaskStore,
-) -> None:
+def test_a_more_urgent_task_of_another_node_never_holds_up_ours(store: SqliteTaskStore) -> None:
+    # Another node's task of priority 5 is first in the claim order; with one slot the
+    # worker takes its own, in priority order then oldest first, and leaves that one.
     policy = BucketPolicy(num_buckets=4)
-    (theirs,), mine = _keys(policy, 3, 1), _keys(policy, 0, 3)
-    Submission(name="add", task_id="f0", bucket_key=theirs, kwargs={"a": 0}).submit(
-        store, issued_by="me"
-    )
-    for n, key in enumerate(mine):
-        Submission(name="add", task_id=f"o{n}", bucket_key=key, kwargs={"a": n}).submit(
-            store, issued_by="me"
-        )
+    (theirs,), (low, high, other) = _keys(policy, 3, 1), _keys(policy, 0, 3)
+    client = Client(store, num_buckets=4)
+    client.enqueue("add", a=0, task_id="f0", bucket_key=theirs, priority=5)
+    client.enqueue("add", a=1, task_id="o-low", bucket_key=low)
+    client.enqueue("add", a=2, task_id="o-high", bucket_key=high, priority=9)
+    client.enqueue("add", a=3, task_id="o-last", bucket_key=other)
     controller, worker = _worker(store, max_parallel=1, num_buckets=4, owned_buckets=[0, 1])
-    try:
-        assert worker.poll_once() == (0, 1)  # f0: another node's, handed back
-        assert worker.poll_once() == (1, 1)  # looks past f0 and takes o0
-        wait_until(lambda: worker.free_slots() == 1)
-        # f0's owner takes it meanwhile, so this poll's look past it finds o1 and o2.
-        (other,) = store.claim_commands("other-node", lease=30, limit=1, actions=["submit"])
-        assert other.target == "f0"
-        store.complete_command(other.command_id, other.claim_token or "", {"accepted": True})
-        assert worker.poll_once() == (1, 1)  # o1 taken, o2 claimed beyond the slot
-        left = find_submission(store, "o2")
-        assert left is not None
-        assert (left.status, left.claims, store.get("o2")) == ("pending", 1, None)
-        wait_until(lambda: worker.free_slots() == 1)
-        assert worker.poll_once() == (1, 0)  # o2, in its turn
-        wait_until(lambda: (s := store.get("o2")) is not None and s.status.value == "succeeded")
-        assert [store.get(f"o{n}").outcome for n in range(3)] == [1, 2, 3]  # type: ignore[union-attr]
-    finally:
-        controller.close()
-
-
-def test_a_later_urgent_submission_overtakes_older_pending_ones(store: SqliteTaskStore) -> None:
-    # One slot, held by "blocker": three submissions wait in the store meanwhile. When
-    # the slot frees, the newest one, of the highest priority, must start first; the
-    # other two follow by priority, then in submission order.
-    controller, worker = _worker(store, max_parallel=1)
-    started: list[str] = []
-    controller.subscribe(
-        lambda transition, _snapshot: (
-            started.append(transition.task_id) if transition.to_status.value == "running" else None
-        )
-    )
+    started = _started(controller)
     worker.start()
     try:
-        Submission(name="spin", task_id="blocker").submit(store, issued_by="me")
+        wait_until(
+            lambda: all(_status(store, t) == "succeeded" for t in ("o-low", "o-high", "o-last"))
+        )
+    finally:
+        assert worker.shutdown(timeout=10).clean
+    assert started == ["o-high", "o-low", "o-last"]
+    assert [store.get(t).outcome for t in started] == [3, 2, 4]  # type: ignore[union-attr]
+    foreign = store.get("f0")
+    assert foreign is not None
+    assert (foreign.status, foreign.owner) == (TaskStatus.QUEUED, None)
+
+
+def test_a_later_urgent_task_overtakes_older_queued_ones(store: SqliteTaskStore) -> None:
+    # One slot, held by "blocker": three tasks wait in the store meanwhile. When the
+    # slot frees, the newest one, of the highest priority, must start first; the other
+    # two follow by priority, then in the order they were enqueued.
+    controller, worker = _worker(store, max_parallel=1)
+    started = _started(controller)
+    worker.start()
+    client = Client(store)
+    try:
+        client.enqueue("spin", task_id="blocker")
         wait_until(lambda: started == ["blocker"])
-        Submission(name="add", task_id="old", kwargs={"a": 1}).submit(store, issued_by="me")
-        Submission(name="add", task_id="older-urgent", kwargs={"a": 2}, priority=3).submit(
-            store, issued_by="me"
-        )
-        Submission(name="add", task_id="urgent", kwargs={"a": 3}, priority=9).submit(
-            store, issued_by="me"
-        )
+        client.enqueue("add", a=1, task_id="old")
+        client.enqueue("add", a=2, task_id="older-urgent", priority=3)
+        client.enqueue("add", a=3, task_id="urgent", priority=9)
         assert worker.free_slots() == 0
-        assert [store.get(t) for t in ("old", "older-urgent", "urgent")] == [None, None, None]
+        assert [_status(store, t) for t in ("old", "older-urgent", "urgent")] == ["queued"] * 3
         controller.stop("blocker", reason="make room")
         wait_until(
-            lambda: all(
-                (s := store.get(t)) is not None and s.status.value == "succeeded"
-                for t in ("old", "older-urgent", "urgent")
-            )
+            lambda: all(_status(store, t) == "succeeded" for t in ("old", "older-urgent", "urgent"))
         )
     finally:
         assert worker.shutdown(timeout=10).clean
@@ -433,38 +434,3 @@ def test_a_later_urgent_submission_overtakes_older_pending_ones(store: SqliteTas
             "running",
             "succeeded",
         ]
-
-
-def test_a_poll_counts_other_nodes_submissions_it_claimed_beyond_its_slots(
-    store: SqliteTaskStore,
-) -> None:
-    # An urgent submission of ours can come before another node's in a batch; what the
-    # poll hands back beyond its slot must still count as looked past, or the next poll
-    # claims the other node's submission alone and takes nothing.
-    policy = BucketPolicy(num_buckets=4)
-    (theirs,), (low, high) = _keys(policy, 3, 1), _keys(policy, 0, 2)
-    Submission(name="add", task_id="f0", bucket_key=theirs, kwargs={"a": 0}, priority=5).submit(
-        store, issued_by="me"
-    )
-    Submission(name="add", task_id="o-low", bucket_key=low, kwargs={"a": 1}).submit(
-        store, issued_by="me"
-    )
-    controller, worker = _worker(store, max_parallel=1, num_buckets=4, owned_buckets=[0, 1])
-    try:
-        assert worker.poll_once() == (0, 1)  # f0 first (priority 5): handed back
-        Submission(
-            name="add", task_id="o-high", bucket_key=high, kwargs={"a": 2}, priority=9
-        ).submit(store, issued_by="me")
-        assert worker.poll_once() == (1, 1)  # o-high taken; f0 claimed beyond the slot
-        assert store.get("o-low") is None
-        wait_until(lambda: worker.free_slots() == 1)
-        done = store.get("o-high")
-        assert done is not None
-        assert (done.status.value, store.get("o-low")) == ("succeeded", None)
-        assert worker.poll_once() == (1, 1)  # looks past f0 again and takes o-low
-        wait_until(lambda: (s := store.get("o-low")) is not None and s.status.value == "succeeded")
-        foreign = find_submission(store, "f0")
-        assert foreign is not None
-        assert (foreign.status, foreign.claims, store.get("f0")) == ("pending", 3, None)
-    finally:
-        controller.close()

@@ -90,8 +90,7 @@ def submit(db: str, *argv: str) -> tuple[int, str, str]:
 def status_of(db: str, task_id: str) -> str:
     code, out, err = run("--db", db, "status", task_id, "--json")
     assert code == 0, err
-    task = json.loads(out)["task"]  # None while it is only a submission
-    return "" if task is None else str(task["status"])
+    return str(json.loads(out)["task"]["status"])
 
 
 # ------------------------------------------------------------ logging, executor, lost

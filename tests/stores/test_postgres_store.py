@@ -148,7 +148,7 @@ def before_version_12(insert: str, params: dict[str, Any]) -> str:
     return re.sub(r",\s*%\(meta_parent\)s", "", insert.replace(", meta_parent", ""))
 
 
-def test_a_version_3_schema_gets_claim_priorities_and_keeps_its_data(postgres_dsn: str) -> None:
+def test_a_version_3_schema_keeps_its_data_and_queues_its_submissions(postgres_dsn: str) -> None:
     with PostgresTaskStore(postgres_dsn) as store:
         fresh = layout(postgres_dsn)
     schema_at_version(postgres_dsn, 3)
@@ -184,35 +184,38 @@ def test_a_version_3_schema_gets_claim_priorities_and_keeps_its_data(postgres_ds
         stop = store.get_command("stop")
         assert stop is not None
         assert (stop.action, stop.payload, stop.issued_by) == ("stop", {"priority": 5}, "ops")
-        submits = store.claim_commands("w", lease=30, actions=["submit"])
-        assert [c.command_id for c in submits] == [
-            "huge",
-            "high",
-            "low",
-            "unset",
-            "fraction",
-            "exponent",
-            "below",
+        # Version 14 turned the pending submissions into queued tasks of their priority;
+        # those no worker could accept (a priority that is no 64-bit integer) are refused.
+        queued = store.query(TaskQuery(statuses=frozenset({TaskStatus.QUEUED})))
+        assert sorted((t.task_id, t.priority) for t in queued) == [
+            ("below", -2),
+            ("high", 7),
+            ("low", 1),
+            ("unset", 0),
         ]
-        assert submits[0].payload["priority"] == 10**30  # the payload itself is untouched
-    rows = admin(postgres_dsn, "SELECT command_id, priority FROM ct_commands")
-    assert dict(rows) == {
-        "low": 1,
-        "unset": 0,
-        "high": 7,
-        "huge": 2**63 - 1,
-        "fraction": 0,
-        "exponent": 0,  # 1e3 is a float in Python too: not an integer priority
-        "below": -2,
-        "stop": 0,  # only submissions rank
-        "done": 0,  # completed: never claimed again, left at 0
+        refused = store.get_command("huge")
+        assert refused is not None
+        assert refused.payload["priority"] == 10**30  # the payload itself is untouched
+        assert refused.status == "completed"
+        assert isinstance(refused.result, dict)
+        assert refused.result["accepted"] is False
+        assert store.get("done") is None  # completed before: nothing to take
+        # Commands have no priority since version 14: claimed oldest first.
+        assert [c.command_id for c in store.claim_commands("w", lease=30)] == ["stop"]
+    statuses = "SELECT command_id, status FROM ct_commands ORDER BY command_id"
+    rows = admin(postgres_dsn, statuses)
+    assert dict(rows) == {name: "completed" for name, _ in rows if name != "stop"} | {
+        "stop": "claimed"
     }
     assert layout(postgres_dsn) == fresh
     # Idempotent: rewound to version 3, the schema migrates again to the same layout.
     admin(postgres_dsn, "UPDATE ct_meta SET value = 3 WHERE key = 'schema_version'")
     PostgresTaskStore(postgres_dsn).close()
     assert layout(postgres_dsn) == fresh
-    assert dict(admin(postgres_dsn, "SELECT command_id, priority FROM ct_commands")) == dict(rows)
+    assert (
+        admin(postgres_dsn, "SELECT command_id, status FROM ct_commands ORDER BY command_id")
+        == rows
+    )
 
 
 def test_a_version_7_schema_gets_unique_keys_and_keeps_its_tasks(postgres_dsn: str) -> None:

@@ -18,6 +18,7 @@ from chongming_task._model import TaskSnapshot, dumps
 from chongming_task.errors import ConfigurationError, StoreError
 from chongming_task.states import TaskStatus
 from chongming_task.stores import _sqlite as sqlite_module
+from chongming_task.stores._base import TaskQuery
 from chongming_task.stores._codec import encode_transition, to_micros
 from chongming_task.stores._dialect import Cursor
 from chongming_task.stores._sql import SCHEMA_VERSION
@@ -145,7 +146,7 @@ def old_params(snapshot: TaskSnapshot) -> dict[str, object]:
     return params
 
 
-def test_a_version_3_file_gets_claim_priorities_and_keeps_its_data(
+def test_a_version_3_file_keeps_its_data_and_queues_its_submissions(
     path: str, tmp_path: Path
 ) -> None:
     file_at_version(path, 3)
@@ -182,27 +183,28 @@ def test_a_version_3_file_gets_claim_priorities_and_keeps_its_data(
         stop = store.get_command("stop")
         assert stop is not None
         assert (stop.action, stop.payload, stop.issued_by) == ("stop", {"priority": 5}, "ops")
-        submits = store.claim_commands("w", lease=30, actions=["submit"])
-        assert [c.command_id for c in submits] == [
-            "huge",
-            "high",
-            "low",
-            "unset",
-            "fraction",
-            "below",
+        # Version 14 turned the pending submissions into queued tasks of their priority;
+        # those no worker could accept (a priority that is no 64-bit integer) are refused.
+        queued = store.query(TaskQuery(statuses=frozenset({TaskStatus.QUEUED})))
+        assert sorted((t.task_id, t.priority) for t in queued) == [
+            ("below", -2),
+            ("high", 7),
+            ("low", 1),
+            ("unset", 0),
         ]
-        assert submits[0].payload["priority"] == 10**30  # the payload itself is untouched
+        refused = store.get_command("huge")
+        assert refused is not None
+        assert refused.payload["priority"] == 10**30  # the payload itself is untouched
+        assert refused.status == "completed"
+        assert isinstance(refused.result, dict)
+        assert refused.result["accepted"] is False
+        assert store.get("done") is None  # completed before: nothing to take
+        # Commands have no priority since version 14: claimed oldest first.
+        assert [c.command_id for c in store.claim_commands("w", lease=30)] == ["stop"]
     with closing(sqlite3.connect(path)) as conn:
-        priorities = dict(conn.execute("SELECT command_id, priority FROM ct_commands").fetchall())
-    assert priorities == {
-        "low": 1,
-        "unset": 0,
-        "high": 7,
-        "huge": 2**63 - 1,
-        "fraction": 0,
-        "below": -2,
-        "stop": 0,  # only submissions rank
-        "done": 0,  # completed: never claimed again, left at 0
+        statuses = dict(conn.execute("SELECT command_id, status FROM ct_commands").fetchall())
+    assert statuses == {name: "completed" for name in statuses if name != "stop"} | {
+        "stop": "claimed"
     }
     fresh = str(tmp_path / "fresh.db")
     SqliteTaskStore(fresh).close()
@@ -213,7 +215,7 @@ def test_a_version_3_file_gets_claim_priorities_and_keeps_its_data(
     assert schema_of(path) == schema_of(fresh)
     with closing(sqlite3.connect(path)) as conn:
         found = conn.execute("SELECT value FROM ct_meta WHERE key = 'schema_version'").fetchone()
-    assert found[0] == SCHEMA_VERSION == 13
+    assert found[0] == SCHEMA_VERSION == 14
 
 
 def test_a_version_7_file_gets_unique_keys_and_keeps_its_tasks(path: str, tmp_path: Path) -> None:
@@ -345,18 +347,10 @@ def _claim_plan(store: SqliteTaskStore, path: str, section: str, **params: objec
 def test_a_claim_by_action_searches_the_index_not_the_backlog(
     store: SqliteTaskStore, path: str
 ) -> None:
-    """A poller claiming stop/pause/resume must not walk every pending submission."""
+    """A poller claiming stop/pause/resume must not walk every pending command of other
+    actions (bucket handoffs, schedule runs)."""
     plan = _claim_plan(store, path, "claim_commands_actions", actions='["stop", "pause"]')
     assert "USING INDEX ct_commands_claim (action=?)" in plan
-
-
-def test_a_claim_of_one_action_reads_the_index_in_claim_order(
-    store: SqliteTaskStore, path: str
-) -> None:
-    """A worker claiming submissions stops at its limit: no sort of the whole backlog."""
-    plan = _claim_plan(store, path, "claim_commands_one_action", action="submit")
-    assert "USING INDEX ct_commands_claim (action=?)" in plan
-    assert "TEMP B-TREE" not in plan
 
 
 def test_a_newer_schema_is_refused_with_a_clear_message(path: str) -> None:

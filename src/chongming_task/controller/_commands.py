@@ -13,9 +13,8 @@ it claimed again on every poll, forever; instead the first poller that claims it
 settles it through the one control path (a guarded write if the task is still
 unheld, a command for its holder if a worker took it since) and completes it.
 
-The poller claims only the actions it applies (``ACTIONS``): a worker of the same owner
-takes ``submit`` commands, and a submission the poller held even for an instant let
-that worker take a later one first. Unknown actions are refused when issued
+The poller claims only the actions it applies (``ACTIONS``): a command of another
+action is never held up by it. Unknown actions are refused when issued
 (``check_action``), since no poller will ever claim them.
 
 One thread per controller. It starts at the first submission, or at construction

@@ -98,16 +98,12 @@ class CommandStore(ABC):
         fresh ``claim_token``, ``claimed_by=owner`` and ``claims`` incremented. No
         command is ever returned to two callers with overlapping leases.
 
-        Order: highest :attr:`Command.claim_priority` first, then oldest first (in
-        submission order; a released or expired command keeps its place), and the
-        list is returned in that order. Only worker submissions have a priority other
-        than 0, so workers take the most urgent submission first while every other
-        command stays oldest first.
+        Order: oldest first (in submission order; a released or expired command keeps
+        its place), and the list is returned in that order.
 
         ``actions`` exists so that a claimer never holds a command it would only hand
-        back: while a controller's poller held a worker's ``submit`` for an instant, a
-        worker claiming then took a later submission first. Check the arguments with
-        :func:`validate_claim`.
+        back: another consumer of the same owner claiming in that instant would miss
+        it and take a later one first. Check the arguments with :func:`validate_claim`.
 
         Raises:
             ConfigurationError: ``lease <= 0``, ``limit < 1``, or ``actions`` is not

@@ -48,8 +48,10 @@ __all__ = [
 #: 5: the work queue. 6: checkpoint gaps. 7: global slots. 8: unique work. 9: fleet
 #: limits (declared limits and the starts rate limits count). 10: paused queues.
 #: 11: each transition's instant and charted status as indexed columns (charts).
+#: 14: worker submission commands retired, the pending ones queued as tasks (_legacy);
+#: commands lose their priority column (claimed oldest first, index on (action, seq)).
 #: Older databases are migrated on open; newer ones are refused.
-SCHEMA_VERSION: Final = 13
+SCHEMA_VERSION: Final = 14
 
 T = TypeVar("T")
 
@@ -85,7 +87,9 @@ class Dialect(ABC):
     #: around it (two round trips of three on every transition).
     single_statement_writes: bool = False
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock) -> None:
+        #: The store's clock (the migration to version 14 dates what it completes by it).
+        self.clock = clock
         self.sql: Mapping[str, str] = load_sections(self.name)
         #: Same-process wake-ups of ``wait_for_commands`` (plus the dialect's own).
         self.signal = CommandSignal()

@@ -6,7 +6,6 @@ alias the stored state, and so the reference refuses exactly what the SQL stores
 
 from __future__ import annotations
 
-import heapq
 import threading
 import uuid
 from collections.abc import Collection, Mapping
@@ -119,10 +118,12 @@ class MemoryControl(TaskStore):
         with self._locked():
             now = self.clock.now()
             until = now + timedelta(seconds=lease)
-            eligible: list[tuple[int, int, Command]] = []
+            eligible: list[Command] = []
             # The dict keeps submission order (a release reassigns an existing key, so
-            # it keeps its place): the index is the SQL stores' seq.
-            for index, command in enumerate(self._commands.values()):
+            # it keeps its place): oldest first, as the SQL stores' seq.
+            for command in self._commands.values():
+                if len(eligible) == limit:
+                    break
                 if command.target_owner not in (None, owner):
                     continue
                 if kinds is not None and command.kind not in kinds:
@@ -136,9 +137,8 @@ class MemoryControl(TaskStore):
                 )
                 if command.status != "pending" and not expired:
                     continue
-                eligible.append((-command.claim_priority, index, command))
-            # Highest priority first, then oldest (nsmallest is a stable partial sort).
-            for _, _, command in heapq.nsmallest(limit, eligible):
+                eligible.append(command)
+            for command in eligible:
                 updated = replace(
                     command,
                     status="claimed",

@@ -37,7 +37,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from chongming_task._redact import scrub_dsn
-from chongming_task.core._clock import Clock
+from chongming_task.core._clock import Clock, SystemClock
 from chongming_task.errors import (
     ConcurrencyConflict,
     ConfigurationError,
@@ -56,6 +56,7 @@ from chongming_task.stores._dialect import (
     schema_missing,
     stored_schema_version,
 )
+from chongming_task.stores._legacy import SUBMISSIONS_RETIRED, adopt_submissions
 from chongming_task.stores._pg_listener import CommandListener
 from chongming_task.stores._sql import SqlStore
 from chongming_task.stores._sqlrows import TASK_COLUMNS
@@ -146,8 +147,10 @@ class PostgresTaskStore(SqlStore):
         create_schema: bool = True,
     ) -> None:
         self._dialect: PostgresDialect
+        clock = clock if clock is not None else SystemClock()
         dialect = PostgresDialect(
             dsn,
+            clock=clock,
             min_connections=min_connections,
             max_connections=max_connections,
             connect_timeout=connect_timeout,
@@ -172,6 +175,7 @@ class PostgresDialect(Dialect):
         self,
         dsn: str,
         *,
+        clock: Clock,
         min_connections: int,
         max_connections: int,
         connect_timeout: float,
@@ -185,7 +189,7 @@ class PostgresDialect(Dialect):
                 "need 0 <= min_connections <= max_connections and max_connections >= 1, got "
                 f"{min_connections} and {max_connections}"
             )
-        super().__init__()
+        super().__init__(clock)
         self._psycopg = driver
         self._dsn = dsn
         self._connect_kwargs: dict[str, Any] = {
@@ -272,6 +276,9 @@ class PostgresDialect(Dialect):
             self._refuse_newer(version)
             for step in range(version + 1, SCHEMA_VERSION + 1):
                 conn.execute(self.sql[f"migrate_{step}"])
+            if 0 < version < SUBMISSIONS_RETIRED:
+                with conn.cursor() as cur:
+                    adopt_submissions(cur, self, self.clock)
             if version < SCHEMA_VERSION:
                 conn.execute(self.sql["set_schema_version"], {"version": SCHEMA_VERSION})
 

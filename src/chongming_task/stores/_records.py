@@ -73,13 +73,6 @@ def _has_argument(snapshot: TaskSnapshot, text: str) -> bool:
     )
 
 
-#: The range of a command's claim priority: a signed 64-bit integer, what both SQL
-#: stores can index (SQLite INTEGER, PostgreSQL bigint). Larger payload values are
-#: clamped to it (the SQL migrations clamp existing rows the same way).
-CLAIM_PRIORITY_MIN: Final = -(2**63)
-CLAIM_PRIORITY_MAX: Final = 2**63 - 1
-
-
 # ---------------------------------------------------------------- errors
 
 
@@ -307,25 +300,6 @@ class Command:
     """How many times the command was claimed (> 1 means a claimant died or released)."""
     completed_at: datetime | None = None
     result: JSONValue = None
-
-    @property
-    def claim_priority(self) -> int:
-        """Where ``claim_commands`` puts this command: higher first, then oldest first.
-
-        A worker submission (``kind="task"``, ``action="submit"``) ranks by its payload's
-        integer ``priority`` (clamped to :data:`CLAIM_PRIORITY_MIN`..
-        :data:`CLAIM_PRIORITY_MAX`); one without a priority, and every other command,
-        ranks 0. Only submissions carry one: a stop or pause must never be overtaken
-        by a command that merely happens to have a ``priority`` key in its payload.
-        Stores index it (SQL stores copy it into a column at insert) so that workers
-        take the most urgent submission first, FIFO within one priority.
-        """
-        if self.kind != "task" or self.action != "submit":
-            return 0
-        value = self.payload.get("priority")
-        if isinstance(value, bool) or not isinstance(value, int):
-            return 0
-        return min(max(value, CLAIM_PRIORITY_MIN), CLAIM_PRIORITY_MAX)
 
     def __post_init__(self) -> None:
         if self.kind not in ("task", "schedule", "node"):

@@ -1034,7 +1034,6 @@ class SqlStore(TaskStore, QueueStore):
             "target": command.target,
             "action": command.action,
             "target_owner": command.target_owner,
-            "priority": command.claim_priority,
             "doc": doc,
             "channel": self._dialect.channel,
         }
@@ -1067,23 +1066,17 @@ class SqlStore(TaskStore, QueueStore):
             "limit": limit,
             "kinds": None if kinds is None else self._array(sorted(kinds)),
         }
-        # Filtered by action: a statement of its own, so the index on (action, priority
-        # DESC, seq) serves it (an "IS NULL OR" on the filter would keep the planner off
-        # it); one action (a worker's) has its own again, which reads the index in claim
-        # order and stops at the limit.
+        # Filtered by action: a statement of its own, so the index on (action, seq)
+        # serves it (an "IS NULL OR" on the filter would keep the planner off it).
         if wanted is None:
             section = "claim_commands"
-        elif len(wanted) == 1:
-            section = "claim_commands_one_action"
-            (params["action"],) = wanted
         else:
             section = "claim_commands_actions"
             params["actions"] = self._array(sorted(wanted))
         statement = self._sql[section]
         found = self._run(lambda cur: cur.execute(statement, params).fetchall(), write=True)
-        # RETURNING has no order: back to the claim order, priority first, then seq.
-        found.sort(key=lambda row: (-int(row[1]), int(row[0])))
-        return [rows.decode_command(row[2:], self._instant_out) for row in found]
+        found.sort(key=lambda row: int(row[0]))  # RETURNING has no order: oldest first
+        return [rows.decode_command(row[1:], self._instant_out) for row in found]
 
     def complete_command(self, command_id: str, claim_token: str, result: JSONValue = None) -> None:
         params = {

@@ -41,13 +41,13 @@ import sqlite3
 import threading
 import weakref
 from collections.abc import Callable, Sequence
-from contextlib import suppress
+from contextlib import closing, suppress
 from datetime import datetime, timedelta
 from typing import Any, Final, Literal, TypeVar
 
 from chongming_task._model import dumps, parse_datetime
 from chongming_task._validation import check_seconds
-from chongming_task.core._clock import Clock
+from chongming_task.core._clock import Clock, SystemClock
 from chongming_task.errors import ConfigurationError, SchemaMissing, StoreError
 from chongming_task.stores import _sqlite_lost
 from chongming_task.stores._codec import from_micros, to_micros
@@ -62,6 +62,7 @@ from chongming_task.stores._dialect import (
 )
 from chongming_task.stores._file_watch import SAFETY_POLL, FileWatch
 from chongming_task.stores._file_watch import watch as watch_files
+from chongming_task.stores._legacy import SUBMISSIONS_RETIRED, adopt_submissions
 from chongming_task.stores._lost import Marking
 from chongming_task.stores._records import LostMark
 from chongming_task.stores._sql import SqlStore
@@ -73,10 +74,11 @@ __all__ = ["SqliteDialect", "SqliteTaskStore"]
 
 T = TypeVar("T")
 
-#: ``ALTER TABLE <table> ADD COLUMN <column> ...`` in a migration script: SQLite has no
-#: ``IF NOT EXISTS`` for it, so the store skips the statement when the column exists.
-_ADD_COLUMN: Final = re.compile(
-    r"^\s*ALTER\s+TABLE\s+(\w+)\s+ADD\s+COLUMN\s+(\w+)\b", re.IGNORECASE
+#: ``ALTER TABLE <table> ADD|DROP COLUMN <column> ...`` in a migration script: SQLite has
+#: no ``IF [NOT] EXISTS`` for them, so the store skips an ADD whose column exists and a
+#: DROP whose column is gone.
+_ALTER_COLUMN: Final = re.compile(
+    r"^\s*ALTER\s+TABLE\s+(\w+)\s+(ADD|DROP)\s+COLUMN\s+(\w+)\b", re.IGNORECASE
 )
 
 #: RETURNING (claims) needs 3.35; json_each is built in from 3.38 and in practice before.
@@ -132,8 +134,10 @@ class SqliteTaskStore(SqlStore):
         create_schema: bool = True,
     ) -> None:
         self._dialect: SqliteDialect
+        clock = clock if clock is not None else SystemClock()
         dialect = SqliteDialect(
             path,
+            clock=clock,
             timeout=timeout,
             synchronous=synchronous,
             command_poll_interval=command_poll_interval,
@@ -155,6 +159,7 @@ class SqliteDialect(Dialect):
         self,
         path: str | os.PathLike[str],
         *,
+        clock: Clock,
         timeout: float,
         synchronous: Literal["NORMAL", "FULL"],
         command_poll_interval: float,
@@ -167,7 +172,7 @@ class SqliteDialect(Dialect):
             )
         if synchronous not in ("NORMAL", "FULL"):
             raise ConfigurationError(f"synchronous must be 'NORMAL' or 'FULL', got {synchronous!r}")
-        super().__init__()
+        super().__init__(clock)
         self.path = os.fspath(path)
         self._uri = self.path.startswith("file:")
         self._memory = self.path in ("", ":memory:") or "mode=memory" in self.path
@@ -488,8 +493,11 @@ class SqliteDialect(Dialect):
                 self._refuse_newer(version)
                 for step in range(version + 1, SCHEMA_VERSION + 1):
                     for statement in split_statements(self.sql[f"migrate_{step}"]):
-                        if not self._column_exists_for(statement):
+                        if not self._done_already(statement):
                             self.writer.execute(statement)
+                if 0 < version < SUBMISSIONS_RETIRED:
+                    with closing(self.writer.cursor()) as cur:
+                        adopt_submissions(cur, self, self.clock)
                 if version < SCHEMA_VERSION:
                     self.writer.execute(self.sql["set_schema_version"], {"version": SCHEMA_VERSION})
                 self.writer.execute("COMMIT")
@@ -503,8 +511,9 @@ class SqliteDialect(Dialect):
                 f"to version {SCHEMA_VERSION}: {exc}"
             ) from exc
 
-    def _column_exists_for(self, statement: str) -> bool:
-        """Whether ``statement`` adds a column that is already there (then it is skipped).
+    def _done_already(self, statement: str) -> bool:
+        """Whether ``statement`` adds a column that is already there, or drops one that
+        is gone (then it is skipped).
 
         Keeps every migration idempotent: a file whose recorded version is older than
         its tables (restored ``ct_meta``, an interrupted manual upgrade, the tests'
@@ -513,14 +522,14 @@ class SqliteDialect(Dialect):
         code = "\n".join(
             line for line in statement.splitlines() if not line.lstrip().startswith("--")
         )
-        found = _ADD_COLUMN.match(code)
+        found = _ALTER_COLUMN.match(code)
         if found is None:
             return False
-        table, column = found.groups()
+        table, verb, column = found.groups()
         row = self.writer.execute(
             "SELECT count(*) FROM pragma_table_info(?) WHERE name = ?", (table, column)
         ).fetchone()
-        return bool(row[0])
+        return bool(row[0]) == (verb.upper() == "ADD")
 
     def _refuse_newer(self, version: int) -> None:
         if version > SCHEMA_VERSION:

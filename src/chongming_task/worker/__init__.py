@@ -1,8 +1,8 @@
-"""The long-lived worker and the submission protocol that feeds it.
+"""The long-lived worker.
 
 A worker is what users of Celery, Huey or RQ expect to leave running under systemd:
-it reconciles at start (§8.11), takes tasks that other processes submit through the
-store, serves stop/pause/resume for the tasks it holds, fires schedules when a
+it reconciles at start (§8.11), claims the tasks other processes enqueue in the
+store's work queue, serves stop/pause/resume for the tasks it holds, fires schedules when a
 scheduler is attached, and on SIGTERM stops what it holds within a deadline and
 reports what it stopped. ``chongming-task worker`` is a thin shell around
 :class:`Worker`; Python code can run one just the same.
@@ -13,22 +13,5 @@ from __future__ import annotations
 from chongming_task.worker._daemon import Worker
 from chongming_task.worker._logtail import LogTail
 from chongming_task.worker._report import ShutdownReport, StoppedTask
-from chongming_task.worker._submission import (
-    SUBMIT_ACTION,
-    Submission,
-    describe_submission,
-    find_submission,
-    submission_command_id,
-)
 
-__all__ = [
-    "SUBMIT_ACTION",
-    "LogTail",
-    "ShutdownReport",
-    "StoppedTask",
-    "Submission",
-    "Worker",
-    "describe_submission",
-    "find_submission",
-    "submission_command_id",
-]
+__all__ = ["LogTail", "ShutdownReport", "StoppedTask", "Worker"]

@@ -1,18 +1,16 @@
-"""``Worker``: a Controller left running to take submitted tasks (the CLI's ``worker``).
+"""``Worker``: a Controller left running to take queued tasks (the CLI's ``worker``).
 
 Life of a worker:
 
 1. ``start()`` reconciles (§8.11: tasks of a dead predecessor become ``lost`` or are
    reported ``adoptable``), starts the scheduler when one is attached, and starts
    the intake thread.
-2. The intake thread claims submission commands (``chongming_task.worker._submission``)
-   while the worker has a free slot, and submits each to the controller; the
-   controller's own poller serves stop/pause/resume for the tasks it holds. Each
-   claims only its own actions, so neither ever holds what the other wants: the
-   intake takes submissions highest ``priority`` first and oldest first within one
-   priority, the order ``claim_commands`` claims in.
+2. The intake thread claims queued tasks of its buckets from the store's work queue
+   (``worker._queue``) while the worker has a free slot, highest ``priority`` first
+   and oldest first within one priority, and hands each to the controller; the
+   controller's own poller serves stop/pause/resume for the tasks it holds.
 3. ``shutdown()`` (or ``close()``; SIGTERM under the CLI) drains: the intake stops
-   first (pending submissions stay for another worker), running tasks get up to
+   first (queued tasks stay for another worker), running tasks get up to
    ``drain_timeout`` to finish (a countdown is logged), then what is left is stopped
    at its next checkpoint within ``timeout``. A task the shutdown stopped goes back to
    the queue, unheld, when its definition is idempotent or the worker requeues on
@@ -20,7 +18,7 @@ Life of a worker:
    says, task by task, what became of each.
 
 The intake takes work only while ``active + queued < max_parallel``: a worker that
-grabbed every submission would queue them in its memory while other workers idle,
+grabbed every queued task would queue them in its memory while other workers idle,
 and would have to stop them all on shutdown.
 """
 
@@ -32,22 +30,20 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
-from chongming_task._consumer import RELEASE, CommandConsumer, Complete, Outcome
 from chongming_task._drain import DEFAULT_DRAIN_TIMEOUT, DEFAULT_STOP_TIMEOUT, SHUTDOWN_REASON
 from chongming_task._model import Failure, FailureKind
 from chongming_task._service import BackgroundService
 from chongming_task._validation import check_global_limits, check_seconds
 from chongming_task.core._clock import SystemClock
 from chongming_task.core.state_machine import Triggers
-from chongming_task.errors import ConfigurationError, InvalidState, TaskError
+from chongming_task.errors import ConfigurationError, InvalidState
 from chongming_task.states import OCCUPYING, TERMINAL, TaskStatus
-from chongming_task.stores._base import Command, QueueStore, TaskQuery
-from chongming_task.stores._capabilities import require_commands
+from chongming_task.stores._base import TaskQuery
+from chongming_task.stores._capabilities import require_commands, require_queue
 from chongming_task.stores._queue_records import recipe_of
 from chongming_task.worker._logtail import LogTail
 from chongming_task.worker._queue import WorkQueueDuty, is_idempotent
 from chongming_task.worker._report import ShutdownReport, StoppedTask
-from chongming_task.worker._submission import SUBMIT_ACTION, Submission
 
 if TYPE_CHECKING:
     from chongming_task._model import TaskSnapshot, Transition
@@ -57,17 +53,6 @@ if TYPE_CHECKING:
 __all__ = ["Worker"]
 
 log = logging.getLogger("chongming_task.worker")
-
-#: How long a claimed submission stays ours before another worker may take it.
-CLAIM_LEASE: Final = 30.0
-
-#: How many pending submissions of other nodes' buckets one intake poll looks past.
-#: They stay first in the claim order (priority, then age) until their owner takes
-#: them: a worker that claimed only as many as it has free slots would claim and hand
-#: back the same ones forever and never reach its own behind them (an owner that is
-#: down, or slower). Each poll claims and hands back that many rows, so the look is
-#: bounded.
-LOOK_PAST: Final = 256
 
 #: Seconds between two "draining: ..." countdown lines.
 DRAIN_LOG_EVERY: Final = 5.0
@@ -80,12 +65,9 @@ _TERMINAL: Final = frozenset(status.value for status in TERMINAL)
 #: Transitions logged at INFO (the rest, but terminal ones, at DEBUG).
 _LOGGED: Final = frozenset({TaskStatus.RUNNING, TaskStatus.PAUSED, TaskStatus.STOPPING})
 
-# What _handle did with one claimed command.
-_TAKEN, _HANDED_BACK, _REFUSED = "taken", "handed back", "refused"
-
 
 class Worker:
-    """Runs submitted tasks on ``controller`` until shut down.
+    """Runs queued tasks of the store on ``controller`` until shut down.
 
     Args:
         controller: A controller with a store, its tasks registered.
@@ -105,9 +87,10 @@ class Worker:
             not only those of idempotent definitions (``@task(idempotent=True)``).
 
     Raises:
-        ConfigurationError: The controller has no store (nothing could be submitted),
-            ``global_limits`` is malformed (a name that is not a tag, a number that is
-            not an integer >= 1), or the store keeps no global slots.
+        ConfigurationError: The controller has no store, or one without commands or
+            a work queue (``CommandStore``, ``QueueStore``: nothing could reach the
+            worker), ``global_limits`` is malformed (a name that is not a tag, a number
+            that is not an integer >= 1), or the store keeps no global slots.
     """
 
     def __init__(
@@ -128,7 +111,8 @@ class Worker:
             raise ConfigurationError("a Worker needs a Controller with a store")
         if max_parallel < 1:
             raise ConfigurationError(f"max_parallel must be >= 1, got {max_parallel!r}")
-        require_commands(controller.store, "a Worker (it takes submissions from the store)")
+        require_commands(controller.store, "a Worker (it takes stop/pause/resume commands)")
+        queue = require_queue(controller.store, "a Worker (it claims queued tasks)")
         limits = check_global_limits(global_limits)
         self.drain_timeout = check_seconds(drain_timeout, "drain_timeout", allow_zero=True)
         self.requeue_on_shutdown = bool(requeue_on_shutdown)
@@ -136,11 +120,10 @@ class Worker:
         # stop look again then, instead of polling.
         self._changed = threading.Event()
         self._stop_now = threading.Event()
-        store = controller.store
-        if limits and not (isinstance(store, QueueStore) and store.supports_global_limits):
+        if limits and not queue.supports_global_limits:
             raise ConfigurationError(
                 f"global_limits need a store that keeps global slots; "
-                f"{type(store).__name__} does not (QueueStore.supports_global_limits)"
+                f"{type(queue).__name__} does not (QueueStore.supports_global_limits)"
             )
         self.global_limits: Mapping[str, int] = MappingProxyType(limits)
         """Tag -> holders allowed across every worker of the store (docs/queue.md)."""
@@ -150,19 +133,6 @@ class Worker:
         self.max_parallel = max_parallel
         self.poll_interval = poll_interval
         self.scheduler = scheduler
-        self.accepted = 0
-        """Submissions this worker turned into tasks."""
-        self.refused = 0
-        """Submissions it completed with an error (unknown task, bad arguments...)."""
-        self._consumer = CommandConsumer(
-            self.store,
-            self.owner,
-            kinds=("task",),
-            actions=(SUBMIT_ACTION,),
-            lease=CLAIM_LEASE,
-            batch=1,
-            logger=log,
-        )
         # Real seconds, whatever the controller's clock: the intake waits for other
         # processes' writes and for its own tasks, not for task time.
         self._intake = BackgroundService(
@@ -173,7 +143,6 @@ class Worker:
         )
         self._want_log_tail = log_tail
         self._log_tail: LogTail | None = None
-        self._foreign_ahead = 0  # other nodes' submissions the last poll handed back
         self.heartbeat_interval = float(heartbeat_interval)
         self.reconcile_interval = (
             float(reconcile_interval)
@@ -182,7 +151,7 @@ class Worker:
         )
         self.claimed = 0
         """Queued tasks this worker claimed from the work queue."""
-        self._queue = WorkQueueDuty(self)
+        self._queue = WorkQueueDuty(self, queue)
         self._unsubscribe = controller.subscribe(self._on_transition)
         self._store_error: str | None = None  # the last intake poll's failure, if it failed
 
@@ -416,45 +385,13 @@ class Worker:
     # ------------------------------------------------------------ intake
 
     def free_slots(self) -> int:
-        """How many more submissions this worker may take right now."""
+        """How many more queued tasks this worker may take right now."""
         busy = self.controller.active_count + self.controller.queued_count
         return max(0, self.max_parallel - busy)
 
-    def poll_once(self) -> tuple[int, int]:
-        """Claim and handle one batch; returns (submissions taken, commands handed back).
-
-        The batch is the free slots plus the other nodes' submissions the previous
-        poll handed back (at most :data:`LOOK_PAST`): those are still ahead of every
-        submission it left pending (the claim order is priority, then age), and
-        claiming past them is how this worker reaches its own. What it claimed beyond
-        its free slots is handed back untouched, in order; the other nodes' ones among
-        them count too, since a newer submission of higher priority can now come
-        before them in a batch.
-        """
-        free = self.free_slots()
-        if free == 0:
-            return 0, 0
-        queued = self._queue.claim(free)
-        free -= queued
-        if free == 0:
-            return queued, 0
-        taken = handed_back = foreign = 0
-
-        def handle(command: Command) -> Outcome:
-            nonlocal taken, handed_back, foreign
-            if taken >= free:  # claimed to look past others' submissions: no slot left
-                foreign += self._not_ours(command)
-                handed_back += 1
-                return RELEASE
-            verdict, outcome = self._handle(command)
-            taken += verdict == _TAKEN
-            handed_back += verdict == _HANDED_BACK
-            foreign += verdict == _HANDED_BACK
-            return outcome
-
-        self._consumer.poll(handle, limit=free + min(self._foreign_ahead, LOOK_PAST))
-        self._foreign_ahead = foreign  # still ahead of anything this poll left pending
-        return taken + queued, handed_back
+    def poll_once(self) -> int:
+        """Claim queued tasks for the free slots and start them; returns how many."""
+        return self._queue.claim(self.free_slots())
 
     def _intake_pass(self) -> float:
         tail = self._log_tail
@@ -462,16 +399,12 @@ class Worker:
             tail.flush()
         self._queue.periodic()
         if not self.free_slots():
-            # Full: wait for a task to end (it wakes us) or for shutdown, not for commands.
+            # Full: wait for a task to end (it wakes us) or for shutdown, not for work.
             return self.poll_interval
-        taken, handed_back = self.poll_once()
+        taken = self.poll_once()
         self._store_error = None
         if taken:
             return 0.0  # there may be more
-        if handed_back:
-            # Our own release wakes every waiter, us included: a plain wait keeps us
-            # from claiming the same foreign command again at once.
-            return self.poll_interval
         try:
             self.store.wait_for_commands(self.poll_interval)
         except Exception as exc:
@@ -482,7 +415,7 @@ class Worker:
     def _intake_failed(self, exc: Exception, failures: int) -> float:
         """Logged, not raised: a store hiccup must not end a long-lived worker."""
         self._store_error = f"{type(exc).__name__}: {exc}"
-        log.warning("claiming submissions failed: %s: %s", type(exc).__name__, exc)
+        log.warning("claiming queued tasks failed: %s: %s", type(exc).__name__, exc)
         return self.poll_interval
 
     def _on_transition(self, transition: Transition, snapshot: TaskSnapshot) -> None:
@@ -510,47 +443,3 @@ class Worker:
                 extra,
                 extra={"task_id": transition.task_id, "task_name": snapshot.name},
             )
-
-    def _handle(self, command: Command) -> tuple[str, Outcome]:
-        """What became of one claimed submission, and what the consumer does with it."""
-        try:
-            submission = Submission.from_payload(command.payload)
-        except ConfigurationError as exc:
-            return _REFUSED, self._refuse(command, str(exc))
-        if not self._owns(submission):
-            return _HANDED_BACK, RELEASE
-        options = submission.options()
-        try:
-            run = self.controller.submit(
-                submission.name, *submission.args, **options, **dict(submission.kwargs)
-            )
-        except (TaskError, TypeError, ValueError) as exc:
-            return _REFUSED, self._refuse(command, f"{type(exc).__name__}: {exc}")
-        self.accepted += 1
-        log.info("took %s (%s) from %s", run.task_id, submission.name, command.issued_by)
-        return _TAKEN, Complete({"accepted": True, "task_id": run.task_id, "worker": self.owner})
-
-    def _not_ours(self, command: Command) -> bool:
-        """Whether ``_handle`` would hand ``command`` back (it stays ahead of ours).
-
-        A malformed submission is ours: it is refused, and so completed, when reached.
-        """
-        try:
-            submission = Submission.from_payload(command.payload)
-        except ConfigurationError:
-            return False
-        return not self._owns(submission)
-
-    def _owns(self, submission: Submission) -> bool:
-        if self.controller.owns_all_buckets:
-            return True
-        if submission.bucket_key is None:
-            return False
-        return self.controller.owns_bucket(
-            self.controller.bucket_policy.bucket_for(submission.bucket_key)
-        )
-
-    def _refuse(self, command: Command, error: str) -> Complete:
-        self.refused += 1
-        log.warning("worker %s: refused submission of %s: %s", self.owner, command.target, error)
-        return Complete({"accepted": False, "error": error, "worker": self.owner})

@@ -59,34 +59,22 @@ def is_idempotent(fn: object) -> bool:
 class WorkQueueDuty:
     """The queue half of a :class:`~chongming_task.worker._daemon.Worker`."""
 
-    def __init__(self, worker: Worker) -> None:
+    def __init__(self, worker: Worker, queue: QueueStore) -> None:
         self.worker = worker
         self.controller = worker.controller
         self.store = worker.store
+        #: The store's work queue (the store itself, as a ``QueueStore``).
+        self.queue = queue
         self.clock = self.controller.clock
         self._started = self.clock.now()
         self._next_beat = 0.0
         self._next_reconcile = self.clock.monotonic() + worker.reconcile_interval
-        #: The store's work queue; ``None``: the store has none (it does not implement
-        #: ``QueueStore``), and the worker takes store submissions only.
-        self.queue = self.store if isinstance(self.store, QueueStore) else None
-        self.supported = self.queue is not None
         #: How the claimed tasks' ``ctx.enqueue`` stores children (the same queue).
-        self.children = (
-            None
-            if self.queue is None
-            else QueueChildren(
-                self.store,
-                registry=self.controller.registry,
-                bucket_policy=self.controller.bucket_policy,
-            )
+        self.children = QueueChildren(
+            self.store,
+            registry=self.controller.registry,
+            bucket_policy=self.controller.bucket_policy,
         )
-        if self.queue is None:
-            log.warning(
-                "no work queue on this store: %s does not implement QueueStore; "
-                "this worker takes store submissions only",
-                type(self.store).__name__,
-            )
         self.revived = 0
         self._slotted: set[str] = set()  # claimed holding global slots, not yet released
         self._slotted_lock = threading.Lock()
@@ -100,8 +88,6 @@ class WorkQueueDuty:
             if task_id not in self._slotted:
                 return
             self._slotted.discard(task_id)
-        if self.queue is None:
-            return  # unreachable: slots are only ever taken from a queue
         try:
             self.queue.release_global_slots(self.worker.owner, task_id)
         except Exception as exc:  # its lease runs out instead: the slot frees itself
@@ -119,11 +105,10 @@ class WorkQueueDuty:
 
     def claim(self, free: int) -> int:
         """Claim up to ``free`` queued tasks and hand them to the controller."""
-        queue = self.queue
-        if queue is None or free <= 0:
+        if free <= 0:
             return 0
         until = self.clock.now() + timedelta(seconds=self.controller.lease_ttl)
-        claimed = queue.claim_queued(
+        claimed = self.queue.claim_queued(
             self.worker.owner,
             buckets=self._buckets(),
             limit=free,
@@ -181,9 +166,6 @@ class WorkQueueDuty:
             self.recover()
 
     def heartbeat(self, *, stopped: bool = False) -> None:
-        queue = self.queue
-        if queue is None:
-            return
         controller = self.controller
         from chongming_task import __version__
 
@@ -206,7 +188,7 @@ class WorkQueueDuty:
             draining=self.buckets.draining,
         )
         try:
-            queue.put_worker(record)
+            self.queue.put_worker(record)
         except Exception as exc:  # a store hiccup must not end the worker
             log.warning("worker heartbeat failed: %s: %s", type(exc).__name__, exc)
         del controller
@@ -260,8 +242,7 @@ class WorkQueueDuty:
             self.wake_workers()
 
     def wake_workers(self) -> None:
-        if self.queue is not None:
-            self.queue.notify_work()
+        self.queue.notify_work()
 
     def _revive(self, task_id: str) -> None:
         snapshot = self.store.get(task_id)

@@ -295,23 +295,15 @@ def node_controller(
     return _controller(session, store, **options)
 
 
-def require_task(controller: Controller, store: TaskStore, task_id: str) -> TaskSnapshot:
-    """The task's snapshot, or one honest line about why there is none.
-
-    A task handed to a worker by ``submit`` exists only as a pending submission until a
-    worker takes it; saying "unknown task id" then would be a lie.
+def require_task(controller: Controller, task_id: str) -> TaskSnapshot:
+    """The task's snapshot.
 
     Raises:
-        CommandFailed: No such task (with the submission's state when there is one).
+        CommandFailed: No such task.
     """
     snapshot = controller.get(task_id)
     if snapshot is not None:
         return snapshot
-    from chongming_task.worker import describe_submission, find_submission
-
-    submission = find_submission(store, task_id)
-    if submission is not None:
-        raise CommandFailed(f"task {task_id!r} {describe_submission(submission)}")
     raise CommandFailed(f"unknown task id {task_id!r} (see `chongming-task ps`)")
 
 

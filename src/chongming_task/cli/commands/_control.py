@@ -166,7 +166,7 @@ def _control(args: argparse.Namespace, session: Session, action: str) -> int:
     store = session.open_store(create=False)
     controller = console_controller(session, store)
     task_id = args.task_id
-    before = require_task(controller, store, task_id)
+    before = require_task(controller, task_id)
     if (
         action == "resume"
         and not before.is_terminal

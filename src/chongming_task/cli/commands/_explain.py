@@ -72,7 +72,7 @@ def cmd_explain(args: argparse.Namespace, session: Session) -> int:
     store = session.open_store(create=False, read_only=True)
     controller = console_controller(session, store)
     definitions_of(args, session, controller)
-    snapshot = require_task(controller, store, args.task_id)
+    snapshot = require_task(controller, args.task_id)
     definition = controller.registry.get(snapshot.name)
     facts = explaining.store_facts(
         store,

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from chongming_task._redact import printable, redact, redact_json, redact_secrets
-from chongming_task.cli._errors import CommandFailed, ExitCode
+from chongming_task.cli._errors import ExitCode
 from chongming_task.cli._parsing import format_buckets
 from chongming_task.cli._schema import counts_doc, document, task_doc, transition_doc
 from chongming_task.cli.commands._common import (
@@ -135,9 +135,7 @@ def _late_result(snapshot: TaskSnapshot) -> str | None:
 def cmd_status(args: argparse.Namespace, session: Session) -> int:
     store = session.open_store(create=False, read_only=True)
     controller = console_controller(session, store)
-    snapshot = controller.get(args.task_id)
-    if snapshot is None:
-        return _status_of_submission(args.task_id, session, controller, store)
+    snapshot = require_task(controller, args.task_id)
     logs = _logs(snapshot)
     children = [child.task_id for child in store.query(children_query(snapshot.task_id))]
     if session.json:
@@ -156,42 +154,10 @@ def cmd_status(args: argparse.Namespace, session: Session) -> int:
     return ExitCode.OK
 
 
-def _status_of_submission(task_id: str, session: Session, controller: Any, store: Any) -> int:
-    """A task not in the store: say honestly whether it is a pending submission."""
-    from chongming_task.worker import describe_submission, find_submission
-
-    command = find_submission(store, task_id)
-    if command is None:
-        require_task(controller, store, task_id)  # raises "unknown task id"
-        raise CommandFailed(f"unknown task id {task_id!r}")
-    sentence = f"task {task_id!r} {describe_submission(command)}"
-    if session.json:
-        session.output.json(
-            document(
-                "status",
-                task=None,
-                submission={
-                    "task_id": task_id,
-                    "name": command.payload.get("name"),
-                    "state": command.status,
-                    "issued_by": command.issued_by,
-                    "issued_at": command.issued_at.isoformat(),
-                    "claimed_by": command.claimed_by,
-                    "result": command.result,
-                    "message": sentence,
-                },
-                logs=[],
-            )
-        )
-        return ExitCode.OK
-    session.output.print(sentence)
-    return ExitCode.OK
-
-
 def cmd_history(args: argparse.Namespace, session: Session) -> int:
     store = session.open_store(create=False, read_only=True)
     controller = console_controller(session, store)
-    require_task(controller, store, args.task_id)
+    require_task(controller, args.task_id)
     transitions = store.history(args.task_id)
     if session.json:
         session.output.json(

@@ -30,7 +30,6 @@ from chongming_task.cli.commands._common import (
 from chongming_task.errors import ConfigurationError
 from chongming_task.states import TaskStatus
 from chongming_task.worker._logtail import LogTail
-from chongming_task.worker._submission import submit_options
 
 if TYPE_CHECKING:
     from chongming_task._model import TaskSnapshot
@@ -73,7 +72,15 @@ def validate_submission(
 
 
 def _submit(controller: Any, request: SubmissionRequest) -> TaskRun:
-    run: TaskRun = controller.submit(request.name, **submit_options(request), **request.kwargs)
+    options = {
+        "task_id": request.task_id,
+        "tags": list(request.tags) or None,
+        "priority": request.priority,
+        "bucket_key": request.bucket_key,
+        "label": request.label,
+    }
+    given = {key: value for key, value in options.items() if value is not None}
+    run: TaskRun = controller.submit(request.name, **given, **request.kwargs)
     return run
 
 

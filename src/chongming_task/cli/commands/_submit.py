@@ -7,8 +7,7 @@ and ``status`` show it and ``stop`` cancels it before any worker takes it. With
 worker, so that an unknown name or arguments that do not fit are refused here, before
 anything is written; without it the task is only enqueued, unchecked (the worker
 refuses what it does not register). ``--wait`` follows the task to its end and prints
-its value or its failure, exit 3 when it did not succeed (as ``run``). (The older
-submission command, ``chongming_task.worker.Submission``, is still served by workers.)
+its value or its failure, exit 3 when it did not succeed (as ``run``).
 """
 
 from __future__ import annotations
@@ -204,7 +203,6 @@ def cmd_submit(args: argparse.Namespace, session: Session) -> int:
     from chongming_task.controller import Controller
     from chongming_task.policies import BucketPolicy
     from chongming_task.queue import Client
-    from chongming_task.worker import find_submission
 
     if args.timeout is not None and (args.timeout <= 0 or not args.wait):
         raise UsageError("--timeout needs --wait and a positive number of seconds")
@@ -226,8 +224,6 @@ def cmd_submit(args: argparse.Namespace, session: Session) -> int:
         actor=session.issuer,
     )
     task_id = request.task_id or new_task_id(request.name)
-    if find_submission(store, task_id) is not None:  # an old-style submission holds the id
-        raise CommandFailed(f"task id {task_id!r} already exists; choose another --task-id")
     try:
         handle = client.enqueue(
             request.name,

@@ -155,7 +155,7 @@ def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
         type=seconds,
         default=0.5,
         metavar="SECONDS",
-        help="longest wait between looks for submissions (default 0.5)",
+        help="longest wait between looks for queued tasks (default 0.5)",
     )
 
 
@@ -498,7 +498,7 @@ def _serve(  # noqa: C901 (the worker's start-up sequence, one step per option; 
         "worker %s stopped: took %d task(s); at shutdown: finished %d, handed back %d, "
         "stopped %d, lost %d",
         controller.owner,
-        worker.accepted + worker.claimed,
+        worker.claimed,
         len(shutdown.tasks)
         - len(shutdown.handed_back)
         - len(shutdown.stopped)

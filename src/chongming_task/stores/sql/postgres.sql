@@ -262,6 +262,35 @@ CREATE INDEX IF NOT EXISTS ct_transitions_at ON ct_transitions (charted, occurre
 CREATE INDEX IF NOT EXISTS ct_tasks_queued_bucket ON ct_tasks (bucket)
     WHERE status = 'queued' AND owner IS NULL;
 
+-- name: migrate_14
+-- Version 14: the worker submission commands (kind 'task', action 'submit') are
+-- retired: the work queue is the one way work crosses processes. No table changes.
+-- In the same transaction the store turns every submission no worker has stored as a
+-- task into the queued task Client.enqueue stores for it, and completes its command
+-- (chongming_task.stores._legacy, with legacy_submissions and legacy_settle below).
+-- Commands lose their priority (only submissions had one): they are claimed oldest
+-- first, the action index is rebuilt on (action, seq) over the claimable rows, and the
+-- column goes. Every statement may run again on a migrated schema.
+DROP INDEX IF EXISTS ct_commands_claim;
+
+CREATE INDEX IF NOT EXISTS ct_commands_claim ON ct_commands (action, seq)
+    WHERE status IN ('pending', 'claimed');
+
+ALTER TABLE ct_commands DROP COLUMN IF EXISTS priority;
+
+-- name: legacy_submissions
+SELECT command_id, kind, target, action, target_owner, status, claimed_by, claim_token,
+       lease_until, claims, completed_at, result::text, doc::text
+FROM ct_commands c
+WHERE kind = 'task' AND action = 'submit' AND status IN ('pending', 'claimed')
+  AND NOT EXISTS (SELECT 1 FROM ct_tasks t WHERE t.task_id = c.target)
+ORDER BY seq;
+
+-- name: legacy_settle
+UPDATE ct_commands SET status = 'completed', completed_at = %(now)s, lease_until = NULL,
+    result = %(result)s::json
+WHERE command_id = %(command_id)s;
+
 -- name: schema_exists
 SELECT count(*) FROM (SELECT to_regclass('ct_meta') AS t) r WHERE r.t IS NOT NULL;
 
@@ -471,10 +500,10 @@ WHERE lease_owner = %(owner)s AND task_id = ANY(%(task_ids)s);
 -- name: insert_command
 WITH inserted AS (
     INSERT INTO ct_commands (
-        command_id, kind, target, action, target_owner, status, claims, priority, doc
+        command_id, kind, target, action, target_owner, status, claims, doc
     ) VALUES (
         %(command_id)s, %(kind)s, %(target)s, %(action)s, %(target_owner)s, 'pending', 0,
-        %(priority)s, %(doc)s::json
+        %(doc)s::json
     ) ON CONFLICT (command_id) DO NOTHING
     RETURNING command_id
 )
@@ -486,8 +515,7 @@ SELECT command_id, kind, target, action, target_owner, status, claimed_by, claim
 FROM ct_commands WHERE command_id = %(command_id)s;
 
 -- name: claim_commands
--- Highest priority first, then oldest: RETURNING has no order, so the store sorts the
--- claimed rows again by (priority DESC, seq).
+-- Oldest first: RETURNING has no order, so the store sorts the claimed rows by seq.
 UPDATE ct_commands c SET
     status = 'claimed', claimed_by = %(owner)s,
     claim_token = replace(gen_random_uuid()::text, '-', ''),
@@ -498,17 +526,17 @@ FROM (
       AND (status = 'pending' OR lease_until <= %(now)s)
       AND (target_owner = %(owner)s OR target_owner IS NULL)
       AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))
-    ORDER BY priority DESC, seq LIMIT %(limit)s
+    ORDER BY seq LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ) AS picked
 WHERE c.seq = picked.seq
-RETURNING c.seq, c.priority, c.command_id, c.kind, c.target, c.action, c.target_owner,
-          c.status, c.claimed_by, c.claim_token, c.lease_until, c.claims, c.completed_at,
-          c.result::text, c.doc::text;
+RETURNING c.seq, c.command_id, c.kind, c.target, c.action, c.target_owner, c.status,
+          c.claimed_by, c.claim_token, c.lease_until, c.claims, c.completed_at, c.result::text,
+          c.doc::text;
 
 -- name: claim_commands_actions
--- claim_commands for the actions a claimer handles: searched by (action, priority
--- DESC, seq) over the claimable rows.
+-- claim_commands for the actions a claimer handles: searched by (action, seq) over the
+-- claimable rows.
 -- The same statement with one more line: an "IS NULL OR" on that line, shared with
 -- claim_commands, would keep the planner off the index.
 UPDATE ct_commands c SET
@@ -522,36 +550,13 @@ FROM (
       AND (target_owner = %(owner)s OR target_owner IS NULL)
       AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))
       AND action = ANY(%(actions)s::text[])
-    ORDER BY priority DESC, seq LIMIT %(limit)s
+    ORDER BY seq LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ) AS picked
 WHERE c.seq = picked.seq
-RETURNING c.seq, c.priority, c.command_id, c.kind, c.target, c.action, c.target_owner,
-          c.status, c.claimed_by, c.claim_token, c.lease_until, c.claims, c.completed_at,
-          c.result::text, c.doc::text;
-
--- name: claim_commands_one_action
--- claim_commands_actions for a single action (a worker's submissions): with an
--- equality on action, ct_commands_claim is read in claim order and the search stops
--- at the limit instead of sorting every claimable submission of a backlog.
-UPDATE ct_commands c SET
-    status = 'claimed', claimed_by = %(owner)s,
-    claim_token = replace(gen_random_uuid()::text, '-', ''),
-    lease_until = %(lease_until)s, claims = c.claims + 1
-FROM (
-    SELECT seq FROM ct_commands
-    WHERE status IN ('pending', 'claimed')
-      AND (status = 'pending' OR lease_until <= %(now)s)
-      AND (target_owner = %(owner)s OR target_owner IS NULL)
-      AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))
-      AND action = %(action)s
-    ORDER BY priority DESC, seq LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
-) AS picked
-WHERE c.seq = picked.seq
-RETURNING c.seq, c.priority, c.command_id, c.kind, c.target, c.action, c.target_owner,
-          c.status, c.claimed_by, c.claim_token, c.lease_until, c.claims, c.completed_at,
-          c.result::text, c.doc::text;
+RETURNING c.seq, c.command_id, c.kind, c.target, c.action, c.target_owner, c.status,
+          c.claimed_by, c.claim_token, c.lease_until, c.claims, c.completed_at, c.result::text,
+          c.doc::text;
 
 -- name: complete_command
 UPDATE ct_commands SET status = 'completed', completed_at = %(now)s, lease_until = NULL,

@@ -298,6 +298,36 @@ CREATE INDEX IF NOT EXISTS ct_transitions_at ON ct_transitions (charted, occurre
 CREATE INDEX IF NOT EXISTS ct_tasks_queued_bucket ON ct_tasks (bucket)
     WHERE status = 'queued' AND owner IS NULL;
 
+-- name: migrate_14
+-- Version 14: the worker submission commands (kind 'task', action 'submit') are
+-- retired: the work queue is the one way work crosses processes. No table changes.
+-- In the same transaction the store turns every submission no worker has stored as a
+-- task into the queued task Client.enqueue stores for it, and completes its command
+-- (chongming_task.stores._legacy, with legacy_submissions and legacy_settle below).
+-- Commands lose their priority (only submissions had one): they are claimed oldest
+-- first, the action index is rebuilt on (action, seq) over the claimable rows, and the
+-- column goes. Every statement may run again on a migrated file (the store skips a
+-- DROP COLUMN whose column is gone, as it skips an ADD COLUMN whose column exists).
+DROP INDEX IF EXISTS ct_commands_claim;
+
+CREATE INDEX IF NOT EXISTS ct_commands_claim ON ct_commands (action, seq)
+    WHERE status IN ('pending', 'claimed');
+
+ALTER TABLE ct_commands DROP COLUMN priority;
+
+-- name: legacy_submissions
+SELECT command_id, kind, target, action, target_owner, status, claimed_by, claim_token,
+       lease_until, claims, completed_at, result, doc
+FROM ct_commands c
+WHERE kind = 'task' AND action = 'submit' AND status IN ('pending', 'claimed')
+  AND NOT EXISTS (SELECT 1 FROM ct_tasks t WHERE t.task_id = c.target)
+ORDER BY seq;
+
+-- name: legacy_settle
+UPDATE ct_commands SET status = 'completed', completed_at = :now, lease_until = NULL,
+    result = :result
+WHERE command_id = :command_id;
+
 -- name: schema_exists
 SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'ct_meta';
 
@@ -526,9 +556,9 @@ WHERE lease_owner = :owner AND task_id IN (SELECT value FROM json_each(:task_ids
 
 -- name: insert_command
 INSERT INTO ct_commands (
-    command_id, kind, target, action, target_owner, status, claims, priority, doc
+    command_id, kind, target, action, target_owner, status, claims, doc
 ) VALUES (
-    :command_id, :kind, :target, :action, :target_owner, 'pending', 0, :priority, :doc
+    :command_id, :kind, :target, :action, :target_owner, 'pending', 0, :doc
 ) ON CONFLICT (command_id) DO NOTHING;
 
 -- name: select_command
@@ -537,8 +567,7 @@ SELECT command_id, kind, target, action, target_owner, status, claimed_by, claim
 FROM ct_commands WHERE command_id = :command_id;
 
 -- name: claim_commands
--- Highest priority first, then oldest: RETURNING has no order, so the store sorts the
--- claimed rows again by (priority DESC, seq).
+-- Oldest first: RETURNING has no order, so the store sorts the claimed rows by seq.
 UPDATE ct_commands SET
     status = 'claimed', claimed_by = :owner, claim_token = lower(hex(randomblob(16))),
     lease_until = :lease_until, claims = claims + 1
@@ -548,15 +577,15 @@ WHERE seq IN (
       AND (status = 'pending' OR lease_until <= :now)
       AND (target_owner = :owner OR target_owner IS NULL)
       AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
-    ORDER BY priority DESC, seq LIMIT :limit
+    ORDER BY seq LIMIT :limit
 )
-RETURNING seq, priority, command_id, kind, target, action, target_owner, status,
-          claimed_by, claim_token, lease_until, claims, completed_at, result, doc;
+RETURNING seq, command_id, kind, target, action, target_owner, status, claimed_by,
+          claim_token, lease_until, claims, completed_at, result, doc;
 
 -- name: claim_commands_actions
--- claim_commands for the actions a claimer handles: searched by (action, priority
--- DESC, seq) over the claimable rows (INDEXED BY: without statistics the planner
--- prefers ct_commands_status, which walks every pending submission).
+-- claim_commands for the actions a claimer handles: searched by (action, seq) over
+-- the claimable rows (INDEXED BY: without statistics the planner prefers
+-- ct_commands_status, which walks every pending command of other actions).
 -- The same statement with one more line: an "IS NULL OR" on that line, shared with
 -- claim_commands, would keep the planner off the index.
 UPDATE ct_commands SET
@@ -569,29 +598,10 @@ WHERE seq IN (
       AND (target_owner = :owner OR target_owner IS NULL)
       AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
       AND action IN (SELECT value FROM json_each(:actions))
-    ORDER BY priority DESC, seq LIMIT :limit
+    ORDER BY seq LIMIT :limit
 )
-RETURNING seq, priority, command_id, kind, target, action, target_owner, status,
-          claimed_by, claim_token, lease_until, claims, completed_at, result, doc;
-
--- name: claim_commands_one_action
--- claim_commands_actions for a single action (a worker's submissions): with an
--- equality on action, ct_commands_claim is read in claim order and the search stops
--- at the limit instead of sorting every claimable submission of a backlog.
-UPDATE ct_commands SET
-    status = 'claimed', claimed_by = :owner, claim_token = lower(hex(randomblob(16))),
-    lease_until = :lease_until, claims = claims + 1
-WHERE seq IN (
-    SELECT seq FROM ct_commands
-    WHERE status IN ('pending', 'claimed')
-      AND (status = 'pending' OR lease_until <= :now)
-      AND (target_owner = :owner OR target_owner IS NULL)
-      AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
-      AND action = :action
-    ORDER BY priority DESC, seq LIMIT :limit
-)
-RETURNING seq, priority, command_id, kind, target, action, target_owner, status,
-          claimed_by, claim_token, lease_until, claims, completed_at, result, doc;
+RETURNING seq, command_id, kind, target, action, target_owner, status, claimed_by,
+          claim_token, lease_until, claims, completed_at, result, doc;
 
 -- name: complete_command
 UPDATE ct_commands SET status = 'completed', completed_at = :now, lease_until = NULL,

@@ -105,69 +105,28 @@ class CommandCases(ContractHarness):
         assert len(tokens) == 7
         assert self.commands.claim_commands("w", lease=30) == []
 
-    # ------------------------------------------------------------ claim priority
+    # ------------------------------------------------------------ claim order
 
-    def _submission(self, target: str, priority: Any, **changes: Any) -> Command:
-        """A worker submission as ``chongming_task.worker.Submission`` writes one."""
-        payload = {"name": "job", "task_id": target, "args": [], "priority": priority}
-        return self.commands.submit_command(
-            self.command(target, action="submit", payload=payload, **changes)
-        )
-
-    def test_submissions_are_claimed_highest_priority_first_fifo_within_one(self) -> None:
-        # Priorities come from the payload of submissions only: a stop or a schedule
-        # command with a "priority" key ranks 0 like every other command, and so do a
-        # submission without one and a non-integer one.
-        low1 = self._submission("low1", 1)
-        none = self._submission("none", None)
-        high1 = self._submission("high1", 5)
-        stop = self.commands.submit_command(self.command("t1", payload={"priority": 99}))
-        high2 = self._submission("high2", 5)
-        negative = self._submission("negative", -3)
-        low2 = self._submission("low2", 1)
-        flag = self._submission("flag", True)
-        huge = self._submission("huge", 10**30)
-        run = self.commands.submit_command(
-            self.command("nightly", kind="schedule", action="run", payload={"priority": 50})
-        )
-        expected = [huge, high1, high2, low1, low2, none, stop, flag, negative]
-        assert [c.claim_priority for c in expected] == [2**63 - 1, 5, 5, 1, 1, 0, 0, 0, -3]
-        assert run.claim_priority == 0
-        first = self.commands.claim_commands("w", lease=30, limit=4, kinds=["task"])
-        assert [c.target for c in first] == [c.target for c in expected[:4]], (
-            "a claim must take the highest priority first, oldest first within one"
-        )
-        # Handed back, a command keeps its place: low1 is older than low2.
-        back = first[3]
+    def test_claims_are_oldest_first_whatever_a_payload_says(self) -> None:
+        # A "priority" in a payload means nothing to the claim: commands are taken in
+        # the order they were submitted, and one handed back keeps its place.
+        payloads: list[dict[str, Any]] = [{"priority": 1}, {}, {"priority": 99}, {"priority": -3}]
+        issued = [
+            self.commands.submit_command(self.command(f"t{n}", payload=payload))
+            for n, payload in enumerate(payloads)
+        ]
+        first = self.commands.claim_commands("w", lease=30, limit=2, kinds=["task"])
+        assert [c.target for c in first] == ["t0", "t1"], "claims must be oldest first"
+        back = first[0]
         assert back.claim_token is not None
         self.commands.release_command(back.command_id, back.claim_token)
-        rest = self.commands.claim_commands("w", lease=30, limit=10, kinds=["task"])
-        assert [c.target for c in rest] == [c.target for c in expected[3:]]
+        rest = self.commands.claim_commands("w", lease=30, limit=10, actions=["stop"])
+        assert [c.command_id for c in rest] == [issued[n].command_id for n in (0, 2, 3)]
         # A claim whose lease expired competes in the same order.
         self.clock.advance(31)
-        again = self.commands.claim_commands("w2", lease=30, limit=2, kinds=["task"])
-        assert [c.target for c in again] == ["huge", "high1"]
-        assert [c.claims for c in again] == [2, 2]
-
-    def test_claim_priority_leaves_other_actions_in_order_and_unheld(self) -> None:
-        # The controller's poller claims stop/pause/resume: however urgent the pending
-        # submissions, it gets its own commands, oldest first, and touches none of them.
-        stop = self.commands.submit_command(self.command("t1", action="stop"))
-        urgent = self._submission("urgent", 9)
-        pause = self.commands.submit_command(self.command("t2", action="pause"))
-        later = self._submission("later", 100)
-        resume = self.commands.submit_command(self.command("t3", action="resume"))
-        controls = {"stop", "pause", "resume"}
-        [first] = self.commands.claim_commands("w", lease=30, limit=1, actions=controls)
-        assert first.command_id == stop.command_id
-        rest = self.commands.claim_commands("w", lease=30, actions=controls)
-        assert [c.command_id for c in rest] == [pause.command_id, resume.command_id]
-        for untouched in (urgent, later):
-            got = self.commands.get_command(untouched.command_id)
-            assert got is not None
-            assert (got.status, got.claims) == ("pending", 0), "claimed a submission"
-        submits = self.commands.claim_commands("w", lease=30, actions=["submit"])
-        assert [c.command_id for c in submits] == [later.command_id, urgent.command_id]
+        again = self.commands.claim_commands("w2", lease=30, limit=2)
+        assert [c.target for c in again] == ["t0", "t1"]
+        assert [c.claims for c in again] == [3, 2]
 
     def test_bad_claim_arguments_are_configuration_errors(self) -> None:
         for call in (
@@ -183,9 +142,9 @@ class CommandCases(ContractHarness):
 
     def test_claim_filters_by_action_oldest_first(self) -> None:
         stop = self.commands.submit_command(self.command("t1", action="stop"))
-        first = self.commands.submit_command(self.command("t2", action="submit"))
+        first = self.commands.submit_command(self.command("t2", action="adopt"))
         pause = self.commands.submit_command(self.command("t3", action="pause", target_owner="w"))
-        second = self.commands.submit_command(self.command("t4", action="submit"))
+        second = self.commands.submit_command(self.command("t4", action="adopt"))
         run = self.commands.submit_command(self.command("s1", kind="schedule", action="run"))
         controls = self.commands.claim_commands(
             "w", lease=30, kinds=["task"], actions={"stop", "pause", "resume"}
@@ -195,41 +154,41 @@ class CommandCases(ContractHarness):
             got = self.commands.get_command(untouched.command_id)
             assert got is not None
             assert (got.status, got.claims) == ("pending", 0), "claimed an unwanted action"
-        submits = self.commands.claim_commands("w", lease=30, kinds=("task",), actions=("submit",))
-        assert [c.command_id for c in submits] == [first.command_id, second.command_id]
-        assert all(c.claimed_by == "w" and c.claim_token for c in submits)
-        assert self.commands.claim_commands("w", lease=30, actions=["submit", "stop"]) == []
+        adopts = self.commands.claim_commands("w", lease=30, kinds=("task",), actions=("adopt",))
+        assert [c.command_id for c in adopts] == [first.command_id, second.command_id]
+        assert all(c.claimed_by == "w" and c.claim_token for c in adopts)
+        assert self.commands.claim_commands("w", lease=30, actions=["adopt", "stop"]) == []
         assert [c.command_id for c in self.commands.claim_commands("w", lease=30)] == [
             run.command_id
         ]
 
-    def test_a_claimer_of_other_actions_never_holds_up_the_oldest_submission(self) -> None:
-        # The interleaving that let a worker take a later submission first: a poller
-        # claims between two submissions, and a worker claims before it hands back.
+    def test_a_claimer_of_other_actions_never_holds_up_the_oldest_command(self) -> None:
+        # The interleaving the filter exists for: one consumer claims between two
+        # commands of another's action, and that one claims before anything is back.
         worker = as_commands(self.second_store())
-        older = self.commands.submit_command(self.command("a", action="submit"))
+        older = self.commands.submit_command(self.command("a", action="adopt"))
         assert (
             self.commands.claim_commands("w", lease=30, actions=["stop", "pause", "resume"]) == []
         )
-        newer = self.commands.submit_command(self.command("b", action="submit"))
-        [taken] = worker.claim_commands("w", lease=30, limit=1, actions=["submit"])
+        newer = self.commands.submit_command(self.command("b", action="adopt"))
+        [taken] = worker.claim_commands("w", lease=30, limit=1, actions=["adopt"])
         assert taken.command_id == older.command_id
-        [then] = worker.claim_commands("w", lease=30, limit=1, actions=["submit"])
+        [then] = worker.claim_commands("w", lease=30, limit=1, actions=["adopt"])
         assert then.command_id == newer.command_id
 
     def test_an_expired_claim_is_reclaimed_only_by_its_actions(self) -> None:
-        command = self.commands.submit_command(self.command(action="submit"))
-        [first] = self.commands.claim_commands("a", lease=5, actions=["submit"])
+        command = self.commands.submit_command(self.command(action="adopt"))
+        [first] = self.commands.claim_commands("a", lease=5, actions=["adopt"])
         self.clock.advance(6)
         assert self.commands.claim_commands("b", lease=5, actions=["stop"]) == []
-        [again] = self.commands.claim_commands("b", lease=5, actions=["submit"])
+        [again] = self.commands.claim_commands("b", lease=5, actions=["adopt"])
         assert again.command_id == command.command_id
         assert again.claims == 2
         assert again.claim_token != first.claim_token
 
     def test_bad_action_filters_are_configuration_errors(self) -> None:
         command = self.commands.submit_command(self.command(action="s"))
-        bad: tuple[Any, ...] = ("submit", b"submit", [], ["stop", ""], [None])
+        bad: tuple[Any, ...] = ("adopt", b"adopt", [], ["stop", ""], [None])
         for actions in bad:
 
             def claim(actions: Any = actions) -> object:
