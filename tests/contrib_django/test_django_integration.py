@@ -40,7 +40,7 @@ from django.test import Client as Browser  # noqa: E402
 from django.test.utils import override_settings  # noqa: E402
 
 from _workers import READY, cli_env, stop_workers  # noqa: E402
-from chongming_task import TaskStatus  # noqa: E402
+from chongming_task import TaskStatus, run_task  # noqa: E402
 from chongming_task.contrib.django import DjangoClient, get_client  # noqa: E402
 from chongming_task.contrib.django._config import load_config  # noqa: E402
 from chongming_task.contrib.django._project import (  # noqa: E402
@@ -51,6 +51,7 @@ from chongming_task.contrib.django._project import (  # noqa: E402
 )
 from chongming_task.controller import Controller  # noqa: E402
 from chongming_task.errors import ConfigurationError  # noqa: E402
+from chongming_task.runtime.executors.inline import InlineExecutor  # noqa: E402
 from chongming_task.stores._capabilities import require_queue  # noqa: E402
 from chongming_task.worker import Worker  # noqa: E402
 
@@ -250,6 +251,21 @@ def test_postgres_without_use_tz_still_shares_the_transaction() -> None:
             assert _stored(client, first.task_id) is S.QUEUED
         finally:
             connections["pg"].close()
+
+
+def test_a_task_run_inline_sees_the_rows_of_the_open_transaction(alias: str) -> None:
+    """What docs/django.md advises inside Django's ``TestCase``: ``run_task`` with the
+    ``InlineExecutor`` runs on the test's thread, inside its transaction."""
+    from shop.tasks import confirm_order
+
+    with contextlib.suppress(Rollback), transaction.atomic(using=alias):
+        order = _order(alias)
+        outcome = run_task(confirm_order, order.pk, using=alias, executor=InlineExecutor())
+        assert (outcome.status, outcome.value) == (S.SUCCEEDED, order.email)
+        order.refresh_from_db()
+        assert order.confirmed
+        raise Rollback
+    assert not _order_exists(alias, order.email)
 
 
 # ---------------------------------------------------------------- enqueue_on_commit
