@@ -12,6 +12,7 @@ the worker is ``manage.py chongming_worker`` in a real subprocess, and the CLI
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
 import json
@@ -530,6 +531,35 @@ def test_dashboard_serves_staff_and_records_their_actions(alias: str) -> None:
     live = _dashboard.get().app.state.dashboard.live
     assert live.subscribers == 1
     events.close()  # the browser left: the stream's call on the loop is cancelled
+    _wait_for(lambda: live.subscribers == 0, "the event stream to end")
+
+
+def test_dashboard_under_asgi_streams_its_events_without_buffering(alias: str) -> None:
+    """Under ASGI (Django's ``AsyncClient``) the endless event stream is an async
+    iterator, read as it comes, and closing it ends the stream on the dashboard's loop."""
+    from django.test import AsyncClient
+
+    from chongming_task.contrib.django.views import _dashboard
+
+    browser = Browser()
+    browser.force_login(_user(staff=True))
+    live = _dashboard.get().app.state.dashboard.live
+
+    async def visit() -> tuple[int, int, bool, bytes]:
+        client = AsyncClient()
+        client.cookies = browser.cookies
+        page = await client.get("/tasks/")
+        anonymous = await AsyncClient().get("/tasks/api/overview")
+        events = await client.get("/tasks/events")
+        first = await anext(aiter(events.streaming_content))  # type: ignore[attr-defined]
+        assert live.subscribers == 1
+        events.close()
+        streamed = bool(events.is_async)  # type: ignore[attr-defined]
+        return page.status_code, anonymous.status_code, streamed, bytes(first)
+
+    page, anonymous, streamed_async, first = asyncio.run(visit())
+    assert (page, anonymous, streamed_async) == (200, 401, True)
+    assert first.startswith(b"retry: 3000\nevent: hello")
     _wait_for(lambda: live.subscribers == 0, "the event stream to end")
 
 
