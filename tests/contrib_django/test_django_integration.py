@@ -346,6 +346,14 @@ def test_tasks_are_discovered_from_the_installed_apps() -> None:
         registry = get_client().registry
         assert registry is not None
         assert registry.names() == ["confirm_order"]
+    from chongming_task.contrib.django import tasks as worker_module
+
+    assert callable(worker_module.register_schedules)  # shop.tasks has SCHEDULES
+    with override_settings(CHONGMING_TASK={"TASK_MODULES": ["shop.models"]}):
+        assert get_client().registry is None  # only enqueues: workers check the names
+        assert not hasattr(worker_module, "register_schedules")  # so no scheduler
+        with Controller() as controller, pytest.raises(ConfigurationError, match="no task"):
+            worker_module.register(controller)
 
 
 # ---------------------------------------------------------------- manage.py
@@ -537,6 +545,7 @@ def test_dashboard_serves_staff_and_records_their_actions(alias: str) -> None:
 def test_dashboard_under_asgi_streams_its_events_without_buffering(alias: str) -> None:
     """Under ASGI (Django's ``AsyncClient``) the endless event stream is an async
     iterator, read as it comes, and closing it ends the stream on the dashboard's loop."""
+    from asgiref.sync import sync_to_async
     from django.test import AsyncClient
 
     from chongming_task.contrib.django.views import _dashboard
@@ -554,6 +563,8 @@ def test_dashboard_under_asgi_streams_its_events_without_buffering(alias: str) -
         first = await anext(aiter(events.streaming_content))  # type: ignore[attr-defined]
         assert live.subscribers == 1
         events.close()
+        # The views ran on asgiref's thread: its Django connections are closed there.
+        await sync_to_async(connections.close_all)()
         streamed = bool(events.is_async)  # type: ignore[attr-defined]
         return page.status_code, anonymous.status_code, streamed, bytes(first)
 

@@ -73,13 +73,15 @@ def register(controller: Controller) -> None:
     controller.subscribe(_connection_hygiene, inline=True)
 
 
-def _register_schedules(scheduler: Any) -> list[str]:
-    names: list[str] = []
+def _register_schedules(scheduler: Any) -> None:
+    # The worker checks the names across all of them (this runs as one module's hook).
     for module in _modules():
-        apply = module_schedules(module)
-        if apply is not None:
-            names.extend(apply(scheduler))
-    return names
+        hook = getattr(module, "register_schedules", None)
+        if callable(hook):
+            hook(scheduler)
+        else:
+            for schedule in getattr(module, "SCHEDULES", None) or ():
+                scheduler.add(schedule)
 
 
 def __getattr__(name: str) -> Any:
