@@ -456,6 +456,46 @@ def test_manage_py_chongming_is_the_cli_on_the_project_store(
         assert "Traceback" not in done.stderr
 
 
+def test_manage_py_commands_answer_help_and_report_an_unreachable_database(
+    project: dict[str, str],
+) -> None:
+    manage, env = _manage(project, "default")
+
+    def run(*argv: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*manage, *argv],
+            cwd=PROJECT,
+            env={**env, **extra},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    worker_help = run("chongming_worker", "--help")
+    assert worker_help.returncode == 0
+    assert "--max-parallel" in worker_help.stdout
+    assert "--drain-timeout" in worker_help.stdout
+    cli_help = run("help", "chongming")
+    assert cli_help.returncode == 0
+    assert "retry" in cli_help.stdout
+    # A PostgreSQL database nobody listens on: one line, exit 1, the password masked.
+    down = run(
+        "chongming",
+        "ps",
+        SHOP_POSTGRES="postgresql://postgres:s3cret-pw@127.0.0.1:1/test",
+        SHOP_PG_SCHEMA="public",
+        SHOP_TASK_DATABASE="pg",
+    )
+    assert down.returncode == 1, down.stderr
+    assert down.stderr.startswith("chongming-task: error: database error")
+    assert "Traceback" not in down.stderr
+    assert "s3cret-pw" not in down.stderr
+    bad = run("chongming", "ps", SHOP_TASK_DATABASE="nowhere")
+    assert bad.returncode == 2
+    assert "settings: settings.CHONGMING_TASK['DATABASE'] is 'nowhere'" in bad.stderr
+
+
 # ---------------------------------------------------------------- the dashboard
 
 

@@ -20,7 +20,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 
 from chongming_task.cli import main
-from chongming_task.cli._errors import ExitCode
+from chongming_task.cli._errors import ExitCode, describe
+from chongming_task.cli._render import Output
 from chongming_task.contrib.django._config import load_config
 from chongming_task.contrib.django._project import database_problem, open_store, store_location
 
@@ -111,10 +112,15 @@ class CliCommand(BaseCommand):
         return parser
 
     def run(self, argv: Sequence[str], stdout: TextIO, stderr: TextIO) -> int:
-        """Run the CLI with ``argv`` on the project's store; returns its exit code."""
+        """Run the CLI with ``argv`` on the project's store; returns its exit code.
+
+        Every failure is one line on ``stderr`` and an exit code, as the CLI's own: 2
+        for a refused argument or a settings mistake, 1 for a database that fails.
+        """
+        output = Output(stdout, stderr)
         refusal = _refusal(argv, worker=self.worker)
         if refusal is not None:
-            stderr.write(f"error: {refusal}\n")
+            output.error(refusal)
             return ExitCode.USAGE
         try:
             config = load_config()
@@ -122,11 +128,15 @@ class CliCommand(BaseCommand):
             if problem is not None:
                 raise ImproperlyConfigured(problem[0])
             location = store_location(config.database)
+            if not any(word in ("-h", "--help", "--version") for word in argv):
+                open_store(config.database).close()  # the schema, before a command reads
         except ImproperlyConfigured as exc:
-            stderr.write(f"error: settings: {exc}\n")
+            output.error(f"settings: {exc}")
             return ExitCode.USAGE
-        if not any(word in ("-h", "--help", "--version") for word in argv):
-            open_store(config.database).close()  # the schema, before a read command looks
+        except Exception as exc:  # the database: unreachable, refused, foreign tables
+            message, code = describe(exc)
+            output.error(message)
+            return code
         prefix = ["--db", location, "--num-buckets", str(config.num_buckets)]
         if self.worker:
             prefix += ["worker", "--tasks", WORKER_TASKS]
