@@ -50,8 +50,9 @@ __all__ = [
 #: This app's module path (its own ``tasks`` module is the worker's, not a task module).
 APP_NAME = "chongming_task.contrib.django"
 
-#: libpq's name for each Django connection parameter it understands; the rest of what
-#: Django passes to psycopg (cursor factory, adapters, prepare threshold) is Django's.
+#: libpq parameters of Django's connection the store sets for itself. (What Django
+#: passes to psycopg that is no libpq parameter, the cursor factory, the adapters and
+#: the prepare threshold, is left out as well.)
 _NOT_LIBPQ = frozenset({"client_encoding"})
 
 
