@@ -41,6 +41,8 @@ PUBLIC_PATHS = frozenset(
         "chongming_task.testing.controller_contract",
         # The exception tree: its path is in every stored ``Failure.exception_type``.
         "chongming_task.errors",
+        # The Django integration: its INSTALLED_APPS entry, get_client, DjangoClient.
+        "chongming_task.contrib.django",
     }
 )
 

@@ -480,3 +480,34 @@ def test_with_options_carries_the_connection(tmp_path: Path) -> None:
         conn.commit()
         assert store.get(handle.task_id) is not None
         conn.close()
+
+
+def test_current_connection_names_the_transaction_when_none_is_given(tmp_path: Path) -> None:
+    """``Client(current_connection=fn)``: ``fn()`` is the connection of an enqueue that
+    gives none (``None``: the store's own, committed at once); ``connection=`` wins."""
+    path = tmp_path / "tasks.db"
+    registry = TaskRegistry()
+    registry.register("add", add)
+    with SqliteTaskStore(path) as store, closing(sqlite3.connect(path)) as conn:
+        open_transaction: list[sqlite3.Connection] = []
+        client = Client(
+            store,
+            tasks=registry,
+            current_connection=lambda: open_transaction[0] if open_transaction else None,
+        )
+        at_once = client.enqueue("add", 1)
+        assert store.get(at_once.task_id) is not None
+        open_transaction.append(conn)
+        held = client.enqueue("add", 2)
+        [batched] = client.enqueue_many("add", [(3,)])
+        assert store.get(held.task_id) is None
+        assert store.get(batched.task_id) is None
+        conn.rollback()
+        assert store.get(held.task_id) is None
+        assert store.get(batched.task_id) is None
+        with closing(sqlite3.connect(path)) as other:
+            given = client.enqueue("add", 4, connection=other)
+            other.commit()
+        assert store.get(given.task_id) is not None
+        with pytest.raises(ConfigurationError, match="current_connection must be a callable"):
+            Client(store, current_connection="postgresql://db")  # type: ignore[arg-type]

@@ -299,6 +299,12 @@ class Client:
         num_buckets: Shorthand for ``BucketPolicy(num_buckets)``.
         actor: Who enqueues (written on transitions); default ``hostname:pid``.
         poll_interval: How often ``wait`` reads the store.
+        current_connection: Called by :meth:`enqueue` and :meth:`enqueue_many` when no
+            ``connection=`` is given: the connection whose open transaction to write
+            in, or ``None`` for the store's own connection (committed at once). A
+            framework integration passes one that returns its connection while a
+            transaction is open (``chongming_task.contrib.django``: inside
+            ``transaction.atomic()``).
     """
 
     def __init__(
@@ -310,6 +316,7 @@ class Client:
         num_buckets: int | None = None,
         actor: str | None = None,
         poll_interval: float = 0.05,
+        current_connection: Callable[[], object | None] | None = None,
     ) -> None:
         if not isinstance(store, TaskStore):
             raise ConfigurationError(f"store must be a TaskStore, got {store!r}")
@@ -317,7 +324,12 @@ class Client:
             raise ConfigurationError(f"bucket_policy must be a BucketPolicy, got {bucket_policy!r}")
         if bucket_policy is not None and num_buckets is not None:
             raise ConfigurationError("give bucket_policy or num_buckets, not both")
+        if current_connection is not None and not callable(current_connection):
+            raise ConfigurationError(
+                f"current_connection must be a callable, got {current_connection!r}"
+            )
         self.store = store
+        self._current_connection = current_connection
         self.registry = _registry_of(tasks)
         self.bucket_policy = bucket_policy or BucketPolicy(
             num_buckets=64 if num_buckets is None else num_buckets
@@ -408,7 +420,8 @@ class Client:
         ``Connection`` wrapping either) writes the task and the workers' wake-up
         inside that connection's open transaction: they commit with it, and a
         rollback leaves no task and wakes nobody (docs/queue.md "Enqueue in your
-        transaction"). Nothing is committed by this call.
+        transaction"). Nothing is committed by this call. Without ``connection``, the
+        client's ``current_connection`` (if any) names the connection to write in.
 
         Raises:
             ConfigurationError: Unknown name or arguments that do not bind (with
@@ -436,6 +449,7 @@ class Client:
             concurrency_key=concurrency_key,
         )
         queue = require_queue(self.store, "Client.enqueue (workers claim from a queue)")
+        connection = self._transaction_of(connection)
         if connection is not None:
             [(standing, created)] = queue.create_in_transaction(
                 connection, [(snapshot, records)], finished_since=self._finished_since(window)
@@ -451,6 +465,12 @@ class Client:
         if created:
             queue.notify_work()
         return TaskHandle(self, standing, created=created)
+
+    def _transaction_of(self, connection: object | None) -> object | None:
+        """The connection an enqueue writes in: the one given, else ``current_connection``'s."""
+        if connection is None and self._current_connection is not None:
+            return self._current_connection()
+        return connection
 
     def with_options(self, **options: Unpack[EnqueueOptions]) -> EnqueueWithOptions:
         """:meth:`enqueue` with these options, given apart from the task's arguments.
@@ -560,6 +580,7 @@ class Client:
         if not entries:
             return []
         queue = require_queue(self.store, "Client.enqueue_many (workers claim from a queue)")
+        connection = self._transaction_of(connection)
         if connection is not None:
             standing = queue.create_in_transaction(
                 connection, entries, finished_since=self._finished_since(window)

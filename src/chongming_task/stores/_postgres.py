@@ -105,6 +105,24 @@ def _scalar(row: tuple[Any, ...] | None) -> Any:
     return None if row is None else row[0]
 
 
+def _plain_cursor(psycopg: Any, conn: psycopg.Connection[Any]) -> Any:
+    """A cursor on the caller's ``conn`` that binds and reads as the store's own do.
+
+    The caller's connection may carry a cursor class and loaders of its own: Django's
+    binds on the client side, loads ``jsonb`` as text and ``timestamptz`` in its
+    ``TIME_ZONE`` (naive without ``USE_TZ``). The store's statements get psycopg's
+    server-side ``Cursor`` and psycopg's loaders for the types they read.
+    """
+    from psycopg.types.datetime import TimestamptzLoader
+    from psycopg.types.json import JsonbLoader, JsonLoader
+
+    cur = psycopg.Cursor(conn, row_factory=psycopg.rows.tuple_row)
+    cur.adapters.register_loader("timestamptz", TimestamptzLoader)
+    cur.adapters.register_loader("json", JsonLoader)
+    cur.adapters.register_loader("jsonb", JsonbLoader)
+    return cur
+
+
 def _configure(conn: psycopg.Connection[Any]) -> None:
     """Pool ``configure``: instants come back in UTC whatever the server's default."""
     conn.execute("SET TIME ZONE 'UTC'")
@@ -355,7 +373,7 @@ class PostgresDialect(Dialect):
                 "once; enqueue inside `with conn.transaction():`",
             )
         try:
-            with conn.cursor(row_factory=psycopg.rows.tuple_row) as cur:
+            with _plain_cursor(psycopg, conn) as cur:
                 # Starts the caller's transaction if it is not yet (not autocommit).
                 database, started, search_path = cur.execute(
                     self.sql["database_identity"]

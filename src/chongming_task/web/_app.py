@@ -64,6 +64,7 @@ from chongming_task.web._auth import (
     CSRF_HEADER,
     DEFAULT_SESSION_TTL,
     DEFAULT_USER,
+    HOST_IDENTITY,
     Identity,
     LoginThrottle,
     TokenRing,
@@ -300,7 +301,9 @@ def create_app(
             it at once.
 
     Without ``token`` or ``tokens`` a random token is generated: read it from
-    ``app.state.dashboard.generated_token``. There is no unauthenticated mode.
+    ``app.state.dashboard.generated_token``. There is no unauthenticated mode; an
+    application that authenticates requests itself passes who asks in the ASGI scope
+    (``chongming_task.web._auth.HOST_IDENTITY``, as the Django integration does).
 
     Raises:
         ConfigurationError: both ``token`` and ``tokens``, a token that is too easy to
@@ -554,6 +557,9 @@ class _Handlers:
     # -- authentication ---------------------------------------------------------------
 
     def identify(self, request: Request) -> Identity | None:
+        host = request.scope.get(HOST_IDENTITY)
+        if isinstance(host, Identity):  # the mounting application's own login
+            return host
         ring = self.config.ring
         identity = ring.bearer(request.headers.get("authorization"))
         if identity is not None:

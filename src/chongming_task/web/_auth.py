@@ -14,6 +14,13 @@ same key: a state-changing request authenticated by the cookie must send it (for
 field ``csrf`` or header ``X-CSRF-Token``); a bearer request needs none, since no
 browser attaches a bearer header by itself.
 
+An application that mounts the dashboard behind its own login (the Django integration,
+``chongming_task.contrib.django``) authenticates each request itself and puts an
+:class:`Identity` with ``via="host"`` in the ASGI scope under :data:`HOST_IDENTITY`;
+such a request needs no token, and its state changes need the identity's ``csrf``
+value, which the host derives from its own session. Only the host process writes the
+scope: no client can set it.
+
 A token must be hard to guess: at least 32 characters, at least 10 distinct ones, of
 at least two kinds (lower case, upper case, digits, others). Failed logins are limited
 per client address (:class:`LoginThrottle`).
@@ -40,6 +47,7 @@ __all__ = [
     "CSRF_FIELD",
     "CSRF_HEADER",
     "DEFAULT_USER",
+    "HOST_IDENTITY",
     "Identity",
     "LoginThrottle",
     "TokenRing",
@@ -50,6 +58,9 @@ __all__ = [
 COOKIE_NAME = "chongming_dashboard"
 CSRF_FIELD = "csrf"
 CSRF_HEADER = "x-csrf-token"
+#: The ASGI scope key under which a host application that authenticated the request
+#: itself passes its :class:`Identity` (``via="host"``).
+HOST_IDENTITY = "chongming_task.identity"
 #: The label of a token given without one (``--token-file`` with a bare token).
 DEFAULT_USER = "dashboard"
 #: Shortest token accepted: a guessable door is no door.
@@ -72,13 +83,14 @@ class Identity:
     user: str
     """The label actions are recorded under (``actor``)."""
     via: str
-    """``"bearer"`` or ``"cookie"``."""
+    """``"bearer"``, ``"cookie"`` or ``"host"`` (the host application's own login)."""
     csrf: str | None = None
-    """The CSRF token a cookie session must send back (``None`` for bearer)."""
+    """The CSRF token a browser session must send back (``None`` for bearer)."""
 
     @property
     def needs_csrf(self) -> bool:
-        return self.via == "cookie"
+        """A browser sends cookies by itself, so its state changes carry a CSRF token."""
+        return self.via != "bearer"
 
 
 def generate_token() -> str:

@@ -1,0 +1,17 @@
+from django.db import migrations, models
+
+
+class Migration(migrations.Migration):
+    initial = True
+    dependencies = []
+
+    operations = [
+        migrations.CreateModel(
+            name="Order",
+            fields=[
+                ("id", models.BigAutoField(primary_key=True, serialize=False)),
+                ("email", models.EmailField(max_length=254)),
+                ("confirmed", models.BooleanField(default=False)),
+            ],
+        ),
+    ]
