@@ -596,6 +596,7 @@ def test_another_process_s_write_wakes_a_waiter_without_polling(tmp_path: Path) 
 
     waiter = threading.Thread(target=wait, daemon=True)
     try:
+        assert waiting._dialect._file_watch() is not None
         waiter.start()
         clock.wait_for_sleepers(1)
         assert not woke.is_set()  # asleep, and time does not move

@@ -4,20 +4,20 @@ SQLite has no notifications: a worker waiting for work from other processes used
 read the store's ``commands_rev`` counter every ``command_poll_interval`` (10 ms), in
 every waiting thread, for as long as it was idle -- a few per cent of a core doing
 nothing. Every commit of another process writes the database's ``-wal`` (or
-``-journal``) file, and on Linux the kernel reports such writes through inotify. A
-:class:`FileWatch` blocks on one inotify descriptor watching the database's
-directory and, when one of the database's files is written while somebody waits,
-*nudges* the waiters: they read the counter once and go back to sleep unless it
-moved. The counter stays the truth; the watch only says when to look.
+``-journal``) file, and on Linux the kernel reports such writes through inotify. One
+inotify descriptor per process (:class:`_Inotify`, one thread) watches the
+directories of the databases somebody waits on and, when one of a database's files is
+written, *nudges* that database's waiters: they read the counter once and go back to
+sleep unless it moved. The counter stays the truth; the watch only says when to look.
 
 The counter is still read every :data:`SAFETY_POLL` seconds: a write the kernel does
-not report (a network file system, a full inotify queue) delays a wake-up by at most
-that long, never loses it. Where inotify is unavailable (not Linux, the per-user
-instance limit reached) :func:`watch` returns ``None`` and waiters poll as before.
+not report (a network file system, an overflowing event queue) delays a wake-up by at
+most that long, never loses it. Where inotify is unavailable (not Linux, no free
+instance or watch) :func:`watch` returns ``None`` and waiters poll as before.
 
 The thread reads the descriptor only while somebody waits: between waits, the
-process's own commits (hundreds a second in a busy worker) accumulate in the kernel's
-queue, coalesced, and cost nothing.
+process's own commits (hundreds a second in a busy worker) stay queued in the kernel,
+coalesced, and cost nothing.
 """
 
 from __future__ import annotations
@@ -40,96 +40,148 @@ SAFETY_POLL: Final = 0.25
 _IN_MODIFY: Final = 0x00000002
 _IN_MOVED_TO: Final = 0x00000080
 _IN_CREATE: Final = 0x00000100
-_IN_NONBLOCK: Final = os.O_NONBLOCK
-_IN_CLOEXEC: Final = os.O_CLOEXEC
+_MASK: Final = _IN_MODIFY | _IN_CREATE | _IN_MOVED_TO
 _EVENT: Final = struct.Struct("iIII")  # wd, mask, cookie, len (then the name)
 
 
-def _libc() -> ctypes.CDLL | None:
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        libc.inotify_init1  # noqa: B018  -- present on every glibc and musl since 2.9
-    except (OSError, AttributeError):
-        return None
-    return libc
-
-
 def watch(path: str) -> FileWatch | None:
-    """A started watch of the database file ``path``, or ``None`` where there is none."""
-    libc = _libc()
-    if libc is None:
+    """A watch of the database file ``path``, or ``None`` where there can be none."""
+    inotify = _Inotify.shared()
+    if inotify is None:
         return None
-    fd = libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC)
-    if fd < 0:
-        return None  # EMFILE: this user's inotify instances are used up
     directory, base = os.path.split(os.path.abspath(path))
-    wd = libc.inotify_add_watch(fd, os.fsencode(directory), _IN_MODIFY | _IN_CREATE | _IN_MOVED_TO)
-    if wd < 0:
-        os.close(fd)
-        return None
     names = frozenset(os.fsencode(base + suffix) for suffix in ("", "-wal", "-journal"))
-    return FileWatch(fd, names)
+    return inotify.add(directory, names)
 
 
 class FileWatch:
-    """One inotify descriptor and the thread that turns its events into nudges."""
+    """One database's files: ``subscribe`` an event to have it set when they are written."""
 
-    def __init__(self, fd: int, names: frozenset[bytes]) -> None:
-        self._fd = fd
-        self._names = names
-        self._cond = threading.Condition()
-        self._waiters: set[threading.Event] = set()
+    def __init__(self, inotify: _Inotify, wd: int, names: frozenset[bytes]) -> None:
+        self._inotify = inotify
+        self.wd = wd
+        self.names = names
+        self.waiters: set[threading.Event] = set()
         self._closed = False
-        self._wake_r, self._wake_w = os.pipe()
+
+    def subscribe(self, event: threading.Event) -> None:
+        """Set ``event`` on the next write to the database's files, until unsubscribed."""
+        self._inotify.subscribe(self, event)
+
+    def unsubscribe(self, event: threading.Event) -> None:
+        self._inotify.unsubscribe(self, event)
+
+    def close(self) -> None:
+        """Stop watching (idempotent); the directory's watch goes with its last user."""
+        if not self._closed:
+            self._closed = True
+            self._inotify.remove(self)
+
+
+class _Inotify:
+    """The process's inotify descriptor and the thread reading it."""
+
+    _shared: _Inotify | None = None
+    _unavailable = False
+    _lock = threading.Lock()
+
+    @classmethod
+    def shared(cls) -> _Inotify | None:
+        with cls._lock:
+            if cls._shared is None and not cls._unavailable:
+                cls._shared = cls._open()
+                cls._unavailable = cls._shared is None
+            return cls._shared
+
+    @classmethod
+    def _open(cls) -> _Inotify | None:
+        if not sys.platform.startswith("linux"):
+            return None
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+            fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        except (OSError, AttributeError):
+            return None
+        if fd < 0:
+            return None  # EMFILE: this user's inotify instances are used up
+        return cls(libc, fd)
+
+    @classmethod
+    def _forget_after_fork(cls) -> None:
+        cls._shared = None  # the parent's thread does not exist in the child
+        cls._unavailable = False
+        cls._lock = threading.Lock()
+
+    def __init__(self, libc: ctypes.CDLL, fd: int) -> None:
+        self._libc = libc
+        self._fd = fd
+        self._cond = threading.Condition()
+        self._users: dict[int, list[FileWatch]] = {}  # wd -> the watches on it
+        self._waiting = 0  # subscribed events, all watches together
         self._thread = threading.Thread(
             target=self._run, name="chongming-task-sqlite-watch", daemon=True
         )
         self._thread.start()
 
-    def subscribe(self, event: threading.Event) -> None:
-        """Set ``event`` on the next write to the database's files, until unsubscribed."""
+    def add(self, directory: str, names: frozenset[bytes]) -> FileWatch | None:
         with self._cond:
-            self._waiters.add(event)
+            wd = self._libc.inotify_add_watch(self._fd, os.fsencode(directory), _MASK)
+            if wd < 0:
+                return None  # ENOSPC: this user's watches are used up
+            watch = FileWatch(self, int(wd), names)
+            self._users.setdefault(watch.wd, []).append(watch)
+            return watch
+
+    def subscribe(self, watch: FileWatch, event: threading.Event) -> None:
+        with self._cond:
+            watch.waiters.add(event)
+            self._waiting += 1
             self._cond.notify()
 
-    def unsubscribe(self, event: threading.Event) -> None:
+    def unsubscribe(self, watch: FileWatch, event: threading.Event) -> None:
         with self._cond:
-            self._waiters.discard(event)
+            if event in watch.waiters:
+                watch.waiters.discard(event)
+                self._waiting -= 1
 
-    def close(self) -> None:
-        """Stop the thread and release the descriptor (idempotent)."""
+    def remove(self, watch: FileWatch) -> None:
         with self._cond:
-            if self._closed:
-                return
-            self._closed = True
-            self._cond.notify()
-        os.write(self._wake_w, b"x")
-        if self._thread is not threading.current_thread():
-            self._thread.join(timeout=5)
-        for fd in (self._fd, self._wake_r, self._wake_w):
-            os.close(fd)
+            self._waiting -= len(watch.waiters)
+            watch.waiters.clear()
+            users = self._users.get(watch.wd, [])
+            if watch in users:
+                users.remove(watch)
+            if not users:
+                self._users.pop(watch.wd, None)
+                # Other stores may watch the same directory (the same wd): only the
+                # last one's close removes it.
+                self._libc.inotify_rm_watch(self._fd, watch.wd)
 
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._waiters and not self._closed:
+                while not self._waiting:
                     self._cond.wait()  # nobody waits: leave the events queued, coalesced
-                if self._closed:
-                    return
-            readable, _, _ = select.select([self._fd, self._wake_r], [], [])
-            if self._wake_r in readable:
-                return  # closing
-            if self._written():
-                with self._cond:
-                    waiters = list(self._waiters)
-                for event in waiters:
-                    event.set()
+            select.select([self._fd], [], [])
+            written = self._written()
+            if not written:
+                continue
+            with self._cond:
+                events = [event for watch in self._watches_of(written) for event in watch.waiters]
+            for event in events:
+                event.set()
 
-    def _written(self) -> bool:
-        """Drain the queued events; whether one of them wrote a file of the database."""
-        found = False
+    def _watches_of(self, written: set[tuple[int, bytes]]) -> list[FileWatch]:
+        return [
+            watch
+            for wd, users in self._users.items()
+            for watch in users
+            if any(w == wd and name in watch.names for w, name in written)
+        ]
+
+    def _written(self) -> set[tuple[int, bytes]]:
+        """Drain the queued events: the (watch, file name) pairs written."""
+        found: set[tuple[int, bytes]] = set()
         while True:
             try:
                 data = os.read(self._fd, 65536)
@@ -139,8 +191,11 @@ class FileWatch:
                 raise
             offset = 0
             while offset + _EVENT.size <= len(data):
-                _, _, _, length = _EVENT.unpack_from(data, offset)
+                wd, _, _, length = _EVENT.unpack_from(data, offset)
                 start = offset + _EVENT.size
-                name = data[start : start + length].rstrip(b"\0")
-                found = found or name in self._names
+                found.add((wd, data[start : start + length].rstrip(b"\0")))
                 offset = start + length
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_Inotify._forget_after_fork)

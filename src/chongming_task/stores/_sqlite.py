@@ -424,6 +424,8 @@ class SqliteDialect(Dialect):
         with self._pool_lock:
             if self._watch is False:
                 self._watch = None if self.closed else watch_files(self.file)
+                if self._watch is not None:  # a store collected without close(), too
+                    weakref.finalize(self, self._watch.close).atexit = False
             return self._watch
 
     def _poll_commands(self) -> Callable[[], bool] | None:
