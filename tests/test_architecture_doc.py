@@ -14,7 +14,12 @@ PACKAGE = ROOT / "src" / "chongming_task"
 DOC = ROOT / "docs" / "architecture.md"
 
 #: Internal helpers every layer may use, and the package's own namespace.
-FREE = {"chongming_task._lazy", "chongming_task.__main__", "chongming_task.__init__"}
+FREE = {
+    "chongming_task._lazy",
+    "chongming_task._public",
+    "chongming_task.__main__",
+    "chongming_task.__init__",
+}
 #: Names the doc uses that are Python's or SQL's, not ours.
 NOT_OURS = {"TYPE_CHECKING", "COMMIT"}
 

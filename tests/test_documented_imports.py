@@ -41,6 +41,8 @@ PUBLIC_PATHS = frozenset(
         "chongming_task.testing.controller_contract",
         # The exception tree: its path is in every stored ``Failure.exception_type``.
         "chongming_task.errors",
+        # The dashboard: ``create_app`` to mount it in an ASGI app (the web extra).
+        "chongming_task.web",
     }
 )
 

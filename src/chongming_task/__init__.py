@@ -4,9 +4,16 @@ Every task is an auditable trajectory of states, controllable (stop, pause, resu
 from this process or another one, honest after restarts, schedulable, and stored in
 embedded SQLite or shared PostgreSQL.
 
-This module is the curated public namespace. Names from layers above the model are
-resolved lazily on first access, so ``import chongming_task`` stays cheap and pulls in
-no optional dependency (``PostgresTaskStore`` needs the ``postgres`` extra).
+This module is the curated public namespace: what a user writes tasks, runs them and
+picks a store with. Every name here reports ``chongming_task`` as its ``__module__``
+(``chongming_task._public``). The rest lives in the faces of its concept: the
+exceptions in :mod:`chongming_task.errors`, the store contract and what a backend
+author needs in :mod:`chongming_task.stores`, test support in
+:mod:`chongming_task.testing`, the dashboard in :mod:`chongming_task.web`.
+
+Names from layers above the model are resolved lazily on first access, so
+``import chongming_task`` stays cheap and pulls in no optional dependency
+(``PostgresTaskStore`` needs the ``postgres`` extra).
 """
 
 from __future__ import annotations
@@ -16,30 +23,6 @@ from typing import TYPE_CHECKING
 from chongming_task._lazy import lazy_exports
 from chongming_task._model import Failure, FailureKind, Progress, TaskSnapshot, Transition
 from chongming_task.core._clock import Clock, SystemClock
-from chongming_task.errors import (
-    AttemptsExhausted,
-    CarrierCrashed,
-    CircularDependency,
-    ClaimLost,
-    ConcurrencyConflict,
-    ConfigurationError,
-    ControllerClosed,
-    DependencyFailed,
-    DuplicateTaskId,
-    InvalidState,
-    InvalidTransition,
-    ScheduleConflict,
-    StaleScheduleEdit,
-    StoreError,
-    TaskCancelled,
-    TaskError,
-    TaskExecutionError,
-    TaskNotFound,
-    TaskSkipped,
-    TaskTimeout,
-    UnknownTask,
-    UnknownTaskName,
-)
 from chongming_task.policies import (
     AggregationPolicy,
     BucketPolicy,
@@ -77,7 +60,13 @@ if TYPE_CHECKING:  # type checkers see the real classes; runtime resolves them l
         serve_metrics,
     )
     from chongming_task.pipeline import NodeOutcome, Pipeline, PipelineOutcome, PipelineRun
-    from chongming_task.queue import AsyncClient, AsyncTaskHandle, Client, TaskHandle
+    from chongming_task.queue import (
+        AsyncClient,
+        AsyncTaskHandle,
+        Client,
+        PipelineHandle,
+        TaskHandle,
+    )
     from chongming_task.run import TaskOutcome, TaskRun, run_task
     from chongming_task.runtime._context import RuntimeContext, TaskContext
     from chongming_task.runtime.executors._process import ProcessExecutor
@@ -88,11 +77,10 @@ if TYPE_CHECKING:  # type checkers see the real classes; runtime resolves them l
     from chongming_task.schedule._preview import preview
     from chongming_task.schedule._scheduler import Scheduler
     from chongming_task.schedule._triggers import CronTrigger, IntervalTrigger
-    from chongming_task.stores._base import Command, ScheduleRecord, TaskQuery, TaskStore
+    from chongming_task.stores._base import TaskQuery
     from chongming_task.stores._memory import InMemoryTaskStore
     from chongming_task.stores._postgres import PostgresTaskStore
     from chongming_task.stores._sqlite import SqliteTaskStore
-    from chongming_task.web import create_app
     from chongming_task.worker import Submission, Worker
 
 __version__ = "0.1.0"
@@ -109,10 +97,7 @@ _LAZY: dict[str, str] = {
     "InlineExecutor": "chongming_task.runtime.executors.inline",
     "ThreadExecutor": "chongming_task.runtime.executors.thread",
     "ProcessExecutor": "chongming_task.runtime.executors._process",
-    "TaskStore": "chongming_task.stores._base",
     "TaskQuery": "chongming_task.stores._base",
-    "Command": "chongming_task.stores._base",
-    "ScheduleRecord": "chongming_task.stores._base",
     "InMemoryTaskStore": "chongming_task.stores._memory",
     "SqliteTaskStore": "chongming_task.stores._sqlite",
     "PostgresTaskStore": "chongming_task.stores._postgres",
@@ -154,35 +139,59 @@ _LAZY: dict[str, str] = {
     "install_tracing": "chongming_task.observability",
     "serve_metrics": "chongming_task.observability",
     "inject_trace_context": "chongming_task.observability",
-    "create_app": "chongming_task.web",
 }
 
 
-__getattr__, __dir__ = lazy_exports("chongming_task", globals(), _LAZY)
+#: Names this namespace exported before it was curated: name -> the face that has it.
+_MOVED: dict[str, str] = {
+    **dict.fromkeys(
+        (
+            "AttemptsExhausted",
+            "CarrierCrashed",
+            "CircularDependency",
+            "ClaimLost",
+            "ConcurrencyConflict",
+            "ConfigurationError",
+            "ControllerClosed",
+            "DependencyFailed",
+            "DuplicateTaskId",
+            "InvalidState",
+            "InvalidTransition",
+            "ScheduleConflict",
+            "StaleScheduleEdit",
+            "StoreError",
+            "TaskCancelled",
+            "TaskError",
+            "TaskExecutionError",
+            "TaskNotFound",
+            "TaskSkipped",
+            "TaskTimeout",
+            "UnknownTask",
+            "UnknownTaskName",
+        ),
+        "chongming_task.errors",
+    ),
+    "Command": "chongming_task.stores",
+    "ScheduleRecord": "chongming_task.stores",
+    "TaskStore": "chongming_task.stores",
+    "create_app": "chongming_task.web",
+}
+
+__getattr__, __dir__ = lazy_exports("chongming_task", globals(), _LAZY, _MOVED)
 
 
 __all__ = [
     "AggregationPolicy",
     "AsyncClient",
     "AsyncTaskHandle",
-    "AttemptsExhausted",
     "BucketPolicy",
-    "CarrierCrashed",
     "CheckpointRisk",
-    "CircularDependency",
-    "ClaimLost",
     "Client",
     "Clock",
-    "Command",
-    "ConcurrencyConflict",
     "ConcurrencyPolicy",
-    "ConfigurationError",
     "Controller",
-    "ControllerClosed",
     "ControllerStats",
     "CronTrigger",
-    "DependencyFailed",
-    "DuplicateTaskId",
     "ExponentialBackoff",
     "Failure",
     "FailureKind",
@@ -191,8 +200,6 @@ __all__ = [
     "InMemoryTaskStore",
     "InlineExecutor",
     "IntervalTrigger",
-    "InvalidState",
-    "InvalidTransition",
     "Jitter",
     "JoinMode",
     "JsonLogFormatter",
@@ -212,40 +219,25 @@ __all__ = [
     "RuntimeContext",
     "Schedule",
     "ScheduleAdmin",
-    "ScheduleConflict",
-    "ScheduleRecord",
     "Scheduler",
     "SqliteTaskStore",
-    "StaleScheduleEdit",
-    "StoreError",
     "Submission",
     "SystemClock",
-    "TaskCancelled",
     "TaskContext",
     "TaskDefinition",
-    "TaskError",
-    "TaskExecutionError",
     "TaskHandle",
-    "TaskNotFound",
     "TaskOutcome",
     "TaskQuery",
     "TaskRun",
-    "TaskSkipped",
     "TaskSnapshot",
     "TaskSpec",
     "TaskStatus",
-    "TaskStore",
-    "TaskTimeout",
     "ThreadExecutor",
     "Timeout",
     "Transition",
     "TransitionLogger",
     "TransitionObserver",
-    "UnknownTask",
-    "UnknownTaskName",
     "Worker",
-    "__version__",
-    "create_app",
     "declare_buckets",
     "handoff",
     "inject_trace_context",

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Concatenate, Final, ParamSpec, Protocol, TypeVar, overload
 
+from chongming_task._public import public
 from chongming_task.errors import ConfigurationError
 from chongming_task.policies import RetryPolicy, Timeout
 from chongming_task.runtime._context import TaskContext
@@ -56,6 +57,7 @@ RESERVED_OPTIONS: Final = frozenset(
 )
 
 
+@public
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TaskSpec:
     """A task's declared defaults. Options given at submission win over these."""
@@ -95,6 +97,7 @@ def task(
 ) -> _Decorator: ...
 
 
+@public
 def task(
     fn: Callable[..., Any] | None = None,
     /,

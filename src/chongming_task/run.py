@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Generic
 
 from chongming_task._decorator import RESERVED_OPTIONS, reserved_collisions, spec_of
 from chongming_task._model import Failure, JSONValue, TaskSnapshot, Transition
+from chongming_task._public import public
 from chongming_task._validation import check_timeout
 from chongming_task.core._clock import Clock, SystemClock
 from chongming_task.core.state_machine import StateMachine
@@ -79,6 +80,7 @@ def default_executor() -> Executor:
     return _DEFAULT_EXECUTOR
 
 
+@public
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TaskOutcome(Generic[R_co]):
     """How a run ended (guide §3.3).
@@ -98,6 +100,7 @@ class TaskOutcome(Generic[R_co]):
     """The final snapshot: attempts, timestamps, progress, failure."""
 
 
+@public
 class TaskRun(RunControls, QueueOwnerEdges, Generic[R_co]):
     """A handle on one task run: start it, control it, watch it, wait for it.
 
@@ -385,6 +388,7 @@ class TaskRun(RunControls, QueueOwnerEdges, Generic[R_co]):
         )
 
 
+@public
 def run_task(
     fn: Callable[..., Any],
     /,

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, Unpack, 
 
 from chongming_task._decorator import refuse_option_keywords
 from chongming_task._model import JSONValue, TaskSnapshot, Transition
+from chongming_task._public import public
 from chongming_task._validation import (
     check_count,
     check_int,
@@ -68,6 +69,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
+@public
 class Controller:
     """Registers task definitions, runs submissions within limits, and controls them.
 

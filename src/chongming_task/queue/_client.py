@@ -35,6 +35,7 @@ from typing import (
 
 from chongming_task._decorator import refuse_option_keywords, task_name
 from chongming_task._model import JSONValue, TaskSnapshot, Transition
+from chongming_task._public import public
 from chongming_task._validation import (
     check_aware,
     check_items,
@@ -187,6 +188,7 @@ class EnqueueOptions(TypedDict, total=False):
     connection: object | None
 
 
+@public
 class TaskHandle(Generic[R_co]):
     """A task enqueued (or looked up) through a :class:`Client`: read it, control it, wait.
 
@@ -286,6 +288,7 @@ def task_metadata(
     return result
 
 
+@public
 class Client:
     """Enqueue work for workers, and look at or control any task, through ``store``.
 
@@ -920,6 +923,7 @@ class EnqueueWithOptions:
         return f"EnqueueWithOptions({self._client!r}, {self._options!r})"
 
 
+@public
 class AsyncTaskHandle(Generic[R_co]):
     """The asyncio twin of :class:`TaskHandle` (``await handle.wait()``)."""
 
@@ -984,6 +988,7 @@ class AsyncTaskHandle(Generic[R_co]):
         return f"AsyncTaskHandle({self.task_id!r})"
 
 
+@public
 class AsyncClient:
     """The asyncio twin of :class:`Client` for FastAPI-style apps: store calls in threads."""
 

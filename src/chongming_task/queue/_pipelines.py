@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from chongming_task._joins import settle_status, triggers_fail_fast
 from chongming_task._model import TaskSnapshot
+from chongming_task._public import public
 from chongming_task._validation import check_lookup, check_timeout
 from chongming_task.errors import ConfigurationError
 from chongming_task.pipeline import NodeFailure, NodeOutcome, Pipeline, PipelineOutcome
@@ -101,6 +102,7 @@ def pipeline_entries(client: Client, pipeline: Pipeline, run_id: str) -> list[An
     return entries
 
 
+@public
 class PipelineHandle:
     """A pipeline run stored by :meth:`Client.enqueue_pipeline`, read from the store.
 

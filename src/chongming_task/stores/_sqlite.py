@@ -44,6 +44,7 @@ from datetime import datetime, timedelta
 from typing import Any, Final, Literal, TypeVar
 
 from chongming_task._model import dumps, parse_datetime
+from chongming_task._public import public
 from chongming_task._validation import check_seconds
 from chongming_task.core._clock import Clock
 from chongming_task.errors import ConfigurationError, SchemaMissing, StoreError
@@ -94,6 +95,7 @@ def _lease_expired(lease_until: object, cutoff_micros: object) -> int:
     return int(parsed is None or to_micros(parsed) <= int(cutoff_micros))  # type: ignore[call-overload]
 
 
+@public
 class SqliteTaskStore(SqlStore):
     """A :class:`~chongming_task.stores._base.TaskStore` in a SQLite file (or ``":memory:"``).
 

@@ -3,7 +3,7 @@
 ``pip install "chongming-task[web]"``, then either ``chongming-task dashboard --db ...``
 or mount :func:`create_app` in your own ASGI service::
 
-    from chongming_task.stores._sqlite import SqliteTaskStore
+    from chongming_task import SqliteTaskStore
     from chongming_task.web import create_app
 
     app = create_app(SqliteTaskStore("tasks.db"), token=os.environ["DASHBOARD_TOKEN"])

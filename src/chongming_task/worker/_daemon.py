@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Final
 from chongming_task._consumer import RELEASE, CommandConsumer, Complete, Outcome
 from chongming_task._drain import DEFAULT_DRAIN_TIMEOUT, DEFAULT_STOP_TIMEOUT, SHUTDOWN_REASON
 from chongming_task._model import Failure, FailureKind
+from chongming_task._public import public
 from chongming_task._service import BackgroundService
 from chongming_task._validation import check_global_limits, check_seconds
 from chongming_task.core._clock import SystemClock
@@ -84,6 +85,7 @@ _LOGGED: Final = frozenset({TaskStatus.RUNNING, TaskStatus.PAUSED, TaskStatus.ST
 _TAKEN, _HANDED_BACK, _REFUSED = "taken", "handed back", "refused"
 
 
+@public
 class Worker:
     """Runs submitted tasks on ``controller`` until shut down.
 

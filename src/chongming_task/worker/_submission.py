@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from chongming_task._model import JSONValue, ensure_json
+from chongming_task._public import public
 from chongming_task._validation import check_priority, check_text
 from chongming_task.errors import ConfigurationError, DuplicateTaskId
 from chongming_task.stores._base import Command
@@ -75,6 +76,7 @@ def submit_options(
     return {key: value for key, value in options.items() if value is not None}
 
 
+@public
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Submission:
     """A task handed to "some worker": a registered name plus JSON arguments."""
