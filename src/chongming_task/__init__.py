@@ -40,8 +40,7 @@ if TYPE_CHECKING:  # type checkers see the real classes; runtime resolves them l
     from chongming_task._checkpoint_lint import lint_function
     from chongming_task._decorator import TaskSpec, task
     from chongming_task._explain import CheckpointRisk, LimitFull, QueuePosition
-    from chongming_task.buckets import HandoffResult, declare_buckets, ownership_report
-    from chongming_task.buckets._handoff import handoff
+    from chongming_task.buckets import HandoffResult, declare_buckets, handoff, ownership_report
     from chongming_task.controller import (
         Controller,
         ControllerStats,
@@ -69,7 +68,7 @@ if TYPE_CHECKING:  # type checkers see the real classes; runtime resolves them l
     )
     from chongming_task.run import TaskOutcome, TaskRun, run_task
     from chongming_task.runtime._context import RuntimeContext, TaskContext
-    from chongming_task.runtime.executors._process import ProcessExecutor
+    from chongming_task.runtime.executors import ProcessExecutor
     from chongming_task.runtime.executors.inline import InlineExecutor
     from chongming_task.runtime.executors.thread import ThreadExecutor
     from chongming_task.schedule._admin import ScheduleAdmin

@@ -45,7 +45,7 @@ from chongming_task.runtime._options import (
 from chongming_task.runtime._orchestration import QueueOwnerEdges
 from chongming_task.runtime._state import RunState, Supervision
 from chongming_task.runtime._supervisor import Supervisor
-from chongming_task.runtime.executors._base import Executor
+from chongming_task.runtime.executors import Executor
 from chongming_task.states import TaskStatus
 
 __all__ = ["TaskOutcome", "TaskRun", "run_task"]

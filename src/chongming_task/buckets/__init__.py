@@ -9,7 +9,12 @@ from one live node to another through commands in the store.
 
 from __future__ import annotations
 
-from chongming_task.buckets._agent import BucketAgent, Declaration, declare_buckets
+from chongming_task.buckets._agent import (
+    BucketAgent,
+    Declaration,
+    declaration_lease,
+    declare_buckets,
+)
 from chongming_task.buckets._handoff import (
     HandoffError,
     HandoffRefused,
@@ -17,6 +22,7 @@ from chongming_task.buckets._handoff import (
     HandoffTimeout,
     handoff,
 )
+from chongming_task.buckets._health import FleetHealth, fleet_health
 from chongming_task.buckets._registry import (
     NodeDeclaration,
     OrphanedBucket,
@@ -27,6 +33,7 @@ from chongming_task.buckets._registry import (
 __all__ = [
     "BucketAgent",
     "Declaration",
+    "FleetHealth",
     "HandoffError",
     "HandoffRefused",
     "HandoffResult",
@@ -34,7 +41,9 @@ __all__ = [
     "NodeDeclaration",
     "OrphanedBucket",
     "OwnershipReport",
+    "declaration_lease",
     "declare_buckets",
+    "fleet_health",
     "handoff",
     "ownership_report",
 ]

@@ -24,7 +24,7 @@ from chongming_task.controller._admission import check_per_bucket
 from chongming_task.core._clock import Clock, SystemClock
 from chongming_task.errors import ConfigurationError
 from chongming_task.policies import BucketPolicy, ConcurrencyPolicy
-from chongming_task.runtime.executors._base import Executor
+from chongming_task.runtime.executors import Executor
 from chongming_task.states import TaskStatus
 from chongming_task.stores._records import Order, TaskQuery
 

@@ -29,14 +29,17 @@ from chongming_task.observability._endpoint import MetricsEndpoint, expose_metri
 from chongming_task.observability._events import TransitionObserver, timeout_scope
 from chongming_task.observability._logging import JsonLogFormatter, TransitionLogger, task_extra
 from chongming_task.observability._otel import TracingObserver, install_tracing, span_name
+from chongming_task.observability._otel_env import tracing_from_env, wants_tracing
 from chongming_task.observability._prometheus import PrometheusExporter, install_prometheus
 from chongming_task.observability._server import MetricsServer, serve_metrics
 from chongming_task.observability._trace_context import (
+    TRACEPARENT,
     extract_trace_context,
     inject_trace_context,
 )
 
 __all__ = [
+    "TRACEPARENT",
     "ControllerCollector",
     "JsonLogFormatter",
     "MetricsEndpoint",
@@ -56,4 +59,6 @@ __all__ = [
     "span_name",
     "task_extra",
     "timeout_scope",
+    "tracing_from_env",
+    "wants_tracing",
 ]

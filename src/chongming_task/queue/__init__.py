@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from chongming_task.controller._control import control_task
 from chongming_task.controller._retry import RetryReport
+from chongming_task.queue._children import QueueChildren
 from chongming_task.queue._client import AsyncClient, AsyncTaskHandle, Client, TaskHandle
 from chongming_task.queue._pipelines import PipelineHandle
 from chongming_task.stores._limits import GlobalSlot
@@ -21,6 +22,7 @@ __all__ = [
     "Client",
     "GlobalSlot",
     "PipelineHandle",
+    "QueueChildren",
     "Recipe",
     "RetryReport",
     "TaskHandle",

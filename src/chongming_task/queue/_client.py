@@ -57,9 +57,8 @@ from chongming_task.controller._retry import RetryReport, retry_query, retry_tas
 from chongming_task.controller._waiting import outcome_of, wait_in_store
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.errors import ConfigurationError, DuplicateTaskId
-from chongming_task.observability._trace_context import TRACEPARENT, inject_trace_context
-from chongming_task.pipeline import Pipeline
-from chongming_task.pipeline._submit import checked_run_id
+from chongming_task.observability import TRACEPARENT, inject_trace_context
+from chongming_task.pipeline import Pipeline, checked_run_id
 from chongming_task.policies import BucketPolicy
 from chongming_task.queue._pipelines import PipelineHandle, pipeline_entries
 from chongming_task.run import R_co, TaskOutcome

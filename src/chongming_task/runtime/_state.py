@@ -27,7 +27,7 @@ from chongming_task.runtime._events import Outbox
 from chongming_task.states import TaskStatus
 
 if TYPE_CHECKING:
-    from chongming_task.runtime.executors._base import Executor
+    from chongming_task.runtime.executors import Executor
 
 __all__ = ["RunState", "Supervision"]
 

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__all__ = ["create_app"]
+from chongming_task.web._auth import DEFAULT_SESSION_TTL, DEFAULT_USER, read_token_file
+
+__all__ = ["DEFAULT_SESSION_TTL", "DEFAULT_USER", "create_app", "read_token_file"]
 
 if TYPE_CHECKING:
     from chongming_task.web._app import create_app

@@ -29,8 +29,7 @@ from chongming_task._explain import Explanation, explain
 from chongming_task._model import TaskSnapshot, Transition
 from chongming_task._redact import redact
 from chongming_task._timespec import parse_instant
-from chongming_task.buckets._health import FleetHealth, fleet_health
-from chongming_task.buckets._registry import ownership_report
+from chongming_task.buckets import FleetHealth, fleet_health, ownership_report
 from chongming_task.controller._document import controls_of, due_at, task_doc, transition_doc
 from chongming_task.controller._explaining import store_facts
 from chongming_task.controller._table import elapsed_seconds

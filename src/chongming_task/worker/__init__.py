@@ -11,7 +11,7 @@ reports what it stopped. ``chongming-task worker`` is a thin shell around
 from __future__ import annotations
 
 from chongming_task.worker._daemon import Worker
-from chongming_task.worker._logtail import LogTail
+from chongming_task.worker._logtail import LogTail, stored_tail
 from chongming_task.worker._report import ShutdownReport, StoppedTask
 from chongming_task.worker._submission import (
     SUBMIT_ACTION,
@@ -19,6 +19,7 @@ from chongming_task.worker._submission import (
     describe_submission,
     find_submission,
     submission_command_id,
+    submit_options,
 )
 
 __all__ = [
@@ -30,5 +31,7 @@ __all__ = [
     "Worker",
     "describe_submission",
     "find_submission",
+    "stored_tail",
     "submission_command_id",
+    "submit_options",
 ]

@@ -57,7 +57,7 @@ def _when(value: Any) -> str:
 
 
 def _logs(snapshot: TaskSnapshot) -> list[str]:
-    from chongming_task.worker._logtail import stored_tail
+    from chongming_task.worker import stored_tail
 
     return stored_tail(snapshot, LOG_LINES)
 

@@ -29,8 +29,7 @@ from chongming_task.cli.commands._common import (
 )
 from chongming_task.errors import ConfigurationError
 from chongming_task.states import TaskStatus
-from chongming_task.worker._logtail import LogTail
-from chongming_task.worker._submission import submit_options
+from chongming_task.worker import LogTail, submit_options
 
 if TYPE_CHECKING:
     from chongming_task._model import TaskSnapshot
