@@ -67,15 +67,18 @@ if TYPE_CHECKING:  # type checkers see the real classes; runtime resolves them l
         TaskHandle,
     )
     from chongming_task.run import TaskOutcome, TaskRun, run_task
-    from chongming_task.runtime._context import RuntimeContext, TaskContext
+    from chongming_task.runtime import RuntimeContext, TaskContext
     from chongming_task.runtime.executors import ProcessExecutor
     from chongming_task.runtime.executors.inline import InlineExecutor
     from chongming_task.runtime.executors.thread import ThreadExecutor
-    from chongming_task.schedule._admin import ScheduleAdmin
-    from chongming_task.schedule._definition import Schedule
-    from chongming_task.schedule._preview import preview
-    from chongming_task.schedule._scheduler import Scheduler
-    from chongming_task.schedule._triggers import CronTrigger, IntervalTrigger
+    from chongming_task.schedule import (
+        CronTrigger,
+        IntervalTrigger,
+        Schedule,
+        ScheduleAdmin,
+        Scheduler,
+        preview,
+    )
     from chongming_task.stores._base import TaskQuery
     from chongming_task.stores._memory import InMemoryTaskStore
     from chongming_task.stores._postgres import PostgresTaskStore

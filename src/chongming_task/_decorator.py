@@ -17,8 +17,7 @@ from typing import Any, Concatenate, Final, ParamSpec, Protocol, TypeVar, overlo
 from chongming_task._public import public
 from chongming_task.errors import ConfigurationError
 from chongming_task.policies import RetryPolicy, Timeout
-from chongming_task.runtime._context import TaskContext
-from chongming_task.runtime._options import signature_of
+from chongming_task.runtime import TaskContext, signature_of
 
 __all__ = [
     "RESERVED_OPTIONS",

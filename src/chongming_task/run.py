@@ -28,12 +28,16 @@ from chongming_task.core._clock import Clock, SystemClock
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.errors import ConfigurationError, InvalidState
 from chongming_task.policies import RetryPolicy, Timeout
-from chongming_task.runtime._attempt import TaskCall
-from chongming_task.runtime._context import LogEntry
-from chongming_task.runtime._controls import RunControls
-from chongming_task.runtime._driver import Driver
-from chongming_task.runtime._events import Outbox
-from chongming_task.runtime._options import (
+from chongming_task.runtime import (
+    Driver,
+    LogEntry,
+    Outbox,
+    QueueOwnerEdges,
+    RunControls,
+    RunState,
+    Supervision,
+    Supervisor,
+    TaskCall,
     as_args,
     as_kwargs,
     as_upstream,
@@ -42,9 +46,6 @@ from chongming_task.runtime._options import (
     check_options,
     check_signature,
 )
-from chongming_task.runtime._orchestration import QueueOwnerEdges
-from chongming_task.runtime._state import RunState, Supervision
-from chongming_task.runtime._supervisor import Supervisor
 from chongming_task.runtime.executors import Executor
 from chongming_task.states import TaskStatus
 

@@ -56,7 +56,7 @@ from chongming_task.controller._writethrough import PendingWrite, PersistFailure
 from chongming_task.core._clock import Clock
 from chongming_task.policies import BucketPolicy, RetryPolicy, Timeout
 from chongming_task.run import TaskOutcome, TaskRun
-from chongming_task.runtime._context import TaskContext
+from chongming_task.runtime import TaskContext
 from chongming_task.stores._base import TaskStore
 
 if TYPE_CHECKING:

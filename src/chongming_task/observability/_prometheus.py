@@ -47,7 +47,7 @@ from chongming_task.states import TaskStatus
 if TYPE_CHECKING:
     from chongming_task.controller import Controller
     from chongming_task.observability._server import MetricsServer
-    from chongming_task.schedule._scheduler import Scheduler
+    from chongming_task.schedule import Scheduler
     from chongming_task.stores._base import Command, TaskStore
 
 __all__ = [

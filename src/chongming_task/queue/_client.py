@@ -62,9 +62,7 @@ from chongming_task.pipeline import Pipeline, checked_run_id
 from chongming_task.policies import BucketPolicy
 from chongming_task.queue._pipelines import PipelineHandle, pipeline_entries
 from chongming_task.run import R_co, TaskOutcome
-from chongming_task.runtime._attempt import TaskCall
-from chongming_task.runtime._context import TaskContext
-from chongming_task.runtime._options import check_signature
+from chongming_task.runtime import TaskCall, TaskContext, check_signature
 from chongming_task.states import TaskStatus
 from chongming_task.stores._base import TaskStore
 from chongming_task.stores._capabilities import require_queue

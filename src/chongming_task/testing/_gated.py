@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from chongming_task.runtime._attempt import Attempt, AttemptEnd, TaskCall
+    from chongming_task.runtime import Attempt, AttemptEnd, TaskCall
     from chongming_task.runtime.executors import Executor
 
 __all__ = ["GatedExecutor"]

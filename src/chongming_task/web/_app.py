@@ -50,9 +50,7 @@ from chongming_task.errors import (
     StaleScheduleEdit,
     StoreError,
 )
-from chongming_task.schedule._admin import ScheduleAdmin
-from chongming_task.schedule._control import ScheduleControl
-from chongming_task.schedule._stats import ScheduleStatistics
+from chongming_task.schedule import ScheduleAdmin, ScheduleControl, ScheduleStatistics
 from chongming_task.states import TERMINAL, TaskStatus
 from chongming_task.stores._activity import DURATION_SAMPLE, SERIES
 from chongming_task.stores._base import TaskStore

@@ -35,7 +35,7 @@ from chongming_task.controller._explaining import store_facts
 from chongming_task.controller._table import elapsed_seconds
 from chongming_task.core._clock import Clock
 from chongming_task.errors import ConfigurationError
-from chongming_task.schedule._admin import ScheduleAdmin
+from chongming_task.schedule import ScheduleAdmin
 from chongming_task.states import OCCUPYING, TERMINAL, TaskStatus
 from chongming_task.stores._base import QueueStore, ScheduleStore, TaskQuery, TaskStore
 from chongming_task.stores._queue_health import QueueHealth, queue_health

@@ -314,7 +314,7 @@ def _scheduler(controller: Any, module: Any, spec: str) -> tuple[Any, list[str]]
     apply = module_schedules(module)
     if apply is None:
         return None, []
-    from chongming_task.schedule._scheduler import Scheduler
+    from chongming_task.schedule import Scheduler
 
     scheduler = Scheduler(controller)
     try:
