@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from chongming_task._lazy import lazy_exports
 from chongming_task._model import Failure, FailureKind, Progress, TaskSnapshot, Transition
-from chongming_task.core._clock import Clock, SystemClock
+from chongming_task.core import Clock, SystemClock
 from chongming_task.policies import (
     AggregationPolicy,
     BucketPolicy,

@@ -24,7 +24,7 @@ from chongming_task._decorator import RESERVED_OPTIONS, reserved_collisions, spe
 from chongming_task._model import Failure, JSONValue, TaskSnapshot, Transition
 from chongming_task._public import public
 from chongming_task._validation import check_timeout
-from chongming_task.core._clock import Clock, SystemClock
+from chongming_task.core import Clock, SystemClock
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.errors import ConfigurationError, InvalidState
 from chongming_task.policies import RetryPolicy, Timeout

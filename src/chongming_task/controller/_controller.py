@@ -53,7 +53,7 @@ from chongming_task.controller._stats import ControllerStats
 from chongming_task.controller._submission import BatchOptions
 from chongming_task.controller._waiting import wait_for_runs
 from chongming_task.controller._writethrough import PendingWrite, PersistFailure
-from chongming_task.core._clock import Clock
+from chongming_task.core import Clock
 from chongming_task.policies import BucketPolicy, RetryPolicy, Timeout
 from chongming_task.run import TaskOutcome, TaskRun
 from chongming_task.runtime import TaskContext

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from chongming_task._model import Failure, FailureKind, TaskSnapshot, Transition
 from chongming_task._public import public
-from chongming_task.core._clock import Clock
+from chongming_task.core import Clock
 from chongming_task.states import OCCUPYING, TERMINAL, TaskStatus
 from chongming_task.stores._base import LostCandidate, TaskQuery, TaskStore
 

@@ -17,7 +17,7 @@ from datetime import datetime
 from chongming_task._model import TaskSnapshot
 from chongming_task._public import public
 from chongming_task._redact import printable, redact
-from chongming_task.core._clock import SystemClock
+from chongming_task.core import SystemClock
 
 __all__ = [
     "COLUMNS",

@@ -36,7 +36,7 @@ from chongming_task._model import TaskSnapshot, Transition
 from chongming_task._public import public
 from chongming_task._service import FINISHED, BackgroundService, StepResult
 from chongming_task.controller._late_results import record_late_result
-from chongming_task.core._clock import Clock
+from chongming_task.core import Clock
 from chongming_task.errors import ConcurrencyConflict, ConfigurationError, DuplicateTaskId
 from chongming_task.states import TaskStatus
 from chongming_task.stores._base import TaskStore

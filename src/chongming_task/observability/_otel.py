@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Final
 from chongming_task._model import TaskSnapshot, Transition
 from chongming_task._public import public
 from chongming_task._redact import redact
-from chongming_task.core._clock import Clock, SystemClock
+from chongming_task.core import Clock, SystemClock
 from chongming_task.observability._events import TransitionObserver
 from chongming_task.observability._submit_context import SubmitContexts
 from chongming_task.observability._trace_context import require_otel

@@ -22,7 +22,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from chongming_task._public import public
 from chongming_task._service import FINISHED, BackgroundService, StepResult
 from chongming_task._validation import check_int
-from chongming_task.core._clock import SystemClock
+from chongming_task.core import SystemClock
 from chongming_task.errors import ConfigurationError
 from chongming_task.observability._collectors import require_prometheus
 

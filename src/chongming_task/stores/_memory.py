@@ -19,7 +19,7 @@ from chongming_task._checkpoint_gaps import CheckpointGaps
 from chongming_task._model import Progress, TaskSnapshot, Transition
 from chongming_task._public import public
 from chongming_task._validation import check_count, check_items, check_lookup
-from chongming_task.core._clock import Clock
+from chongming_task.core import Clock
 from chongming_task.errors import (
     ConcurrencyConflict,
     DuplicateTaskId,

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from chongming_task._public import public
 from chongming_task._redact import scrub_dsn
-from chongming_task.core._clock import Clock
+from chongming_task.core import Clock
 from chongming_task.errors import (
     ConcurrencyConflict,
     ConfigurationError,

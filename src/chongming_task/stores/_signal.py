@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from chongming_task.core._clock import Clock
+from chongming_task.core import Clock
 
 __all__ = ["CommandSignal"]
 

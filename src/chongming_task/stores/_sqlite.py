@@ -46,7 +46,7 @@ from typing import Any, Final, Literal, TypeVar
 from chongming_task._model import dumps, parse_datetime
 from chongming_task._public import public
 from chongming_task._validation import check_seconds
-from chongming_task.core._clock import Clock
+from chongming_task.core import Clock
 from chongming_task.errors import ConfigurationError, SchemaMissing, StoreError
 from chongming_task.stores import _sqlite_lost
 from chongming_task.stores._codec import from_micros, to_micros

@@ -43,7 +43,7 @@ from chongming_task._redact import redact, redact_json, redact_reason
 from chongming_task._timespec import parse_instant
 from chongming_task.controller._control import control_task
 from chongming_task.controller._retry import RETRYABLE, retry_task
-from chongming_task.core._clock import Clock, SystemClock
+from chongming_task.core import Clock, SystemClock
 from chongming_task.errors import (
     ConcurrencyConflict,
     ConfigurationError,

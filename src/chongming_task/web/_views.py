@@ -33,7 +33,7 @@ from chongming_task.buckets import FleetHealth, fleet_health, ownership_report
 from chongming_task.controller._document import controls_of, due_at, task_doc, transition_doc
 from chongming_task.controller._explaining import store_facts
 from chongming_task.controller._table import elapsed_seconds
-from chongming_task.core._clock import Clock
+from chongming_task.core import Clock
 from chongming_task.errors import ConfigurationError
 from chongming_task.schedule import ScheduleAdmin
 from chongming_task.states import OCCUPYING, TERMINAL, TaskStatus

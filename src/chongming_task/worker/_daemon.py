@@ -38,7 +38,7 @@ from chongming_task._model import Failure, FailureKind
 from chongming_task._public import public
 from chongming_task._service import BackgroundService
 from chongming_task._validation import check_global_limits, check_seconds
-from chongming_task.core._clock import SystemClock
+from chongming_task.core import SystemClock
 from chongming_task.core.state_machine import Triggers
 from chongming_task.errors import ConfigurationError, InvalidState, TaskError
 from chongming_task.states import OCCUPYING, TERMINAL, TaskStatus

@@ -16,7 +16,7 @@ from chongming_task.cli.commands._common import (
     require_task,
     task_parser,
 )
-from chongming_task.core._clock import utc_now
+from chongming_task.core import utc_now
 from chongming_task.states import TaskStatus
 from chongming_task.stores._queue_records import children_query, parent_of
 
