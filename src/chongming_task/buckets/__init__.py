@@ -9,6 +9,9 @@ from one live node to another through commands in the store.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from chongming_task._lazy import lazy_exports
 from chongming_task.buckets._agent import (
     BucketAgent,
     Declaration,
@@ -22,13 +25,22 @@ from chongming_task.buckets._handoff import (
     HandoffTimeout,
     handoff,
 )
-from chongming_task.buckets._health import FleetHealth, fleet_health
 from chongming_task.buckets._registry import (
     NodeDeclaration,
     OrphanedBucket,
     OwnershipReport,
     ownership_report,
 )
+
+if TYPE_CHECKING:  # resolved on first access: the fleet's health reads the scheduler's
+    from chongming_task.buckets._health import FleetHealth, fleet_health
+
+_LAZY: dict[str, str] = {
+    "FleetHealth": "chongming_task.buckets._health",
+    "fleet_health": "chongming_task.buckets._health",
+}
+
+__getattr__, __dir__ = lazy_exports("chongming_task.buckets", globals(), _LAZY)
 
 __all__ = [
     "BucketAgent",

@@ -17,15 +17,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from chongming_task.web._auth import DEFAULT_SESSION_TTL, DEFAULT_USER, read_token_file
-
 __all__ = ["DEFAULT_SESSION_TTL", "DEFAULT_USER", "create_app", "read_token_file"]
 
 if TYPE_CHECKING:
     from chongming_task.web._app import create_app
+    from chongming_task.web._auth import DEFAULT_SESSION_TTL, DEFAULT_USER, read_token_file
+
+#: What the CLI needs to serve the dashboard; the standard library's only.
+_AUTH = frozenset({"DEFAULT_SESSION_TTL", "DEFAULT_USER", "read_token_file"})
 
 
 def __getattr__(name: str) -> Any:
+    if name in _AUTH:
+        from chongming_task.web import _auth
+
+        return getattr(_auth, name)
     if name == "create_app":
         try:
             from chongming_task.web._app import create_app
