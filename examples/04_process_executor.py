@@ -18,15 +18,8 @@ import signal
 import threading
 import time
 
-from chongming_task import (
-    ConfigurationError,
-    ProcessExecutor,
-    TaskContext,
-    TaskRun,
-    TaskStatus,
-    run_task,
-    task,
-)
+from chongming_task import ProcessExecutor, TaskContext, TaskRun, TaskStatus, run_task, task
+from chongming_task.errors import ConfigurationError
 from chongming_task.testing import wait_until
 
 S = TaskStatus

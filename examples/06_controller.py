@@ -15,13 +15,13 @@ from collections.abc import Callable
 
 from chongming_task import (
     ConcurrencyPolicy,
-    ConfigurationError,
     Controller,
     TaskContext,
     TaskStatus,
     render_table,
     task,
 )
+from chongming_task.errors import ConfigurationError
 from chongming_task.testing import wait_until
 
 S = TaskStatus

@@ -20,28 +20,24 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from chongming_task import (
+from chongming_task import Clock, Progress, TaskQuery, TaskSnapshot, Transition
+from chongming_task.errors import (
     ClaimLost,
-    Clock,
-    Command,
     ConcurrencyConflict,
     ConfigurationError,
-    Progress,
     ScheduleConflict,
-    ScheduleRecord,
     StoreError,
     TaskNotFound,
-    TaskQuery,
-    TaskSnapshot,
-    TaskStore,
-    Transition,
 )
 from chongming_task.states import TaskStatus
 from chongming_task.stores import (
+    Command,
     CommandSignal,
     JSONValue,
+    ScheduleRecord,
     TaskRecordStore,
     TaskRow,
+    TaskStore,
     decode_snapshot,
     decode_transition,
     dumps,

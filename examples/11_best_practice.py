@@ -30,15 +30,15 @@ from pathlib import Path
 from chongming_task import (
     BucketPolicy,
     ConcurrencyPolicy,
-    ConfigurationError,
     Controller,
     RetryPolicy,
     TaskContext,
     TaskStatus,
-    TaskStore,
     task,
 )
 from chongming_task.core.state_machine import StateMachine
+from chongming_task.errors import ConfigurationError
+from chongming_task.stores import TaskStore
 from chongming_task.testing import wait_until
 
 log = logging.getLogger("best_practice")

@@ -23,10 +23,10 @@ from chongming_task import (
     ScheduleAdmin,
     Scheduler,
     SqliteTaskStore,
-    StaleScheduleEdit,
     TaskContext,
     task,
 )
+from chongming_task.errors import StaleScheduleEdit
 from chongming_task.testing import FakeClock, wait_until
 
 START = datetime(2026, 3, 2, 0, 0, tzinfo=UTC)  # Monday 08:00 in Shanghai

@@ -14,14 +14,8 @@ from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
-from chongming_task import (
-    ConfigurationError,
-    Controller,
-    SqliteTaskStore,
-    TaskContext,
-    TaskStatus,
-    task,
-)
+from chongming_task import Controller, SqliteTaskStore, TaskContext, TaskStatus, task
+from chongming_task.errors import ConfigurationError
 
 S = TaskStatus
 

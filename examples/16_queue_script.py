@@ -20,7 +20,8 @@ from pathlib import Path
 
 import queue_tasks
 
-from chongming_task import Client, ConfigurationError, SqliteTaskStore, TaskStatus
+from chongming_task import Client, SqliteTaskStore, TaskStatus
+from chongming_task.errors import ConfigurationError
 from chongming_task.testing import wait_until
 
 S = TaskStatus

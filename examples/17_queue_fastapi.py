@@ -39,7 +39,8 @@ except ImportError:  # pragma: no cover - the message is the point
 
 import queue_tasks
 
-from chongming_task import AsyncClient, ConfigurationError, SqliteTaskStore, TaskSnapshot
+from chongming_task import AsyncClient, SqliteTaskStore, TaskSnapshot
+from chongming_task.errors import ConfigurationError
 
 TASKS = Path(__file__).resolve().with_name("queue_tasks.py")
 

@@ -15,15 +15,8 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from chongming_task import (
-    Client,
-    ConfigurationError,
-    Controller,
-    SqliteTaskStore,
-    TaskContext,
-    Worker,
-    task,
-)
+from chongming_task import Client, Controller, SqliteTaskStore, TaskContext, Worker, task
+from chongming_task.errors import ConfigurationError
 
 
 @task(name="images.thumbnail")

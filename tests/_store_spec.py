@@ -8,7 +8,8 @@ child scripts alike open it with :func:`open_store`.
 
 from __future__ import annotations
 
-from chongming_task import Clock, PostgresTaskStore, SqliteTaskStore, TaskStore
+from chongming_task import Clock, PostgresTaskStore, SqliteTaskStore
+from chongming_task.stores import TaskStore
 
 
 def open_store(spec: str, clock: Clock | None = None) -> TaskStore:

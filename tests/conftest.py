@@ -23,7 +23,8 @@ from urllib.parse import quote
 import pytest
 
 if TYPE_CHECKING:
-    from chongming_task import Clock, TaskStore
+    from chongming_task import Clock
+    from chongming_task.stores import TaskStore
 
 POSTGRES_ENV = "CHONGMING_TEST_POSTGRES"
 

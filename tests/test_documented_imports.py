@@ -43,6 +43,8 @@ PUBLIC_PATHS = frozenset(
         "chongming_task.errors",
         # The Django integration: its INSTALLED_APPS entry, get_client, DjangoClient.
         "chongming_task.contrib.django",
+        # The dashboard: ``create_app`` to mount it in an ASGI app (the web extra).
+        "chongming_task.web",
     }
 )
 

@@ -4,9 +4,16 @@ Every task is an auditable trajectory of states, controllable (stop, pause, resu
 from this process or another one, honest after restarts, schedulable, and stored in
 embedded SQLite or shared PostgreSQL.
 
-This module is the curated public namespace. Names from layers above the model are
-resolved lazily on first access, so ``import chongming_task`` stays cheap and pulls in
-no optional dependency (``PostgresTaskStore`` needs the ``postgres`` extra).
+This module is the curated public namespace: what a user writes tasks, runs them and
+picks a store with. Every name here reports ``chongming_task`` as its ``__module__``
+(``chongming_task._public``). The rest lives in the faces of its concept: the
+exceptions in :mod:`chongming_task.errors`, the store contract and what a backend
+author needs in :mod:`chongming_task.stores`, test support in
+:mod:`chongming_task.testing`, the dashboard in :mod:`chongming_task.web`.
+
+Names from layers above the model are resolved lazily on first access, so
+``import chongming_task`` stays cheap and pulls in no optional dependency
+(``PostgresTaskStore`` needs the ``postgres`` extra).
 """
 
 from __future__ import annotations
@@ -15,31 +22,7 @@ from typing import TYPE_CHECKING
 
 from chongming_task._lazy import lazy_exports
 from chongming_task._model import Failure, FailureKind, Progress, TaskSnapshot, Transition
-from chongming_task.core._clock import Clock, SystemClock
-from chongming_task.errors import (
-    AttemptsExhausted,
-    CarrierCrashed,
-    CircularDependency,
-    ClaimLost,
-    ConcurrencyConflict,
-    ConfigurationError,
-    ControllerClosed,
-    DependencyFailed,
-    DuplicateTaskId,
-    InvalidState,
-    InvalidTransition,
-    ScheduleConflict,
-    StaleScheduleEdit,
-    StoreError,
-    TaskCancelled,
-    TaskError,
-    TaskExecutionError,
-    TaskNotFound,
-    TaskSkipped,
-    TaskTimeout,
-    UnknownTask,
-    UnknownTaskName,
-)
+from chongming_task.core import Clock, SystemClock
 from chongming_task.policies import (
     AggregationPolicy,
     BucketPolicy,
@@ -57,8 +40,7 @@ if TYPE_CHECKING:  # type checkers see the real classes; runtime resolves them l
     from chongming_task._checkpoint_lint import lint_function
     from chongming_task._decorator import TaskSpec, task
     from chongming_task._explain import CheckpointRisk, LimitFull, QueuePosition
-    from chongming_task.buckets import HandoffResult, declare_buckets, ownership_report
-    from chongming_task.buckets._handoff import handoff
+    from chongming_task.buckets import HandoffResult, declare_buckets, handoff, ownership_report
     from chongming_task.controller import (
         Controller,
         ControllerStats,
@@ -77,30 +59,38 @@ if TYPE_CHECKING:  # type checkers see the real classes; runtime resolves them l
         serve_metrics,
     )
     from chongming_task.pipeline import NodeOutcome, Pipeline, PipelineOutcome, PipelineRun
-    from chongming_task.queue import AsyncClient, AsyncTaskHandle, Client, TaskHandle
+    from chongming_task.queue import (
+        AsyncClient,
+        AsyncTaskHandle,
+        Client,
+        PipelineHandle,
+        TaskHandle,
+    )
     from chongming_task.run import TaskOutcome, TaskRun, run_task
-    from chongming_task.runtime._context import RuntimeContext, TaskContext
-    from chongming_task.runtime.executors._process import ProcessExecutor
+    from chongming_task.runtime import RuntimeContext, TaskContext
+    from chongming_task.runtime.executors import ProcessExecutor
     from chongming_task.runtime.executors.inline import InlineExecutor
     from chongming_task.runtime.executors.thread import ThreadExecutor
-    from chongming_task.schedule._admin import ScheduleAdmin
-    from chongming_task.schedule._definition import Schedule
-    from chongming_task.schedule._preview import preview
-    from chongming_task.schedule._scheduler import Scheduler
-    from chongming_task.schedule._triggers import CronTrigger, IntervalTrigger
-    from chongming_task.stores._base import Command, ScheduleRecord, TaskQuery, TaskStore
+    from chongming_task.schedule import (
+        CronTrigger,
+        IntervalTrigger,
+        Schedule,
+        ScheduleAdmin,
+        Scheduler,
+        preview,
+    )
+    from chongming_task.stores._base import TaskQuery
     from chongming_task.stores._memory import InMemoryTaskStore
     from chongming_task.stores._postgres import PostgresTaskStore
     from chongming_task.stores._sqlite import SqliteTaskStore
-    from chongming_task.web import create_app
     from chongming_task.worker import Worker
 
 __version__ = "0.1.0"
 
 #: Public names defined above the model layer: name -> module that defines it.
 _LAZY: dict[str, str] = {
-    "TaskContext": "chongming_task.runtime._context",
-    "RuntimeContext": "chongming_task.runtime._context",
+    "TaskContext": "chongming_task.runtime",
+    "RuntimeContext": "chongming_task.runtime",
     "TaskRun": "chongming_task.run",
     "TaskOutcome": "chongming_task.run",
     "run_task": "chongming_task.run",
@@ -108,25 +98,22 @@ _LAZY: dict[str, str] = {
     "TaskSpec": "chongming_task._decorator",
     "InlineExecutor": "chongming_task.runtime.executors.inline",
     "ThreadExecutor": "chongming_task.runtime.executors.thread",
-    "ProcessExecutor": "chongming_task.runtime.executors._process",
-    "TaskStore": "chongming_task.stores._base",
-    "TaskQuery": "chongming_task.stores._base",
-    "Command": "chongming_task.stores._base",
-    "ScheduleRecord": "chongming_task.stores._base",
-    "InMemoryTaskStore": "chongming_task.stores._memory",
-    "SqliteTaskStore": "chongming_task.stores._sqlite",
-    "PostgresTaskStore": "chongming_task.stores._postgres",
+    "ProcessExecutor": "chongming_task.runtime.executors",
+    "TaskQuery": "chongming_task.stores",
+    "InMemoryTaskStore": "chongming_task.stores",
+    "SqliteTaskStore": "chongming_task.stores",
+    "PostgresTaskStore": "chongming_task.stores",
     "Controller": "chongming_task.controller",
     "ControllerStats": "chongming_task.controller",
     "PersistFailure": "chongming_task.controller",
     "TaskDefinition": "chongming_task.controller",
     "ReconcileReport": "chongming_task.controller",
     "render_table": "chongming_task.controller",
-    "Scheduler": "chongming_task.schedule._scheduler",
-    "Schedule": "chongming_task.schedule._definition",
-    "CronTrigger": "chongming_task.schedule._triggers",
-    "IntervalTrigger": "chongming_task.schedule._triggers",
-    "ScheduleAdmin": "chongming_task.schedule._admin",
+    "Scheduler": "chongming_task.schedule",
+    "Schedule": "chongming_task.schedule",
+    "CronTrigger": "chongming_task.schedule",
+    "IntervalTrigger": "chongming_task.schedule",
+    "ScheduleAdmin": "chongming_task.schedule",
     "Pipeline": "chongming_task.pipeline",
     "PipelineRun": "chongming_task.pipeline",
     "PipelineOutcome": "chongming_task.pipeline",
@@ -137,7 +124,7 @@ _LAZY: dict[str, str] = {
     "TaskHandle": "chongming_task.queue",
     "PipelineHandle": "chongming_task.queue",
     "AsyncTaskHandle": "chongming_task.queue",
-    "preview": "chongming_task.schedule._preview",
+    "preview": "chongming_task.schedule",
     "declare_buckets": "chongming_task.buckets",
     "handoff": "chongming_task.buckets",
     "ownership_report": "chongming_task.buckets",
@@ -153,35 +140,59 @@ _LAZY: dict[str, str] = {
     "install_tracing": "chongming_task.observability",
     "serve_metrics": "chongming_task.observability",
     "inject_trace_context": "chongming_task.observability",
-    "create_app": "chongming_task.web",
 }
 
 
-__getattr__, __dir__ = lazy_exports("chongming_task", globals(), _LAZY)
+#: Names this namespace exported before it was curated: name -> the face that has it.
+_MOVED: dict[str, str] = {
+    **dict.fromkeys(
+        (
+            "AttemptsExhausted",
+            "CarrierCrashed",
+            "CircularDependency",
+            "ClaimLost",
+            "ConcurrencyConflict",
+            "ConfigurationError",
+            "ControllerClosed",
+            "DependencyFailed",
+            "DuplicateTaskId",
+            "InvalidState",
+            "InvalidTransition",
+            "ScheduleConflict",
+            "StaleScheduleEdit",
+            "StoreError",
+            "TaskCancelled",
+            "TaskError",
+            "TaskExecutionError",
+            "TaskNotFound",
+            "TaskSkipped",
+            "TaskTimeout",
+            "UnknownTask",
+            "UnknownTaskName",
+        ),
+        "chongming_task.errors",
+    ),
+    "Command": "chongming_task.stores",
+    "ScheduleRecord": "chongming_task.stores",
+    "TaskStore": "chongming_task.stores",
+    "create_app": "chongming_task.web",
+}
+
+__getattr__, __dir__ = lazy_exports("chongming_task", globals(), _LAZY, _MOVED)
 
 
 __all__ = [
     "AggregationPolicy",
     "AsyncClient",
     "AsyncTaskHandle",
-    "AttemptsExhausted",
     "BucketPolicy",
-    "CarrierCrashed",
     "CheckpointRisk",
-    "CircularDependency",
-    "ClaimLost",
     "Client",
     "Clock",
-    "Command",
-    "ConcurrencyConflict",
     "ConcurrencyPolicy",
-    "ConfigurationError",
     "Controller",
-    "ControllerClosed",
     "ControllerStats",
     "CronTrigger",
-    "DependencyFailed",
-    "DuplicateTaskId",
     "ExponentialBackoff",
     "Failure",
     "FailureKind",
@@ -190,8 +201,6 @@ __all__ = [
     "InMemoryTaskStore",
     "InlineExecutor",
     "IntervalTrigger",
-    "InvalidState",
-    "InvalidTransition",
     "Jitter",
     "JoinMode",
     "JsonLogFormatter",
@@ -211,39 +220,24 @@ __all__ = [
     "RuntimeContext",
     "Schedule",
     "ScheduleAdmin",
-    "ScheduleConflict",
-    "ScheduleRecord",
     "Scheduler",
     "SqliteTaskStore",
-    "StaleScheduleEdit",
-    "StoreError",
     "SystemClock",
-    "TaskCancelled",
     "TaskContext",
     "TaskDefinition",
-    "TaskError",
-    "TaskExecutionError",
     "TaskHandle",
-    "TaskNotFound",
     "TaskOutcome",
     "TaskQuery",
     "TaskRun",
-    "TaskSkipped",
     "TaskSnapshot",
     "TaskSpec",
     "TaskStatus",
-    "TaskStore",
-    "TaskTimeout",
     "ThreadExecutor",
     "Timeout",
     "Transition",
     "TransitionLogger",
     "TransitionObserver",
-    "UnknownTask",
-    "UnknownTaskName",
     "Worker",
-    "__version__",
-    "create_app",
     "declare_buckets",
     "handoff",
     "inject_trace_context",

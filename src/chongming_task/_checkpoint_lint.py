@@ -31,6 +31,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from chongming_task._public import public
+
 __all__ = ["PRAGMA", "LintFinding", "lint_function"]
 
 _CHECKPOINTS = frozenset({"checkpoint", "acheckpoint"})
@@ -69,6 +71,7 @@ class LintFinding:
         }
 
 
+@public
 def lint_function(name: str, fn: Callable[..., Any]) -> list[LintFinding]:
     """The loops of task body ``fn`` (registered as ``name``) that reach no checkpoint.
 

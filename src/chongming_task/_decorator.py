@@ -14,10 +14,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Concatenate, Final, ParamSpec, Protocol, TypeVar, overload
 
+from chongming_task._public import public
 from chongming_task.errors import ConfigurationError
 from chongming_task.policies import RetryPolicy, Timeout
-from chongming_task.runtime._context import TaskContext
-from chongming_task.runtime._options import signature_of
+from chongming_task.runtime import TaskContext, signature_of
 
 __all__ = [
     "RESERVED_OPTIONS",
@@ -56,6 +56,7 @@ RESERVED_OPTIONS: Final = frozenset(
 )
 
 
+@public
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TaskSpec:
     """A task's declared defaults. Options given at submission win over these."""
@@ -95,6 +96,7 @@ def task(
 ) -> _Decorator: ...
 
 
+@public
 def task(
     fn: Callable[..., Any] | None = None,
     /,

@@ -28,6 +28,7 @@ from typing import Any, ClassVar, Literal, TypeVar, dataclass_transform
 
 from chongming_task._checkpoint_gaps import CheckpointGaps, GapForecast, forecast, format_seconds
 from chongming_task._model import JSONValue, TaskSnapshot, Transition
+from chongming_task._public import public
 from chongming_task._redact import redact
 from chongming_task.policies import Timeout
 from chongming_task.states import OCCUPYING, TaskStatus
@@ -139,6 +140,7 @@ def _reason(kind: str) -> Callable[[type[_R]], type[_R]]:
     return declare
 
 
+@public
 @_reason("limit_full")
 class LimitFull(Reason):
     """A limit the task needs room in is full: ``max_parallel``, a named limit, a bucket."""
@@ -235,6 +237,7 @@ class HolderGone(Reason):
         return f"its holder {self.owner}'s lease expired at {self.lease_until.isoformat()}: {then}"
 
 
+@public
 @_reason("queue_position")
 class QueuePosition(Reason):
     """Where the task stands among the tasks queued with the same holder."""
@@ -462,6 +465,7 @@ class Ended(Reason):
         return f"it ended: {self.status.value}{when}{kind}{detail}"
 
 
+@public
 @_reason("checkpoint_gaps")
 class CheckpointRisk(Reason):
     """The measured checkpoint gaps of this task's name against its windows."""

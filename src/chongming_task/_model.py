@@ -19,6 +19,7 @@ from enum import StrEnum
 from typing import Any, Final, TypeAlias, TypeVar
 
 from chongming_task._checkpoint_gaps import CheckpointGaps
+from chongming_task._public import public
 from chongming_task._redact import redact_reason
 from chongming_task._validation import escape_surrogates
 from chongming_task.errors import ConfigurationError, StoreError
@@ -49,6 +50,7 @@ JSONValue: TypeAlias = Any
 """A value that ``json.dumps`` accepts without a ``default`` hook."""
 
 
+@public
 class FailureKind(StrEnum):
     """Why an attempt or a task did not succeed (guide §5.2, plus four of our own)."""
 
@@ -245,6 +247,7 @@ def _status(value: object, what: str) -> TaskStatus:
 # ---------------------------------------------------------------- value objects
 
 
+@public
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Progress:
     """How far a running task has got. Orthogonal to status and to the heartbeat."""
@@ -307,6 +310,7 @@ class Progress:
         )
 
 
+@public
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Failure:
     """Why a task did not succeed. Text fields are redacted before they are stored."""
@@ -371,6 +375,7 @@ class Failure:
         )
 
 
+@public
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Transition:
     """One accepted state change: the unit of the audit trail and of event fan-out."""
@@ -448,6 +453,7 @@ class Transition:
         )
 
 
+@public
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TaskSnapshot:
     """Everything known about one task at one version. Immutable: change with ``replace``.

@@ -41,7 +41,7 @@ from chongming_task.states import TERMINAL, TaskStatus
 from chongming_task.stores._records import TaskQuery
 
 if TYPE_CHECKING:
-    from chongming_task.core._clock import Clock
+    from chongming_task.core import Clock
     from chongming_task.stores._base import TaskStore
 
 __all__ = [

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Final, Literal
 from chongming_task.errors import ControllerClosed, InvalidState
 
 if TYPE_CHECKING:
-    from chongming_task.core._clock import Clock
+    from chongming_task.core import Clock
 
 __all__ = ["ERROR_DELAY", "FINISHED", "BackgroundService", "Step", "StepResult"]
 

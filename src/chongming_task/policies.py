@@ -17,6 +17,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Final, Literal
 
+from chongming_task._public import public
 from chongming_task._validation import INT64_MAX, MAX_SECONDS, check_int, check_utf8
 from chongming_task.errors import ConfigurationError, TaskCancelled, TaskTimeout
 
@@ -75,6 +76,7 @@ def _positive_int(value: object, name: str, *, minimum: int = 1) -> None:
 # ----------------------------------------------------------------- backoff
 
 
+@public
 class Jitter(StrEnum):
     """How a computed backoff delay is randomised, so failed batches do not retry in step."""
 
@@ -94,6 +96,7 @@ class Jitter(StrEnum):
         return delay / 2 + (delay / 2) * rng()
 
 
+@public
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FixedBackoff:
     """The same delay before every retry. ``FixedBackoff(0)`` removes waiting in tests."""
@@ -114,6 +117,7 @@ class FixedBackoff:
         return self.jitter.apply(self.delay, rng)
 
 
+@public
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ExponentialBackoff:
     """``base * factor ** (attempt - 1)``, capped at ``max_delay``, then jittered."""
@@ -175,6 +179,7 @@ class RetryDecision:
 _DEFAULT_RETRY_ON: Final[tuple[type[BaseException], ...]] = (Exception,)
 
 
+@public
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RetryPolicy:
     """How many attempts a task gets and which failures earn another one (guide §5).
@@ -280,6 +285,7 @@ TimeoutScope = Literal["start", "attempt", "idle", "no_progress", "total"]
 _TIMEOUT_SCOPES: Final = ("start", "attempt", "idle", "no_progress", "total")
 
 
+@public
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Timeout:
     """Independent timeout scopes; the earliest to expire wins (guide §6).
@@ -418,6 +424,7 @@ class Timeout:
 # ----------------------------------------------------------------- concurrency
 
 
+@public
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ConcurrencyPolicy:
     """Execution slots of one process: a global cap, named-resource limits, a default priority.
@@ -453,6 +460,7 @@ class ConcurrencyPolicy:
 # ----------------------------------------------------------------- buckets
 
 
+@public
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BucketPolicy:
     """Maps a business key to a bucket, identically in every process and machine.
@@ -542,6 +550,7 @@ def format_buckets(buckets: Iterable[int]) -> str:
 # ----------------------------------------------------------------- pipelines
 
 
+@public
 class JoinMode(StrEnum):
     """When a pipeline node is released, judged on its upstream nodes (guide §8.12)."""
 
@@ -550,6 +559,7 @@ class JoinMode(StrEnum):
     ANY_SUCCEEDED = "any_succeeded"
 
 
+@public
 @dataclass(frozen=True, slots=True)
 class AggregationPolicy:
     """How a whole pipeline settles: ``fail_fast()`` (default) or ``all_settled()``."""

@@ -22,17 +22,22 @@ from typing import TYPE_CHECKING, Any, Generic
 
 from chongming_task._decorator import RESERVED_OPTIONS, reserved_collisions, spec_of
 from chongming_task._model import Failure, JSONValue, TaskSnapshot, Transition
+from chongming_task._public import public
 from chongming_task._validation import check_timeout
-from chongming_task.core._clock import Clock, SystemClock
+from chongming_task.core import Clock, SystemClock
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.errors import ConfigurationError, InvalidState
 from chongming_task.policies import RetryPolicy, Timeout
-from chongming_task.runtime._attempt import TaskCall
-from chongming_task.runtime._context import LogEntry
-from chongming_task.runtime._controls import RunControls
-from chongming_task.runtime._driver import Driver
-from chongming_task.runtime._events import Outbox
-from chongming_task.runtime._options import (
+from chongming_task.runtime import (
+    Driver,
+    LogEntry,
+    Outbox,
+    QueueOwnerEdges,
+    RunControls,
+    RunState,
+    Supervision,
+    Supervisor,
+    TaskCall,
     as_args,
     as_kwargs,
     as_upstream,
@@ -41,10 +46,7 @@ from chongming_task.runtime._options import (
     check_options,
     check_signature,
 )
-from chongming_task.runtime._orchestration import QueueOwnerEdges
-from chongming_task.runtime._state import RunState, Supervision
-from chongming_task.runtime._supervisor import Supervisor
-from chongming_task.runtime.executors._base import Executor
+from chongming_task.runtime.executors import Executor
 from chongming_task.states import TaskStatus
 
 __all__ = ["TaskOutcome", "TaskRun", "run_task"]
@@ -79,6 +81,7 @@ def default_executor() -> Executor:
     return _DEFAULT_EXECUTOR
 
 
+@public
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TaskOutcome(Generic[R_co]):
     """How a run ended (guide §3.3).
@@ -98,6 +101,7 @@ class TaskOutcome(Generic[R_co]):
     """The final snapshot: attempts, timestamps, progress, failure."""
 
 
+@public
 class TaskRun(RunControls, QueueOwnerEdges, Generic[R_co]):
     """A handle on one task run: start it, control it, watch it, wait for it.
 
@@ -385,6 +389,7 @@ class TaskRun(RunControls, QueueOwnerEdges, Generic[R_co]):
         )
 
 
+@public
 def run_task(
     fn: Callable[..., Any],
     /,

@@ -14,6 +14,8 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Final
 
+from chongming_task._public import public
+
 __all__ = [
     "GUIDE_ADDITIONS",
     "NON_OCCUPYING",
@@ -26,6 +28,7 @@ __all__ = [
 ]
 
 
+@public
 class TaskStatus(StrEnum):
     """The 15 lifecycle stages of guide §9.1 (9 non-terminal, 6 terminal)."""
 

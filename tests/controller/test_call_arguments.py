@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 
-from chongming_task import Controller, TaskStore
+from chongming_task import Controller
 from chongming_task.errors import ConfigurationError
 from chongming_task.queue import Client, TaskHandle
 from chongming_task.schedule import Schedule, ScheduleAdmin
 from chongming_task.schedule._triggers import IntervalTrigger
+from chongming_task.stores import TaskStore
 from chongming_task.stores._base import TaskQuery
 
 BAD_IDS: list[Any] = [5, 2**63, -(2**63) - 1, 1.5, None, b"t1", ["t1"], {"t1": 1}, {"t1"}]

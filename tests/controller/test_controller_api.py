@@ -8,8 +8,9 @@ from datetime import timedelta
 
 import pytest
 
-from chongming_task import ConfigurationError, Controller, StoreError, TaskContext
+from chongming_task import Controller, TaskContext
 from chongming_task._model import TaskSnapshot, Transition
+from chongming_task.errors import ConfigurationError, StoreError
 from chongming_task.stores._memory import InMemoryTaskStore
 from chongming_task.testing import FakeClock, wait_until
 

@@ -15,7 +15,8 @@ from collections.abc import Callable
 
 import pytest
 
-from chongming_task import ConfigurationError, Controller, InMemoryTaskStore, TaskRun
+from chongming_task import Controller, InMemoryTaskStore, TaskRun
+from chongming_task.errors import ConfigurationError
 from chongming_task.runtime._attempt import TaskCall
 from chongming_task.runtime._context import TaskContext
 from chongming_task.runtime.executors.thread import ThreadExecutor

@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from chongming_task import ConcurrencyPolicy, ConfigurationError, Controller, TaskContext, task
+from chongming_task import ConcurrencyPolicy, Controller, TaskContext, task
 from chongming_task.controller import Controller as ControllerFromSubpackage
 from chongming_task.controller import render_table
+from chongming_task.errors import ConfigurationError
 from chongming_task.testing import wait_until
 
 from ._helpers import Gate, S, path

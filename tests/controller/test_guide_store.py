@@ -8,14 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from chongming_task import (
-    ConfigurationError,
-    Controller,
-    SqliteTaskStore,
-    StoreError,
-    TaskContext,
-)
+from chongming_task import Controller, SqliteTaskStore, TaskContext
 from chongming_task.core.state_machine import StateMachine
+from chongming_task.errors import ConfigurationError, StoreError
 from chongming_task.testing import wait_until
 
 from ._helpers import Gate, S, path

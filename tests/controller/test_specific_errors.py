@@ -10,10 +10,9 @@ from typing import Any
 
 import pytest
 
-from chongming_task import (
-    Client,
+from chongming_task import Client, Controller
+from chongming_task.errors import (
     ConfigurationError,
-    Controller,
     ControllerClosed,
     DuplicateTaskId,
     InvalidState,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from chongming_task import ConfigurationError, Controller, RetryPolicy, TaskRun
+from chongming_task import Controller, RetryPolicy, TaskRun
+from chongming_task.errors import ConfigurationError
 from chongming_task.policies import FixedBackoff, Timeout
 from chongming_task.runtime._context import TaskContext
 

@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from chongming_task import ConfigurationError, Controller, SqliteTaskStore
+from chongming_task import Controller, SqliteTaskStore
+from chongming_task.errors import ConfigurationError
 from chongming_task.runtime._context import TaskContext
 from chongming_task.stores._base import TaskStore
 from chongming_task.testing import wait_until

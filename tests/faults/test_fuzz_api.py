@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chongming_task import Controller, TaskStore
+from chongming_task import Controller
 from chongming_task.errors import (
     ConfigurationError,
     StaleScheduleEdit,
@@ -24,6 +24,7 @@ from chongming_task.policies import RetryPolicy, Timeout
 from chongming_task.queue import Client, TaskHandle
 from chongming_task.schedule import Schedule, ScheduleAdmin
 from chongming_task.schedule._triggers import IntervalTrigger, make_trigger
+from chongming_task.stores import TaskStore
 from chongming_task.stores._base import TaskQuery
 from chongming_task.stores._sqlite import SqliteTaskStore
 from chongming_task.testing import wait_until

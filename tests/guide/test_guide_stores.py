@@ -209,7 +209,8 @@ def test_s8_7_postgres_store_sample(postgres_dsn: str) -> None:
 
 
 def test_s8_7_four_kinds_of_data(backend: Backend) -> None:
-    from chongming_task import Command, Progress
+    from chongming_task import Progress
+    from chongming_task.stores import Command
 
     snapshot, next_snapshot = make_snapshots()
     store = backend.open()
@@ -331,7 +332,8 @@ def test_s8_9_three_behaviours_pause_is_unconfirmed_across_processes(
 def test_s8_9_three_behaviours_a_query_client_never_takes_commands(
     backend: Backend, work: Work
 ) -> None:
-    from chongming_task import Command, Controller
+    from chongming_task import Controller
+    from chongming_task.stores import Command
 
     store = backend.open()
     issued: list[Any] = []
@@ -373,7 +375,8 @@ def test_s8_9_a_command_addressed_to_nobody_reaches_the_holder(
 ) -> None:
     """Older versions addressed some commands to nobody: whichever poller claims one
     settles it once through the one control path, which forwards it to the holder."""
-    from chongming_task import Command, Controller
+    from chongming_task import Controller
+    from chongming_task.stores import Command
 
     holder = Controller(store=backend.open(), owner="worker-1", command_poll_interval=0.2)
     bystander = Controller(store=backend.open(), owner="worker-2", command_poll_interval=0.02)

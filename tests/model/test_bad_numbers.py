@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 
 from chongming_task import (
-    ConfigurationError,
     Controller,
     InMemoryTaskStore,
     ProcessExecutor,
     Scheduler,
     SqliteTaskStore,
 )
+from chongming_task.errors import ConfigurationError
 
 BAD_SECONDS = [math.nan, math.inf, -math.inf, -1, 0, True, "5", 1e300]
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from chongming_task import BucketPolicy, CircularDependency, ConfigurationError, Pipeline
+from chongming_task import BucketPolicy, Pipeline
+from chongming_task.errors import CircularDependency, ConfigurationError
 from chongming_task.stores._base import TaskQuery
 
 from .conftest import make_controller, open_store

@@ -372,7 +372,8 @@ def test_7_4_process_executor() -> None:
 
 
 def test_7_4_closures_are_refused_at_submission() -> None:
-    from chongming_task import ConfigurationError, ProcessExecutor, run_task
+    from chongming_task import ProcessExecutor, run_task
+    from chongming_task.errors import ConfigurationError
 
     async def _inline():  # type: ignore[no-untyped-def]  # ❌ 闭包 / 局部函数
         ...

@@ -46,7 +46,7 @@ def test_an_input_payload_reaches_metadata_and_the_tasks_input_parameter(
     local = scheduler.run_now("a", input={"k": 1})
     assert harness.settled(local.task_id).outcome == "input={'k': 1}"
     with pytest.raises(ConfigurationError, match="JSON object"):
-        admin.request_run("a", input=["not", "an", "object"])
+        admin.request_run("a", input=["not", "an", "object"])  # type: ignore[arg-type]
 
 
 def test_a_display_name_is_recorded_and_validated(harness: Harness) -> None:

@@ -23,7 +23,7 @@ def test_the_package_imports_without_psycopg() -> None:
         assert "psycopg" not in [m for m in sys.modules if sys.modules[m] is not None]
         try:
             PostgresTaskStore("postgresql://localhost/none")
-        except chongming_task.ConfigurationError as exc:
+        except chongming_task.errors.ConfigurationError as exc:
             print(exc)
         else:
             raise SystemExit("expected ConfigurationError")

@@ -17,8 +17,9 @@ from typing import cast
 import pytest
 
 from _tasks_only import TasksOnlyStore, held_elsewhere
-from chongming_task import ConfigurationError, Controller, TaskContext
+from chongming_task import Controller, TaskContext
 from chongming_task.core._clock import Clock
+from chongming_task.errors import ConfigurationError
 from chongming_task.schedule import Scheduler
 from chongming_task.states import TaskStatus
 from chongming_task.stores._base import (

@@ -9,7 +9,15 @@ from one live node to another through commands in the store.
 
 from __future__ import annotations
 
-from chongming_task.buckets._agent import BucketAgent, Declaration, declare_buckets
+from typing import TYPE_CHECKING
+
+from chongming_task._lazy import lazy_exports
+from chongming_task.buckets._agent import (
+    BucketAgent,
+    Declaration,
+    declaration_lease,
+    declare_buckets,
+)
 from chongming_task.buckets._handoff import (
     HandoffError,
     HandoffRefused,
@@ -24,9 +32,20 @@ from chongming_task.buckets._registry import (
     ownership_report,
 )
 
+if TYPE_CHECKING:  # resolved on first access: the fleet's health reads the scheduler's
+    from chongming_task.buckets._health import FleetHealth, fleet_health
+
+_LAZY: dict[str, str] = {
+    "FleetHealth": "chongming_task.buckets._health",
+    "fleet_health": "chongming_task.buckets._health",
+}
+
+__getattr__, __dir__ = lazy_exports("chongming_task.buckets", globals(), _LAZY)
+
 __all__ = [
     "BucketAgent",
     "Declaration",
+    "FleetHealth",
     "HandoffError",
     "HandoffRefused",
     "HandoffResult",
@@ -34,7 +53,9 @@ __all__ = [
     "NodeDeclaration",
     "OrphanedBucket",
     "OwnershipReport",
+    "declaration_lease",
     "declare_buckets",
+    "fleet_health",
     "handoff",
     "ownership_report",
 ]

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Final
 
 from chongming_task._consumer import KEEP, CommandConsumer, Complete, Outcome
 from chongming_task._model import JSONValue
+from chongming_task._public import public
 from chongming_task._service import BackgroundService
 from chongming_task._validation import check_seconds
 from chongming_task.errors import ConfigurationError
@@ -381,6 +382,7 @@ class Declaration:
         self.close()
 
 
+@public
 def declare_buckets(
     controller: Controller, *, heartbeat_interval: float = 1.0, lease: float | None = None
 ) -> Declaration:

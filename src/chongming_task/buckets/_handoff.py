@@ -28,6 +28,7 @@ from datetime import datetime
 from typing import Final
 
 from chongming_task._model import JSONValue
+from chongming_task._public import public
 from chongming_task.buckets._agent import RELEASE
 from chongming_task.buckets._registry import OwnershipReport, ownership_report
 from chongming_task.controller._buckets import format_buckets
@@ -47,6 +48,7 @@ __all__ = ["HandoffError", "HandoffRefused", "HandoffResult", "HandoffTimeout", 
 POLL_INTERVAL: Final = 0.05
 
 
+@public
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HandoffResult:
     """A completed handoff: the new owner declares the buckets."""
@@ -74,6 +76,7 @@ class HandoffResult:
         }
 
 
+@public
 def handoff(
     store: TaskStore,
     buckets: Iterable[int],

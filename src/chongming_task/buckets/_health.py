@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from chongming_task.buckets._registry import OwnershipReport, ownership_report
-from chongming_task.schedule._admin import ScheduleAdmin
-from chongming_task.schedule._stats import SchedulerHealth
+from chongming_task.schedule import ScheduleAdmin, SchedulerHealth
 from chongming_task.stores._base import TaskStore
 from chongming_task.stores._queue_health import QueueHealth, queue_health
 

@@ -29,6 +29,7 @@ from datetime import datetime
 from typing import Final
 
 from chongming_task._model import JSONValue
+from chongming_task._public import public
 from chongming_task.controller._buckets import DEFAULT_NUM_BUCKETS, format_buckets
 from chongming_task.states import TERMINAL, TaskStatus
 from chongming_task.stores._base import QueueStore, TaskQuery, TaskStore
@@ -207,6 +208,7 @@ def _state(record: WorkerRecord, now: datetime) -> str:
     return "live" if record.alive(now) else "stale"
 
 
+@public
 def ownership_report(
     store: TaskStore, *, num_buckets: int | None = None, now: datetime | None = None
 ) -> OwnershipReport:

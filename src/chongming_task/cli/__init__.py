@@ -12,9 +12,11 @@ import os
 import sys
 
 from chongming_task.cli._app import main
-from chongming_task.cli._errors import ExitCode
+from chongming_task.cli._errors import ExitCode, describe
+from chongming_task.cli._loader import module_schedules
+from chongming_task.cli._render import Output
 
-__all__ = ["ExitCode", "entry_point", "main"]
+__all__ = ["ExitCode", "Output", "describe", "entry_point", "main", "module_schedules"]
 
 
 def entry_point() -> None:

@@ -20,7 +20,7 @@ from chongming_task.cli._errors import ExitCode, UsageError, describe
 from chongming_task.cli._parsing import check_argv
 from chongming_task.cli._render import Output
 from chongming_task.cli._session import Session
-from chongming_task.cli.commands._common import add_global_options
+from chongming_task.cli.commands import add_global_options, register_all
 
 __all__ = ["Handler", "build_parser", "main"]
 
@@ -51,7 +51,6 @@ _CREDENTIALS = re.compile(r"([\w.%+-]+):[^\s@/:]+@")
 def build_parser() -> argparse.ArgumentParser:
     """The whole command line: global options and one subparser per command."""
     from chongming_task import __version__
-    from chongming_task.cli.commands import register_all
 
     parser = _Parser(
         prog=PROG,

@@ -86,7 +86,7 @@ class _JsonFormatter(logging.Formatter):
 
     def __init__(self) -> None:
         super().__init__()
-        from chongming_task.observability._logging import JsonLogFormatter
+        from chongming_task.observability import JsonLogFormatter
 
         self._inner = JsonLogFormatter()
 

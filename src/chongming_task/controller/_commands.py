@@ -32,7 +32,7 @@ from datetime import datetime
 from chongming_task._consumer import KEEP, CommandConsumer, Complete, Outcome
 from chongming_task._service import BackgroundService
 from chongming_task.controller._control import ACTIONS, Controllable, control_task
-from chongming_task.core._clock import Clock, SystemClock
+from chongming_task.core import Clock, SystemClock
 from chongming_task.stores._base import Command, CommandStore, TaskStore
 
 __all__ = ["CommandListener", "CommandPoller"]

@@ -34,7 +34,7 @@ from typing import Final, Literal, Protocol
 
 from chongming_task._model import JSONValue, TaskSnapshot
 from chongming_task._validation import check_lookup
-from chongming_task.core._clock import Clock
+from chongming_task.core import Clock
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.errors import ConcurrencyConflict, ConfigurationError, InvalidTransition
 from chongming_task.states import TaskStatus

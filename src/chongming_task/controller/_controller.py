@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, Unpack, 
 
 from chongming_task._decorator import refuse_option_keywords
 from chongming_task._model import JSONValue, TaskSnapshot, Transition
+from chongming_task._public import public
 from chongming_task._validation import (
     check_count,
     check_int,
@@ -52,10 +53,10 @@ from chongming_task.controller._stats import ControllerStats
 from chongming_task.controller._submission import BatchOptions
 from chongming_task.controller._waiting import wait_for_runs
 from chongming_task.controller._writethrough import PendingWrite, PersistFailure
-from chongming_task.core._clock import Clock
+from chongming_task.core import Clock
 from chongming_task.policies import BucketPolicy, RetryPolicy, Timeout
 from chongming_task.run import TaskOutcome, TaskRun
-from chongming_task.runtime._context import TaskContext
+from chongming_task.runtime import TaskContext
 from chongming_task.stores._base import TaskStore
 
 if TYPE_CHECKING:
@@ -68,6 +69,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
+@public
 class Controller:
     """Registers task definitions, runs submissions within limits, and controls them.
 

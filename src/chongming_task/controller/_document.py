@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from chongming_task._redact import redact, redact_json, redact_traceback
 from chongming_task.controller._table import elapsed_seconds
-from chongming_task.core._clock import utc_now
+from chongming_task.core import utc_now
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.stores._queue_records import parent_of, recipe_of
 

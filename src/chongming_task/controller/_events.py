@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from chongming_task._model import TaskSnapshot, Transition
 from chongming_task._service import FINISHED, BackgroundService, StepResult
-from chongming_task.core._clock import SystemClock
+from chongming_task.core import SystemClock
 
 __all__ = ["EventBus", "Subscriber"]
 

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from chongming_task.controller._dispatch import Dispatcher
     from chongming_task.controller._submission import Submission
     from chongming_task.run import TaskRun
-    from chongming_task.runtime._context import ChildTasks
+    from chongming_task.runtime import ChildTasks
 
 __all__ = ["ControllerInternals"]
 

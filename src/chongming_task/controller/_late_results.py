@@ -24,7 +24,7 @@ import logging
 from typing import Final
 
 from chongming_task._model import JSONValue, TaskSnapshot
-from chongming_task.core._clock import Clock
+from chongming_task.core import Clock
 from chongming_task.errors import ConcurrencyConflict, TaskError
 from chongming_task.stores._base import TaskStore
 from chongming_task.stores._capabilities import save_unheld

@@ -23,7 +23,7 @@ from typing import Protocol
 from chongming_task._checkpoint_gaps import CheckpointGaps
 from chongming_task._model import Progress, TaskSnapshot
 from chongming_task._service import BackgroundService
-from chongming_task.core._clock import Clock
+from chongming_task.core import Clock
 from chongming_task.stores._base import TaskStore
 
 __all__ = ["LeaseKeeper"]

@@ -21,10 +21,10 @@ from typing import TypedDict, Unpack
 from chongming_task import _validation
 from chongming_task.controller import _buckets as bucket_rules
 from chongming_task.controller._admission import check_per_bucket
-from chongming_task.core._clock import Clock, SystemClock
+from chongming_task.core import Clock, SystemClock
 from chongming_task.errors import ConfigurationError
 from chongming_task.policies import BucketPolicy, ConcurrencyPolicy
-from chongming_task.runtime.executors._base import Executor
+from chongming_task.runtime.executors import Executor
 from chongming_task.states import TaskStatus
 from chongming_task.stores._records import Order, TaskQuery
 

@@ -27,7 +27,8 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
 from chongming_task._model import Failure, FailureKind, TaskSnapshot, Transition
-from chongming_task.core._clock import Clock
+from chongming_task._public import public
+from chongming_task.core import Clock
 from chongming_task.states import OCCUPYING, TERMINAL, TaskStatus
 from chongming_task.stores._base import LostCandidate, TaskQuery, TaskStore
 
@@ -43,6 +44,7 @@ _UNFINISHED = frozenset(set(TaskStatus) - TERMINAL)
 WRITE_BATCH = 1000
 
 
+@public
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReconcileReport:
     """What one ``reconcile()`` found, by task id."""

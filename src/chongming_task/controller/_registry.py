@@ -21,6 +21,7 @@ from typing import Any, TypedDict
 from chongming_task import _validation
 from chongming_task._decorator import task_name
 from chongming_task._model import JSONValue
+from chongming_task._public import public
 from chongming_task.errors import ConfigurationError, UnknownTaskName
 from chongming_task.policies import RetryPolicy, Timeout
 
@@ -70,6 +71,7 @@ ENQUEUE_OPTIONS: frozenset[str] = frozenset(
 OPTION_NAMES: frozenset[str] = SUBMIT_OPTIONS | ENQUEUE_OPTIONS
 
 
+@public
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TaskDefinition:
     """One registered task: the name callers use and what runs under it."""

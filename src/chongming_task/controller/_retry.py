@@ -30,7 +30,7 @@ from typing import Final, Unpack
 from chongming_task import _validation
 from chongming_task._model import TaskSnapshot
 from chongming_task.controller._options import QueueTaskFilters, parse_statuses, task_query
-from chongming_task.core._clock import Clock
+from chongming_task.core import Clock
 from chongming_task.core.state_machine import RETRYABLE_TERMINALS, StateMachine, Triggers
 from chongming_task.errors import (
     ConcurrencyConflict,

@@ -10,11 +10,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from chongming_task._public import public
 from chongming_task.states import TERMINAL, TaskStatus
 
 __all__ = ["ControllerStats"]
 
 
+@public
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ControllerStats:
     """Counts per status, from the store (so other processes' tasks are included)."""

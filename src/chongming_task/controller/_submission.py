@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from chongming_task.controller._dispatch import Dispatcher
     from chongming_task.controller._events import EventBus
     from chongming_task.controller._writethrough import WriteThrough
-    from chongming_task.runtime._context import ChildTasks
+    from chongming_task.runtime import ChildTasks
 
 __all__ = ["BatchOptions", "Submission"]
 

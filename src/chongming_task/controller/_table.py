@@ -15,8 +15,9 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from chongming_task._model import TaskSnapshot
+from chongming_task._public import public
 from chongming_task._redact import printable, redact
-from chongming_task.core._clock import SystemClock
+from chongming_task.core import SystemClock
 
 __all__ = [
     "COLUMNS",
@@ -103,6 +104,7 @@ def row_cells(snapshot: TaskSnapshot, now: datetime) -> tuple[str, ...]:
     )
 
 
+@public
 def render_table(
     snapshots: Iterable[TaskSnapshot],
     *,

@@ -33,9 +33,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from chongming_task._model import TaskSnapshot, Transition
+from chongming_task._public import public
 from chongming_task._service import FINISHED, BackgroundService, StepResult
 from chongming_task.controller._late_results import record_late_result
-from chongming_task.core._clock import Clock
+from chongming_task.core import Clock
 from chongming_task.errors import ConcurrencyConflict, ConfigurationError, DuplicateTaskId
 from chongming_task.states import TaskStatus
 from chongming_task.stores._base import TaskStore
@@ -55,6 +56,7 @@ RETRY_BASE = 0.05
 RETRY_MAX = 1.0
 
 
+@public
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PersistFailure:
     """One failed store operation, kept so the failure is visible, never silent."""

@@ -13,9 +13,12 @@ import time
 from datetime import UTC, datetime
 from typing import Protocol, runtime_checkable
 
+from chongming_task._public import public
+
 __all__ = ["Clock", "SystemClock", "utc_now"]
 
 
+@public
 @runtime_checkable
 class Clock(Protocol):
     """What every time-dependent component receives."""
@@ -40,6 +43,7 @@ class Clock(Protocol):
         ...
 
 
+@public
 class SystemClock:
     """The real clock."""
 

@@ -20,6 +20,9 @@ first use: ``prometheus_client`` (``pip install "chongming-task[prometheus]"``) 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from chongming_task._lazy import lazy_exports
 from chongming_task.observability._collectors import (
     ControllerCollector,
     SchedulerCollector,
@@ -32,11 +35,23 @@ from chongming_task.observability._otel import TracingObserver, install_tracing,
 from chongming_task.observability._prometheus import PrometheusExporter, install_prometheus
 from chongming_task.observability._server import MetricsServer, serve_metrics
 from chongming_task.observability._trace_context import (
+    TRACEPARENT,
     extract_trace_context,
     inject_trace_context,
 )
 
+if TYPE_CHECKING:  # resolved on first access: only a worker configures tracing from OTEL_*
+    from chongming_task.observability._otel_env import tracing_from_env, wants_tracing
+
+_LAZY: dict[str, str] = {
+    "tracing_from_env": "chongming_task.observability._otel_env",
+    "wants_tracing": "chongming_task.observability._otel_env",
+}
+
+__getattr__, __dir__ = lazy_exports("chongming_task.observability", globals(), _LAZY)
+
 __all__ = [
+    "TRACEPARENT",
     "ControllerCollector",
     "JsonLogFormatter",
     "MetricsEndpoint",
@@ -56,4 +71,6 @@ __all__ = [
     "span_name",
     "task_extra",
     "timeout_scope",
+    "tracing_from_env",
+    "wants_tracing",
 ]

@@ -31,8 +31,7 @@ from chongming_task.stores._base import ScheduleStore, TaskQuery, TaskStore
 
 if TYPE_CHECKING:
     from chongming_task.controller import Controller
-    from chongming_task.schedule._control import ScheduleControl
-    from chongming_task.schedule._scheduler import Scheduler
+    from chongming_task.schedule import ScheduleControl, Scheduler
 
 __all__ = [
     "INSTALL_HINT",
@@ -158,7 +157,7 @@ class StoreCollector:
         ]
 
     def _schedules(self) -> list[Any]:
-        from chongming_task.schedule._control import ScheduleControl
+        from chongming_task.schedule import ScheduleControl
 
         core = self._core
         label = ["schedule"]

@@ -15,7 +15,7 @@ from chongming_task.observability._server import HealthCheck, MetricsServer, ser
 if TYPE_CHECKING:
     from chongming_task.controller import Controller
     from chongming_task.observability._prometheus import PrometheusExporter
-    from chongming_task.schedule._scheduler import Scheduler
+    from chongming_task.schedule import Scheduler
 
 __all__ = ["MetricsEndpoint", "expose_metrics"]
 

@@ -44,6 +44,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
 from chongming_task._model import TaskSnapshot, Transition
+from chongming_task._public import public
 from chongming_task.states import TaskStatus
 
 if TYPE_CHECKING:
@@ -67,6 +68,7 @@ def timeout_scope(transition: Transition) -> str | None:
     return None
 
 
+@public
 class TransitionObserver:
     """Turns the controller's transitions into ``on_*`` hooks; every hook is a no-op.
 

@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from chongming_task._model import TaskSnapshot, Transition
+from chongming_task._public import public
 from chongming_task._redact import redact, redact_secrets, redact_traceback
 from chongming_task.observability._events import TransitionObserver
 from chongming_task.states import TaskStatus
@@ -54,6 +55,7 @@ def task_extra(snapshot: TaskSnapshot) -> dict[str, Any]:
     return extra
 
 
+@public
 class JsonLogFormatter(logging.Formatter):
     """One JSON object per record: ``ts``, ``level``, ``logger``, ``message``, extras.
 
@@ -100,6 +102,7 @@ def _json_value(value: Any) -> Any:
     return value
 
 
+@public
 class TransitionLogger(TransitionObserver):
     """Logs every transition with the task's structured fields.
 

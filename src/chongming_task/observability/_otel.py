@@ -31,8 +31,9 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
 from chongming_task._model import TaskSnapshot, Transition
+from chongming_task._public import public
 from chongming_task._redact import redact
-from chongming_task.core._clock import Clock, SystemClock
+from chongming_task.core import Clock, SystemClock
 from chongming_task.observability._events import TransitionObserver
 from chongming_task.observability._submit_context import SubmitContexts
 from chongming_task.observability._trace_context import require_otel
@@ -218,6 +219,7 @@ class TracingObserver(TransitionObserver):
         span.set_status(Status(StatusCode.ERROR, message or snapshot.status.value))
 
 
+@public
 def install_tracing(controller: Controller, tracer_provider: Any | None = None) -> TracingObserver:
     """Attach a :class:`TracingObserver` to ``controller``; ``close()`` it to detach.
 

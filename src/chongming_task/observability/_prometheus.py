@@ -33,6 +33,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
 from chongming_task._model import TaskSnapshot, Transition
+from chongming_task._public import public
 from chongming_task.observability._collectors import (
     ControllerCollector,
     SchedulerCollector,
@@ -46,7 +47,7 @@ from chongming_task.states import TaskStatus
 if TYPE_CHECKING:
     from chongming_task.controller import Controller
     from chongming_task.observability._server import MetricsServer
-    from chongming_task.schedule._scheduler import Scheduler
+    from chongming_task.schedule import Scheduler
     from chongming_task.stores._base import Command, TaskStore
 
 __all__ = [
@@ -225,6 +226,7 @@ class PrometheusExporter(TransitionObserver):
         self.collectors.append(collector)
 
 
+@public
 def install_prometheus(
     controller: Controller, registry: Any | None = None, scheduler: Scheduler | None = None
 ) -> PrometheusExporter:

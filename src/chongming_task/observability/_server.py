@@ -19,9 +19,10 @@ from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
+from chongming_task._public import public
 from chongming_task._service import FINISHED, BackgroundService, StepResult
 from chongming_task._validation import check_int
-from chongming_task.core._clock import SystemClock
+from chongming_task.core import SystemClock
 from chongming_task.errors import ConfigurationError
 from chongming_task.observability._collectors import require_prometheus
 
@@ -133,6 +134,7 @@ class MetricsServer:
         return f"MetricsServer({self.url!r})"
 
 
+@public
 def serve_metrics(
     registry: Any, port: int, host: str = "127.0.0.1", *, health: HealthCheck | None = None
 ) -> MetricsServer:

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from chongming_task._model import JSONValue
+from chongming_task._public import public
 from chongming_task.observability._extras import require_extra
 
 __all__ = [
@@ -51,6 +52,7 @@ def _propagator() -> Any:
     return TraceContextTextMapPropagator()
 
 
+@public
 def inject_trace_context(
     metadata: Mapping[str, JSONValue] | None = None, *, context: Any | None = None
 ) -> dict[str, JSONValue]:

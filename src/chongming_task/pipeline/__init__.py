@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from chongming_task.pipeline._checks import topological_order
 from chongming_task.pipeline._graph import Node, Pipeline
 from chongming_task.pipeline._outcome import NodeFailure, NodeOutcome, PipelineOutcome
 from chongming_task.pipeline._run import PipelineRun
-from chongming_task.pipeline._submit import submit_to_port
+from chongming_task.pipeline._submit import checked_run_id, node_task_id, submit_to_port
 
 if TYPE_CHECKING:
     from chongming_task.controller import Controller
@@ -24,7 +25,10 @@ __all__ = [
     "Pipeline",
     "PipelineOutcome",
     "PipelineRun",
+    "checked_run_id",
+    "node_task_id",
     "submit_pipeline",
+    "topological_order",
 ]
 
 

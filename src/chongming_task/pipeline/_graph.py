@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from chongming_task._public import public
 from chongming_task.errors import ConfigurationError
 from chongming_task.pipeline._checks import (
     check_node_options,
@@ -57,6 +58,7 @@ class Node:
 _FAIL_FAST = AggregationPolicy.fail_fast()
 
 
+@public
 class Pipeline:
     """A DAG of registered tasks, submitted with ``controller.submit_pipeline(pipeline)``.
 

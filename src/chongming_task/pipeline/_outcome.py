@@ -7,11 +7,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from chongming_task._model import Failure, JSONValue, TaskSnapshot
+from chongming_task._public import public
 from chongming_task.states import TaskStatus
 
 __all__ = ["NodeFailure", "NodeOutcome", "PipelineOutcome"]
 
 
+@public
 @dataclass(frozen=True, slots=True)
 class NodeOutcome:
     """One node at the end of the run: its task's final snapshot and what it means."""
@@ -66,6 +68,7 @@ class NodeFailure:
         return f"node {self.node_id!r} {self.status.value}: {self.message}"
 
 
+@public
 @dataclass(frozen=True, slots=True)
 class PipelineOutcome:
     """The result of :meth:`PipelineRun.wait`.

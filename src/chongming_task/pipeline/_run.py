@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Any
 
 from chongming_task._model import TaskSnapshot
+from chongming_task._public import public
 from chongming_task.pipeline._orchestrator import Orchestrator
 from chongming_task.pipeline._outcome import PipelineOutcome
 from chongming_task.states import TaskStatus
@@ -21,6 +22,7 @@ from chongming_task.states import TaskStatus
 __all__ = ["PipelineRun"]
 
 
+@public
 class PipelineRun:
     """The handle returned by ``controller.submit_pipeline(pipeline)``.
 

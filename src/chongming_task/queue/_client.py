@@ -35,6 +35,7 @@ from typing import (
 
 from chongming_task._decorator import refuse_option_keywords, task_name
 from chongming_task._model import JSONValue, TaskSnapshot, Transition
+from chongming_task._public import public
 from chongming_task._validation import (
     check_aware,
     check_items,
@@ -56,15 +57,12 @@ from chongming_task.controller._retry import RetryReport, retry_query, retry_tas
 from chongming_task.controller._waiting import outcome_of, wait_in_store
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.errors import ConfigurationError, DuplicateTaskId
-from chongming_task.observability._trace_context import TRACEPARENT, inject_trace_context
-from chongming_task.pipeline import Pipeline
-from chongming_task.pipeline._submit import checked_run_id
+from chongming_task.observability import TRACEPARENT, inject_trace_context
+from chongming_task.pipeline import Pipeline, checked_run_id
 from chongming_task.policies import BucketPolicy
 from chongming_task.queue._pipelines import PipelineHandle, pipeline_entries
 from chongming_task.run import R_co, TaskOutcome
-from chongming_task.runtime._attempt import TaskCall
-from chongming_task.runtime._context import TaskContext
-from chongming_task.runtime._options import check_signature
+from chongming_task.runtime import TaskCall, TaskContext, check_signature
 from chongming_task.states import TaskStatus
 from chongming_task.stores._base import TaskStore
 from chongming_task.stores._capabilities import require_queue
@@ -187,6 +185,7 @@ class EnqueueOptions(TypedDict, total=False):
     connection: object | None
 
 
+@public
 class TaskHandle(Generic[R_co]):
     """A task enqueued (or looked up) through a :class:`Client`: read it, control it, wait.
 
@@ -286,6 +285,7 @@ def task_metadata(
     return result
 
 
+@public
 class Client:
     """Enqueue work for workers, and look at or control any task, through ``store``.
 
@@ -941,6 +941,7 @@ class EnqueueWithOptions:
         return f"EnqueueWithOptions({self._client!r}, {self._options!r})"
 
 
+@public
 class AsyncTaskHandle(Generic[R_co]):
     """The asyncio twin of :class:`TaskHandle` (``await handle.wait()``)."""
 
@@ -1005,6 +1006,7 @@ class AsyncTaskHandle(Generic[R_co]):
         return f"AsyncTaskHandle({self.task_id!r})"
 
 
+@public
 class AsyncClient:
     """The asyncio twin of :class:`Client` for FastAPI-style apps: store calls in threads."""
 

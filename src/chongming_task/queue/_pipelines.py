@@ -22,11 +22,17 @@ from typing import TYPE_CHECKING, Any
 
 from chongming_task._joins import settle_status, triggers_fail_fast
 from chongming_task._model import TaskSnapshot
+from chongming_task._public import public
 from chongming_task._validation import check_lookup, check_timeout
 from chongming_task.errors import ConfigurationError
-from chongming_task.pipeline import NodeFailure, NodeOutcome, Pipeline, PipelineOutcome
-from chongming_task.pipeline._checks import topological_order
-from chongming_task.pipeline._submit import node_task_id
+from chongming_task.pipeline import (
+    NodeFailure,
+    NodeOutcome,
+    Pipeline,
+    PipelineOutcome,
+    node_task_id,
+    topological_order,
+)
 from chongming_task.states import TaskStatus
 from chongming_task.stores._base import TaskQuery
 from chongming_task.stores._dag import DAG_KEY, NodeLinks, links_of
@@ -101,6 +107,7 @@ def pipeline_entries(client: Client, pipeline: Pipeline, run_id: str) -> list[An
     return entries
 
 
+@public
 class PipelineHandle:
     """A pipeline run stored by :meth:`Client.enqueue_pipeline`, read from the store.
 

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from chongming_task._checkpoint_gaps import FAST_GAP
 from chongming_task._model import JSONValue, Progress
+from chongming_task._public import public
 from chongming_task._validation import (
     LINE_MAX_LENGTH,
     UNIT_MAX_LENGTH,
@@ -162,6 +163,7 @@ class Heartbeat:
 _UNSAFE_PATH = re.compile(r"[^A-Za-z0-9._-]")
 
 
+@public
 class RuntimeContext:
     """What a task body receives as its first argument (public name ``TaskContext``)."""
 

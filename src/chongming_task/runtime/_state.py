@@ -18,7 +18,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from chongming_task._checkpoint_gaps import GapRecorder
-from chongming_task.core._clock import Clock
+from chongming_task.core import Clock
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.policies import RetryPolicy, Timeout
 from chongming_task.runtime._attempt import Attempt, TaskCall
@@ -27,7 +27,7 @@ from chongming_task.runtime._events import Outbox
 from chongming_task.states import TaskStatus
 
 if TYPE_CHECKING:
-    from chongming_task.runtime.executors._base import Executor
+    from chongming_task.runtime.executors import Executor
 
 __all__ = ["RunState", "Supervision"]
 

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import ClassVar, Final
 
 from chongming_task._service import FINISHED, BackgroundService, StepResult
-from chongming_task.core._clock import Clock
+from chongming_task.core import Clock
 
 __all__ = ["EPSILON", "TimerEntry", "TimerService"]
 

@@ -19,7 +19,8 @@ from typing import Final
 
 from chongming_task import _validation
 from chongming_task._model import JSONValue, TaskSnapshot, ensure_json
-from chongming_task.core._clock import Clock, SystemClock
+from chongming_task._public import public
+from chongming_task.core import Clock, SystemClock
 from chongming_task.errors import ConfigurationError, StaleScheduleEdit, StoreError
 from chongming_task.schedule._control import ScheduleControl, redact_error
 from chongming_task.schedule._definition import Schedule
@@ -56,6 +57,7 @@ _CANCEL_LEASE: Final = 10.0
 _STATISTICS_WINDOW: Final = 1000
 
 
+@public
 class ScheduleAdmin:
     """Read and change schedule control records; request manual runs.
 

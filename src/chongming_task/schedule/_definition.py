@@ -18,6 +18,7 @@ from types import MappingProxyType
 from typing import Any, Final, Literal
 
 from chongming_task._model import JSONValue, ensure_json
+from chongming_task._public import public
 from chongming_task.errors import ConfigurationError
 from chongming_task.policies import FixedBackoff, RetryPolicy, Timeout
 from chongming_task.schedule._triggers import (
@@ -108,6 +109,7 @@ class RunPolicy:
         return Timeout(total=self.max_runtime)
 
 
+@public
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Schedule(RunPolicy):
     """A named binding of a registered task, JSON arguments and a trigger, plus policy.

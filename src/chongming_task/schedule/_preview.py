@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any, Final, Literal
 
+from chongming_task._public import public
 from chongming_task.errors import ConfigurationError
 from chongming_task.schedule._triggers import CronTrigger, Trigger, load_timezone
 from chongming_task.schedule._walltime import _candidates, _next, _offset, _transition
@@ -201,6 +202,7 @@ def _band(trigger: CronTrigger, low: datetime, high: datetime) -> list[datetime]
     return found
 
 
+@public
 def preview(  # noqa: C901 (one branch per preview option)
     trigger: Trigger | str,
     *,

@@ -33,9 +33,10 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Final
 
 from chongming_task._model import JSONValue, TaskSnapshot, Transition
+from chongming_task._public import public
 from chongming_task._service import BackgroundService
 from chongming_task._validation import check_seconds
-from chongming_task.core._clock import Clock
+from chongming_task.core import Clock
 from chongming_task.errors import ConfigurationError, ControllerClosed
 from chongming_task.schedule._admin import ScheduleAdmin, check_input, manual_runs_disabled
 from chongming_task.schedule._control import ScheduleControl
@@ -67,6 +68,7 @@ DEFAULT_LEAD: Final = 0.02
 MAX_LEAD: Final = 1.0
 
 
+@public
 class Scheduler:
     """Fires registered schedules through ``controller`` (see the module docstring).
 

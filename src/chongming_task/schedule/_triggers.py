@@ -37,6 +37,7 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Final, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from chongming_task._public import public
 from chongming_task._validation import MAX_SECONDS, check_seconds
 from chongming_task.errors import ConfigurationError
 from chongming_task.schedule._durations import format_duration, parse_duration
@@ -106,6 +107,7 @@ def _require_aware(dt: object) -> datetime:
     return dt
 
 
+@public
 @dataclass(frozen=True, slots=True, init=False)
 class IntervalTrigger:
     """Fire every ``seconds`` on the grid ``anchor + k * seconds``.
@@ -165,6 +167,7 @@ class IntervalTrigger:
         return f"every {format_duration(self.seconds)}"
 
 
+@public
 @dataclass(frozen=True, slots=True, init=False)
 class CronTrigger:
     """A cron expression read in an IANA timezone (the module docstring states the DST rule).

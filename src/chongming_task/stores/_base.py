@@ -41,7 +41,7 @@ from typing import ClassVar, NamedTuple, Self
 
 from chongming_task._checkpoint_gaps import CheckpointGaps
 from chongming_task._model import Failure, Progress, TaskSnapshot, Transition
-from chongming_task.core._clock import Clock, SystemClock
+from chongming_task.core import Clock, SystemClock
 from chongming_task.errors import ConcurrencyConflict, ConfigurationError, StoreError
 from chongming_task.states import TaskStatus
 from chongming_task.stores._activity import (

@@ -27,7 +27,7 @@ from typing import Final, Protocol
 
 from chongming_task._joins import Verdict, decide_join, skip_failure, triggers_fail_fast
 from chongming_task._model import JSONValue, TaskSnapshot, Transition
-from chongming_task.core._clock import Clock
+from chongming_task.core import Clock
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.policies import JoinMode
 from chongming_task.states import TaskStatus

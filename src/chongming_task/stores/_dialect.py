@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
-from chongming_task.core._clock import Clock
+from chongming_task.core import Clock
 from chongming_task.errors import ConcurrencyConflict, ConfigurationError, StoreError
 from chongming_task.stores._signal import CommandSignal
 from chongming_task.stores._sqlfile import load_sections

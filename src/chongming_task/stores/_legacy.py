@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from chongming_task._model import JSONValue, TaskSnapshot, Transition, loads
 from chongming_task._validation import check_metadata, check_priority, check_task_id, check_text
-from chongming_task.core._clock import SystemClock
+from chongming_task.core import SystemClock
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.errors import ConfigurationError, StoreError
 from chongming_task.policies import BucketPolicy

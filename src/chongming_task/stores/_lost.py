@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any, Final, NamedTuple
 
 from chongming_task._model import Failure, FailureKind, TaskSnapshot, Transition
-from chongming_task.core._clock import Clock
+from chongming_task.core import Clock
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.errors import ConfigurationError
 from chongming_task.states import TRANSITIONS, TaskStatus

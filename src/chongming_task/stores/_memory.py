@@ -17,8 +17,9 @@ from datetime import datetime, timedelta
 
 from chongming_task._checkpoint_gaps import CheckpointGaps
 from chongming_task._model import Progress, TaskSnapshot, Transition
+from chongming_task._public import public
 from chongming_task._validation import check_count, check_items, check_lookup
-from chongming_task.core._clock import Clock
+from chongming_task.core import Clock
 from chongming_task.errors import (
     ConcurrencyConflict,
     DuplicateTaskId,
@@ -73,6 +74,7 @@ class _Row:
     """The unique key, for a task made by ``create_unique``."""
 
 
+@public
 class InMemoryTaskStore(MemoryControl, QueueStore):
     """Dictionaries behind one lock: for single-process use, unit tests and as the reference."""
 

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from chongming_task._model import JSONValue, loads
 from chongming_task._redact import redact_text_fields
 from chongming_task._validation import check_lookup, check_seconds
-from chongming_task.core._clock import Clock
+from chongming_task.core import Clock
 from chongming_task.errors import StoreError
 from chongming_task.stores._base import (
     ClaimLost,

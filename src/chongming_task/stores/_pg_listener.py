@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from chongming_task._redact import scrub_dsn
 from chongming_task._service import BackgroundService
-from chongming_task.core._clock import Clock, SystemClock
+from chongming_task.core import Clock, SystemClock
 from chongming_task.stores._signal import CommandSignal
 
 if TYPE_CHECKING:

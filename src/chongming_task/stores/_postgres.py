@@ -36,8 +36,9 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
+from chongming_task._public import public
 from chongming_task._redact import scrub_dsn
-from chongming_task.core._clock import Clock, SystemClock
+from chongming_task.core import Clock, SystemClock
 from chongming_task.errors import (
     ConcurrencyConflict,
     ConfigurationError,
@@ -128,6 +129,7 @@ def _configure(conn: psycopg.Connection[Any]) -> None:
     conn.execute("SET TIME ZONE 'UTC'")
 
 
+@public
 class PostgresTaskStore(SqlStore):
     """A :class:`~chongming_task.stores._base.TaskStore` in a PostgreSQL database.
 

@@ -15,6 +15,7 @@ from typing import Any, Final, Literal, NamedTuple
 
 from chongming_task import _validation
 from chongming_task._model import JSONValue, TaskSnapshot, Transition, dumps, parse_datetime
+from chongming_task._public import public
 from chongming_task._redact import redact_text_fields
 from chongming_task._validation import OUTCOME_MAX_BYTES as _OUTCOME_MAX_BYTES
 from chongming_task.errors import (
@@ -85,6 +86,7 @@ def _status(value: object) -> TaskStatus:
     return value
 
 
+@public
 @dataclass(frozen=True, kw_only=True)
 class TaskQuery:
     """Filters for ``query``/``count_by_status``; every filter present must match (AND)."""

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from chongming_task.core._clock import Clock
+from chongming_task.core import Clock
 
 if TYPE_CHECKING:
     from chongming_task.stores._file_watch import FileWatch

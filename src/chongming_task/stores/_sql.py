@@ -36,7 +36,7 @@ from chongming_task._model import (
 )
 from chongming_task._redact import redact_text_fields
 from chongming_task._validation import check_count, check_items, check_lookup, check_seconds
-from chongming_task.core._clock import Clock
+from chongming_task.core import Clock
 from chongming_task.errors import (
     ConcurrencyConflict,
     ConfigurationError,

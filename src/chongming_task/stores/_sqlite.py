@@ -46,8 +46,9 @@ from datetime import datetime, timedelta
 from typing import Any, Final, Literal, TypeVar
 
 from chongming_task._model import dumps, parse_datetime
+from chongming_task._public import public
 from chongming_task._validation import check_seconds
-from chongming_task.core._clock import Clock, SystemClock
+from chongming_task.core import Clock, SystemClock
 from chongming_task.errors import ConfigurationError, SchemaMissing, StoreError
 from chongming_task.stores import _sqlite_lost
 from chongming_task.stores._codec import from_micros, to_micros
@@ -100,6 +101,7 @@ def _lease_expired(lease_until: object, cutoff_micros: object) -> int:
     return int(parsed is None or to_micros(parsed) <= int(cutoff_micros))  # type: ignore[call-overload]
 
 
+@public
 class SqliteTaskStore(SqlStore):
     """A :class:`~chongming_task.stores._base.TaskStore` in a SQLite file (or ``":memory:"``).
 

@@ -24,7 +24,7 @@ import sqlite3
 from collections.abc import Callable
 
 from chongming_task._service import FINISHED, BackgroundService, StepResult
-from chongming_task.core._clock import SystemClock
+from chongming_task.core import SystemClock
 
 __all__ = ["EVERY", "VALVE", "Checkpointer"]
 

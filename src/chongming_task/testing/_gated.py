@@ -13,8 +13,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from chongming_task.runtime._attempt import Attempt, AttemptEnd, TaskCall
-    from chongming_task.runtime.executors._base import Executor
+    from chongming_task.runtime import Attempt, AttemptEnd, TaskCall
+    from chongming_task.runtime.executors import Executor
 
 __all__ = ["GatedExecutor"]
 

@@ -50,7 +50,7 @@ Hooks (all optional except ``make_store``):
 
 from __future__ import annotations
 
-from chongming_task.testing._store_contract._support import WatchedClock, assert_same_json
+from chongming_task.testing._store_contract import WatchedClock, assert_same_json
 from chongming_task.testing._store_contract.commands import CommandCases
 from chongming_task.testing._store_contract.global_limits import GlobalLimitCases
 from chongming_task.testing._store_contract.lost import LostCases

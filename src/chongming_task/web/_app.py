@@ -43,16 +43,14 @@ from chongming_task._redact import redact, redact_json, redact_reason
 from chongming_task._timespec import parse_instant
 from chongming_task.controller._control import control_task
 from chongming_task.controller._retry import RETRYABLE, retry_task
-from chongming_task.core._clock import Clock, SystemClock
+from chongming_task.core import Clock, SystemClock
 from chongming_task.errors import (
     ConcurrencyConflict,
     ConfigurationError,
     StaleScheduleEdit,
     StoreError,
 )
-from chongming_task.schedule._admin import ScheduleAdmin
-from chongming_task.schedule._control import ScheduleControl
-from chongming_task.schedule._stats import ScheduleStatistics
+from chongming_task.schedule import ScheduleAdmin, ScheduleControl, ScheduleStatistics
 from chongming_task.states import TERMINAL, TaskStatus
 from chongming_task.stores._activity import DURATION_SAMPLE, SERIES
 from chongming_task.stores._base import TaskStore

@@ -19,7 +19,7 @@ from typing import Any, Final
 
 from chongming_task._joins import settle_status, triggers_fail_fast
 from chongming_task._model import TaskSnapshot
-from chongming_task.pipeline._checks import topological_order
+from chongming_task.pipeline import topological_order
 from chongming_task.states import TaskStatus
 from chongming_task.stores._base import TaskQuery, TaskStore
 from chongming_task.stores._dag import links_of

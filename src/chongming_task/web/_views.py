@@ -29,14 +29,13 @@ from chongming_task._explain import Explanation, explain
 from chongming_task._model import TaskSnapshot, Transition
 from chongming_task._redact import redact
 from chongming_task._timespec import parse_instant
-from chongming_task.buckets._health import FleetHealth, fleet_health
-from chongming_task.buckets._registry import ownership_report
+from chongming_task.buckets import FleetHealth, fleet_health, ownership_report
 from chongming_task.controller._document import controls_of, due_at, task_doc, transition_doc
 from chongming_task.controller._explaining import store_facts
 from chongming_task.controller._table import elapsed_seconds
-from chongming_task.core._clock import Clock
+from chongming_task.core import Clock
 from chongming_task.errors import ConfigurationError
-from chongming_task.schedule._admin import ScheduleAdmin
+from chongming_task.schedule import ScheduleAdmin
 from chongming_task.states import OCCUPYING, TERMINAL, TaskStatus
 from chongming_task.stores._base import QueueStore, ScheduleStore, TaskQuery, TaskStore
 from chongming_task.stores._queue_health import QueueHealth, queue_health

@@ -11,7 +11,7 @@ reports what it stopped. ``chongming-task worker`` is a thin shell around
 from __future__ import annotations
 
 from chongming_task.worker._daemon import Worker
-from chongming_task.worker._logtail import LogTail
+from chongming_task.worker._logtail import LogTail, stored_tail
 from chongming_task.worker._report import ShutdownReport, StoppedTask
 
-__all__ = ["LogTail", "ShutdownReport", "StoppedTask", "Worker"]
+__all__ = ["LogTail", "ShutdownReport", "StoppedTask", "Worker", "stored_tail"]

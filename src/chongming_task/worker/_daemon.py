@@ -32,9 +32,10 @@ from typing import TYPE_CHECKING, Any, Final
 
 from chongming_task._drain import DEFAULT_DRAIN_TIMEOUT, DEFAULT_STOP_TIMEOUT, SHUTDOWN_REASON
 from chongming_task._model import Failure, FailureKind
+from chongming_task._public import public
 from chongming_task._service import BackgroundService
 from chongming_task._validation import check_global_limits, check_seconds
-from chongming_task.core._clock import SystemClock
+from chongming_task.core import SystemClock
 from chongming_task.core.state_machine import Triggers
 from chongming_task.errors import ConfigurationError, InvalidState
 from chongming_task.states import OCCUPYING, TERMINAL, TaskStatus
@@ -66,6 +67,7 @@ _TERMINAL: Final = frozenset(status.value for status in TERMINAL)
 _LOGGED: Final = frozenset({TaskStatus.RUNNING, TaskStatus.PAUSED, TaskStatus.STOPPING})
 
 
+@public
 class Worker:
     """Runs queued tasks of the store on ``controller`` until shut down.
 

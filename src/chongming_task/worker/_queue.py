@@ -28,11 +28,11 @@ import threading
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from chongming_task.buckets._agent import BucketAgent, declaration_lease
+from chongming_task.buckets import BucketAgent, declaration_lease
 from chongming_task.controller._reconcile import reconcile
 from chongming_task.core.state_machine import StateMachine
 from chongming_task.errors import ConcurrencyConflict, ConfigurationError, InvalidTransition
-from chongming_task.queue._children import QueueChildren
+from chongming_task.queue import QueueChildren
 from chongming_task.states import TaskStatus
 from chongming_task.stores._base import TaskQuery
 from chongming_task.stores._queue_records import WorkerRecord, concurrency_key_of, recipe_of

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-__all__ = ["register_all"]
+from chongming_task.cli.commands._common import add_global_options
+
+__all__ = ["add_global_options", "register_all"]
 
 
 def register_all(subparsers: argparse._SubParsersAction[Any]) -> None:

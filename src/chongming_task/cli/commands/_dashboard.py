@@ -86,13 +86,12 @@ def build_app(args: argparse.Namespace, session: Session) -> tuple[Starlette, st
             bad option.
         CommandFailed: the web extra is missing.
     """
+    from chongming_task.web import DEFAULT_SESSION_TTL, DEFAULT_USER, read_token_file
+
     try:
-        from chongming_task.web._app import create_app
-        from chongming_task.web._auth import DEFAULT_SESSION_TTL, DEFAULT_USER, read_token_file
-    except ImportError as exc:
-        raise CommandFailed(
-            f'the dashboard needs the web extra: pip install "chongming-task[web]" ({exc})'
-        ) from exc
+        from chongming_task.web import create_app
+    except ImportError as exc:  # the face names the extra to install
+        raise CommandFailed(str(exc)) from exc
     if not 0 < args.port < 65536:
         raise UsageError(f"--port must be 1..65535, got {args.port}")
     if args.live_interval <= 0:

@@ -16,7 +16,7 @@ from chongming_task.cli.commands._common import (
     require_task,
     task_parser,
 )
-from chongming_task.core._clock import utc_now
+from chongming_task.core import utc_now
 from chongming_task.states import TaskStatus
 from chongming_task.stores._queue_records import children_query, parent_of
 
@@ -57,7 +57,7 @@ def _when(value: Any) -> str:
 
 
 def _logs(snapshot: TaskSnapshot) -> list[str]:
-    from chongming_task.worker._logtail import stored_tail
+    from chongming_task.worker import stored_tail
 
     return stored_tail(snapshot, LOG_LINES)
 

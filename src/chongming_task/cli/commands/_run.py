@@ -29,7 +29,7 @@ from chongming_task.cli.commands._common import (
 )
 from chongming_task.errors import ConfigurationError
 from chongming_task.states import TaskStatus
-from chongming_task.worker._logtail import LogTail
+from chongming_task.worker import LogTail
 
 if TYPE_CHECKING:
     from chongming_task._model import TaskSnapshot

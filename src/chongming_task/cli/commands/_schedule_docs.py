@@ -7,9 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from chongming_task.cli._session import Session
-    from chongming_task.schedule._admin import ScheduleAdmin
-    from chongming_task.schedule._control import ScheduleControl
-    from chongming_task.schedule._stats import RunSummary
+    from chongming_task.schedule import RunSummary, ScheduleAdmin, ScheduleControl
 
 __all__ = ["admin_for", "run_doc", "schedule_doc", "short", "when"]
 
@@ -70,7 +68,7 @@ def run_doc(run: RunSummary) -> dict[str, Any]:
 
 
 def admin_for(session: Session) -> ScheduleAdmin:
-    from chongming_task.schedule._admin import ScheduleAdmin
+    from chongming_task.schedule import ScheduleAdmin
 
     return ScheduleAdmin(session.open_store(create=False), actor=session.issuer)
 

@@ -19,8 +19,7 @@ from chongming_task.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from chongming_task.cli._session import Session
-    from chongming_task.schedule._admin import ScheduleAdmin
-    from chongming_task.schedule._control import ScheduleControl
+    from chongming_task.schedule import ScheduleAdmin, ScheduleControl
 
 __all__ = ["cmd_schedule"]
 

@@ -20,7 +20,7 @@ from chongming_task.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from chongming_task.cli._session import Session
-    from chongming_task.schedule._preview import Preview
+    from chongming_task.schedule import Preview
 
 __all__ = ["add_cancel_parser", "add_preview_parser", "render_preview"]
 
@@ -63,7 +63,7 @@ def add_cancel_parser(actions: argparse._SubParsersAction[Any]) -> None:
 
 
 def cmd_preview(args: argparse.Namespace, session: Session) -> int:
-    from chongming_task.schedule._preview import parse_count, preview
+    from chongming_task.schedule import parse_count, preview
 
     if (args.name is None) == (args.cron is None):
         raise UsageError("schedule preview needs NAME or --cron EXPR (not both)")

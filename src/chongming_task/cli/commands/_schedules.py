@@ -133,7 +133,7 @@ def cmd_list(args: argparse.Namespace, session: Session) -> int:
 
 
 def cmd_health(args: argparse.Namespace, session: Session) -> int:
-    from chongming_task.buckets._health import fleet_health
+    from chongming_task.buckets import fleet_health
 
     # The verdict of the whole command (its exit code): schedules, queue and buckets.
     verdict = fleet_health(session.open_store(create=False), admin_for(session))

@@ -138,7 +138,7 @@ def trace_metadata(flag: str | None) -> dict[str, JSONValue]:
             metadata["tracestate"] = state
         return metadata
     try:
-        from chongming_task.observability._trace_context import inject_trace_context
+        from chongming_task.observability import inject_trace_context
 
         return inject_trace_context()
     except ConfigurationError:  # no otel extra: nothing to carry

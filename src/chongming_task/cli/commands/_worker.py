@@ -219,7 +219,7 @@ def _choice(args: argparse.Namespace, option: str, choices: tuple[str, ...], def
 
 def _executor(name: str) -> Any:
     if name == "process":
-        from chongming_task.runtime.executors._process import ProcessExecutor
+        from chongming_task.runtime.executors import ProcessExecutor
 
         return ProcessExecutor()
     return None  # the controller's default ThreadExecutor
@@ -227,7 +227,7 @@ def _executor(name: str) -> Any:
 
 def _tracing(controller: Any) -> Any:
     """OpenTelemetry from the ``OTEL_*`` variables; a warning, not a failure, without it."""
-    from chongming_task.observability._otel_env import tracing_from_env, wants_tracing
+    from chongming_task.observability import tracing_from_env, wants_tracing
 
     if not wants_tracing():
         return None
@@ -314,7 +314,7 @@ def _scheduler(controller: Any, module: Any, spec: str) -> tuple[Any, list[str]]
     apply = module_schedules(module)
     if apply is None:
         return None, []
-    from chongming_task.schedule._scheduler import Scheduler
+    from chongming_task.schedule import Scheduler
 
     scheduler = Scheduler(controller)
     try:
@@ -342,7 +342,7 @@ def _metrics_port(args: argparse.Namespace) -> int | None:
 
 def _expose_metrics(controller: Any, scheduler: Any, port: int, host: str, worker: Any) -> Any:
     """Serve ``/metrics`` and ``/healthz`` for this worker (the ``prometheus`` extra)."""
-    from chongming_task.observability._endpoint import expose_metrics
+    from chongming_task.observability import expose_metrics
 
     try:
         return expose_metrics(

@@ -26,7 +26,7 @@ from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 
-from chongming_task.web._auth import HOST_IDENTITY, Identity
+from chongming_task.web import HOST_IDENTITY, Identity
 
 __all__ = ["Bridge"]
 

@@ -23,8 +23,8 @@ from chongming_task._decorator import refuse_option_keywords
 from chongming_task._validation import check_unique, refuse_unknown_keywords
 from chongming_task.controller._registry import TaskRegistry
 from chongming_task.errors import ConfigurationError
-from chongming_task.queue._client import Client, EnqueueOptions, EnqueueWithOptions
-from chongming_task.runtime._context import TaskContext
+from chongming_task.queue import Client, EnqueueOptions, EnqueueWithOptions
+from chongming_task.runtime import TaskContext
 from chongming_task.stores._base import TaskStore
 
 __all__ = ["DjangoClient", "DjangoEnqueueWithOptions"]

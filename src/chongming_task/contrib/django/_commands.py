@@ -19,9 +19,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 
-from chongming_task.cli import main
-from chongming_task.cli._errors import ExitCode, describe
-from chongming_task.cli._render import Output
+from chongming_task.cli import ExitCode, Output, describe, main
 from chongming_task.contrib.django._config import load_config
 from chongming_task.contrib.django._project import database_problem, open_store, store_location
 

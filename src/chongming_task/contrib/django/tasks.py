@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import close_old_connections
 
-from chongming_task.cli._loader import module_schedules
+from chongming_task.cli import module_schedules
 from chongming_task.contrib.django._config import load_config
 from chongming_task.contrib.django._project import register_project_tasks, task_modules
 from chongming_task.errors import ConfigurationError

@@ -27,7 +27,7 @@ from django.views.decorators.csrf import csrf_exempt
 from chongming_task.contrib.django._bridge import Bridge
 from chongming_task.contrib.django._config import load_config
 from chongming_task.contrib.django._project import get_client, on_reset
-from chongming_task.web._auth import Identity
+from chongming_task.web import Identity
 
 __all__ = ["dashboard"]
 
@@ -45,7 +45,7 @@ class _Dashboard:
         client = get_client()
         with self.lock:
             if self.bridge is None:
-                from chongming_task.web._app import create_app
+                from chongming_task.web import create_app
 
                 app = create_app(client.store, read_only=load_config().dashboard_read_only)
                 self.bridge = Bridge(app)

@@ -31,6 +31,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from chongming_task._model import Progress
+from chongming_task._public import public
 from chongming_task._validation import check_seconds
 from chongming_task.errors import ConfigurationError
 from chongming_task.runtime._attempt import (
@@ -76,6 +77,7 @@ class _Child:
                 self.process.kill()
 
 
+@public
 class ProcessExecutor:
     """Runs each attempt in a spawned child process that can really be stopped."""
 

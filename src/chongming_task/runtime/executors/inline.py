@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from chongming_task._public import public
 from chongming_task.runtime._attempt import Attempt, AttemptEnd, TaskCall
 from chongming_task.runtime.executors._base import run_in_this_thread
 
 __all__ = ["InlineExecutor"]
 
 
+@public
 class InlineExecutor:
     """Runs the task to completion inside ``start()``, in the calling thread."""
 

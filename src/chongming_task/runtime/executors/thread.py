@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from chongming_task._public import public
 from chongming_task.runtime._attempt import Attempt, AttemptEnd, TaskCall
 from chongming_task.runtime.executors._base import run_in_this_thread
 from chongming_task.runtime.executors._carriers import SHARED, Carrier, current_carrier
@@ -22,6 +23,7 @@ from chongming_task.runtime.executors._carriers import SHARED, Carrier, current_
 __all__ = ["ThreadExecutor"]
 
 
+@public
 class ThreadExecutor:
     """Runs each task on a daemon thread; ``async def`` tasks on a loop in it."""
 

@@ -20,7 +20,7 @@ from typing import Final
 
 from chongming_task._model import JSONValue
 from chongming_task.controller import Controller
-from chongming_task.runtime._context import TaskContext
+from chongming_task.runtime import TaskContext
 from chongming_task.stores._base import TaskStore
 
 __all__ = ["BLOCKER", "CHILD_LEASE_TTL", "CHILD_OWNER", "TARGET", "pause_then_die"]

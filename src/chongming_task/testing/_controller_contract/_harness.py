@@ -21,7 +21,7 @@ from chongming_task._model import JSONValue, TaskSnapshot, Transition
 from chongming_task.controller import Controller
 from chongming_task.policies import FixedBackoff, RetryPolicy
 from chongming_task.run import TaskRun
-from chongming_task.runtime._context import TaskContext
+from chongming_task.runtime import TaskContext
 from chongming_task.states import TaskStatus
 from chongming_task.stores._base import TaskStore
 

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from chongming_task.controller import Controller
-from chongming_task.core._clock import SystemClock
+from chongming_task.core import SystemClock
 from chongming_task.stores._base import TaskStore
 from chongming_task.testing._controller_contract._child import (
     CHILD_LEASE_TTL,

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from chongming_task._model import TaskSnapshot
-from chongming_task.core._clock import SystemClock
+from chongming_task.core import SystemClock
 
 __all__ = [
     "WatchedClock",
