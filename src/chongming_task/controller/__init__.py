@@ -15,7 +15,7 @@ from chongming_task._lazy import lazy_exports
 if TYPE_CHECKING:
     from chongming_task.controller._controller import Controller
     from chongming_task.controller._reconcile import ReconcileReport
-    from chongming_task.controller._registry import TaskDefinition
+    from chongming_task.controller._registry import TaskDefinition, TaskRegistry
     from chongming_task.controller._stats import ControllerStats
     from chongming_task.controller._table import render_table
     from chongming_task.controller._writethrough import PersistFailure
@@ -26,6 +26,7 @@ _LAZY = {
     "PersistFailure": "chongming_task.controller._writethrough",
     "ReconcileReport": "chongming_task.controller._reconcile",
     "TaskDefinition": "chongming_task.controller._registry",
+    "TaskRegistry": "chongming_task.controller._registry",
     "render_table": "chongming_task.controller._table",
 }
 
@@ -39,5 +40,6 @@ __all__ = [
     "PersistFailure",
     "ReconcileReport",
     "TaskDefinition",
+    "TaskRegistry",
     "render_table",
 ]

@@ -21,11 +21,11 @@ from django.db import connections, transaction
 
 from chongming_task._decorator import refuse_option_keywords
 from chongming_task._validation import check_unique, refuse_unknown_keywords
-from chongming_task.controller._registry import TaskRegistry
+from chongming_task.controller import TaskRegistry
 from chongming_task.errors import ConfigurationError
 from chongming_task.queue import Client, EnqueueOptions, EnqueueWithOptions
 from chongming_task.runtime import TaskContext
-from chongming_task.stores._base import TaskStore
+from chongming_task.stores import TaskStore
 
 __all__ = ["DjangoClient", "DjangoEnqueueWithOptions"]
 

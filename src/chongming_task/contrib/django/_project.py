@@ -28,13 +28,14 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
 from django.utils.module_loading import module_has_submodule
 
+from chongming_task._decorator import SPEC_ATTRIBUTE
 from chongming_task.contrib.django._config import Config, load_config
-from chongming_task.controller._registry import SPEC_ATTRIBUTE, TaskRegistry
+from chongming_task.controller import TaskRegistry
 
 if TYPE_CHECKING:
     from chongming_task.contrib.django._client import DjangoClient
     from chongming_task.controller import Controller
-    from chongming_task.stores._base import TaskStore
+    from chongming_task.stores import TaskStore
 
 __all__ = [
     "APP_NAME",
@@ -133,10 +134,10 @@ def open_store(alias: str) -> TaskStore:
     """The store in database ``alias`` (its schema created or migrated if needed)."""
     location = store_location(alias)
     if connections[alias].vendor == "sqlite":
-        from chongming_task.stores._sqlite import SqliteTaskStore
+        from chongming_task.stores import SqliteTaskStore
 
         return SqliteTaskStore(location)
-    from chongming_task.stores._postgres import PostgresTaskStore
+    from chongming_task.stores import PostgresTaskStore
 
     return PostgresTaskStore(location, application_name="chongming-task (django)")
 
