@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
@@ -31,9 +32,11 @@ __all__ = ["CommandListener"]
 
 _log = logging.getLogger("chongming_task.stores.postgres")
 
-#: How long one ``notifies()`` call blocks before re-checking the stop flag: the bound
-#: on how long ``close()`` waits for the thread, not on notification latency.
-_POLL_SECONDS: Final = 0.05
+#: How long one ``notifies()`` call blocks before re-checking the stop flag. ``close()``
+#: wakes the thread at once with a NOTIFY on the listener's own channel, so this only
+#: bounds a close whose NOTIFY could not be sent (the database gone); an idle listener
+#: wakes this rarely, not 20 times a second.
+_POLL_SECONDS: Final = 2.0
 #: The pause before the first re-connect of an outage; each failure doubles it.
 RETRY_FIRST: Final = 0.5
 #: The longest pause between two re-connects.
@@ -67,6 +70,7 @@ class CommandListener:
         *,
         clock: Clock | None = None,
         connect: Callable[[], psycopg.Connection[Any]] | None = None,
+        notify: Callable[[str], None] | None = None,
     ) -> None:
         self._conninfo = conninfo
         self._channel = channel
@@ -74,6 +78,9 @@ class CommandListener:
         self._kwargs = connect_kwargs
         self._clock = clock or SystemClock()
         self._connect = connect or self._listen
+        #: Sends a NOTIFY on a channel (the store's pool): how ``close()`` wakes us.
+        self._notify = notify
+        self._wake_channel = f"ct_wake_{uuid.uuid4().hex[:16]}"
         self._ready = threading.Event()
         self._conn: psycopg.Connection[Any] | None = None
         self._failures = 0
@@ -96,6 +103,7 @@ class CommandListener:
 
         conn = psycopg.connect(self._conninfo, autocommit=True, **self._kwargs)
         conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._channel)))
+        conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._wake_channel)))
         return conn
 
     def _relay(self) -> float:
@@ -108,8 +116,9 @@ class CommandListener:
                 self._signal.notify()  # re-connected: something may have been missed
             self._ready.set()
             while not self._service.stopping:
-                for _ in self._conn.notifies(timeout=_POLL_SECONDS, stop_after=1):
-                    self._signal.notify()
+                for note in self._conn.notifies(timeout=_POLL_SECONDS, stop_after=1):
+                    if note.channel != self._wake_channel:
+                        self._signal.notify()
         finally:
             conn, self._conn = self._conn, None
             if conn is not None:
@@ -178,5 +187,12 @@ class CommandListener:
         return self._conn is not None
 
     def close(self) -> None:
-        """Stop the thread and close its connection (waits at most a poll period)."""
+        """Stop the thread and close its connection: a NOTIFY on the listener's own
+        channel wakes it at once (without one, it stops within a poll period)."""
+        self._service.request_stop()
+        if self._notify is not None and self._conn is not None:
+            try:
+                self._notify(self._wake_channel)
+            except Exception as exc:  # the database is gone: the poll period bounds it
+                _log.debug("could not wake the command listener: %s", exc)
         self._service.stop(None)

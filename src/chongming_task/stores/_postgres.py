@@ -501,7 +501,7 @@ class PostgresDialect(Dialect):
             listener = self._listener
             if listener is None:
                 listener = self._listener = CommandListener(
-                    self._dsn, self.channel, self.signal, self._connect_kwargs
+                    self._dsn, self.channel, self.signal, self._connect_kwargs, notify=self._wake
                 )
         if not listener.wait_ready(self._connect_timeout):
             # The listener reports its own failures (rate-limited); this is only detail.
@@ -526,6 +526,15 @@ class PostgresDialect(Dialect):
         )
         listening = 1 if self._listener is not None and self._listener.connected else 0
         return int(pooled) + listening
+
+    def _wake(self, channel: str) -> None:
+        """A NOTIFY on ``channel`` through the pool (the listener's close, which comes
+        after the store is marked closed, so not through :meth:`run`)."""
+        pool = self._pool
+        if pool is None or pool.closed:
+            return
+        with pool.connection(timeout=1.0) as conn:
+            conn.execute(self.sql["notify_work"], {"channel": channel})
 
     def close_resources(self) -> None:
         with self._listener_lock:
