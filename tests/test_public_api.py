@@ -139,6 +139,7 @@ def test_model_names_have_one_public_home() -> None:
 PUBLIC: dict[str, str | None] = {
     "AggregationPolicy": "chongming_task.policies",
     "AsyncClient": "chongming_task.queue._client",
+    "AsyncPipelineHandle": "chongming_task.queue._pipelines",
     "AsyncTaskHandle": "chongming_task.queue._client",
     "AttemptsExhausted": "chongming_task.errors",
     "BucketPolicy": "chongming_task.policies",

@@ -77,7 +77,13 @@ if TYPE_CHECKING:  # type checkers see the real classes; runtime resolves them l
         serve_metrics,
     )
     from chongming_task.pipeline import NodeOutcome, Pipeline, PipelineOutcome, PipelineRun
-    from chongming_task.queue import AsyncClient, AsyncTaskHandle, Client, TaskHandle
+    from chongming_task.queue import (
+        AsyncClient,
+        AsyncPipelineHandle,
+        AsyncTaskHandle,
+        Client,
+        TaskHandle,
+    )
     from chongming_task.run import TaskOutcome, TaskRun, run_task
     from chongming_task.runtime._context import RuntimeContext, TaskContext
     from chongming_task.runtime.executors._process import ProcessExecutor
@@ -137,6 +143,7 @@ _LAZY: dict[str, str] = {
     "TaskHandle": "chongming_task.queue",
     "PipelineHandle": "chongming_task.queue",
     "AsyncTaskHandle": "chongming_task.queue",
+    "AsyncPipelineHandle": "chongming_task.queue",
     "Submission": "chongming_task.worker",
     "preview": "chongming_task.schedule._preview",
     "declare_buckets": "chongming_task.buckets",
@@ -164,6 +171,7 @@ __getattr__, __dir__ = lazy_exports("chongming_task", globals(), _LAZY)
 __all__ = [
     "AggregationPolicy",
     "AsyncClient",
+    "AsyncPipelineHandle",
     "AsyncTaskHandle",
     "AttemptsExhausted",
     "BucketPolicy",

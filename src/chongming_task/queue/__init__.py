@@ -10,13 +10,14 @@ from __future__ import annotations
 from chongming_task.controller._control import control_task
 from chongming_task.controller._retry import RetryReport
 from chongming_task.queue._client import AsyncClient, AsyncTaskHandle, Client, TaskHandle
-from chongming_task.queue._pipelines import PipelineHandle
+from chongming_task.queue._pipelines import AsyncPipelineHandle, PipelineHandle
 from chongming_task.stores._limits import GlobalSlot
 from chongming_task.stores._queue_records import RECIPE_KEY, Recipe, WorkerRecord, recipe_of
 
 __all__ = [
     "RECIPE_KEY",
     "AsyncClient",
+    "AsyncPipelineHandle",
     "AsyncTaskHandle",
     "Client",
     "GlobalSlot",
