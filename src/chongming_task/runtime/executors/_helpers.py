@@ -18,6 +18,9 @@ from collections import deque
 from collections.abc import Callable
 from typing import Final
 
+from chongming_task._service import FINISHED, BackgroundService, StepResult
+from chongming_task.core._clock import SystemClock
+
 __all__ = ["HELPERS", "LINGER", "SIZE", "HelperPool"]
 
 #: Helper threads at most. Each holds a store call at a time; eight let a store's
@@ -25,10 +28,16 @@ __all__ = ["HELPERS", "LINGER", "SIZE", "HelperPool"]
 SIZE: Final = 8
 #: Seconds an idle helper waits for the next job before its thread exits.
 LINGER: Final = 2.0
+#: Helpers wait in real time: they serve the store, not task time.
+_REAL: Final = SystemClock()
 
 
 class HelperPool:
-    """Jobs run in order of submission on at most ``size`` daemon threads."""
+    """Jobs run in order of submission on at most ``size`` daemon threads.
+
+    Each helper is a :class:`~chongming_task._service.BackgroundService` whose pass
+    takes the next job (``FINISHED`` when there is none: it lingers, then ends).
+    """
 
     def __init__(self, *, size: int = SIZE, linger: float = LINGER, name: str) -> None:
         self._size = size
@@ -37,54 +46,46 @@ class HelperPool:
         self._reset()
 
     def _reset(self) -> None:
-        self._cond = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()
         self._jobs: deque[Callable[[], None]] = deque()
-        self._threads = 0
-        self._idle = 0
+        self._busy = 0
+        self._helpers = [
+            BackgroundService(
+                f"{self._name}-{index}", self._take_one, clock=_REAL, linger=self._linger
+            )
+            for index in range(self._size)
+        ]
 
     @property
     def threads(self) -> int:
         """Helper threads alive right now."""
-        with self._cond:
-            return self._threads
+        return sum(helper.alive for helper in self._helpers)
 
     def submit(self, job: Callable[[], None]) -> None:
         """Run ``job`` on a helper; it must not raise (its caller reports its own errors).
 
         Raises:
-            RuntimeError: No helper was running and a thread could not be started.
+            RuntimeError: A helper's thread was needed and could not be started.
         """
-        with self._cond:
+        with self._lock:
             self._jobs.append(job)
-            if self._idle >= len(self._jobs):  # an idle helper is free for this one
-                self._cond.notify()
-                return
-            if self._threads >= self._size:
-                return  # a busy helper takes it next
-            self._threads += 1
-        try:
-            threading.Thread(target=self._serve, name=self._name, daemon=True).start()
-        except BaseException:
-            with self._cond:
-                self._threads -= 1
-                if job in self._jobs:  # not run: the caller hears of it, nobody else
-                    self._jobs.remove(job)
-            raise
+            # The first ``busy + pending`` helpers hold at least ``pending`` free ones.
+            wanted = min(self._size, self._busy + len(self._jobs))
+        for helper in self._helpers[:wanted]:
+            helper.ensure_started()  # starts it, or wakes it to look for a job
 
-    def _serve(self) -> None:
-        cond = self._cond
-        while True:
-            with cond:
-                while not self._jobs:
-                    self._idle += 1
-                    woken = cond.wait(self._linger)
-                    self._idle -= 1
-                    if not woken and not self._jobs:
-                        self._threads -= 1
-                        return
-                job = self._jobs.popleft()
+    def _take_one(self) -> StepResult:
+        with self._lock:
+            if not self._jobs:
+                return FINISHED
+            job = self._jobs.popleft()
+            self._busy += 1
+        try:
             job()
-            del job  # not kept alive while idle: it refers to a whole run
+        finally:
+            with self._lock:
+                self._busy -= 1
+        return 0.0
 
     def _forget_after_fork(self) -> None:
         # The helpers' threads do not exist in a forked child; nor do their jobs' callers.

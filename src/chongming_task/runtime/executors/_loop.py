@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import logging
 import os
 import threading
@@ -198,6 +199,7 @@ class SharedLoop:
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)  # notified when no run is on the loop
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._service: BackgroundService | None = None  # the current loop's thread
         self._thread: threading.Thread | None = None
         self._active = 0
         self.current: BodyScope | None = None
@@ -248,7 +250,7 @@ class SharedLoop:
         ``timeout`` bounds the wait for the loop's thread to end.
         """
         with self._idle:
-            loop, thread = self._loop, self._thread
+            loop, service = self._loop, self._service
             if loop is None:
                 return True
             if self._active and wait > 0:
@@ -260,23 +262,24 @@ class SharedLoop:
             self._loop = None
         with contextlib.suppress(RuntimeError):  # closed meanwhile: stopped already
             loop.call_soon_threadsafe(loop.stop)
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout)
+        if service is not None:
+            service.join(timeout)  # at once from the loop's own thread
         return True
 
     def _start_locked(self) -> asyncio.AbstractEventLoop:
         loop = asyncio.new_event_loop()
         # typeshed's factory is generic and takes no ``context=``, which the loop passes.
         loop.set_task_factory(self._task_factory)  # type: ignore[arg-type]
-        thread = threading.Thread(
-            target=self._serve, args=(loop,), name="chongming-task:event-loop", daemon=True
+        # A service per loop: a loop being torn down never delays the next one.
+        service = BackgroundService(
+            "chongming-task:event-loop", functools.partial(self._serve, loop), clock=_REAL
         )
         try:
-            thread.start()
+            service.start()
         except BaseException:
             loop.close()
             raise
-        self._loop, self._thread = loop, thread
+        self._loop, self._service, self._thread = loop, service, None
         self.started += 1
         return loop
 
@@ -319,7 +322,11 @@ class SharedLoop:
             self._loop = None
         loop.stop()
 
-    def _serve(self, loop: asyncio.AbstractEventLoop) -> None:
+    def _serve(self, loop: asyncio.AbstractEventLoop) -> StepResult:
+        """The loop's thread: the loop until it is stopped, then its teardown, once."""
+        with self._lock:
+            if self._loop is loop:
+                self._thread = threading.current_thread()
         asyncio.set_event_loop(loop)
         try:
             loop.run_forever()
@@ -335,6 +342,7 @@ class SharedLoop:
         finally:
             asyncio.set_event_loop(None)
             loop.close()
+        return FINISHED
 
     # ------------------------------------------------------------ the watch
 
