@@ -22,7 +22,7 @@ import pytest
 
 from chongming_task import Controller, TaskContext, TaskStatus
 from chongming_task._model import FailureKind
-from chongming_task.policies import Timeout
+from chongming_task.policies import FixedBackoff, RetryPolicy, Timeout
 from chongming_task.runtime.executors._loop import LOOP
 from chongming_task.stores._base import TaskStore
 from chongming_task.testing import wait_until
@@ -338,3 +338,49 @@ def test_a_plain_def_task_keeps_its_thread(controller: Controller) -> None:
     assert where
     assert where[0] != "chongming-task:event-loop"
     assert run.executor.name == "thread"
+
+
+def test_a_retry_waits_its_backoff_on_the_loop(controller: Controller, store: TaskStore) -> None:
+    attempts: list[int] = []
+
+    async def flaky(ctx: TaskContext) -> int:
+        await ctx.acheckpoint()
+        attempts.append(ctx.attempt)
+        if ctx.attempt == 1:
+            raise ConnectionError("the first try fails")
+        return ctx.attempt
+
+    controller.register(
+        "flaky", flaky, retry=RetryPolicy(max_attempts=3, backoff=FixedBackoff(0.2))
+    )
+    run = controller.submit("flaky")
+    assert run.wait(PATIENCE).value == 2
+    assert attempts == [1, 2]
+    assert stored_path(store, run.task_id)[-5:] == [
+        S.RUNNING,
+        S.RETRY_WAIT,
+        S.STARTING,
+        S.RUNNING,
+        S.SUCCEEDED,
+    ]
+
+
+def test_a_run_paused_in_its_backoff_runs_again_once_resumed(
+    controller: Controller, store: TaskStore
+) -> None:
+    async def flaky(ctx: TaskContext) -> int:
+        await ctx.acheckpoint()
+        if ctx.attempt == 1:
+            raise ConnectionError("the first try fails")
+        return ctx.attempt
+
+    controller.register("flaky", flaky, retry=RetryPolicy(max_attempts=2, backoff=FixedBackoff(60)))
+    run = controller.submit("flaky")
+    wait_until(lambda: run.status is S.RETRY_WAIT, timeout=PATIENCE)
+    assert controller.pause(run.task_id) is True  # queued for a pause: the backoff is over
+    wait_until(lambda: run.status is S.PAUSED, timeout=PATIENCE)
+    assert controller.resume(run.task_id) is True
+    assert run.wait(PATIENCE).value == 2
+    path = stored_path(store, run.task_id)
+    assert path[-4:] == [S.QUEUED, S.STARTING, S.RUNNING, S.SUCCEEDED]
+    assert S.PAUSED in path
