@@ -329,7 +329,7 @@ class SharedLoop:
                 self._thread = threading.current_thread()
         asyncio.set_event_loop(loop)
         try:
-            loop.run_forever()
+            self._run_until_stopped(loop)
             stray = asyncio.all_tasks(loop)
             for task in stray:
                 task.cancel()
@@ -343,6 +343,22 @@ class SharedLoop:
             asyncio.set_event_loop(None)
             loop.close()
         return FINISHED
+
+    @staticmethod
+    def _run_until_stopped(loop: asyncio.AbstractEventLoop) -> None:
+        """``run_forever`` until ``stop()``: a ``SystemExit`` or ``KeyboardInterrupt``
+        that a task spawned by some body lets out (asyncio re-raises those from any
+        task) is logged, and the loop goes on for every other task on it."""
+        while True:
+            try:
+                loop.run_forever()
+            except (KeyboardInterrupt, SystemExit) as exc:
+                log.error(
+                    "%s escaped a task on the shared event loop; the loop goes on",
+                    type(exc).__name__,
+                )
+                continue
+            return
 
     # ------------------------------------------------------------ the watch
 
