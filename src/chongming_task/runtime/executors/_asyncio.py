@@ -19,7 +19,7 @@ few helpers, not on 1,000 threads. What changes for the task, and what does not:
   :data:`CANCEL_GRACE` seconds later;
 - a step that holds the loop for :data:`BLOCKING_THRESHOLD` seconds or more without
   awaiting is a loop block: counted in the run's checkpoint-gap profile and reported
-  as a warning naming the task (``_loop``).
+  as a warning naming the task (``_lag``, and the loop's watch in ``_loop``).
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ from chongming_task.runtime._failures import end_traceback
 from chongming_task.runtime.executors._base import AsyncCarrier
 from chongming_task.runtime.executors._carriers import SHARED
 from chongming_task.runtime.executors._helpers import HELPERS, HelperPool
-from chongming_task.runtime.executors._loop import LOOP, BodyScope, SharedLoop, timed
+from chongming_task.runtime.executors._lag import BodyScope, timed
+from chongming_task.runtime.executors._loop import LOOP, SharedLoop
 
 __all__ = [
     "ASYNCIO",

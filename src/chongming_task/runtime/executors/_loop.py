@@ -6,27 +6,10 @@ stopped when none has run for ``LINGER`` seconds or when a Controller closes wit
 none running. 1,000 concurrent async tasks are 1,000 asyncio tasks on that loop, not
 1,000 threads.
 
-One loop means one thread for every async body, so a body that blocks (``time.sleep``,
-a synchronous HTTP call, a CPU-bound loop without an ``await``) stalls *every* async
-task of the process meanwhile. That is not hidden: each body runs behind a trampoline
-(:class:`_Timed`) that times every step it takes on the loop (the code between two
-``await`` suspensions). A step of ``threshold`` seconds or more is a *loop block*:
-
-- counted in the run's checkpoint-gap profile (``loop_blocks``, ``loop_block_max``),
-  stored with the task and shown by ``explain`` and ``tasks --checkpoints``;
-- logged as a warning in the task's own log naming the task, for the attempt's first
-  block and each longer one (a body blocking a thousand times logs a few lines);
-- seen while it lasts by the watch thread, which warns once per step that the loop is
-  blocked right now and by which task: a block that never ends (a deadlock) is
-  reported too, not only the ones that finish.
-
-The durations are real seconds (the loop's thread is really stalled), whatever clock
-the run was given; a ``FakeClock`` does not move them.
-
-Tasks a body spawns (``asyncio.create_task``, ``gather``) belong to it: their steps are
-timed on its account, and those still running when the body ends are cancelled and
-awaited (up to ``STRAY_GRACE``), as ``asyncio.run`` did when each body had a loop of
-its own, so nothing a finished task started lingers on the shared loop.
+A body that blocks the loop stalls every other async task: each body's steps are
+timed (``_lag``), and a watch thread looks every ``WATCH_EVERY`` seconds at the step
+running now, so a block is reported while it lasts, naming its task. A task a body
+spawns is made by the loop's task factory, which gives it to that body (``_lag``).
 """
 
 from __future__ import annotations
@@ -39,153 +22,23 @@ import logging
 import os
 import threading
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine, Generator
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from collections.abc import Callable, Coroutine
+from typing import Any, Final
 
-from chongming_task._checkpoint_gaps import format_seconds
 from chongming_task._service import FINISHED, BackgroundService, StepResult
 from chongming_task.core._clock import SystemClock
+from chongming_task.runtime.executors._lag import STRAY_GRACE, BodyScope, now, scope_now, spawned
 
-if TYPE_CHECKING:
-    from chongming_task.runtime._attempt import Attempt
-
-__all__ = ["LINGER", "LOOP", "BodyScope", "SharedLoop", "timed"]
+__all__ = ["LINGER", "LOOP", "SharedLoop"]
 
 log = logging.getLogger("chongming_task.runtime")
-
-T = TypeVar("T")
 
 #: Seconds the loop stays up with no async task before its thread ends.
 LINGER: Final = 2.0
 #: Seconds between two looks of the watch at the step running on the loop.
 WATCH_EVERY: Final = 0.05
-#: Seconds stray tasks of an ended body get to finish after they were cancelled.
-STRAY_GRACE: Final = 1.0
-
-#: Loop blocks are real time: the loop's thread is stalled, whatever the run's clock.
+#: The loop's thread and the watch wait in real time, whatever the runs' clocks.
 _REAL: Final = SystemClock()
-_now = _REAL.monotonic
-
-#: The body whose code (or a task it spawned) is running: set in each body's context.
-_SCOPE: contextvars.ContextVar[BodyScope | None] = contextvars.ContextVar(
-    "chongming_task_body", default=None
-)
-
-
-class BodyScope:
-    """One attempt's body on the loop: its step timing, its warnings, its spawned tasks."""
-
-    __slots__ = ("attempt", "children", "logged", "reported", "started", "threshold")
-
-    def __init__(self, attempt: Attempt, threshold: float) -> None:
-        self.attempt = attempt
-        self.threshold = threshold
-        self.started = 0.0
-        """Real monotonic time the running step began."""
-        self.reported = False
-        """The watch warned about the running step already."""
-        self.logged = 0.0
-        """The longest block reported in a warning so far (0: none)."""
-        self.children: weakref.WeakSet[asyncio.Task[Any]] | None = None
-
-    def describe(self) -> str:
-        attempt = self.attempt
-        return f"async def task {attempt.task_name!r} ({attempt.task_id})"
-
-    def blocked(self, seconds: float) -> None:
-        """A step of the body held the loop ``seconds``: profile it, warn if it is news."""
-        gaps = self.attempt.control.gaps
-        if gaps is not None:
-            gaps.add_loop_block(seconds)
-        if seconds > self.logged:
-            self.logged = seconds
-            self.attempt.report_log(
-                logging.WARNING,
-                f"{self.describe()} blocked the event loop for {format_seconds(seconds)} "
-                "without awaiting: every async task of this process waited meanwhile; "
-                "move the blocking call off the loop (await asyncio.to_thread(...)) or "
-                "make the task a plain def",
-            )
-
-    def watched(self, seconds: float) -> None:
-        """The watch found the running step at ``seconds`` and counting."""
-        self.reported = True
-        self.attempt.report_log(
-            logging.WARNING,
-            f"{self.describe()} is blocking the event loop: {format_seconds(seconds)} "
-            "so far without awaiting; every async task of this process waits for it",
-        )
-
-
-class _Timed:
-    """Awaits a body's coroutine step by step, timing each step it holds the loop."""
-
-    __slots__ = ("_coro", "_loop", "_scope")
-
-    def __init__(self, coro: Awaitable[Any], scope: BodyScope, loop: SharedLoop) -> None:
-        self._coro = coro
-        self._scope = scope
-        self._loop = loop
-
-    def __await__(self) -> Generator[Any, Any, Any]:
-        steps = self._coro.__await__()
-        scope, shared = self._scope, self._loop
-        value: Any = None
-        error: BaseException | None = None
-        while True:
-            shared.current = scope
-            scope.started = started = _now()
-            try:
-                signal = steps.send(value) if error is None else steps.throw(error)
-            except StopIteration as stop:
-                self._ended(started)
-                return stop.value
-            except BaseException:
-                self._ended(started)
-                raise
-            self._ended(started)
-            try:
-                value, error = (yield signal), None
-            except GeneratorExit:
-                steps.close()
-                raise
-            except BaseException as exc:  # thrown in: a cancellation, to the body
-                value, error = None, exc
-
-    def _ended(self, started: float) -> None:
-        held = _now() - started
-        scope = self._scope
-        self._loop.current = None
-        scope.reported = False
-        if held >= scope.threshold:
-            scope.blocked(held)
-
-
-async def timed(coro: Awaitable[T], scope: BodyScope, loop: SharedLoop) -> T:
-    """Run the body ``coro`` on ``loop``, its steps timed and its spawned tasks its own."""
-    _SCOPE.set(scope)
-    try:
-        result: T = await _Timed(coro, scope, loop)
-        return result
-    finally:
-        await _cancel_strays(scope)
-
-
-async def _spawned(coro: Coroutine[Any, Any, T], scope: BodyScope, loop: SharedLoop) -> T:
-    """A task a body spawned: its steps hold the loop on the body's account."""
-    result: T = await _Timed(coro, scope, loop)
-    return result
-
-
-async def _cancel_strays(scope: BodyScope) -> None:
-    children = scope.children
-    if not children:
-        return
-    stray = [task for task in children if not task.done()]
-    for task in stray:
-        task.cancel()
-    if stray:
-        await asyncio.wait(stray, timeout=STRAY_GRACE)
 
 
 class SharedLoop:
@@ -287,10 +140,10 @@ class SharedLoop:
         self, loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Any], **kwargs: Any
     ) -> asyncio.Task[Any]:
         """Every task made on the loop; one a body spawns is its own, timed like it."""
-        scope = _SCOPE.get()
+        scope = scope_now()
         if scope is None:
             return asyncio.Task(coro, loop=loop, **kwargs)
-        task = asyncio.Task(_spawned(coro, scope, self), loop=loop, **kwargs)
+        task = asyncio.Task(spawned(coro, scope, self), loop=loop, **kwargs)
         if scope.children is None:
             scope.children = weakref.WeakSet()
         scope.children.add(task)
@@ -368,7 +221,7 @@ class SharedLoop:
                 return FINISHED
         scope = self.current
         if scope is not None and not scope.reported:
-            held = _now() - scope.started
+            held = now() - scope.started
             if held >= scope.threshold and held > scope.logged and self.current is scope:
                 scope.watched(held)
         return WATCH_EVERY
