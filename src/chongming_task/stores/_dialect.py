@@ -80,6 +80,10 @@ class Dialect(ABC):
     name: str
     #: The NOTIFY channel of command wake-ups (PostgreSQL); empty where there is none.
     channel: str = ""
+    #: ``write_task`` is one statement (the row and its transitions, PostgreSQL's
+    #: data-modifying CTE): atomic by itself, so a save needs no ``BEGIN``/``COMMIT``
+    #: round trips around it.
+    one_statement_writes: bool = False
 
     def __init__(self) -> None:
         self.sql: Mapping[str, str] = load_sections(self.name)

@@ -166,6 +166,7 @@ class PostgresDialect(Dialect):
     """PostgreSQL's pool, listener, schema and single-statement writes (module docstring)."""
 
     name = "postgres"
+    one_statement_writes = True
 
     def __init__(
         self,

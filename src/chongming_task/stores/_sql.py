@@ -404,7 +404,8 @@ class SqlStore(TaskStore, QueueStore):
     ) -> None:
         """``statement`` (an update of one task under ``expect_version``) with its history;
         a version that moved on is a ``ConcurrencyConflict``. ``atomic`` defaults to
-        whether there is history to write with the row."""
+        whether there is history to write with the row in more than one statement, or a
+        pipeline node to settle."""
         params, history = self._update_params(snapshot, expect_version, transitions)
         settles = settles_a_node(snapshot)
 
@@ -423,7 +424,8 @@ class SqlStore(TaskStore, QueueStore):
             if settles:
                 self._settle_dag(cur, [snapshot])
 
-        atomic = (bool(history) or settles) if atomic is None else atomic
+        if atomic is None:  # the row and its history in one transaction
+            atomic = settles or (bool(history) and not self._dialect.one_statement_writes)
         self._run(update, write=True, atomic=atomic)
 
     def save_many(
