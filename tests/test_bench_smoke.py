@@ -90,6 +90,19 @@ def test_the_floor_script_runs_and_reports_a_rate() -> None:
 
 
 @pytest.mark.timeout(120)
+def test_the_async_bench_runs_and_prints_its_figures() -> None:
+    result = _bench(
+        "async_bench.py", "--store", "sqlite", "--tasks", "40", "--sleep", "0.2", timeout=110
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    line = result.stdout.strip()
+    assert line.startswith("sqlite: 40 tasks awaiting 0.2 s on one worker: wall "), line
+    assert "peak threads " in line
+    assert "peak RSS " in line
+    assert line.endswith("[ok]"), line
+
+
+@pytest.mark.timeout(120)
 def test_the_sqlite_floor_script_runs_beside_huey_and_the_library() -> None:
     result = _bench("floor_sqlite.py", "--tasks", "60", "--rounds", "1", timeout=110)
     assert result.returncode == 0, result.stderr[-3000:]

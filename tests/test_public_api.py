@@ -140,6 +140,7 @@ def test_model_names_have_one_public_home() -> None:
 PUBLIC: list[str] = [
     "AggregationPolicy",
     "AsyncClient",
+    "AsyncPipelineHandle",
     "AsyncTaskHandle",
     "BucketPolicy",
     "CheckpointRisk",

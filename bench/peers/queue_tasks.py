@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 
@@ -20,3 +21,11 @@ def hold(ctx, gate: str) -> None:  # type: ignore[no-untyped-def]
     while not Path(gate).exists():
         ctx.checkpoint()
         time.sleep(0.01)
+
+
+@task
+async def nap(ctx, seconds: float) -> None:  # type: ignore[no-untyped-def]
+    """Await ``seconds`` between two checkpoints (bench/async_bench.py: bodies that wait)."""
+    await ctx.acheckpoint()
+    await asyncio.sleep(seconds)
+    await ctx.acheckpoint()

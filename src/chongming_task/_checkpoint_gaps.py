@@ -14,6 +14,12 @@ the longest healthy gap fires on a run that is fine. Both are properties of the 
 - :func:`forecast`: pure, p50/p99/max against ``graceful_stop`` and ``idle``, with
   the share of stops that would miss the window.
 
+An ``async def`` body adds one more count: its *loop blocks*, steps that held the
+shared event loop for the blocking threshold or longer without awaiting (see
+``runtime/executors/_loop.py``). They are not gaps (a body may block and then reach a
+checkpoint at once); they stall every other async task of the process, so the profile
+keeps how many there were and the longest, and the forecast warns about them.
+
 Quantiles come from fixed buckets, so they are upper estimates: the top of the
 bucket holding the quantile, never above the largest gap seen.
 """
@@ -92,7 +98,7 @@ class GapRecorder:
     one integer increment (:attr:`fast`), anything longer goes to :meth:`add_gap`.
     """
 
-    __slots__ = ("counts", "fast", "last", "max")
+    __slots__ = ("counts", "fast", "last", "loop_block_max", "loop_blocks", "max")
 
     def __init__(self, last: float = 0.0) -> None:
         self.counts = [0] * _BUCKETS
@@ -102,11 +108,25 @@ class GapRecorder:
         """The longest gap of :data:`FAST_GAP` or more."""
         self.last = last
         """Monotonic time of the last checkpoint (or of the attempt's start)."""
+        self.loop_blocks = 0
+        """Steps of an ``async def`` body that blocked the event loop (real seconds)."""
+        self.loop_block_max = 0.0
+        """The longest of them, in seconds."""
 
     def add_gap(self, gap: float) -> None:
         """Count one gap of ``gap`` seconds (the slow path of ``checkpoint()``)."""
         self.counts[bisect_left(BOUNDS, gap)] += 1
         self.max = max(self.max, gap)
+
+    def add_loop_block(self, seconds: float) -> None:
+        """Count one step of ``seconds`` that held the event loop (written on its thread)."""
+        self.loop_blocks += 1
+        self.loop_block_max = max(self.loop_block_max, seconds)
+
+    @property
+    def changes(self) -> int:
+        """Gaps and loop blocks counted so far: when it moves, :meth:`freeze` differs."""
+        return self.count + self.loop_blocks
 
     def add(self, counts: Iterable[int], largest: float) -> None:
         """Add counts measured elsewhere (a child process's attempt)."""
@@ -126,16 +146,21 @@ class GapRecorder:
         return counts
 
     def freeze(self) -> CheckpointGaps | None:
-        """The counts as a value, or ``None`` before the first gap.
+        """The counts as a value, or ``None`` before the first gap or loop block.
 
         When every gap was under :data:`FAST_GAP`, their lengths were not kept and
         ``max`` is that edge: an upper estimate, like the quantiles.
         """
         counts = self.snapshot_counts()
-        if not any(counts):
+        if not any(counts) and not self.loop_blocks:
             return None
-        largest = self.max if self.max > 0.0 else FAST_GAP
-        return CheckpointGaps(counts=tuple(counts), max=largest)
+        largest = self.max if self.max > 0.0 or not any(counts) else FAST_GAP
+        return CheckpointGaps(
+            counts=tuple(counts),
+            max=largest,
+            loop_blocks=self.loop_blocks,
+            loop_block_max=self.loop_block_max,
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -147,6 +172,11 @@ class CheckpointGaps:
     above the previous edge); the last bucket holds the gaps above ``BOUNDS[-1]``."""
     max: float
     """The longest gap seen, in seconds."""
+    loop_blocks: int = 0
+    """Steps of an ``async def`` body that held the event loop for the blocking
+    threshold or longer without awaiting (0 for a plain ``def`` task)."""
+    loop_block_max: float = 0.0
+    """The longest of those steps, in seconds (0.0: none)."""
 
     def __post_init__(self) -> None:
         counts = tuple(self.counts)
@@ -166,8 +196,23 @@ class CheckpointGaps:
             raise ConfigurationError(
                 f"CheckpointGaps.max must be a finite number >= 0, got {value!r}"
             )
+        blocks, longest = self.loop_blocks, self.loop_block_max
+        if isinstance(blocks, bool) or not isinstance(blocks, int) or blocks < 0:
+            raise ConfigurationError(
+                f"CheckpointGaps.loop_blocks must be an integer >= 0, got {blocks!r}"
+            )
+        if (
+            isinstance(longest, bool)
+            or not isinstance(longest, int | float)
+            or not math.isfinite(longest)
+            or longest < 0
+        ):
+            raise ConfigurationError(
+                f"CheckpointGaps.loop_block_max must be a finite number >= 0, got {longest!r}"
+            )
         object.__setattr__(self, "counts", counts)
         object.__setattr__(self, "max", float(value))
+        object.__setattr__(self, "loop_block_max", float(longest))
 
     @property
     def count(self) -> int:
@@ -222,11 +267,21 @@ class CheckpointGaps:
         return CheckpointGaps(
             counts=tuple(a + b for a, b in zip(self.counts, other.counts, strict=True)),
             max=max(self.max, other.max),
+            loop_blocks=self.loop_blocks + other.loop_blocks,
+            loop_block_max=max(self.loop_block_max, other.loop_block_max),
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict with a format version; :meth:`from_dict` reverses it."""
-        return {"v": _FORMAT, "counts": list(self.counts), "max": self.max}
+        """A JSON-ready dict with a format version; :meth:`from_dict` reverses it.
+
+        The loop-block keys appear only when there were blocks, so a plain task's
+        document is what it always was (and older readers ignore the keys).
+        """
+        data: dict[str, Any] = {"v": _FORMAT, "counts": list(self.counts), "max": self.max}
+        if self.loop_blocks:
+            data["loop_blocks"] = self.loop_blocks
+            data["loop_block_max"] = self.loop_block_max
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CheckpointGaps:
@@ -240,7 +295,12 @@ class CheckpointGaps:
                 f"this library understands ({_FORMAT}); upgrade chongming-task"
             )
         try:
-            return cls(counts=tuple(data["counts"]), max=data["max"])
+            return cls(
+                counts=tuple(data["counts"]),
+                max=data["max"],
+                loop_blocks=data.get("loop_blocks", 0),
+                loop_block_max=data.get("loop_block_max", 0.0),
+            )
         except (KeyError, TypeError, ConfigurationError) as exc:
             raise StoreError(f"corrupt checkpoint gaps {dict(data)!r:.120}: {exc}") from exc
 
@@ -273,6 +333,14 @@ class GapForecast:
     """A stop would likely not land in the window, so the run would end ``lost``."""
     idle_warning: bool
     """``idle`` would fire on a healthy run: gaps of 80% of it or more were seen."""
+    loop_blocks: int = 0
+    """Steps of the ``async def`` body that blocked the event loop (see :class:`CheckpointGaps`)."""
+    loop_block_max: float = 0.0
+
+    @property
+    def loop_warning(self) -> bool:
+        """The body blocked the shared event loop at least once."""
+        return self.loop_blocks > 0
 
     @property
     def warnings(self) -> list[str]:
@@ -292,6 +360,13 @@ class GapForecast:
                 f"{format_seconds(self.max)}; raise idle above the longest healthy gap or "
                 "checkpoint more often"
             )
+        if self.loop_warning:
+            found.append(
+                f"the async def body blocked the event loop {self.loop_blocks} time(s), the "
+                f"longest {format_seconds(self.loop_block_max)}: every async task of its "
+                "process waited meanwhile; move blocking calls off the loop "
+                "(await asyncio.to_thread(...)) or make the task a plain def"
+            )
         return found
 
     def to_dict(self) -> dict[str, Any]:
@@ -305,6 +380,8 @@ class GapForecast:
             "stop_miss_share": self.stop_miss_share,
             "stop_warning": self.stop_warning,
             "idle_warning": self.idle_warning,
+            "loop_blocks": self.loop_blocks,
+            "loop_block_max": self.loop_block_max,
             "warnings": self.warnings,
         }
 
@@ -330,4 +407,6 @@ def forecast(
         stop_miss_share=share,
         stop_warning=share is not None and share > MISS_WARN_SHARE,
         idle_warning=idle is not None and max(p99, gaps.max) >= IDLE_MARGIN * idle,
+        loop_blocks=gaps.loop_blocks,
+        loop_block_max=gaps.loop_block_max,
     )

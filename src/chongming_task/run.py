@@ -165,6 +165,9 @@ class TaskRun(RunControls, QueueOwnerEdges, Generic[R_co]):
         check_executor(executor)
         call = TaskCall(fn, as_args(args), as_kwargs(kwargs), as_upstream(upstream))
         check_signature(fn, call, run_name)
+        route = getattr(executor, "for_call", None)
+        if route is not None:  # the ThreadExecutor sends async def tasks to the shared loop
+            executor = route(call)
         executor.check(call)
         clock = clock or _SYSTEM_CLOCK
         if stored is not None:
@@ -377,7 +380,7 @@ class TaskRun(RunControls, QueueOwnerEdges, Generic[R_co]):
 
     def _launch(self) -> None:
         try:
-            self._state.executor.launch(self._driver.drive, name=f"chongming-task:{self.task_id}")
+            self._driver.launch(f"chongming-task:{self.task_id}")
         except Exception as exc:  # e.g. "can't start new thread"
             self._driver.fail_internally(exc)
 

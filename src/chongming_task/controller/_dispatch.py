@@ -21,6 +21,7 @@ flags another round, so 10,000 inline tasks never recurse 10,000 deep.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Iterable, Mapping
@@ -312,7 +313,14 @@ class Dispatcher:
                         return
                     runs = [self._held[task_id].run for task_id in admitted]
                 for run in runs:
-                    self.start_one(run)
+                    # An async def run's start (its ``starting`` write) goes to a helper
+                    # thread: a worker's intake admitting 1,000 of them at once does not
+                    # wait for 1,000 commits in turn (they go to the store together).
+                    start_soon = getattr(run.executor, "start_soon", None)
+                    if start_soon is not None:
+                        start_soon(functools.partial(self.start_one, run))
+                    else:
+                        self.start_one(run)
         except BaseException:
             with self._lock:
                 self._pumping = False

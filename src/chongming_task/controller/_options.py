@@ -74,7 +74,8 @@ class ControllerSettings(TypedDict, total=False):
     owner: str | None
     """Identity written on tasks, leases and commands (default ``hostname:pid``)."""
     executor: Executor | None
-    """Executor of every run; ``None``: a thread per run."""
+    """Executor of every run; ``None``: a thread per run (an ``async def`` task: the
+    process's shared event loop)."""
     clock: Clock | None
     """Time source (``SystemClock`` by default, ``FakeClock`` in tests)."""
     lease_ttl: float

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from chongming_task._model import TaskSnapshot, Transition
 from chongming_task._validation import check_seconds, check_timeout
@@ -29,6 +29,8 @@ from chongming_task.controller._submission import Submission
 from chongming_task.controller._waiting import outcome_of, wait_for_runs, wait_in_store
 from chongming_task.controller._writethrough import WriteThrough
 from chongming_task.run import TaskOutcome
+from chongming_task.runtime.executors._asyncio import ASYNCIO
+from chongming_task.runtime.executors._loop import LOOP
 from chongming_task.stores._base import TaskStore
 
 if TYPE_CHECKING:
@@ -37,6 +39,10 @@ if TYPE_CHECKING:
 __all__ = ["Parts"]
 
 log = logging.getLogger("chongming_task.controller")
+
+#: Real seconds ``close()`` waits for the drivers of its async runs to leave the shared
+#: event loop (they end right after their last write) before it stops the loop.
+CLOSE_LOOP_WAIT: Final = 1.0
 
 
 class Parts:
@@ -248,10 +254,15 @@ class Parts:
         if not already:
             self.dispatch.close()
             issued = self.stop_all(reason)
+            runs = self.dispatch.runs()
             try:
-                wait_for_runs(self.dispatch.runs(), timeout)
+                wait_for_runs(runs, timeout)
             except TimeoutError as exc:
                 log.warning("close(): %s", exc)
+            # The shared event loop of async def tasks ends with its last user (the
+            # drivers of this controller's runs finish right after their last write).
+            ran_async = any(run.executor.name == ASYNCIO.name for run in runs)
+            LOOP.stop_if_idle(wait=CLOSE_LOOP_WAIT if ran_async else 0.0)
             self._flush(flush_timeout)
             self.poller.request_stop()
             self.leases.stop()

@@ -56,11 +56,18 @@ from chongming_task.controller._registry import TaskRegistry
 from chongming_task.controller._retry import RetryReport, retry_query, retry_task, retry_tasks
 from chongming_task.controller._waiting import outcome_of, wait_in_store
 from chongming_task.core.state_machine import StateMachine
+<<<<<<< HEAD
 from chongming_task.errors import ConfigurationError, DuplicateTaskId
 from chongming_task.observability import TRACEPARENT, inject_trace_context
 from chongming_task.pipeline import Pipeline, checked_run_id
+=======
+from chongming_task.errors import ConfigurationError, DuplicateTaskId, UnknownTask
+from chongming_task.observability._trace_context import TRACEPARENT, inject_trace_context
+from chongming_task.pipeline import Pipeline
+from chongming_task.pipeline._submit import checked_run_id
+>>>>>>> s16-async
 from chongming_task.policies import BucketPolicy
-from chongming_task.queue._pipelines import PipelineHandle, pipeline_entries
+from chongming_task.queue._pipelines import AsyncPipelineHandle, PipelineHandle, pipeline_entries
 from chongming_task.run import R_co, TaskOutcome
 from chongming_task.runtime import TaskCall, TaskContext, check_signature
 from chongming_task.states import TaskStatus
@@ -972,21 +979,15 @@ class AsyncTaskHandle(Generic[R_co]):
         """Poll the store without blocking the event loop until the task is terminal.
 
         Raises:
-            TimeoutError: ``timeout`` passed first.
+            UnknownTask: The store has no such task (pruned).
+            TimeoutError: ``timeout`` passed first (the task is not affected).
         """
-        check_timeout(timeout)
         client = self._sync._client
-        loop = asyncio.get_running_loop()
-        deadline = None if timeout is None else loop.time() + timeout
-        while True:
-            snapshot = await asyncio.to_thread(client.store.get, self.task_id)
-            if snapshot is None:
-                raise ConfigurationError(f"task {self.task_id!r} is not in the store")
-            if snapshot.is_terminal:
-                return outcome_of(snapshot)
-            if deadline is not None and loop.time() >= deadline:
-                raise TimeoutError(f"task {self.task_id!r} is still {snapshot.status.value}")
-            await asyncio.sleep(client.poll_interval)
+        return outcome_of(
+            await await_in_store(
+                client.store, self.task_id, timeout=timeout, interval=client.poll_interval
+            )
+        )
 
     async def stop(self, reason: str | None = None) -> bool:
         return await asyncio.to_thread(self._sync.stop, reason)
@@ -1006,9 +1007,48 @@ class AsyncTaskHandle(Generic[R_co]):
         return f"AsyncTaskHandle({self.task_id!r})"
 
 
+<<<<<<< HEAD
 @public
+=======
+async def await_in_store(
+    store: TaskStore, task_id: str, *, timeout: float | None, interval: float
+) -> TaskSnapshot:
+    """``wait_in_store`` for a coroutine: each read in a thread, the pauses awaited.
+
+    Raises:
+        UnknownTask: The store has no such task (a ``ConfigurationError``).
+        TimeoutError: It was still unfinished when ``timeout`` passed.
+        ConfigurationError: ``task_id`` is no string, or ``timeout`` no seconds >= 0.
+    """
+    check_lookup(task_id)
+    check_timeout(timeout)
+    loop = asyncio.get_running_loop()
+    deadline = None if timeout is None else loop.time() + timeout
+    while True:
+        snapshot = await asyncio.to_thread(store.get, task_id)
+        if snapshot is None:
+            raise UnknownTask(task_id)
+        if snapshot.is_terminal:
+            return snapshot
+        remaining = None if deadline is None else deadline - loop.time()
+        if remaining is not None and remaining <= 0:
+            raise TimeoutError(
+                f"task {task_id!r} is still {snapshot.status.value} after {timeout}s "
+                "(waiting does not stop it)"
+            )
+        await asyncio.sleep(interval if remaining is None else min(interval, remaining))
+
+
+>>>>>>> s16-async
 class AsyncClient:
-    """The asyncio twin of :class:`Client` for FastAPI-style apps: store calls in threads."""
+    """The asyncio twin of :class:`Client` for FastAPI-style apps: store calls in threads.
+
+    Every public method of :class:`Client` has its twin here, with the same arguments:
+    a coroutine where the client's method reads or writes the store, a plain method
+    where it does not (:meth:`with_options`). Handles are the asyncio twins too
+    (:class:`AsyncTaskHandle`, :class:`AsyncPipelineHandle`). A test compares the
+    two classes, so a method added to ``Client`` alone fails it.
+    """
 
     def __init__(self, store: TaskStore, **options: Any) -> None:
         self.sync = Client(store, **options)
@@ -1053,9 +1093,38 @@ class AsyncClient:
         handles = await asyncio.to_thread(lambda: self.sync.enqueue_many(name, items, **options))
         return [AsyncTaskHandle(handle) for handle in handles]
 
+    async def enqueue_pipeline(
+        self, pipeline: Pipeline, *, run_id: str | None = None
+    ) -> AsyncPipelineHandle:
+        """As :meth:`Client.enqueue_pipeline`, the store write in a thread."""
+        handle = await asyncio.to_thread(
+            lambda: self.sync.enqueue_pipeline(pipeline, run_id=run_id)
+        )
+        return AsyncPipelineHandle(handle)
+
+    async def pipeline(self, run_id: str) -> AsyncPipelineHandle:
+        """As :meth:`Client.pipeline`.
+
+        Raises:
+            ConfigurationError: No such run in the store.
+        """
+        return AsyncPipelineHandle(await asyncio.to_thread(self.sync.pipeline, run_id))
+
     async def get(self, task_id: str) -> AsyncTaskHandle[Any] | None:
         handle = await asyncio.to_thread(self.sync.get, task_id)
         return None if handle is None else AsyncTaskHandle(handle)
+
+    async def wait(self, task_id: str, timeout: float | None = None) -> TaskOutcome:
+        """As :meth:`Client.wait`, polling the store without blocking the event loop.
+
+        Raises:
+            UnknownTask: The store has no such task.
+            TimeoutError: ``timeout`` passed first (the task is not affected).
+        """
+        sync = self.sync
+        return outcome_of(
+            await await_in_store(sync.store, task_id, timeout=timeout, interval=sync.poll_interval)
+        )
 
     async def list_tasks(self, **filters: Any) -> list[TaskSnapshot]:
         return await asyncio.to_thread(lambda: self.sync.list_tasks(**filters))

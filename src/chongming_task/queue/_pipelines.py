@@ -9,11 +9,13 @@ releases or skips its dependants in the same transaction, so any worker runs the
 nodes and no process has to stay alive for the run to go on.
 
 A :class:`PipelineHandle` reads everything from the store, so any process can make
-one from the run id (``client.pipeline(run_id)``).
+one from the run id (``client.pipeline(run_id)``); :class:`AsyncPipelineHandle` is its
+asyncio twin (``AsyncClient``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Mapping
@@ -40,7 +42,7 @@ from chongming_task.stores._dag import DAG_KEY, NodeLinks, links_of
 if TYPE_CHECKING:
     from chongming_task.queue._client import Client
 
-__all__ = ["PipelineHandle", "pipeline_entries"]
+__all__ = ["AsyncPipelineHandle", "PipelineHandle", "pipeline_entries"]
 
 #: ``pipeline.node(...)`` keyword arguments that are enqueue options, not task arguments.
 _OPTIONS = ("label", "tags", "priority", "bucket_key", "concurrency_key", "metadata")
@@ -217,13 +219,16 @@ class PipelineHandle:
                 return outcome
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
-                unsettled = [n for n, s in snapshots.items() if not s.is_terminal]
-                raise TimeoutError(
-                    f"pipeline run {self.run_id!r} did not settle within {timeout}s; "
-                    f"unsettled nodes: {unsettled} (waiting does not stop them)"
-                )
+                raise self._unsettled(snapshots, timeout)
             interval = self._client.poll_interval
             pause.wait(interval if remaining is None else min(interval, remaining))
+
+    def _unsettled(self, snapshots: dict[str, TaskSnapshot], timeout: float | None) -> TimeoutError:
+        unsettled = [n for n, s in snapshots.items() if not s.is_terminal]
+        return TimeoutError(
+            f"pipeline run {self.run_id!r} did not settle within {timeout}s; "
+            f"unsettled nodes: {unsettled} (waiting does not stop them)"
+        )
 
     def stop(self, reason: str | None = None) -> bool:
         """Stop every unfinished node; each ends ``stopped``. ``False`` if none was left.
@@ -240,3 +245,65 @@ class PipelineHandle:
 
     def __repr__(self) -> str:
         return f"PipelineHandle({self.run_id!r})"
+
+
+@public
+class AsyncPipelineHandle:
+    """The asyncio twin of :class:`PipelineHandle` (``await handle.wait()``): every
+    store read in a thread; what the handle's properties read is a coroutine here."""
+
+    __slots__ = ("_sync",)
+
+    def __init__(self, handle: PipelineHandle) -> None:
+        self._sync = handle
+
+    @property
+    def run_id(self) -> str:
+        return self._sync.run_id
+
+    async def pipeline_name(self) -> str:
+        return await asyncio.to_thread(lambda: self._sync.pipeline_name)
+
+    async def nodes(self) -> dict[str, TaskSnapshot]:
+        """As :attr:`PipelineHandle.nodes`."""
+        return await asyncio.to_thread(self._sync._snapshots)
+
+    async def task_ids(self) -> Mapping[str, str]:
+        return await asyncio.to_thread(lambda: self._sync.task_ids)
+
+    async def statuses(self) -> dict[str, TaskStatus]:
+        return await asyncio.to_thread(self._sync.statuses)
+
+    async def status(self) -> TaskStatus:
+        return await asyncio.to_thread(lambda: self._sync.status)
+
+    async def done(self) -> bool:
+        return await asyncio.to_thread(lambda: self._sync.done)
+
+    async def wait(self, timeout: float | None = None) -> PipelineOutcome:
+        """As :meth:`PipelineHandle.wait`, polling without blocking the event loop.
+
+        Raises:
+            TimeoutError: ``timeout`` real seconds passed first (the run goes on).
+        """
+        check_timeout(timeout)
+        sync = self._sync
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while True:
+            snapshots = await asyncio.to_thread(sync._snapshots)
+            outcome = sync._outcome(snapshots)
+            if outcome is not None:
+                return outcome
+            remaining = None if deadline is None else deadline - loop.time()
+            if remaining is not None and remaining <= 0:
+                raise sync._unsettled(snapshots, timeout)
+            interval = sync._client.poll_interval
+            await asyncio.sleep(interval if remaining is None else min(interval, remaining))
+
+    async def stop(self, reason: str | None = None) -> bool:
+        """As :meth:`PipelineHandle.stop`."""
+        return await asyncio.to_thread(self._sync.stop, reason)
+
+    def __repr__(self) -> str:
+        return f"AsyncPipelineHandle({self.run_id!r})"

@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
 
 from chongming_task._checkpoint_gaps import GapRecorder
@@ -38,6 +38,7 @@ class Control:
         "_wakers",
         "beat",
         "gaps",
+        "offload",
         "on_pause",
         "pause_requested",
         "pause_seq",
@@ -73,6 +74,10 @@ class Control:
         # Called when the body reaches a checkpoint with a pause pending; it confirms the
         # pause (pausing -> paused) and says whether the body should block.
         self.on_pause = on_pause
+        #: How ``await_while_paused`` runs ``on_pause`` (a store write) off the event
+        #: loop's thread: set for a body on the shared loop, where blocking would stall
+        #: every async task; ``None``: call it in place (a loop of the body's own).
+        self.offload: Callable[[Callable[[], bool]], Awaitable[bool]] | None = None
         self._wakers: list[Callable[[], None]] = []
         self._forward: Callable[[Message], None] | None = None
 
@@ -165,8 +170,15 @@ class Control:
 
     async def await_while_paused(self) -> None:
         """Like :meth:`wait_while_paused` without blocking the event loop's thread."""
-        if self.on_pause is not None and not self.on_pause(self.pause_seq):
-            return
+        on_pause = self.on_pause
+        if on_pause is not None:
+            seq = self.pause_seq
+            if self.offload is None:
+                confirmed = on_pause(seq)
+            else:
+                confirmed = await self.offload(lambda: on_pause(seq))
+            if not confirmed:
+                return
         loop = asyncio.get_running_loop()
         while True:
             future: asyncio.Future[None] = loop.create_future()

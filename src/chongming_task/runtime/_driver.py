@@ -14,8 +14,13 @@ while waiting parks the loop until resume.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+import threading
+from collections.abc import Callable
 from datetime import datetime
+from typing import Final
 
 from chongming_task._checkpoint_gaps import GapRecorder
 from chongming_task._model import Failure, FailureKind, Progress, ensure_json
@@ -47,6 +52,7 @@ from chongming_task.runtime._failures import (
 from chongming_task.runtime._state import RunState
 from chongming_task.runtime._supervisor import Supervisor
 from chongming_task.runtime._timers import EPSILON
+from chongming_task.runtime.executors._base import AsyncCarrier
 from chongming_task.states import TaskStatus
 
 __all__ = ["Driver"]
@@ -150,28 +156,88 @@ class Driver:
         state.call = SPENT_CALL
 
     def _next_attempt(self, previous: Attempt) -> Attempt | None:
-        state = self._state
         while True:
-            with state.transaction(self._supervisor.check_locked) as machine:
-                handed = state.attempt
-                if handed is not None and handed is not previous and handed.live:
-                    # The owner re-admitted the run while we waited (TaskRun._prepare_start
-                    # begins the attempt and hands it to this parked carrier).
-                    return handed
-                status = machine.status
-                now = state.clock.monotonic()
-                if status.is_terminal:
-                    state.driving = False
-                    return None
-                due = status is S.RETRY_WAIT and now >= state.retry_at - EPSILON
-                if due or (status is S.QUEUED and not state.managed):
-                    return self.begin_attempt_locked()
-                if state.managed and status in (S.QUEUED, S.PAUSED):
-                    state.driving = False  # the controller re-admits it with start()
-                    return None
-                # The supervisor wakes us when the backoff is over (or on stop/pause).
-                wake = state.wake_event_locked()
-            wake.wait()
+            found = self._next_step(previous, None)
+            if not isinstance(found, threading.Event):
+                return found
+            found.wait()
+
+    def _next_step(
+        self, previous: Attempt, wake: Callable[[], None] | None
+    ) -> Attempt | threading.Event | None:
+        """One look for the next attempt: it, ``None`` (no more), or what to wait on.
+
+        ``wake``: a driver on the event loop waits for this call instead of an event
+        (the look then returns the :data:`_WAITING` marker).
+        """
+        state = self._state
+        with state.transaction(self._supervisor.check_locked) as machine:
+            handed = state.attempt
+            if handed is not None and handed is not previous and handed.live:
+                # The owner re-admitted the run while we waited (TaskRun._prepare_start
+                # begins the attempt and hands it to this parked carrier).
+                return handed
+            status = machine.status
+            now = state.clock.monotonic()
+            if status.is_terminal:
+                state.driving = False
+                return None
+            due = status is S.RETRY_WAIT and now >= state.retry_at - EPSILON
+            if due or (status is S.QUEUED and not state.managed):
+                return self.begin_attempt_locked()
+            if state.managed and status in (S.QUEUED, S.PAUSED):
+                state.driving = False  # the controller re-admits it with start()
+                return None
+            # The supervisor wakes us when the backoff is over (or on stop/pause).
+            if wake is not None:
+                state.wake_async_locked(wake)
+                return _WAITING
+            return state.wake_event_locked()
+
+    # ------------------------------------------------------------ on the event loop
+
+    def launch(self, name: str) -> None:
+        """Start the attempt loop: on the shared event loop when the executor runs
+        ``async def`` bodies there (:class:`AsyncCarrier`), else on its carrier."""
+        executor = self._state.executor
+        # getattr, not isinstance: a runtime Protocol check is slow once per run.
+        launch_async = getattr(executor, "launch_async", None)
+        if launch_async is not None:
+            launch_async(self.adrive, name=name)
+        else:
+            executor.launch(self.drive, name=name)
+
+    async def adrive(self, carrier: AsyncCarrier) -> None:
+        """:meth:`drive` as a task of the event loop: the bodies are awaited there, and
+        every state write (``running``, the verdict, the next attempt) runs on one of
+        the carrier's helper threads, so the loop never waits on the store."""
+        state = self._state
+        attempt = state.attempt
+        offload = carrier.offload
+        try:
+            while attempt is not None:
+                end = await carrier.arun_attempt(attempt)
+                if not await offload(self.conclude, attempt, end):
+                    self._stop_driving()
+                    return
+                attempt = await self._anext_attempt(attempt, carrier)
+        except Exception as exc:  # a bug of ours or an executor failure: never hang the run
+            await offload(self.fail_internally, exc)
+
+    async def _anext_attempt(self, previous: Attempt, carrier: AsyncCarrier) -> Attempt | None:
+        loop = asyncio.get_running_loop()
+        while True:
+            woken: asyncio.Future[None] = loop.create_future()
+
+            def wake(woken: asyncio.Future[None] = woken) -> None:
+                with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits
+                    loop.call_soon_threadsafe(_resolve, woken)
+
+            found = await carrier.offload(self._next_step, previous, wake)
+            if found is not _WAITING:
+                assert not isinstance(found, threading.Event)
+                return found
+            await woken
 
     def fail_internally(self, exc: BaseException) -> None:
         """End the run honestly after an internal error instead of leaving it hanging."""
@@ -266,7 +332,16 @@ class Driver:
         state = self._state
         machine = state.machine
         control = attempt.control
-        if isinstance(end, Raised) and not isinstance(end.error, TaskCancelled | TaskSkipped):
+        cancelled = (
+            attempt.hard_stopped
+            and isinstance(end, Raised)
+            and isinstance(end.error, asyncio.CancelledError)
+        )
+        if (
+            isinstance(end, Raised)
+            and not cancelled
+            and not isinstance(end.error, TaskCancelled | TaskSkipped)
+        ):
             failure = exception_failure(end.error, end.traceback, retryable=False)
             state.apply(machine.mark_failed, failure)
             return
@@ -277,6 +352,11 @@ class Driver:
         if isinstance(end, Exited):
             how = (
                 f"{describe_exit(end.exitcode, end.pid)} after it did not stop within the "
+                f"{state.graceful_stop:g}s graceful window"
+            )
+        elif cancelled:
+            how = (
+                f"cancelled at an await after it did not reach a checkpoint within the "
                 f"{state.graceful_stop:g}s graceful window"
             )
         else:
@@ -417,6 +497,15 @@ class Driver:
 
     def _recent_logs(self) -> list[LogEntry]:
         return self._state.log_entries()
+
+
+#: What :meth:`Driver._next_step` returns to a driver on the event loop that must wait.
+_WAITING: Final = threading.Event()
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 def _at_checkpoint(end: AttemptEnd) -> bool:

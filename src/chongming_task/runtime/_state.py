@@ -58,6 +58,7 @@ class RunState:
         "_synced_beat",
         "_synced_gaps",
         "_wake",
+        "_wake_async",
         "artifact_root",
         "attempt",
         "call",
@@ -115,6 +116,7 @@ class RunState:
         # busy controller), and an empty deque or an Event costs about 1 KiB each.
         self._logs: deque[LogEntry] | None = None
         self._wake: threading.Event | None = None
+        self._wake_async: Callable[[], None] | None = None
         self.started = False
         """``start()`` was called at least once."""
         self.driving = False
@@ -155,6 +157,15 @@ class RunState:
         """Tell the driver, waiting between attempts, to look again. Hold :attr:`lock`."""
         if self._wake is not None:
             self._wake.set()  # no event yet: nobody waits, and a waiter looks first
+        wake = self._wake_async
+        if wake is not None:
+            self._wake_async = None
+            wake()
+
+    def wake_async_locked(self, wake: Callable[[], None]) -> None:
+        """Call ``wake`` (once, without blocking) at the next :meth:`wake_locked`: how a
+        driver on the event loop waits between attempts. Hold :attr:`lock`."""
+        self._wake_async = wake
 
     def wake_event_locked(self) -> threading.Event:
         """A cleared event the driver waits on after releasing :attr:`lock`."""
@@ -238,7 +249,7 @@ class RunState:
             return
         gaps = self.gaps
         if gaps is not None:
-            counted = gaps.count
+            counted = gaps.changes
             if counted != self._synced_gaps:
                 self._synced_gaps = counted
                 self.machine.update(checkpoint_gaps=gaps.freeze())

@@ -10,8 +10,9 @@ moment to escalate ``terminate`` to ``kill``) and books it with the clock's shar
   ``timeout_<scope>`` rather than ``stopped``. Outside an attempt (``retry_wait``,
   ``paused``, ``queued``) it ends the run at once;
 - a graceful window that runs out ends the carrier by force where the executor can
-  (a child process: ``terminate()``, then ``kill()``), and otherwise gives the run up
-  as ``lost``: a thread cannot be killed, and saying "stopped" would be a lie (§4.1).
+  (a child process: ``terminate()``, then ``kill()``; an asyncio body: a cancellation,
+  then a look whether it ended), and otherwise gives the run up as ``lost``: a thread
+  cannot be killed, and saying "stopped" would be a lie (§4.1).
 
 It also books the end of a retry backoff and wakes the driver then. So the clock's
 timer thread is the only thread that ever waits on the clock: with a ``FakeClock``,
@@ -140,7 +141,8 @@ class Supervisor:
         if attempt is not None and attempt.live:
             if attempt.kill_deadline is not None and now >= attempt.kill_deadline - EPSILON:
                 attempt.kill_deadline = None
-                state.executor.kill(attempt)
+                if state.executor.kill(attempt) is False:  # it could not: give the run up
+                    self._abandon_locked(attempt, after="nor end when its carrier was cancelled")
                 acted = True
             if attempt.stop_deadline is not None and now >= attempt.stop_deadline - EPSILON:
                 attempt.stop_deadline = None
@@ -161,6 +163,12 @@ class Supervisor:
             attempt.kill_deadline = now + state.executor.kill_after
             return
         attempt.hard_stopped = False
+        self._abandon_locked(attempt)
+
+    def _abandon_locked(self, attempt: Attempt, *, after: str | None = None) -> None:
+        """Give the run up as ``lost``: its carrier may still be running (a thread cannot
+        be ended; an asyncio body ignored its cancellation)."""
+        state = self._state
         machine = state.machine
         if attempt is not state.attempt or machine.status not in _IN_ATTEMPT | {S.STOPPING}:
             return
@@ -169,9 +177,11 @@ class Supervisor:
             cause = timeout_message(state.timeout, attempt.timeout_scope)
         else:
             cause = "a stop was requested"
+        also = f" {after}" if after else ""
         message = (
             f"{cause}, and the task did not reach a checkpoint within the {window} graceful "
-            f"window; its {state.executor.name} carrier was abandoned and may still be running"
+            f"window{also}; its {state.executor.name} carrier was abandoned and may still be "
+            "running"
         )
         state.apply(machine.mark_lost, lost_failure(message))
 

@@ -404,7 +404,8 @@ class SqlStore(TaskStore, QueueStore):
     ) -> None:
         """``statement`` (an update of one task under ``expect_version``) with its history;
         a version that moved on is a ``ConcurrencyConflict``. ``atomic`` defaults to
-        whether there is history to write with the row."""
+        whether there is history to write with the row in more than one statement, or a
+        pipeline node to settle."""
         params, history = self._update_params(snapshot, expect_version, transitions)
         settles = settles_a_node(snapshot)
 

@@ -49,6 +49,12 @@ log = logging.getLogger("chongming_task.worker")
 #: claim round trip each; the intake loop itself may spin much faster when busy).
 HANDOFF_POLL = 0.25
 
+#: Queued tasks one claim takes at most. A worker with 1,000 free slots claims them
+#: in several rounds (the intake polls again at once after a claim that took some):
+#: the first tasks start while the next are claimed, instead of after one claim of
+#: 1,000 rows, and the heartbeat between two rounds is never a long claim away.
+CLAIM_BATCH = 100
+
 
 def is_idempotent(fn: object) -> bool:
     """Whether a task function opted in to re-execution after ``lost``."""
@@ -104,14 +110,15 @@ class WorkQueueDuty:
         return None if controller.owns_all_buckets else controller.owned_buckets
 
     def claim(self, free: int) -> int:
-        """Claim up to ``free`` queued tasks and hand them to the controller."""
+        """Claim up to ``free`` queued tasks (:data:`CLAIM_BATCH` at most) and hand them
+        to the controller."""
         if free <= 0:
             return 0
         until = self.clock.now() + timedelta(seconds=self.controller.lease_ttl)
         claimed = self.queue.claim_queued(
             self.worker.owner,
             buckets=self._buckets(),
-            limit=free,
+            limit=min(free, CLAIM_BATCH),
             lease_until=until,
             global_limits=self.worker.global_limits or None,
         )

@@ -135,6 +135,7 @@ def _checkpoints(
             for flag, on in (
                 ("STOP MAY MISS", verdict.stop_warning),
                 ("IDLE", verdict.idle_warning),
+                ("BLOCKS LOOP", verdict.loop_warning),
             )
             if on
         ]

@@ -12,7 +12,12 @@ else: states, retries, timeouts. The contract:
 - :meth:`Executor.run_attempt` runs one attempt on the carrier and says how it ended;
 - :meth:`Executor.terminate` / :meth:`Executor.kill` end a carrier that ignored a stop
   past its graceful window; ``terminate`` returns False when the executor cannot
-  (threads), and the run then reports ``lost`` instead of pretending.
+  (threads), and the run then reports ``lost`` instead of pretending; so does a
+  ``kill`` that returns False (an asyncio body that ignored its cancellation).
+
+An executor that runs ``async def`` bodies on the shared event loop is also an
+:class:`AsyncCarrier`: the run's attempt loop is then a task of that loop too
+(``Driver.adrive``), and no thread waits for the body.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, Final, Protocol, TypeVar, runtime_checkable
 
 from chongming_task.runtime._attempt import Attempt, AttemptEnd, Raised, Returned, TaskCall
@@ -28,7 +33,7 @@ from chongming_task.runtime._context import RuntimeContext
 from chongming_task.runtime._control import Control
 from chongming_task.runtime._failures import end_traceback
 
-__all__ = ["Executor", "call_body", "run_in_this_thread"]
+__all__ = ["AsyncCarrier", "Executor", "call_body", "run_in_this_thread"]
 
 T = TypeVar("T")
 
@@ -60,8 +65,29 @@ class Executor(Protocol):
         """End the attempt's carrier gently by force; False if this executor cannot."""
         ...
 
-    def kill(self, attempt: Attempt) -> None:
-        """End the attempt's carrier unconditionally (after ``terminate`` did not)."""
+    def kill(self, attempt: Attempt) -> bool | None:
+        """End the attempt's carrier unconditionally (after ``terminate`` did not).
+
+        False: it could not, and the run is given up as ``lost``.
+        """
+        ...
+
+
+class AsyncCarrier(Protocol):
+    """An executor whose attempts are awaited on the shared event loop."""
+
+    def launch_async(
+        self, drive: Callable[[AsyncCarrier], Coroutine[Any, Any, None]], *, name: str
+    ) -> None:
+        """Run ``drive(self)`` (the run's attempt loop) as a task of the event loop."""
+        ...
+
+    async def arun_attempt(self, attempt: Attempt) -> AttemptEnd:
+        """Run one attempt on the event loop and report how it ended."""
+        ...
+
+    def offload(self, fn: Callable[..., T], /, *args: Any) -> Awaitable[T]:
+        """``fn(*args)`` on a helper thread, awaited without blocking the loop."""
         ...
 
 
@@ -75,7 +101,12 @@ def call_body(
     args: tuple[Any, ...],
     kwargs: Mapping[str, Any],
 ) -> Any:
-    """Call the task; an ``async def`` task runs to completion on a loop of its own."""
+    """Call the task; an awaitable result runs to completion on a loop of its own.
+
+    That is the path of an ``async def`` task on the inline executor, in a process
+    executor's child, and of a plain ``def`` that returns a coroutine; the thread
+    executor sends ``async def`` tasks to the shared loop instead (``_asyncio``).
+    """
     result = fn(ctx, *args, **kwargs)
     # Most bodies return None or a plain JSON value; ``isawaitable`` on those ends in
     # an ABC instance check, the costliest step of a no-op attempt's call.

@@ -109,7 +109,7 @@ class TrailCases(ContractHarness):
         snap = self.created(status=S.RUNNING, status_version=3)
         counts = [0] * (len(BOUNDS) + 1)
         counts[3], counts[10], counts[-1] = 40, 2, 1
-        gaps = CheckpointGaps(counts=tuple(counts), max=4000.25)
+        gaps = CheckpointGaps(counts=tuple(counts), max=4000.25, loop_blocks=3, loop_block_max=0.75)
         beat = self.clock.now()
         assert self.store.touch(snap.task_id, checkpoint_gaps=gaps)
         self.store.touch(snap.task_id, heartbeat_at=beat)  # other fields leave it alone
