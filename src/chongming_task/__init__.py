@@ -61,15 +61,10 @@ if TYPE_CHECKING:  # type checkers see the real classes; runtime resolves them l
     from chongming_task.pipeline import NodeOutcome, Pipeline, PipelineOutcome, PipelineRun
     from chongming_task.queue import (
         AsyncClient,
-<<<<<<< HEAD
-        AsyncTaskHandle,
-        Client,
-        PipelineHandle,
-=======
         AsyncPipelineHandle,
         AsyncTaskHandle,
         Client,
->>>>>>> s16-async
+        PipelineHandle,
         TaskHandle,
     )
     from chongming_task.run import TaskOutcome, TaskRun, run_task
@@ -130,13 +125,8 @@ _LAZY: dict[str, str] = {
     "TaskHandle": "chongming_task.queue",
     "PipelineHandle": "chongming_task.queue",
     "AsyncTaskHandle": "chongming_task.queue",
-<<<<<<< HEAD
-    "preview": "chongming_task.schedule",
-=======
     "AsyncPipelineHandle": "chongming_task.queue",
-    "Submission": "chongming_task.worker",
-    "preview": "chongming_task.schedule._preview",
->>>>>>> s16-async
+    "preview": "chongming_task.schedule",
     "declare_buckets": "chongming_task.buckets",
     "handoff": "chongming_task.buckets",
     "ownership_report": "chongming_task.buckets",

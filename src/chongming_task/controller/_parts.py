@@ -29,8 +29,7 @@ from chongming_task.controller._submission import Submission
 from chongming_task.controller._waiting import outcome_of, wait_for_runs, wait_in_store
 from chongming_task.controller._writethrough import WriteThrough
 from chongming_task.run import TaskOutcome
-from chongming_task.runtime.executors._asyncio import ASYNCIO
-from chongming_task.runtime.executors._loop import LOOP
+from chongming_task.runtime.executors import ASYNCIO, LOOP
 from chongming_task.stores._base import TaskStore
 
 if TYPE_CHECKING:

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 from chongming_task._lazy import lazy_exports
 from chongming_task.controller._control import control_task
 from chongming_task.controller._retry import RetryReport
-<<<<<<< HEAD
 from chongming_task.queue._client import (
     AsyncClient,
     AsyncTaskHandle,
@@ -21,11 +20,7 @@ from chongming_task.queue._client import (
     EnqueueWithOptions,
     TaskHandle,
 )
-from chongming_task.queue._pipelines import PipelineHandle
-=======
-from chongming_task.queue._client import AsyncClient, AsyncTaskHandle, Client, TaskHandle
 from chongming_task.queue._pipelines import AsyncPipelineHandle, PipelineHandle
->>>>>>> s16-async
 from chongming_task.stores._limits import GlobalSlot
 from chongming_task.stores._queue_records import RECIPE_KEY, Recipe, WorkerRecord, recipe_of
 

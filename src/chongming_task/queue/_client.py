@@ -56,16 +56,9 @@ from chongming_task.controller._registry import TaskRegistry
 from chongming_task.controller._retry import RetryReport, retry_query, retry_task, retry_tasks
 from chongming_task.controller._waiting import outcome_of, wait_in_store
 from chongming_task.core.state_machine import StateMachine
-<<<<<<< HEAD
-from chongming_task.errors import ConfigurationError, DuplicateTaskId
+from chongming_task.errors import ConfigurationError, DuplicateTaskId, UnknownTask
 from chongming_task.observability import TRACEPARENT, inject_trace_context
 from chongming_task.pipeline import Pipeline, checked_run_id
-=======
-from chongming_task.errors import ConfigurationError, DuplicateTaskId, UnknownTask
-from chongming_task.observability._trace_context import TRACEPARENT, inject_trace_context
-from chongming_task.pipeline import Pipeline
-from chongming_task.pipeline._submit import checked_run_id
->>>>>>> s16-async
 from chongming_task.policies import BucketPolicy
 from chongming_task.queue._pipelines import AsyncPipelineHandle, PipelineHandle, pipeline_entries
 from chongming_task.run import R_co, TaskOutcome
@@ -1007,9 +1000,6 @@ class AsyncTaskHandle(Generic[R_co]):
         return f"AsyncTaskHandle({self.task_id!r})"
 
 
-<<<<<<< HEAD
-@public
-=======
 async def await_in_store(
     store: TaskStore, task_id: str, *, timeout: float | None, interval: float
 ) -> TaskSnapshot:
@@ -1039,7 +1029,7 @@ async def await_in_store(
         await asyncio.sleep(interval if remaining is None else min(interval, remaining))
 
 
->>>>>>> s16-async
+@public
 class AsyncClient:
     """The asyncio twin of :class:`Client` for FastAPI-style apps: store calls in threads.
 

@@ -52,7 +52,7 @@ from chongming_task.runtime._failures import (
 from chongming_task.runtime._state import RunState
 from chongming_task.runtime._supervisor import Supervisor
 from chongming_task.runtime._timers import EPSILON
-from chongming_task.runtime.executors._base import AsyncCarrier
+from chongming_task.runtime.executors import AsyncCarrier
 from chongming_task.states import TaskStatus
 
 __all__ = ["Driver"]

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Final
 
 from chongming_task._service import FINISHED, BackgroundService, StepResult
-from chongming_task.core._clock import SystemClock
+from chongming_task.core import SystemClock
 
 __all__ = ["HELPERS", "LINGER", "SIZE", "HelperPool"]
 

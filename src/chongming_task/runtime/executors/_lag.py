@@ -34,7 +34,7 @@ from collections.abc import Awaitable, Coroutine, Generator
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
 from chongming_task._checkpoint_gaps import format_seconds
-from chongming_task.core._clock import SystemClock
+from chongming_task.core import SystemClock
 
 if TYPE_CHECKING:
     from chongming_task.runtime._attempt import Attempt

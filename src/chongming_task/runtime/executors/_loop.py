@@ -26,7 +26,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Final
 
 from chongming_task._service import FINISHED, BackgroundService, StepResult
-from chongming_task.core._clock import SystemClock
+from chongming_task.core import SystemClock
 from chongming_task.runtime.executors._lag import STRAY_GRACE, BodyScope, now, scope_now, spawned
 
 __all__ = ["LINGER", "LOOP", "SharedLoop"]
