@@ -358,6 +358,43 @@ def test_a_version_10_schema_gets_charted_transitions_and_keeps_its_history(
     assert layout(postgres_dsn) == fresh
 
 
+def test_a_version_13_schema_gets_the_waiting_index_and_a_covering_name_index(
+    postgres_dsn: str,
+) -> None:
+    """Version 14 indexes the work queue's waiting tasks by bucket (queue_health) and
+    widens ct_tasks_name with each task's status and tags (counts by name and tag)."""
+    from datetime import timedelta
+
+    from chongming_task.stores._queue_records import RECIPE_KEY, Recipe
+    from chongming_task.stores._records import TaskQuery, WaitingWork
+
+    recipe = {RECIPE_KEY: Recipe(args=(1,)).to_dict()}
+    queued_at = snap().created_at + timedelta(seconds=5)
+    waiting = snap("w", status=TaskStatus.QUEUED, bucket=3, metadata=recipe, queued_at=queued_at)
+    with PostgresTaskStore(postgres_dsn) as store:
+        store.create(snap("a", name="mail.send", tags=frozenset({"io"})))
+        store.create(waiting)
+    fresh = layout(postgres_dsn)
+    # Back to version 13's indexes (its tables are version 14's).
+    admin(
+        postgres_dsn,
+        "DROP INDEX ct_tasks_waiting",
+        "DROP INDEX ct_tasks_name",
+        "CREATE INDEX ct_tasks_name ON ct_tasks (name, created_at, seq)",
+        "UPDATE ct_meta SET value = 13 WHERE key = 'schema_version'",
+    )
+    assert layout(postgres_dsn) != fresh
+    with PostgresTaskStore(postgres_dsn) as store:
+        assert store.count_tasks(TaskQuery(tag="io", name_prefix="mail.")) == 1
+        assert store.waiting_work() == {3: WaitingWork(1, queued_at)}
+    assert layout(postgres_dsn) == fresh
+    assert any("INCLUDE (status, tags)" in str(row) for row in fresh)
+    # Idempotent: rewound to version 13, the schema migrates again to the same layout.
+    admin(postgres_dsn, "UPDATE ct_meta SET value = 13 WHERE key = 'schema_version'")
+    PostgresTaskStore(postgres_dsn).close()
+    assert layout(postgres_dsn) == fresh
+
+
 def test_a_newer_schema_is_refused_with_a_clear_message(postgres_dsn: str) -> None:
     PostgresTaskStore(postgres_dsn).close()
     admin(postgres_dsn, "UPDATE ct_meta SET value = 99 WHERE key = 'schema_version'")

@@ -47,9 +47,11 @@ __all__ = [
 #: and the action index rebuilt on (action, priority DESC, seq) over claimable rows.
 #: 5: the work queue. 6: checkpoint gaps. 7: global slots. 8: unique work. 9: fleet
 #: limits (declared limits and the starts rate limits count). 10: paused queues.
-#: 11: each transition's instant and charted status as indexed columns (charts).
+#: 11: 64-bit task priorities (PostgreSQL). 12: child tasks (meta_parent). 13: each
+#: transition's instant and charted status as indexed columns (charts). 14: a partial
+#: index of the work queue's waiting tasks by bucket and age (health).
 #: Older databases are migrated on open; newer ones are refused.
-SCHEMA_VERSION: Final = 13
+SCHEMA_VERSION: Final = 14
 
 T = TypeVar("T")
 

@@ -262,6 +262,26 @@ CREATE INDEX IF NOT EXISTS ct_transitions_at ON ct_transitions (charted, occurre
 CREATE INDEX IF NOT EXISTS ct_tasks_queued_bucket ON ct_tasks (bucket)
     WHERE status = 'queued' AND owner IS NULL;
 
+-- name: migrate_14
+-- Version 14: the work queue's waiting tasks (queued, held by nobody, enqueued with a
+-- recipe) by bucket and age, for queue_health (chongming-task health, the dashboard's
+-- overview, workers and buckets pages): the depth of each bucket is a count of this
+-- partial index and its oldest task the first entry of its range, so nothing decodes a
+-- queued task. Only those rows are in it; its condition reads the document (the recipe)
+-- only for a queued unheld row: an enqueue and a claim, never another transition.
+CREATE INDEX IF NOT EXISTS ct_tasks_waiting ON ct_tasks (bucket, created_at, seq)
+    WHERE status = 'queued' AND owner IS NULL
+      AND json_typeof(doc -> 'metadata' -> 'recipe') = 'object';
+
+-- The name index carries each task's status and tags, so a count by name prefix (and
+-- tag) is an index-only scan instead of a read of every matching row. A transition
+-- writes a new entry in every index anyway (status is indexed: no HOT update), so the
+-- wider entry costs no extra index write.
+DROP INDEX IF EXISTS ct_tasks_name;
+
+CREATE INDEX IF NOT EXISTS ct_tasks_name ON ct_tasks (name, created_at, seq)
+    INCLUDE (status, tags);
+
 -- name: schema_exists
 SELECT count(*) FROM (SELECT to_regclass('ct_meta') AS t) r WHERE r.t IS NOT NULL;
 
@@ -345,6 +365,9 @@ SELECT t.task_id, t.status, t.status_version FROM ct_tasks t
 
 -- name: count_tasks
 SELECT t.status, count(*) FROM ct_tasks t
+
+-- name: count_all
+SELECT count(*) FROM ct_tasks t
 
 -- name: count_buckets
 SELECT bucket, count(*) FROM ct_tasks WHERE bucket IS NOT NULL GROUP BY bucket;
@@ -799,3 +822,34 @@ ORDER BY updated_at DESC LIMIT %(sample)s;
 -- the partial index ct_tasks_queued_bucket.
 SELECT bucket, count(*) FROM ct_tasks WHERE status = 'queued' AND owner IS NULL
 GROUP BY bucket;
+
+-- name: waiting_work
+-- The work queue's waiting tasks per bucket (TaskRecordStore.waiting_work): the depth
+-- counted in the partial index ct_tasks_waiting (an index-only scan), then, per
+-- bucket, the queued_at of the oldest task by creation, the first entry of the
+-- bucket's range (one row read per bucket; NULL: the tasks without a bucket).
+SELECT w.bucket, w.depth, o.since FROM (
+    SELECT bucket, count(*) AS depth FROM ct_tasks
+    WHERE status = 'queued' AND owner IS NULL
+      AND json_typeof(doc -> 'metadata' -> 'recipe') = 'object'
+    GROUP BY bucket
+) w
+LEFT JOIN LATERAL (
+    (SELECT coalesce(t.doc ->> 'queued_at', t.doc ->> 'created_at') AS since FROM ct_tasks t
+     WHERE t.status = 'queued' AND t.owner IS NULL
+       AND json_typeof(t.doc -> 'metadata' -> 'recipe') = 'object' AND t.bucket = w.bucket
+     ORDER BY t.created_at, t.seq LIMIT 1)
+    UNION ALL
+    (SELECT coalesce(t.doc ->> 'queued_at', t.doc ->> 'created_at') FROM ct_tasks t
+     WHERE t.status = 'queued' AND t.owner IS NULL
+       AND json_typeof(t.doc -> 'metadata' -> 'recipe') = 'object' AND t.bucket IS NULL
+       AND w.bucket IS NULL
+     ORDER BY t.created_at, t.seq LIMIT 1)
+) o ON true;
+
+-- name: name_gaps
+-- The checkpoint gaps of a task name's most recently created runs
+-- (TaskRecordStore.checkpoint_gaps_of): a backward walk of the exact name's range of
+-- ct_tasks_name, limit rows, the gaps column only (NULL: a run without checkpoints).
+SELECT task_id, checkpoint_gaps::text FROM ct_tasks WHERE name = %(name)s
+ORDER BY created_at DESC, seq DESC LIMIT %(limit)s;

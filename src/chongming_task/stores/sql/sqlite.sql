@@ -298,6 +298,47 @@ CREATE INDEX IF NOT EXISTS ct_transitions_at ON ct_transitions (charted, occurre
 CREATE INDEX IF NOT EXISTS ct_tasks_queued_bucket ON ct_tasks (bucket)
     WHERE status = 'queued' AND owner IS NULL;
 
+-- name: migrate_14
+-- Version 14: the work queue's waiting tasks (queued, held by nobody, enqueued with a
+-- recipe) by bucket and age, for queue_health (chongming-task health, the dashboard's
+-- overview, workers and buckets pages): the depth of each bucket is a count of this
+-- partial index and its oldest task the first entry of its range, so nothing decodes a
+-- queued task. Only those rows are in it; its condition reads the document (the recipe)
+-- only for a queued unheld row: an enqueue and a claim, never another transition.
+CREATE INDEX IF NOT EXISTS ct_tasks_waiting ON ct_tasks (bucket, created_at, seq)
+    WHERE status = 'queued' AND owner IS NULL
+      AND json_type(doc, '$.metadata.recipe') = 'object';
+
+-- Each tag row keeps its task's name, kept by the triggers like the tag itself (a
+-- task's name is written with its tags, never by a transition), so a search by tag
+-- and name prefix is one range of ct_task_tags_name and its count reads no task row.
+-- Rows written before this version get the name of their task here. The store skips
+-- the ADD COLUMN on a file that has the column already.
+ALTER TABLE ct_task_tags ADD COLUMN name TEXT;
+
+UPDATE ct_task_tags SET name = (SELECT t.name FROM ct_tasks t WHERE t.seq = ct_task_tags.seq)
+WHERE name IS NULL;
+
+CREATE INDEX IF NOT EXISTS ct_task_tags_name ON ct_task_tags (tag, name);
+
+DROP TRIGGER IF EXISTS ct_tasks_tags_insert;
+
+CREATE TRIGGER ct_tasks_tags_insert AFTER INSERT ON ct_tasks WHEN new.tags <> '[]'
+BEGIN
+    INSERT OR IGNORE INTO ct_task_tags (tag, seq, name)
+    SELECT value, new.seq, new.name FROM json_each(new.tags);
+END;
+
+DROP TRIGGER IF EXISTS ct_tasks_tags_update;
+
+CREATE TRIGGER ct_tasks_tags_update AFTER UPDATE OF tags, name ON ct_tasks
+WHEN old.tags IS NOT new.tags OR old.name IS NOT new.name
+BEGIN
+    DELETE FROM ct_task_tags WHERE seq = old.seq;
+    INSERT OR IGNORE INTO ct_task_tags (tag, seq, name)
+    SELECT value, new.seq, new.name FROM json_each(new.tags);
+END;
+
 -- name: schema_exists
 SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'ct_meta';
 
@@ -399,6 +440,43 @@ SELECT t.task_id, t.status, t.status_version FROM ct_tasks t
 -- name: count_tasks
 SELECT t.status, count(*) FROM ct_tasks t
 
+-- name: count_all
+SELECT count(*) FROM ct_tasks t
+
+-- name: count_tag
+-- count_tasks of a tag alone (and a name prefix, a filter_tag_name_* clause appended):
+-- a range of ct_task_tags_name, no task row read.
+SELECT count(*) FROM ct_task_tags g WHERE g.tag = :tag
+
+-- name: count_tag_name_range
+g.name >= :name_low AND g.name < :name_high
+
+-- name: count_tag_name_from
+g.name >= :name_low
+
+-- name: walk_tasks
+-- select_tasks walking ct_tasks_created (a page of filters no index orders by creation,
+-- see SqlStore._walk): in the list's order, a filter checked per row, stopped at the
+-- limit. Without statistics the planner would rather read every task of a name prefix
+-- or a tag and sort them all.
+SELECT t.doc, t.progress, t.heartbeat_at, t.lease_owner, t.lease_until, t.pid, t.task_id,
+  t.checkpoint_gaps
+FROM ct_tasks t INDEXED BY ct_tasks_created
+
+-- name: walk_heads
+SELECT t.task_id, t.status, t.status_version FROM ct_tasks t INDEXED BY ct_tasks_created
+
+-- name: walk_edge
+-- How far a walk goes: the creation time of the task :walk places further in the list's
+-- order (an index offset, no task row read).
+SELECT t.created_at FROM ct_tasks t INDEXED BY ct_tasks_created
+
+-- name: filter_walk_from
+t.created_at >= :walk_edge
+
+-- name: filter_walk_to
+t.created_at <= :walk_edge
+
 -- name: count_buckets
 SELECT bucket, count(*) FROM ct_tasks WHERE bucket IS NOT NULL GROUP BY bucket;
 
@@ -431,6 +509,20 @@ t.task_id > :id_after
 
 -- name: filter_tag
 t.seq IN (SELECT g.seq FROM ct_task_tags g WHERE g.tag = :tag)
+
+-- name: filter_tag_probe
+-- filter_tag checked row by row (a walk, see walk_tasks): one look-up of the primary key
+-- of ct_task_tags per task walked, instead of first collecting every task of the tag.
+EXISTS (SELECT 1 FROM ct_task_tags g WHERE g.tag = :tag AND g.seq = t.seq)
+
+-- name: filter_tag_name_range
+-- filter_tag with a name prefix: the tasks of the tag whose name is in the range, from
+-- ct_task_tags_name.
+t.seq IN (SELECT g.seq FROM ct_task_tags g
+          WHERE g.tag = :tag AND g.name >= :name_low AND g.name < :name_high)
+
+-- name: filter_tag_name_from
+t.seq IN (SELECT g.seq FROM ct_task_tags g WHERE g.tag = :tag AND g.name >= :name_low)
 
 -- name: filter_bucket
 t.bucket = :bucket
@@ -813,3 +905,29 @@ ORDER BY updated_at DESC LIMIT :sample;
 -- the partial index ct_tasks_queued_bucket.
 SELECT bucket, count(*) FROM ct_tasks INDEXED BY ct_tasks_queued_bucket
 WHERE status = 'queued' AND owner IS NULL GROUP BY bucket;
+
+-- name: waiting_work
+-- The work queue's waiting tasks per bucket (TaskRecordStore.waiting_work): the depth
+-- counted in the partial index ct_tasks_waiting (no task row read: its condition is
+-- the index's own), then, per bucket, the queued_at of the oldest task by creation,
+-- the first entry of the bucket's range (one row read per bucket).
+WITH w AS (
+    SELECT bucket, count(*) AS depth FROM ct_tasks INDEXED BY ct_tasks_waiting
+    WHERE status = 'queued' AND owner IS NULL
+      AND json_type(doc, '$.metadata.recipe') = 'object'
+    GROUP BY bucket
+)
+SELECT w.bucket, w.depth, (
+    SELECT coalesce(json_extract(t.doc, '$.queued_at'), json_extract(t.doc, '$.created_at'))
+    FROM ct_tasks t INDEXED BY ct_tasks_waiting
+    WHERE t.status = 'queued' AND t.owner IS NULL
+      AND json_type(t.doc, '$.metadata.recipe') = 'object' AND t.bucket IS w.bucket
+    ORDER BY t.created_at, t.seq LIMIT 1)
+FROM w;
+
+-- name: name_gaps
+-- The checkpoint gaps of a task name's most recently created runs
+-- (TaskRecordStore.checkpoint_gaps_of): a backward walk of the exact name's range of
+-- ct_tasks_name, :limit rows, the gaps column only (NULL: a run without checkpoints).
+SELECT task_id, checkpoint_gaps FROM ct_tasks WHERE name = :name
+ORDER BY created_at DESC, seq DESC LIMIT :limit;
