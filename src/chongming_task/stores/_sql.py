@@ -19,6 +19,7 @@ nothing, one read says why (unknown command, or a claim that was lost).
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timedelta
@@ -106,6 +107,8 @@ __all__ = ["SCHEMA_VERSION", "Cursor", "SqlStore"]
 
 T = TypeVar("T")
 
+log = logging.getLogger("chongming_task.stores")
+
 _TERMINAL_VALUES: Final = sorted(status.value for status in TERMINAL)
 #: Rows per transaction in ``create_many``: large enough to amortise the commit, small
 #: enough that a batch does not hold the write lock for long.
@@ -151,6 +154,8 @@ def _chains(writes: Sequence[SnapshotWrite]) -> list[list[int]]:
     return chains
 
 
+#: Counter rows summed past which those of gone backends are folded (``SqlStore._totals``).
+FOLD_ABOVE: Final = 512
 #: Tasks a page walks in the list's order before it leaves the filters to their indexes
 #: (``SqlStore._walk``).
 WALK: Final = 10_000
@@ -637,6 +642,8 @@ class SqlStore(TaskStore, QueueStore):
         parts = rows.build_filters(query, self._sql, self._array, self._instant)
         if parts.empty:
             return {}
+        if not parts.where and "status_totals" in self._sql:
+            return {rows.decode_status(s): n for s, n in self._totals("status").items() if n}
         statement = f"{self._sql['count_tasks']}{parts.where} GROUP BY t.status"
         found = self._run(lambda cur: cur.execute(statement, parts.params).fetchall(), write=False)
         return {rows.decode_status(status): int(count) for status, count in found}
@@ -647,6 +654,8 @@ class SqlStore(TaskStore, QueueStore):
         parts = rows.build_filters(query, self._sql, self._array, self._instant)
         if parts.empty:
             return 0
+        if not parts.where and "status_totals" in self._sql:
+            return sum(self._totals("status").values())
         statement = f"{self._sql['count_all']}{parts.where}"
         if query is not None and "count_tag" in self._sql and _tag_and_name_only(query):
             statement = self._sql["count_tag"]
@@ -657,7 +666,34 @@ class SqlStore(TaskStore, QueueStore):
         found = self._run(lambda cur: cur.execute(statement, parts.params).fetchone(), write=False)
         return int(found[0])
 
+    def _totals(self, kind: str) -> dict[Any, int]:
+        """The trigger-kept counts of the whole store per ``kind`` (``status`` or
+        ``bucket``; PostgreSQL's ``ct_status_counts``/``ct_bucket_counts``).
+
+        Each writing backend keeps rows of its own; once more than ``FOLD_ABOVE`` rows
+        are summed, those of backends that have gone are folded into one (a write that
+        a role without write rights skips: the sum stays right, only longer).
+        """
+        statement = self._sql[f"{kind}_totals"]
+        found = self._run(lambda cur: cur.execute(statement, {}).fetchall(), write=False)
+        if sum(int(summed) for _, _, summed in found) > FOLD_ABOVE:
+            self._fold_counts()
+        return {key: int(total) for key, total, _ in found}
+
+    def _fold_counts(self) -> None:
+        def fold(cur: Cursor) -> None:
+            if cur.execute(self._sql["fold_lock"], {}).fetchone()[0]:
+                cur.execute(self._sql["fold_status_counts"], {})
+                cur.execute(self._sql["fold_bucket_counts"], {})
+
+        try:
+            self._run(fold, write=True, atomic=True)
+        except StoreError as exc:  # e.g. a read-only role: the counts stay exact
+            log.warning("could not fold the task counts of gone connections: %s", exc)
+
     def count_by_bucket(self) -> dict[int, int]:
+        if "bucket_totals" in self._sql:
+            return {int(b): n for b, n in self._totals("bucket").items() if n}
         found = self._run(
             lambda cur: cur.execute(self._sql["count_buckets"], {}).fetchall(), write=False
         )

@@ -282,6 +282,117 @@ DROP INDEX IF EXISTS ct_tasks_name;
 CREATE INDEX IF NOT EXISTS ct_tasks_name ON ct_tasks (name, created_at, seq)
     INCLUDE (status, tags);
 
+-- The whole store's counts per status and per bucket (the overview, the unfiltered task
+-- list, the buckets page, the live fingerprint), kept by triggers in the transaction
+-- that writes the tasks, so a count is exact at the reader's snapshot and costs a sum of
+-- a few rows instead of a scan of every task. Each writing backend adds its deltas to
+-- rows of its own (backend = pg_backend_pid()): a backend runs one transaction at a
+-- time, so two writers never wait for, nor deadlock on, a counter row. Rows of
+-- backends that have gone are folded into backend 0 (fold_status_counts). Inserts and
+-- deletes are counted once per statement (a bulk insert or a prune adds one row per
+-- status); an update only when it moves a task's status or bucket (the side channel,
+-- touch and renew_leases, never does).
+CREATE TABLE IF NOT EXISTS ct_status_counts (
+    backend integer NOT NULL,
+    status text NOT NULL,
+    n bigint NOT NULL,
+    PRIMARY KEY (backend, status)
+);
+
+CREATE TABLE IF NOT EXISTS ct_bucket_counts (
+    backend integer NOT NULL,
+    bucket integer NOT NULL,
+    n bigint NOT NULL,
+    PRIMARY KEY (backend, bucket)
+);
+
+CREATE OR REPLACE FUNCTION ct_count_added() RETURNS trigger LANGUAGE plpgsql
+SET search_path FROM CURRENT AS $$
+BEGIN
+    INSERT INTO ct_status_counts AS c (backend, status, n)
+    SELECT pg_backend_pid(), status, count(*) FROM ct_added GROUP BY status
+    ON CONFLICT (backend, status) DO UPDATE SET n = c.n + excluded.n;
+    INSERT INTO ct_bucket_counts AS c (backend, bucket, n)
+    SELECT pg_backend_pid(), bucket, count(*) FROM ct_added
+    WHERE bucket IS NOT NULL GROUP BY bucket
+    ON CONFLICT (backend, bucket) DO UPDATE SET n = c.n + excluded.n;
+    RETURN NULL;
+END $$;
+
+CREATE OR REPLACE FUNCTION ct_count_removed() RETURNS trigger LANGUAGE plpgsql
+SET search_path FROM CURRENT AS $$
+BEGIN
+    INSERT INTO ct_status_counts AS c (backend, status, n)
+    SELECT pg_backend_pid(), status, -count(*) FROM ct_removed GROUP BY status
+    ON CONFLICT (backend, status) DO UPDATE SET n = c.n + excluded.n;
+    INSERT INTO ct_bucket_counts AS c (backend, bucket, n)
+    SELECT pg_backend_pid(), bucket, -count(*) FROM ct_removed
+    WHERE bucket IS NOT NULL GROUP BY bucket
+    ON CONFLICT (backend, bucket) DO UPDATE SET n = c.n + excluded.n;
+    RETURN NULL;
+END $$;
+
+CREATE OR REPLACE FUNCTION ct_count_changed() RETURNS trigger LANGUAGE plpgsql
+SET search_path FROM CURRENT AS $$
+BEGIN
+    IF OLD.status IS DISTINCT FROM NEW.status THEN
+        INSERT INTO ct_status_counts AS c (backend, status, n)
+        VALUES (pg_backend_pid(), OLD.status, -1), (pg_backend_pid(), NEW.status, 1)
+        ON CONFLICT (backend, status) DO UPDATE SET n = c.n + excluded.n;
+    END IF;
+    IF OLD.bucket IS DISTINCT FROM NEW.bucket THEN
+        INSERT INTO ct_bucket_counts AS c (backend, bucket, n)
+        SELECT pg_backend_pid(), v.bucket, v.n
+        FROM (VALUES (OLD.bucket, -1), (NEW.bucket, 1)) AS v (bucket, n)
+        WHERE v.bucket IS NOT NULL
+        ON CONFLICT (backend, bucket) DO UPDATE SET n = c.n + excluded.n;
+    END IF;
+    RETURN NULL;
+END $$;
+
+CREATE OR REPLACE FUNCTION ct_count_emptied() RETURNS trigger LANGUAGE plpgsql
+SET search_path FROM CURRENT AS $$
+BEGIN
+    DELETE FROM ct_status_counts;
+    DELETE FROM ct_bucket_counts;
+    RETURN NULL;
+END $$;
+
+-- No task is written while the counts start from the tasks there are (the lock is held
+-- until this migration commits); run again, it counts them again.
+LOCK TABLE ct_tasks IN SHARE ROW EXCLUSIVE MODE;
+
+DELETE FROM ct_status_counts;
+
+DELETE FROM ct_bucket_counts;
+
+INSERT INTO ct_status_counts (backend, status, n)
+SELECT 0, status, count(*) FROM ct_tasks GROUP BY status;
+
+INSERT INTO ct_bucket_counts (backend, bucket, n)
+SELECT 0, bucket, count(*) FROM ct_tasks WHERE bucket IS NOT NULL GROUP BY bucket;
+
+DROP TRIGGER IF EXISTS ct_tasks_count_insert ON ct_tasks;
+
+CREATE TRIGGER ct_tasks_count_insert AFTER INSERT ON ct_tasks
+REFERENCING NEW TABLE AS ct_added FOR EACH STATEMENT EXECUTE FUNCTION ct_count_added();
+
+DROP TRIGGER IF EXISTS ct_tasks_count_delete ON ct_tasks;
+
+CREATE TRIGGER ct_tasks_count_delete AFTER DELETE ON ct_tasks
+REFERENCING OLD TABLE AS ct_removed FOR EACH STATEMENT EXECUTE FUNCTION ct_count_removed();
+
+DROP TRIGGER IF EXISTS ct_tasks_count_update ON ct_tasks;
+
+CREATE TRIGGER ct_tasks_count_update AFTER UPDATE OF status, bucket ON ct_tasks
+FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status OR OLD.bucket IS DISTINCT FROM NEW.bucket)
+EXECUTE FUNCTION ct_count_changed();
+
+DROP TRIGGER IF EXISTS ct_tasks_count_truncate ON ct_tasks;
+
+CREATE TRIGGER ct_tasks_count_truncate AFTER TRUNCATE ON ct_tasks
+FOR EACH STATEMENT EXECUTE FUNCTION ct_count_emptied();
+
 -- name: schema_exists
 SELECT count(*) FROM (SELECT to_regclass('ct_meta') AS t) r WHERE r.t IS NOT NULL;
 
@@ -368,6 +479,48 @@ SELECT t.status, count(*) FROM ct_tasks t
 
 -- name: count_all
 SELECT count(*) FROM ct_tasks t
+
+-- name: status_totals
+-- count_by_status of the whole store: the sum of the trigger-kept counts (migrate_14),
+-- and how many counter rows were summed (many: time to fold those of gone backends).
+SELECT status, sum(n), count(*) FROM ct_status_counts GROUP BY status
+
+-- name: bucket_totals
+SELECT bucket, sum(n), count(*) FROM ct_bucket_counts GROUP BY bucket
+
+-- name: fold_lock
+-- One folder at a time (fold_status_counts, fold_bucket_counts): two folds adding into
+-- the same rows of backend 0 in different orders could deadlock.
+SELECT pg_try_advisory_xact_lock(hashtext(current_schema() || '.chongming_task.fold'))
+
+-- name: fold_status_counts
+-- The counter rows of backends that have gone, added into backend 0's. A row a live
+-- transaction holds (a new backend that was given a gone one's pid) is skipped (SKIP
+-- LOCKED): a fold never waits for a writer.
+WITH gone AS (
+    DELETE FROM ct_status_counts c
+    WHERE c.ctid IN (
+        SELECT g.ctid FROM ct_status_counts g
+        WHERE g.backend <> 0 AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = g.backend)
+        FOR UPDATE SKIP LOCKED)
+    RETURNING c.status, c.n
+)
+INSERT INTO ct_status_counts AS c (backend, status, n)
+SELECT 0, status, sum(n) FROM gone GROUP BY status
+ON CONFLICT (backend, status) DO UPDATE SET n = c.n + excluded.n
+
+-- name: fold_bucket_counts
+WITH gone AS (
+    DELETE FROM ct_bucket_counts c
+    WHERE c.ctid IN (
+        SELECT g.ctid FROM ct_bucket_counts g
+        WHERE g.backend <> 0 AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = g.backend)
+        FOR UPDATE SKIP LOCKED)
+    RETURNING c.bucket, c.n
+)
+INSERT INTO ct_bucket_counts AS c (backend, bucket, n)
+SELECT 0, bucket, sum(n) FROM gone GROUP BY bucket
+ON CONFLICT (backend, bucket) DO UPDATE SET n = c.n + excluded.n
 
 -- name: count_buckets
 SELECT bucket, count(*) FROM ct_tasks WHERE bucket IS NOT NULL GROUP BY bucket;
