@@ -101,3 +101,28 @@ def test_a_closed_signal_never_blocks() -> None:
     signal = CommandSignal()
     signal.close()
     signal.wait(FakeClock(), 3600)
+
+
+def test_postgres_counts_name_every_status_once() -> None:
+    """The finished statuses the triggers count (postgres.sql, migrate_14) are TERMINAL,
+    and the ranges counted in place (status_totals, bucket_totals) lie between them."""
+    import itertools
+    import re
+
+    from chongming_task.states import TERMINAL
+
+    sections = load_sections("postgres")
+    terminal = {s.value for s in TERMINAL}
+    finished = re.findall(r"IN (\([^)]*\))", sections["migrate_14"])
+    assert finished
+    assert all(set(re.findall(r"'(\w+)'", group)) == terminal for group in finished)
+    for section in ("status_totals", "bucket_totals"):
+        counted_in_place = sections[section].split("UNION ALL", 1)[1]
+        bounds = re.findall(r"status ([<>]) '(\w+)'", counted_in_place)
+        edges = sorted(terminal)
+        # Below the first terminal status, between each two, above the last.
+        wanted = [("<", edges[0])]
+        for low, high in itertools.pairwise(edges):
+            wanted += [(">", low), ("<", high)]
+        wanted.append((">", edges[-1]))
+        assert bounds == wanted, section

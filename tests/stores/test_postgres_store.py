@@ -375,6 +375,7 @@ def test_a_version_13_schema_gets_the_waiting_index_and_a_covering_name_index(
     with PostgresTaskStore(postgres_dsn) as store:
         store.create(snap("a", name="mail.send", tags=frozenset({"io"})))
         store.create(waiting)
+        store.create(snap("f", status=TaskStatus.SUCCEEDED, bucket=3))
     fresh = layout(postgres_dsn)
     # Back to version 13's indexes (its tables are version 14's).
     admin(
@@ -382,8 +383,8 @@ def test_a_version_13_schema_gets_the_waiting_index_and_a_covering_name_index(
         "DROP INDEX ct_tasks_waiting",
         "DROP INDEX ct_tasks_name",
         "CREATE INDEX ct_tasks_name ON ct_tasks (name, created_at, seq)",
-        "DROP TABLE ct_status_counts, ct_bucket_counts",
-        "DROP FUNCTION ct_count_added, ct_count_removed, ct_count_changed, ct_count_emptied"
+        "DROP TABLE ct_terminal_counts, ct_terminal_buckets",
+        "DROP FUNCTION ct_count_terminal, ct_count_terminal_removed, ct_count_terminal_emptied"
         " CASCADE",
         "UPDATE ct_meta SET value = 13 WHERE key = 'schema_version'",
     )
@@ -391,9 +392,15 @@ def test_a_version_13_schema_gets_the_waiting_index_and_a_covering_name_index(
     with PostgresTaskStore(postgres_dsn) as store:
         assert store.count_tasks(TaskQuery(tag="io", name_prefix="mail.")) == 1
         assert store.waiting_work() == {3: WaitingWork(1, queued_at)}
-        # The counts start from the tasks the schema holds.
-        assert store.count_by_status() == {TaskStatus.PENDING: 1, TaskStatus.QUEUED: 1}
-        assert store.count_by_bucket() == {3: 1}
+        # The finished tasks' counts start from the tasks the schema holds.
+        assert store.count_by_status() == {
+            TaskStatus.PENDING: 1,
+            TaskStatus.QUEUED: 1,
+            TaskStatus.SUCCEEDED: 1,
+        }
+        assert store.count_by_bucket() == {3: 2}
+    counted = admin(postgres_dsn, "SELECT backend, status, n FROM ct_terminal_counts")
+    assert [tuple(row) for row in counted] == [(0, "succeeded", 1)]
     assert layout(postgres_dsn) == fresh
     assert any("INCLUDE (status, tags)" in str(row) for row in fresh)
     # Idempotent: rewound to version 13, the schema migrates again to the same layout.
@@ -425,9 +432,10 @@ def assert_counts_exact(store: PostgresTaskStore, dsn: str) -> None:
 
 
 def test_the_whole_store_counts_follow_every_write_of_every_connection(postgres_dsn: str) -> None:
-    """count_by_status(), count_tasks() and count_by_bucket() of the whole store sum
-    counters that triggers keep per writing backend: exact after inserts (one and many),
-    transitions, bucket moves, the side channel, deletes, prune and TRUNCATE."""
+    """count_by_status(), count_tasks() and count_by_bucket() of the whole store: the
+    finished tasks' counters (kept by triggers per writing backend) plus the unfinished
+    tasks counted in place, exact after inserts (one and many, finished or not),
+    transitions, retries, bucket moves, the side channel, deletes, prune and TRUNCATE."""
     import threading
     from dataclasses import replace
 
@@ -455,12 +463,18 @@ def test_the_whole_store_counts_follow_every_write_of_every_connection(postgres_
         for thread in threads:
             thread.join()
         assert_counts_exact(store, postgres_dsn)
-        backends = admin(postgres_dsn, "SELECT count(DISTINCT backend) FROM ct_status_counts")
+        backends = admin(postgres_dsn, "SELECT count(DISTINCT backend) FROM ct_terminal_counts")
         assert backends[0][0] >= 2  # each writing connection keeps rows of its own
-        store.create_many([snap(f"bulk-{n}", bucket=9) for n in range(50)])
+        # Inserted finished (an import), one insert for many; a finished task moved to
+        # another bucket; a finished one sent back to the queue (a retry).
+        done = TaskStatus.SUCCEEDED
+        store.create_many([snap(f"bulk-{n}", bucket=9, status=done) for n in range(50)])
         moved = store.get("w0-1")
         assert moved is not None
         store.save(replace(moved, bucket=7, status_version=2), expect_version=1)  # bucket only
+        retried = store.get("w0-3")
+        assert retried is not None
+        store.save(replace(retried, status=TaskStatus.QUEUED, status_version=2), expect_version=1)
         store.touch("w0-2", progress=None, heartbeat_at=NOW)  # the side channel: no count
         assert_counts_exact(store, postgres_dsn)
         assert store.delete_tasks(["w1-0", "w1-1", "bulk-3"]) == 3
@@ -481,10 +495,11 @@ def test_the_counts_of_gone_connections_are_folded_into_one_row(
 ) -> None:
     from chongming_task.stores import _sql
 
+    done = TaskStatus.SUCCEEDED
     with PostgresTaskStore(postgres_dsn) as writer:
         for n in range(6):
-            writer.create(snap(f"t{n}", bucket=n % 2))
-    gone = {row[0] for row in admin(postgres_dsn, "SELECT backend FROM ct_status_counts")} - {0}
+            writer.create(snap(f"t{n}", bucket=n % 2, status=done))
+    gone = {row[0] for row in admin(postgres_dsn, "SELECT backend FROM ct_terminal_counts")} - {0}
     assert gone
 
     def ended() -> bool:
@@ -495,15 +510,15 @@ def test_the_counts_of_gone_connections_are_folded_into_one_row(
     monkeypatch.setattr(_sql, "FOLD_ABOVE", 0)
     with PostgresTaskStore(postgres_dsn) as reader:
         live = reader.count_by_status()  # sums, then folds
-        assert live == {TaskStatus.PENDING: 6}
-        rows = admin(postgres_dsn, "SELECT backend, status, n FROM ct_status_counts")
-        assert {tuple(row) for row in rows} == {(0, "pending", 6)}
-        buckets = admin(postgres_dsn, "SELECT backend, bucket, n FROM ct_bucket_counts")
+        assert live == {TaskStatus.SUCCEEDED: 6}
+        rows = admin(postgres_dsn, "SELECT backend, status, n FROM ct_terminal_counts")
+        assert {tuple(row) for row in rows} == {(0, "succeeded", 6)}
+        buckets = admin(postgres_dsn, "SELECT backend, bucket, n FROM ct_terminal_buckets")
         assert {tuple(row) for row in buckets} == {(0, 0, 3), (0, 1, 3)}
         # A live writer's rows stay its own.
-        reader.create(snap("late"))
+        reader.create(snap("late", status=done))
         reader.count_by_status()
-        backends = admin(postgres_dsn, "SELECT DISTINCT backend FROM ct_status_counts")
+        backends = admin(postgres_dsn, "SELECT DISTINCT backend FROM ct_terminal_counts")
         assert {row[0] for row in backends} - {0}
         assert_counts_exact(reader, postgres_dsn)
 

@@ -667,18 +667,22 @@ class SqlStore(TaskStore, QueueStore):
         return int(found[0])
 
     def _totals(self, kind: str) -> dict[Any, int]:
-        """The trigger-kept counts of the whole store per ``kind`` (``status`` or
-        ``bucket``; PostgreSQL's ``ct_status_counts``/``ct_bucket_counts``).
+        """The whole store's task counts per ``kind`` (``status`` or ``bucket``), from
+        PostgreSQL's trigger-kept counts of finished tasks plus the unfinished tasks
+        counted in place (``status_totals``/``bucket_totals``), in one statement.
 
-        Each writing backend keeps rows of its own; once more than ``FOLD_ABOVE`` rows
-        are summed, those of backends that have gone are folded into one (a write that
-        a role without write rights skips: the sum stays right, only longer).
+        Each writing backend keeps counter rows of its own; once more than
+        ``FOLD_ABOVE`` are summed, those of backends that have gone are folded into one
+        (a write that a role without write rights skips: the sum stays right).
         """
         statement = self._sql[f"{kind}_totals"]
         found = self._run(lambda cur: cur.execute(statement, {}).fetchall(), write=False)
         if sum(int(summed) for _, _, summed in found) > FOLD_ABOVE:
             self._fold_counts()
-        return {key: int(total) for key, total, _ in found}
+        totals: dict[Any, int] = {}
+        for key, total, _ in found:
+            totals[key] = totals.get(key, 0) + int(total)
+        return totals
 
     def _fold_counts(self) -> None:
         def fold(cur: Cursor) -> None:

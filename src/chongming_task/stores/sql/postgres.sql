@@ -283,78 +283,76 @@ CREATE INDEX IF NOT EXISTS ct_tasks_name ON ct_tasks (name, created_at, seq)
     INCLUDE (status, tags);
 
 -- The whole store's counts per status and per bucket (the overview, the unfiltered task
--- list, the buckets page, the live fingerprint), kept by triggers in the transaction
--- that writes the tasks, so a count is exact at the reader's snapshot and costs a sum of
--- a few rows instead of a scan of every task. Each writing backend adds its deltas to
--- rows of its own (backend = pg_backend_pid()): a backend runs one transaction at a
--- time, so two writers never wait for, nor deadlock on, a counter row. Rows of
--- backends that have gone are folded into backend 0 (fold_status_counts). Inserts and
--- deletes are counted once per statement (a bulk insert or a prune adds one row per
--- status); an update only when it moves a task's status or bucket (the side channel,
--- touch and renew_leases, never does).
-CREATE TABLE IF NOT EXISTS ct_status_counts (
+-- list, the buckets page, the live fingerprint) without a scan of every task: the
+-- finished tasks (terminal statuses: almost all of a store's tasks) are counted by
+-- triggers in the transaction that writes them, so those counts are exact at the
+-- reader's snapshot; the unfinished ones are counted from their index ranges of
+-- ct_tasks_status_created at read time (status_totals). A trigger fires only when a
+-- task enters or leaves a terminal status (once in a task's usual life, at its end; a
+-- retry), is inserted finished, or changes bucket while finished; deletes are counted
+-- once per statement (a prune adds one row per status). Each writing backend adds its
+-- deltas to rows of its own (backend = pg_backend_pid()): a backend runs one
+-- transaction at a time, so two writers never wait for, nor deadlock on, a counter
+-- row. Rows of backends that have gone are folded into backend 0 (fold_*).
+CREATE TABLE IF NOT EXISTS ct_terminal_counts (
     backend integer NOT NULL,
     status text NOT NULL,
     n bigint NOT NULL,
     PRIMARY KEY (backend, status)
 );
 
-CREATE TABLE IF NOT EXISTS ct_bucket_counts (
+CREATE TABLE IF NOT EXISTS ct_terminal_buckets (
     backend integer NOT NULL,
     bucket integer NOT NULL,
     n bigint NOT NULL,
     PRIMARY KEY (backend, bucket)
 );
 
-CREATE OR REPLACE FUNCTION ct_count_added() RETURNS trigger LANGUAGE plpgsql
+CREATE OR REPLACE FUNCTION ct_count_terminal() RETURNS trigger LANGUAGE plpgsql
 SET search_path FROM CURRENT AS $$
 BEGIN
-    INSERT INTO ct_status_counts AS c (backend, status, n)
-    SELECT pg_backend_pid(), status, count(*) FROM ct_added GROUP BY status
-    ON CONFLICT (backend, status) DO UPDATE SET n = c.n + excluded.n;
-    INSERT INTO ct_bucket_counts AS c (backend, bucket, n)
-    SELECT pg_backend_pid(), bucket, count(*) FROM ct_added
-    WHERE bucket IS NOT NULL GROUP BY bucket
-    ON CONFLICT (backend, bucket) DO UPDATE SET n = c.n + excluded.n;
+    IF TG_OP = 'UPDATE' AND OLD.status IN ('cancelled', 'failed', 'lost', 'skipped', 'stopped', 'succeeded') THEN
+        INSERT INTO ct_terminal_counts AS c (backend, status, n)
+        VALUES (pg_backend_pid(), OLD.status, -1)
+        ON CONFLICT (backend, status) DO UPDATE SET n = c.n - 1;
+        IF OLD.bucket IS NOT NULL THEN
+            INSERT INTO ct_terminal_buckets AS c (backend, bucket, n)
+            VALUES (pg_backend_pid(), OLD.bucket, -1)
+            ON CONFLICT (backend, bucket) DO UPDATE SET n = c.n - 1;
+        END IF;
+    END IF;
+    IF NEW.status IN ('cancelled', 'failed', 'lost', 'skipped', 'stopped', 'succeeded') THEN
+        INSERT INTO ct_terminal_counts AS c (backend, status, n)
+        VALUES (pg_backend_pid(), NEW.status, 1)
+        ON CONFLICT (backend, status) DO UPDATE SET n = c.n + 1;
+        IF NEW.bucket IS NOT NULL THEN
+            INSERT INTO ct_terminal_buckets AS c (backend, bucket, n)
+            VALUES (pg_backend_pid(), NEW.bucket, 1)
+            ON CONFLICT (backend, bucket) DO UPDATE SET n = c.n + 1;
+        END IF;
+    END IF;
     RETURN NULL;
 END $$;
 
-CREATE OR REPLACE FUNCTION ct_count_removed() RETURNS trigger LANGUAGE plpgsql
+CREATE OR REPLACE FUNCTION ct_count_terminal_removed() RETURNS trigger LANGUAGE plpgsql
 SET search_path FROM CURRENT AS $$
 BEGIN
-    INSERT INTO ct_status_counts AS c (backend, status, n)
-    SELECT pg_backend_pid(), status, -count(*) FROM ct_removed GROUP BY status
+    INSERT INTO ct_terminal_counts AS c (backend, status, n)
+    SELECT pg_backend_pid(), status, -count(*) FROM ct_removed
+    WHERE status IN ('cancelled', 'failed', 'lost', 'skipped', 'stopped', 'succeeded') GROUP BY status
     ON CONFLICT (backend, status) DO UPDATE SET n = c.n + excluded.n;
-    INSERT INTO ct_bucket_counts AS c (backend, bucket, n)
+    INSERT INTO ct_terminal_buckets AS c (backend, bucket, n)
     SELECT pg_backend_pid(), bucket, -count(*) FROM ct_removed
-    WHERE bucket IS NOT NULL GROUP BY bucket
+    WHERE status IN ('cancelled', 'failed', 'lost', 'skipped', 'stopped', 'succeeded') AND bucket IS NOT NULL GROUP BY bucket
     ON CONFLICT (backend, bucket) DO UPDATE SET n = c.n + excluded.n;
     RETURN NULL;
 END $$;
 
-CREATE OR REPLACE FUNCTION ct_count_changed() RETURNS trigger LANGUAGE plpgsql
+CREATE OR REPLACE FUNCTION ct_count_terminal_emptied() RETURNS trigger LANGUAGE plpgsql
 SET search_path FROM CURRENT AS $$
 BEGIN
-    IF OLD.status IS DISTINCT FROM NEW.status THEN
-        INSERT INTO ct_status_counts AS c (backend, status, n)
-        VALUES (pg_backend_pid(), OLD.status, -1), (pg_backend_pid(), NEW.status, 1)
-        ON CONFLICT (backend, status) DO UPDATE SET n = c.n + excluded.n;
-    END IF;
-    IF OLD.bucket IS DISTINCT FROM NEW.bucket THEN
-        INSERT INTO ct_bucket_counts AS c (backend, bucket, n)
-        SELECT pg_backend_pid(), v.bucket, v.n
-        FROM (VALUES (OLD.bucket, -1), (NEW.bucket, 1)) AS v (bucket, n)
-        WHERE v.bucket IS NOT NULL
-        ON CONFLICT (backend, bucket) DO UPDATE SET n = c.n + excluded.n;
-    END IF;
-    RETURN NULL;
-END $$;
-
-CREATE OR REPLACE FUNCTION ct_count_emptied() RETURNS trigger LANGUAGE plpgsql
-SET search_path FROM CURRENT AS $$
-BEGIN
-    DELETE FROM ct_status_counts;
-    DELETE FROM ct_bucket_counts;
+    DELETE FROM ct_terminal_counts;
+    DELETE FROM ct_terminal_buckets;
     RETURN NULL;
 END $$;
 
@@ -362,36 +360,40 @@ END $$;
 -- until this migration commits); run again, it counts them again.
 LOCK TABLE ct_tasks IN SHARE ROW EXCLUSIVE MODE;
 
-DELETE FROM ct_status_counts;
+DELETE FROM ct_terminal_counts;
 
-DELETE FROM ct_bucket_counts;
+DELETE FROM ct_terminal_buckets;
 
-INSERT INTO ct_status_counts (backend, status, n)
-SELECT 0, status, count(*) FROM ct_tasks GROUP BY status;
+INSERT INTO ct_terminal_counts (backend, status, n)
+SELECT 0, status, count(*) FROM ct_tasks WHERE status IN ('cancelled', 'failed', 'lost', 'skipped', 'stopped', 'succeeded') GROUP BY status;
 
-INSERT INTO ct_bucket_counts (backend, bucket, n)
-SELECT 0, bucket, count(*) FROM ct_tasks WHERE bucket IS NOT NULL GROUP BY bucket;
+INSERT INTO ct_terminal_buckets (backend, bucket, n)
+SELECT 0, bucket, count(*) FROM ct_tasks
+WHERE status IN ('cancelled', 'failed', 'lost', 'skipped', 'stopped', 'succeeded') AND bucket IS NOT NULL GROUP BY bucket;
 
 DROP TRIGGER IF EXISTS ct_tasks_count_insert ON ct_tasks;
 
 CREATE TRIGGER ct_tasks_count_insert AFTER INSERT ON ct_tasks
-REFERENCING NEW TABLE AS ct_added FOR EACH STATEMENT EXECUTE FUNCTION ct_count_added();
-
-DROP TRIGGER IF EXISTS ct_tasks_count_delete ON ct_tasks;
-
-CREATE TRIGGER ct_tasks_count_delete AFTER DELETE ON ct_tasks
-REFERENCING OLD TABLE AS ct_removed FOR EACH STATEMENT EXECUTE FUNCTION ct_count_removed();
+FOR EACH ROW WHEN (NEW.status IN ('cancelled', 'failed', 'lost', 'skipped', 'stopped', 'succeeded'))
+EXECUTE FUNCTION ct_count_terminal();
 
 DROP TRIGGER IF EXISTS ct_tasks_count_update ON ct_tasks;
 
 CREATE TRIGGER ct_tasks_count_update AFTER UPDATE OF status, bucket ON ct_tasks
-FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status OR OLD.bucket IS DISTINCT FROM NEW.bucket)
-EXECUTE FUNCTION ct_count_changed();
+FOR EACH ROW WHEN ((OLD.status IS DISTINCT FROM NEW.status OR OLD.bucket IS DISTINCT FROM NEW.bucket)
+    AND (OLD.status IN ('cancelled', 'failed', 'lost', 'skipped', 'stopped', 'succeeded') OR NEW.status IN ('cancelled', 'failed', 'lost', 'skipped', 'stopped', 'succeeded')))
+EXECUTE FUNCTION ct_count_terminal();
+
+DROP TRIGGER IF EXISTS ct_tasks_count_delete ON ct_tasks;
+
+CREATE TRIGGER ct_tasks_count_delete AFTER DELETE ON ct_tasks
+REFERENCING OLD TABLE AS ct_removed FOR EACH STATEMENT
+EXECUTE FUNCTION ct_count_terminal_removed();
 
 DROP TRIGGER IF EXISTS ct_tasks_count_truncate ON ct_tasks;
 
 CREATE TRIGGER ct_tasks_count_truncate AFTER TRUNCATE ON ct_tasks
-FOR EACH STATEMENT EXECUTE FUNCTION ct_count_emptied();
+FOR EACH STATEMENT EXECUTE FUNCTION ct_count_terminal_emptied();
 
 -- name: schema_exists
 SELECT count(*) FROM (SELECT to_regclass('ct_meta') AS t) r WHERE r.t IS NOT NULL;
@@ -481,12 +483,44 @@ SELECT t.status, count(*) FROM ct_tasks t
 SELECT count(*) FROM ct_tasks t
 
 -- name: status_totals
--- count_by_status of the whole store: the sum of the trigger-kept counts (migrate_14),
--- and how many counter rows were summed (many: time to fold those of gone backends).
-SELECT status, sum(n), count(*) FROM ct_status_counts GROUP BY status
+-- count_by_status of the whole store: the finished tasks' trigger-kept counts (migrate_14)
+-- and how many counter rows were summed (many: time to fold those of gone backends),
+-- then every other status counted in its range of ct_tasks_status_created (index-only
+-- scans of as many entries as there are unfinished tasks), in one snapshot. The ranges
+-- lie between the terminal statuses, so a status the library does not know is counted
+-- too (and refused as corrupt by the reader).
+SELECT status, sum(n), count(*) FROM ct_terminal_counts GROUP BY status
+UNION ALL
+SELECT status, count(*), 0 FROM ct_tasks WHERE status < 'cancelled' GROUP BY status
+UNION ALL
+SELECT status, count(*), 0 FROM ct_tasks WHERE status > 'cancelled' AND status < 'failed'
+GROUP BY status
+UNION ALL
+SELECT status, count(*), 0 FROM ct_tasks WHERE status > 'failed' AND status < 'lost'
+GROUP BY status
+UNION ALL
+SELECT status, count(*), 0 FROM ct_tasks WHERE status > 'lost' AND status < 'skipped'
+GROUP BY status
+UNION ALL
+SELECT status, count(*), 0 FROM ct_tasks WHERE status > 'skipped' AND status < 'stopped'
+GROUP BY status
+UNION ALL
+SELECT status, count(*), 0 FROM ct_tasks WHERE status > 'stopped' AND status < 'succeeded'
+GROUP BY status
+UNION ALL
+SELECT status, count(*), 0 FROM ct_tasks WHERE status > 'succeeded' GROUP BY status
 
 -- name: bucket_totals
-SELECT bucket, sum(n), count(*) FROM ct_bucket_counts GROUP BY bucket
+-- count_by_bucket likewise: the finished tasks' counts per bucket, then the other
+-- tasks' (found in the same ranges of the status index, their rows read for the bucket).
+SELECT bucket, sum(n), count(*) FROM ct_terminal_buckets GROUP BY bucket
+UNION ALL
+SELECT bucket, count(*), 0 FROM ct_tasks
+WHERE bucket IS NOT NULL AND (status < 'cancelled'
+    OR (status > 'cancelled' AND status < 'failed') OR (status > 'failed' AND status < 'lost')
+    OR (status > 'lost' AND status < 'skipped') OR (status > 'skipped' AND status < 'stopped')
+    OR (status > 'stopped' AND status < 'succeeded') OR status > 'succeeded')
+GROUP BY bucket
 
 -- name: fold_lock
 -- One folder at a time (fold_status_counts, fold_bucket_counts): two folds adding into
@@ -498,27 +532,27 @@ SELECT pg_try_advisory_xact_lock(hashtext(current_schema() || '.chongming_task.f
 -- transaction holds (a new backend that was given a gone one's pid) is skipped (SKIP
 -- LOCKED): a fold never waits for a writer.
 WITH gone AS (
-    DELETE FROM ct_status_counts c
+    DELETE FROM ct_terminal_counts c
     WHERE c.ctid IN (
-        SELECT g.ctid FROM ct_status_counts g
+        SELECT g.ctid FROM ct_terminal_counts g
         WHERE g.backend <> 0 AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = g.backend)
         FOR UPDATE SKIP LOCKED)
     RETURNING c.status, c.n
 )
-INSERT INTO ct_status_counts AS c (backend, status, n)
+INSERT INTO ct_terminal_counts AS c (backend, status, n)
 SELECT 0, status, sum(n) FROM gone GROUP BY status
 ON CONFLICT (backend, status) DO UPDATE SET n = c.n + excluded.n
 
 -- name: fold_bucket_counts
 WITH gone AS (
-    DELETE FROM ct_bucket_counts c
+    DELETE FROM ct_terminal_buckets c
     WHERE c.ctid IN (
-        SELECT g.ctid FROM ct_bucket_counts g
+        SELECT g.ctid FROM ct_terminal_buckets g
         WHERE g.backend <> 0 AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = g.backend)
         FOR UPDATE SKIP LOCKED)
     RETURNING c.bucket, c.n
 )
-INSERT INTO ct_bucket_counts AS c (backend, bucket, n)
+INSERT INTO ct_terminal_buckets AS c (backend, bucket, n)
 SELECT 0, bucket, sum(n) FROM gone GROUP BY bucket
 ON CONFLICT (backend, bucket) DO UPDATE SET n = c.n + excluded.n
 
