@@ -383,7 +383,7 @@ def test_a_version_13_schema_gets_the_waiting_index_and_a_covering_name_index(
         "DROP INDEX ct_tasks_waiting",
         "DROP INDEX ct_tasks_name",
         "CREATE INDEX ct_tasks_name ON ct_tasks (name, created_at, seq)",
-        "DROP TABLE ct_terminal_counts, ct_terminal_buckets",
+        "DROP TABLE ct_terminal_counts",
         "DROP FUNCTION ct_count_terminal, ct_count_terminal_removed, ct_count_terminal_emptied"
         " CASCADE",
         "UPDATE ct_meta SET value = 13 WHERE key = 'schema_version'",
@@ -399,8 +399,11 @@ def test_a_version_13_schema_gets_the_waiting_index_and_a_covering_name_index(
             TaskStatus.SUCCEEDED: 1,
         }
         assert store.count_by_bucket() == {3: 2}
-    counted = admin(postgres_dsn, "SELECT backend, status, n FROM ct_terminal_counts")
-    assert [tuple(row) for row in counted] == [(0, "succeeded", 1)]
+    counted = admin(postgres_dsn, "SELECT backend, kind, key, n FROM ct_terminal_counts")
+    assert {tuple(row) for row in counted} == {
+        (0, "status", "succeeded", 1),
+        (0, "bucket", "3", 1),
+    }
     assert layout(postgres_dsn) == fresh
     assert any("INCLUDE (status, tags)" in str(row) for row in fresh)
     # Idempotent: rewound to version 13, the schema migrates again to the same layout.
@@ -511,10 +514,12 @@ def test_the_counts_of_gone_connections_are_folded_into_one_row(
     with PostgresTaskStore(postgres_dsn) as reader:
         live = reader.count_by_status()  # sums, then folds
         assert live == {TaskStatus.SUCCEEDED: 6}
-        rows = admin(postgres_dsn, "SELECT backend, status, n FROM ct_terminal_counts")
-        assert {tuple(row) for row in rows} == {(0, "succeeded", 6)}
-        buckets = admin(postgres_dsn, "SELECT backend, bucket, n FROM ct_terminal_buckets")
-        assert {tuple(row) for row in buckets} == {(0, 0, 3), (0, 1, 3)}
+        rows = admin(postgres_dsn, "SELECT backend, kind, key, n FROM ct_terminal_counts")
+        assert {tuple(row) for row in rows} == {
+            (0, "status", "succeeded", 6),
+            (0, "bucket", "0", 3),
+            (0, "bucket", "1", 3),
+        }
         # A live writer's rows stay its own.
         reader.create(snap("late", status=done))
         reader.count_by_status()

@@ -667,17 +667,18 @@ class SqlStore(TaskStore, QueueStore):
         return int(found[0])
 
     def _totals(self, kind: str) -> dict[Any, int]:
-        """The whole store's task counts per ``kind`` (``status`` or ``bucket``), from
-        PostgreSQL's trigger-kept counts of finished tasks plus the unfinished tasks
-        counted in place (``status_totals``/``bucket_totals``), in one statement.
+        """The whole store's task counts per ``kind`` (``status`` or ``bucket``): the
+        trigger-kept counts of the finished tasks plus the unfinished tasks counted in
+        their index ranges (``status_totals``/``bucket_totals``), in one statement.
 
-        Each writing backend keeps counter rows of its own; once more than
+        On PostgreSQL each writing backend keeps counter rows of its own; once more than
         ``FOLD_ABOVE`` are summed, those of backends that have gone are folded into one
         (a write that a role without write rights skips: the sum stays right).
         """
         statement = self._sql[f"{kind}_totals"]
         found = self._run(lambda cur: cur.execute(statement, {}).fetchall(), write=False)
-        if sum(int(summed) for _, _, summed in found) > FOLD_ABOVE:
+        many = sum(int(summed) for _, _, summed in found) > FOLD_ABOVE
+        if many and "fold_lock" in self._sql:
             self._fold_counts()
         totals: dict[Any, int] = {}
         for key, total, _ in found:
@@ -687,8 +688,7 @@ class SqlStore(TaskStore, QueueStore):
     def _fold_counts(self) -> None:
         def fold(cur: Cursor) -> None:
             if cur.execute(self._sql["fold_lock"], {}).fetchone()[0]:
-                cur.execute(self._sql["fold_status_counts"], {})
-                cur.execute(self._sql["fold_bucket_counts"], {})
+                cur.execute(self._sql["fold_counts"], {})
 
         try:
             self._run(fold, write=True, atomic=True)

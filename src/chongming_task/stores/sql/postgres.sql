@@ -289,62 +289,47 @@ CREATE INDEX IF NOT EXISTS ct_tasks_name ON ct_tasks (name, created_at, seq)
 -- reader's snapshot; the unfinished ones are counted from their index ranges of
 -- ct_tasks_status_created at read time (status_totals). A trigger fires only when a
 -- task enters or leaves a terminal status (once in a task's usual life, at its end; a
--- retry), is inserted finished, or changes bucket while finished; deletes are counted
--- once per statement (a prune adds one row per status). Each writing backend adds its
--- deltas to rows of its own (backend = pg_backend_pid()): a backend runs one
--- transaction at a time, so two writers never wait for, nor deadlock on, a counter
--- row. Rows of backends that have gone are folded into backend 0 (fold_*).
+-- retry), is inserted finished, or changes bucket while finished, and writes both its
+-- counts in one statement; deletes are counted once per statement (a prune adds a row
+-- per status and bucket). Rows are keyed by (kind, key): ('status', a terminal status)
+-- and ('bucket', a bucket, '-1' for none). Each writing backend adds its deltas to rows
+-- of its own (backend = pg_backend_pid()): a backend runs one transaction at a time, so
+-- two writers never wait for, nor deadlock on, a counter row. Rows of backends that
+-- have gone are folded into backend 0 (fold_counts).
 CREATE TABLE IF NOT EXISTS ct_terminal_counts (
     backend integer NOT NULL,
-    status text NOT NULL,
+    kind text NOT NULL,
+    key text NOT NULL,
     n bigint NOT NULL,
-    PRIMARY KEY (backend, status)
+    PRIMARY KEY (backend, kind, key)
 );
 
-CREATE TABLE IF NOT EXISTS ct_terminal_buckets (
-    backend integer NOT NULL,
-    bucket integer NOT NULL,
-    n bigint NOT NULL,
-    PRIMARY KEY (backend, bucket)
-);
-
+-- TG_ARGV[0]: 1 counts the new row in (an insert, entering a terminal status), -1 the
+-- old row out (leaving one).
 CREATE OR REPLACE FUNCTION ct_count_terminal() RETURNS trigger LANGUAGE plpgsql
 SET search_path FROM CURRENT AS $$
+DECLARE
+    delta integer := TG_ARGV[0]::integer;
+    counted ct_tasks;
 BEGIN
-    IF TG_OP = 'UPDATE' AND OLD.status IN ('cancelled', 'failed', 'lost', 'skipped', 'stopped', 'succeeded') THEN
-        INSERT INTO ct_terminal_counts AS c (backend, status, n)
-        VALUES (pg_backend_pid(), OLD.status, -1)
-        ON CONFLICT (backend, status) DO UPDATE SET n = c.n - 1;
-        IF OLD.bucket IS NOT NULL THEN
-            INSERT INTO ct_terminal_buckets AS c (backend, bucket, n)
-            VALUES (pg_backend_pid(), OLD.bucket, -1)
-            ON CONFLICT (backend, bucket) DO UPDATE SET n = c.n - 1;
-        END IF;
-    END IF;
-    IF NEW.status IN ('cancelled', 'failed', 'lost', 'skipped', 'stopped', 'succeeded') THEN
-        INSERT INTO ct_terminal_counts AS c (backend, status, n)
-        VALUES (pg_backend_pid(), NEW.status, 1)
-        ON CONFLICT (backend, status) DO UPDATE SET n = c.n + 1;
-        IF NEW.bucket IS NOT NULL THEN
-            INSERT INTO ct_terminal_buckets AS c (backend, bucket, n)
-            VALUES (pg_backend_pid(), NEW.bucket, 1)
-            ON CONFLICT (backend, bucket) DO UPDATE SET n = c.n + 1;
-        END IF;
-    END IF;
+    IF delta > 0 THEN counted := NEW; ELSE counted := OLD; END IF;
+    INSERT INTO ct_terminal_counts AS c (backend, kind, key, n)
+    VALUES (pg_backend_pid(), 'status', counted.status, delta),
+           (pg_backend_pid(), 'bucket', coalesce(counted.bucket, -1)::text, delta)
+    ON CONFLICT (backend, kind, key) DO UPDATE SET n = c.n + excluded.n;
     RETURN NULL;
 END $$;
 
 CREATE OR REPLACE FUNCTION ct_count_terminal_removed() RETURNS trigger LANGUAGE plpgsql
 SET search_path FROM CURRENT AS $$
 BEGIN
-    INSERT INTO ct_terminal_counts AS c (backend, status, n)
-    SELECT pg_backend_pid(), status, -count(*) FROM ct_removed
+    INSERT INTO ct_terminal_counts AS c (backend, kind, key, n)
+    SELECT pg_backend_pid(), 'status', status, -count(*) FROM ct_removed
     WHERE status IN ('cancelled', 'failed', 'lost', 'skipped', 'stopped', 'succeeded') GROUP BY status
-    ON CONFLICT (backend, status) DO UPDATE SET n = c.n + excluded.n;
-    INSERT INTO ct_terminal_buckets AS c (backend, bucket, n)
-    SELECT pg_backend_pid(), bucket, -count(*) FROM ct_removed
-    WHERE status IN ('cancelled', 'failed', 'lost', 'skipped', 'stopped', 'succeeded') AND bucket IS NOT NULL GROUP BY bucket
-    ON CONFLICT (backend, bucket) DO UPDATE SET n = c.n + excluded.n;
+    UNION ALL
+    SELECT pg_backend_pid(), 'bucket', coalesce(bucket, -1)::text, -count(*) FROM ct_removed
+    WHERE status IN ('cancelled', 'failed', 'lost', 'skipped', 'stopped', 'succeeded') GROUP BY coalesce(bucket, -1)
+    ON CONFLICT (backend, kind, key) DO UPDATE SET n = c.n + excluded.n;
     RETURN NULL;
 END $$;
 
@@ -352,7 +337,6 @@ CREATE OR REPLACE FUNCTION ct_count_terminal_emptied() RETURNS trigger LANGUAGE 
 SET search_path FROM CURRENT AS $$
 BEGIN
     DELETE FROM ct_terminal_counts;
-    DELETE FROM ct_terminal_buckets;
     RETURN NULL;
 END $$;
 
@@ -362,27 +346,31 @@ LOCK TABLE ct_tasks IN SHARE ROW EXCLUSIVE MODE;
 
 DELETE FROM ct_terminal_counts;
 
-DELETE FROM ct_terminal_buckets;
-
-INSERT INTO ct_terminal_counts (backend, status, n)
-SELECT 0, status, count(*) FROM ct_tasks WHERE status IN ('cancelled', 'failed', 'lost', 'skipped', 'stopped', 'succeeded') GROUP BY status;
-
-INSERT INTO ct_terminal_buckets (backend, bucket, n)
-SELECT 0, bucket, count(*) FROM ct_tasks
-WHERE status IN ('cancelled', 'failed', 'lost', 'skipped', 'stopped', 'succeeded') AND bucket IS NOT NULL GROUP BY bucket;
+INSERT INTO ct_terminal_counts (backend, kind, key, n)
+SELECT 0, 'status', status, count(*) FROM ct_tasks WHERE status IN ('cancelled', 'failed', 'lost', 'skipped', 'stopped', 'succeeded') GROUP BY status
+UNION ALL
+SELECT 0, 'bucket', coalesce(bucket, -1)::text, count(*) FROM ct_tasks
+WHERE status IN ('cancelled', 'failed', 'lost', 'skipped', 'stopped', 'succeeded') GROUP BY coalesce(bucket, -1);
 
 DROP TRIGGER IF EXISTS ct_tasks_count_insert ON ct_tasks;
 
 CREATE TRIGGER ct_tasks_count_insert AFTER INSERT ON ct_tasks
 FOR EACH ROW WHEN (NEW.status IN ('cancelled', 'failed', 'lost', 'skipped', 'stopped', 'succeeded'))
-EXECUTE FUNCTION ct_count_terminal();
+EXECUTE FUNCTION ct_count_terminal('1');
 
 DROP TRIGGER IF EXISTS ct_tasks_count_update ON ct_tasks;
 
-CREATE TRIGGER ct_tasks_count_update AFTER UPDATE OF status, bucket ON ct_tasks
-FOR EACH ROW WHEN ((OLD.status IS DISTINCT FROM NEW.status OR OLD.bucket IS DISTINCT FROM NEW.bucket)
-    AND (OLD.status IN ('cancelled', 'failed', 'lost', 'skipped', 'stopped', 'succeeded') OR NEW.status IN ('cancelled', 'failed', 'lost', 'skipped', 'stopped', 'succeeded')))
-EXECUTE FUNCTION ct_count_terminal();
+DROP TRIGGER IF EXISTS ct_tasks_count_enter ON ct_tasks;
+
+CREATE TRIGGER ct_tasks_count_enter AFTER UPDATE OF status, bucket ON ct_tasks
+FOR EACH ROW WHEN (NEW.status IN ('cancelled', 'failed', 'lost', 'skipped', 'stopped', 'succeeded') AND (OLD.status IS DISTINCT FROM NEW.status OR OLD.bucket IS DISTINCT FROM NEW.bucket))
+EXECUTE FUNCTION ct_count_terminal('1');
+
+DROP TRIGGER IF EXISTS ct_tasks_count_leave ON ct_tasks;
+
+CREATE TRIGGER ct_tasks_count_leave AFTER UPDATE OF status, bucket ON ct_tasks
+FOR EACH ROW WHEN (OLD.status IN ('cancelled', 'failed', 'lost', 'skipped', 'stopped', 'succeeded') AND (OLD.status IS DISTINCT FROM NEW.status OR OLD.bucket IS DISTINCT FROM NEW.bucket))
+EXECUTE FUNCTION ct_count_terminal('-1');
 
 DROP TRIGGER IF EXISTS ct_tasks_count_delete ON ct_tasks;
 
@@ -489,7 +477,7 @@ SELECT count(*) FROM ct_tasks t
 -- scans of as many entries as there are unfinished tasks), in one snapshot. The ranges
 -- lie between the terminal statuses, so a status the library does not know is counted
 -- too (and refused as corrupt by the reader).
-SELECT status, sum(n), count(*) FROM ct_terminal_counts GROUP BY status
+SELECT key, sum(n), count(*) FROM ct_terminal_counts WHERE kind = 'status' GROUP BY key
 UNION ALL
 SELECT status, count(*), 0 FROM ct_tasks WHERE status < 'cancelled' GROUP BY status
 UNION ALL
@@ -513,7 +501,8 @@ SELECT status, count(*), 0 FROM ct_tasks WHERE status > 'succeeded' GROUP BY sta
 -- name: bucket_totals
 -- count_by_bucket likewise: the finished tasks' counts per bucket, then the other
 -- tasks' (found in the same ranges of the status index, their rows read for the bucket).
-SELECT bucket, sum(n), count(*) FROM ct_terminal_buckets GROUP BY bucket
+SELECT key::integer, sum(n), count(*) FROM ct_terminal_counts
+WHERE kind = 'bucket' AND key <> '-1' GROUP BY key
 UNION ALL
 SELECT bucket, count(*), 0 FROM ct_tasks
 WHERE bucket IS NOT NULL AND (status < 'cancelled'
@@ -523,11 +512,11 @@ WHERE bucket IS NOT NULL AND (status < 'cancelled'
 GROUP BY bucket
 
 -- name: fold_lock
--- One folder at a time (fold_status_counts, fold_bucket_counts): two folds adding into
--- the same rows of backend 0 in different orders could deadlock.
+-- One folder at a time (fold_counts): two folds adding into the same rows of backend 0
+-- in different orders could deadlock.
 SELECT pg_try_advisory_xact_lock(hashtext(current_schema() || '.chongming_task.fold'))
 
--- name: fold_status_counts
+-- name: fold_counts
 -- The counter rows of backends that have gone, added into backend 0's. A row a live
 -- transaction holds (a new backend that was given a gone one's pid) is skipped (SKIP
 -- LOCKED): a fold never waits for a writer.
@@ -537,24 +526,11 @@ WITH gone AS (
         SELECT g.ctid FROM ct_terminal_counts g
         WHERE g.backend <> 0 AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = g.backend)
         FOR UPDATE SKIP LOCKED)
-    RETURNING c.status, c.n
+    RETURNING c.kind, c.key, c.n
 )
-INSERT INTO ct_terminal_counts AS c (backend, status, n)
-SELECT 0, status, sum(n) FROM gone GROUP BY status
-ON CONFLICT (backend, status) DO UPDATE SET n = c.n + excluded.n
-
--- name: fold_bucket_counts
-WITH gone AS (
-    DELETE FROM ct_terminal_buckets c
-    WHERE c.ctid IN (
-        SELECT g.ctid FROM ct_terminal_buckets g
-        WHERE g.backend <> 0 AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = g.backend)
-        FOR UPDATE SKIP LOCKED)
-    RETURNING c.bucket, c.n
-)
-INSERT INTO ct_terminal_buckets AS c (backend, bucket, n)
-SELECT 0, bucket, sum(n) FROM gone GROUP BY bucket
-ON CONFLICT (backend, bucket) DO UPDATE SET n = c.n + excluded.n
+INSERT INTO ct_terminal_counts AS c (backend, kind, key, n)
+SELECT 0, kind, key, sum(n) FROM gone GROUP BY kind, key
+ON CONFLICT (backend, kind, key) DO UPDATE SET n = c.n + excluded.n
 
 -- name: count_buckets
 SELECT bucket, count(*) FROM ct_tasks WHERE bucket IS NOT NULL GROUP BY bucket;

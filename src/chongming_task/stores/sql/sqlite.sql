@@ -339,6 +339,71 @@ BEGIN
     SELECT value, new.seq, new.name FROM json_each(new.tags);
 END;
 
+-- The whole store's counts per status and per bucket (the overview, the unfiltered task
+-- list, the buckets page, the live fingerprint) without a scan of every task: the
+-- finished tasks (terminal statuses: almost all of a store's tasks) are counted by
+-- triggers in the transaction that writes them; the unfinished ones are counted from
+-- their ranges of ct_tasks_status_created at read time (status_totals). A trigger
+-- fires only when a task enters or leaves a terminal status (once in a task's usual
+-- life, at its end; a retry), is inserted or deleted finished, or changes bucket while
+-- finished, and writes both its counts in one statement. One row per (kind, key):
+-- ('status', a terminal status) and ('bucket', a bucket, -1 for none).
+CREATE TABLE IF NOT EXISTS ct_terminal_counts (
+    kind TEXT NOT NULL,
+    key NOT NULL,
+    n INTEGER NOT NULL,
+    PRIMARY KEY (kind, key)
+) WITHOUT ROWID;
+
+DELETE FROM ct_terminal_counts;
+
+INSERT INTO ct_terminal_counts (kind, key, n)
+SELECT 'status', status, count(*) FROM ct_tasks WHERE status IN ('cancelled', 'failed', 'lost', 'skipped', 'stopped', 'succeeded') GROUP BY status;
+
+INSERT INTO ct_terminal_counts (kind, key, n)
+SELECT 'bucket', coalesce(bucket, -1), count(*) FROM ct_tasks WHERE status IN ('cancelled', 'failed', 'lost', 'skipped', 'stopped', 'succeeded')
+GROUP BY coalesce(bucket, -1);
+
+DROP TRIGGER IF EXISTS ct_tasks_count_insert;
+
+CREATE TRIGGER ct_tasks_count_insert AFTER INSERT ON ct_tasks
+WHEN new.status IN ('cancelled', 'failed', 'lost', 'skipped', 'stopped', 'succeeded')
+BEGIN
+    INSERT INTO ct_terminal_counts (kind, key, n)
+    VALUES ('status', new.status, 1), ('bucket', coalesce(new.bucket, -1), 1)
+    ON CONFLICT (kind, key) DO UPDATE SET n = n + excluded.n;
+END;
+
+DROP TRIGGER IF EXISTS ct_tasks_count_enter;
+
+CREATE TRIGGER ct_tasks_count_enter AFTER UPDATE OF status, bucket ON ct_tasks
+WHEN new.status IN ('cancelled', 'failed', 'lost', 'skipped', 'stopped', 'succeeded') AND (old.status IS NOT new.status OR old.bucket IS NOT new.bucket)
+BEGIN
+    INSERT INTO ct_terminal_counts (kind, key, n)
+    VALUES ('status', new.status, 1), ('bucket', coalesce(new.bucket, -1), 1)
+    ON CONFLICT (kind, key) DO UPDATE SET n = n + excluded.n;
+END;
+
+DROP TRIGGER IF EXISTS ct_tasks_count_leave;
+
+CREATE TRIGGER ct_tasks_count_leave AFTER UPDATE OF status, bucket ON ct_tasks
+WHEN old.status IN ('cancelled', 'failed', 'lost', 'skipped', 'stopped', 'succeeded') AND (old.status IS NOT new.status OR old.bucket IS NOT new.bucket)
+BEGIN
+    INSERT INTO ct_terminal_counts (kind, key, n)
+    VALUES ('status', old.status, -1), ('bucket', coalesce(old.bucket, -1), -1)
+    ON CONFLICT (kind, key) DO UPDATE SET n = n + excluded.n;
+END;
+
+DROP TRIGGER IF EXISTS ct_tasks_count_delete;
+
+CREATE TRIGGER ct_tasks_count_delete AFTER DELETE ON ct_tasks
+WHEN old.status IN ('cancelled', 'failed', 'lost', 'skipped', 'stopped', 'succeeded')
+BEGIN
+    INSERT INTO ct_terminal_counts (kind, key, n)
+    VALUES ('status', old.status, -1), ('bucket', coalesce(old.bucket, -1), -1)
+    ON CONFLICT (kind, key) DO UPDATE SET n = n + excluded.n;
+END;
+
 -- name: schema_exists
 SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'ct_meta';
 
@@ -442,6 +507,49 @@ SELECT t.status, count(*) FROM ct_tasks t
 
 -- name: count_all
 SELECT count(*) FROM ct_tasks t
+
+-- name: status_totals
+-- count_by_status of the whole store: the finished tasks' trigger-kept counts (migrate_14),
+-- then every other status counted in its range of ct_tasks_status_created (covering: as
+-- many index entries as there are unfinished tasks), in one snapshot. The ranges lie
+-- between the terminal statuses, so a status the library does not know is counted too
+-- (and refused as corrupt by the reader). The third column is how many counter rows
+-- were summed (PostgreSQL folds them when many).
+SELECT key, n, 1 FROM ct_terminal_counts WHERE kind = 'status'
+UNION ALL
+SELECT status, count(*), 0 FROM ct_tasks WHERE status < 'cancelled' GROUP BY status
+UNION ALL
+SELECT status, count(*), 0 FROM ct_tasks WHERE status > 'cancelled' AND status < 'failed'
+GROUP BY status
+UNION ALL
+SELECT status, count(*), 0 FROM ct_tasks WHERE status > 'failed' AND status < 'lost'
+GROUP BY status
+UNION ALL
+SELECT status, count(*), 0 FROM ct_tasks WHERE status > 'lost' AND status < 'skipped'
+GROUP BY status
+UNION ALL
+SELECT status, count(*), 0 FROM ct_tasks WHERE status > 'skipped' AND status < 'stopped'
+GROUP BY status
+UNION ALL
+SELECT status, count(*), 0 FROM ct_tasks WHERE status > 'stopped' AND status < 'succeeded'
+GROUP BY status
+UNION ALL
+SELECT status, count(*), 0 FROM ct_tasks WHERE status > 'succeeded' GROUP BY status
+
+-- name: bucket_totals
+-- count_by_bucket likewise: the finished tasks' counts per bucket, then the other
+-- tasks' (found in the same ranges of the status index, their rows read for the bucket;
+-- INDEXED BY: without statistics the planner would rather walk every task of a bucket).
+SELECT key, n, 1 FROM ct_terminal_counts WHERE kind = 'bucket' AND key <> -1
+UNION ALL
+SELECT bucket, count(*), 0 FROM (
+    SELECT bucket FROM ct_tasks INDEXED BY ct_tasks_status_created
+    WHERE status < 'cancelled'
+        OR (status > 'cancelled' AND status < 'failed') OR (status > 'failed' AND status < 'lost')
+        OR (status > 'lost' AND status < 'skipped') OR (status > 'skipped' AND status < 'stopped')
+        OR (status > 'stopped' AND status < 'succeeded') OR status > 'succeeded'
+) WHERE bucket IS NOT NULL
+GROUP BY bucket
 
 -- name: count_tag
 -- count_tasks of a tag alone (and a name prefix, a filter_tag_name_* clause appended):
