@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from datetime import UTC, datetime, timedelta, timezone
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -52,8 +53,16 @@ def test_both_dialects_define_the_same_sections() -> None:
     # SQLite takes the write lock.
     only_postgres |= {"database_identity", "set_search_path"}
     only_postgres |= {"pipeline_lock"}  # a pipeline's join settles under it (SQLite: as above)
+    # Counter rows of gone connections (SQLite's writers share one row per status).
+    only_postgres |= {"fold_lock", "fold_counts"}
     only_sqlite = {"commands_rev", "update_task_hot", "select_lost", "mark_lost"}
     only_sqlite |= {"take_write_lock"}
+    # A planner without statistics: pages of a name prefix or a tag walk the creation
+    # index, and a tag's tasks carry their name (PostgreSQL plans from its statistics
+    # and counts a tag with a name prefix from ct_tasks_name, which carries the tags).
+    only_sqlite |= {"walk_tasks", "walk_heads", "walk_edge", "filter_walk_from", "filter_walk_to"}
+    only_sqlite |= {"filter_tag_probe", "filter_tag_name_range", "filter_tag_name_from"}
+    only_sqlite |= {"count_tag", "count_tag_name_range", "count_tag_name_from"}
     assert set(sqlite) - only_sqlite == set(postgres) - only_postgres
 
 
@@ -92,3 +101,29 @@ def test_a_closed_signal_never_blocks() -> None:
     signal = CommandSignal()
     signal.close()
     signal.wait(FakeClock(), 3600)
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgres"])
+def test_the_kept_counts_name_every_status_once(dialect: str) -> None:
+    """The finished statuses the triggers count (migrate_15) are TERMINAL, and the
+    ranges counted in place (status_totals, bucket_totals) lie between them."""
+    import itertools
+    import re
+
+    from chongming_task.states import TERMINAL
+
+    sections = load_sections(dialect)
+    terminal = {s.value for s in TERMINAL}
+    finished = re.findall(r"IN (\([^)]*\))", sections["migrate_15"])
+    assert len(finished) >= 5
+    assert all(set(re.findall(r"'(\w+)'", group)) == terminal for group in finished)
+    for section in ("status_totals", "bucket_totals"):
+        counted_in_place = sections[section].split("UNION ALL", 1)[1]
+        bounds = re.findall(r"status ([<>]) '(\w+)'", counted_in_place)
+        edges = sorted(terminal)
+        # Below the first terminal status, between each two, above the last.
+        wanted = [("<", edges[0])]
+        for low, high in itertools.pairwise(edges):
+            wanted += [(">", low), ("<", high)]
+        wanted.append((">", edges[-1]))
+        assert bounds == wanted, section

@@ -166,7 +166,7 @@ def _version(old: Old) -> int:
 
 
 def test_a_legacy_pending_submission_survives_the_migration_as_a_queued_task(old: Old) -> None:
-    assert SCHEMA_VERSION == 14
+    assert SCHEMA_VERSION >= 14  # the migration to 14 is the one under test
     old.worker_record("w-old", 8, _ISSUED - timedelta(days=1))
     old.worker_record("w-last", 16, _ISSUED)  # the last to beat says how keys map
     command_id = old.submission(

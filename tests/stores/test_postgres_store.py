@@ -361,6 +361,176 @@ def test_a_version_10_schema_gets_charted_transitions_and_keeps_its_history(
     assert layout(postgres_dsn) == fresh
 
 
+def test_a_version_13_schema_gets_the_waiting_index_and_a_covering_name_index(
+    postgres_dsn: str,
+) -> None:
+    """Version 15 indexes the work queue's waiting tasks by bucket (queue_health), widens
+    ct_tasks_name with each task's status and tags (counts by name and tag) and keeps the
+    whole store's counts per status and bucket, starting from the tasks there are."""
+    from datetime import timedelta
+
+    from chongming_task.stores._queue_records import RECIPE_KEY, Recipe
+    from chongming_task.stores._records import TaskQuery, WaitingWork
+
+    recipe = {RECIPE_KEY: Recipe(args=(1,)).to_dict()}
+    queued_at = snap().created_at + timedelta(seconds=5)
+    waiting = snap("w", status=TaskStatus.QUEUED, bucket=3, metadata=recipe, queued_at=queued_at)
+    with PostgresTaskStore(postgres_dsn) as store:
+        store.create(snap("a", name="mail.send", tags=frozenset({"io"})))
+        store.create(waiting)
+        store.create(snap("f", status=TaskStatus.SUCCEEDED, bucket=3))
+    fresh = layout(postgres_dsn)
+    # Back to version 14's indexes (its tables are version 15's).
+    admin(
+        postgres_dsn,
+        "DROP INDEX ct_tasks_waiting",
+        "DROP INDEX ct_tasks_name",
+        "CREATE INDEX ct_tasks_name ON ct_tasks (name, created_at, seq)",
+        "DROP TABLE ct_terminal_counts",
+        "DROP FUNCTION ct_count_terminal, ct_count_terminal_removed, ct_count_terminal_emptied"
+        " CASCADE",
+        "UPDATE ct_meta SET value = 14 WHERE key = 'schema_version'",
+    )
+    assert layout(postgres_dsn) != fresh
+    with PostgresTaskStore(postgres_dsn) as store:
+        assert store.count_tasks(TaskQuery(tag="io", name_prefix="mail.")) == 1
+        assert store.waiting_work() == {3: WaitingWork(1, queued_at)}
+        # The finished tasks' counts start from the tasks the schema holds.
+        assert store.count_by_status() == {
+            TaskStatus.PENDING: 1,
+            TaskStatus.QUEUED: 1,
+            TaskStatus.SUCCEEDED: 1,
+        }
+        assert store.count_by_bucket() == {3: 2}
+    counted = admin(postgres_dsn, "SELECT backend, kind, key, n FROM ct_terminal_counts")
+    assert {tuple(row) for row in counted} == {
+        (0, "status", "succeeded", 1),
+        (0, "bucket", "3", 1),
+    }
+    assert layout(postgres_dsn) == fresh
+    assert any("INCLUDE (status, tags)" in str(row) for row in fresh)
+    # Idempotent: rewound to version 13, the schema migrates again to the same layout.
+    admin(postgres_dsn, "UPDATE ct_meta SET value = 13 WHERE key = 'schema_version'")
+    PostgresTaskStore(postgres_dsn).close()
+    assert layout(postgres_dsn) == fresh
+
+
+def scanned(dsn: str) -> tuple[dict[TaskStatus, int], dict[int, int]]:
+    """The tasks per status and per bucket as a scan of ct_tasks counts them."""
+    statuses = admin(dsn, "SELECT status, count(*) FROM ct_tasks GROUP BY status")
+    buckets = admin(
+        dsn, "SELECT bucket, count(*) FROM ct_tasks WHERE bucket IS NOT NULL GROUP BY bucket"
+    )
+    return (
+        {TaskStatus(status): int(n) for status, n in statuses},
+        {int(bucket): int(n) for bucket, n in buckets},
+    )
+
+
+def assert_counts_exact(store: PostgresTaskStore, dsn: str) -> None:
+    statuses, buckets = scanned(dsn)
+    assert store.count_by_status() == statuses
+    assert store.count_by_bucket() == buckets
+    assert store.count_tasks() == sum(statuses.values())
+    # The filtered path (a scan) agrees with the kept counts.
+    every = TaskQuery(statuses=frozenset(TaskStatus))
+    assert store.count_by_status(every) == statuses
+
+
+def test_the_whole_store_counts_follow_every_write_of_every_connection(postgres_dsn: str) -> None:
+    """count_by_status(), count_tasks() and count_by_bucket() of the whole store: the
+    finished tasks' counters (kept by triggers per writing backend) plus the unfinished
+    tasks counted in place, exact after inserts (one and many, finished or not),
+    transitions, retries, bucket moves, the side channel, deletes, prune and TRUNCATE."""
+    import threading
+    from dataclasses import replace
+
+    stores = [PostgresTaskStore(postgres_dsn) for _ in range(3)]
+    try:
+        store = stores[0]
+        assert_counts_exact(store, postgres_dsn)
+
+        def write(index: int, writer: PostgresTaskStore) -> None:
+            for n in range(20):
+                task_id = f"w{index}-{n}"
+                writer.create(snap(task_id, bucket=n % 4 if n % 5 else None))
+                if n % 2:
+                    stored = writer.get(task_id)
+                    assert stored is not None
+                    done = replace(stored, status=TaskStatus.SUCCEEDED, status_version=1)
+                    writer.save(done, expect_version=0)
+
+        threads = [
+            threading.Thread(target=write, args=(index, writer))
+            for index, writer in enumerate(stores)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert_counts_exact(store, postgres_dsn)
+        backends = admin(postgres_dsn, "SELECT count(DISTINCT backend) FROM ct_terminal_counts")
+        assert backends[0][0] >= 2  # each writing connection keeps rows of its own
+        # Inserted finished (an import), one insert for many; a finished task moved to
+        # another bucket; a finished one sent back to the queue (a retry).
+        done = TaskStatus.SUCCEEDED
+        store.create_many([snap(f"bulk-{n}", bucket=9, status=done) for n in range(50)])
+        moved = store.get("w0-1")
+        assert moved is not None
+        store.save(replace(moved, bucket=7, status_version=2), expect_version=1)  # bucket only
+        retried = store.get("w0-3")
+        assert retried is not None
+        store.save(replace(retried, status=TaskStatus.QUEUED, status_version=2), expect_version=1)
+        store.touch("w0-2", progress=None, heartbeat_at=NOW)  # the side channel: no count
+        assert_counts_exact(store, postgres_dsn)
+        assert store.delete_tasks(["w1-0", "w1-1", "bulk-3"]) == 3
+        assert store.prune(keep_terminal=5) > 0
+        assert_counts_exact(store, postgres_dsn)
+        admin(postgres_dsn, "TRUNCATE ct_tasks CASCADE")
+        assert store.count_by_status() == {}
+        assert store.count_by_bucket() == {}
+        store.create(snap("after"))
+        assert_counts_exact(store, postgres_dsn)
+    finally:
+        for opened in stores:
+            opened.close()
+
+
+def test_the_counts_of_gone_connections_are_folded_into_one_row(
+    postgres_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from chongming_task.stores import _sql
+
+    done = TaskStatus.SUCCEEDED
+    with PostgresTaskStore(postgres_dsn) as writer:
+        for n in range(6):
+            writer.create(snap(f"t{n}", bucket=n % 2, status=done))
+    gone = {row[0] for row in admin(postgres_dsn, "SELECT backend FROM ct_terminal_counts")} - {0}
+    assert gone
+
+    def ended() -> bool:
+        alive = admin(postgres_dsn, "SELECT pid FROM pg_stat_activity")
+        return not gone & {row[0] for row in alive}
+
+    wait_until(ended, message="the closed store's backends to end")
+    monkeypatch.setattr(_sql, "FOLD_ABOVE", 0)
+    with PostgresTaskStore(postgres_dsn) as reader:
+        live = reader.count_by_status()  # sums, then folds
+        assert live == {TaskStatus.SUCCEEDED: 6}
+        rows = admin(postgres_dsn, "SELECT backend, kind, key, n FROM ct_terminal_counts")
+        assert {tuple(row) for row in rows} == {
+            (0, "status", "succeeded", 6),
+            (0, "bucket", "0", 3),
+            (0, "bucket", "1", 3),
+        }
+        # A live writer's rows stay its own.
+        reader.create(snap("late", status=done))
+        reader.count_by_status()
+        backends = admin(postgres_dsn, "SELECT DISTINCT backend FROM ct_terminal_counts")
+        assert {row[0] for row in backends} - {0}
+        assert_counts_exact(reader, postgres_dsn)
+
+
 def test_a_newer_schema_is_refused_with_a_clear_message(postgres_dsn: str) -> None:
     PostgresTaskStore(postgres_dsn).close()
     admin(postgres_dsn, "UPDATE ct_meta SET value = 99 WHERE key = 'schema_version'")

@@ -8,11 +8,12 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import closing
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
-from store_builders import snap, step
+from store_builders import NOW, snap, step
 
 from chongming_task._model import TaskSnapshot, dumps
 from chongming_task.errors import ConfigurationError, StoreError
@@ -215,7 +216,7 @@ def test_a_version_3_file_keeps_its_data_and_queues_its_submissions(
     assert schema_of(path) == schema_of(fresh)
     with closing(sqlite3.connect(path)) as conn:
         found = conn.execute("SELECT value FROM ct_meta WHERE key = 'schema_version'").fetchone()
-    assert found[0] == SCHEMA_VERSION == 14
+    assert found[0] == SCHEMA_VERSION == 15
 
 
 def test_a_version_7_file_gets_unique_keys_and_keeps_its_tasks(path: str, tmp_path: Path) -> None:
@@ -330,6 +331,115 @@ def test_a_version_10_file_gets_charted_transitions_and_keeps_its_history(
     raw(path, "UPDATE ct_meta SET value = 10 WHERE key = 'schema_version'")
     SqliteTaskStore(path).close()
     assert schema_of(path) == schema_of(fresh)
+
+
+def test_a_version_13_file_gets_tag_names_and_the_waiting_index(path: str, tmp_path: Path) -> None:
+    """Version 15 copies each tag row's task name (a search by tag and name prefix is one
+    index range) and indexes the work queue's waiting tasks by bucket (queue_health)."""
+    from datetime import timedelta
+
+    from chongming_task.stores._queue_records import RECIPE_KEY, Recipe
+    from chongming_task.stores._records import TaskQuery, WaitingWork
+
+    file_at_version(path, 13)
+    recipe = {RECIPE_KEY: Recipe(args=(1,)).to_dict()}
+    queued_at = NOW + timedelta(seconds=5)
+    rows = [
+        snap("a", name="mail.send", tags=frozenset({"io"})),
+        snap("b", name="mail.other", tags=frozenset({"io", "db"})),
+        snap("c", name="report", tags=frozenset({"io"})),
+        snap("w", status=TaskStatus.QUEUED, bucket=3, metadata=recipe, queued_at=queued_at),
+    ]
+    insert = load_sections("sqlite")["insert_task"]
+    with closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        for row in rows:
+            conn.execute(insert, task_params(row, to_micros, lambda v: dumps(list(v))))
+    with SqliteTaskStore(path) as store:
+        assert store.count_tasks(TaskQuery(tag="io", name_prefix="mail.")) == 2
+        found = store.query(TaskQuery(tag="io", name_prefix="mail.", order="-created", limit=5))
+        assert sorted(s.task_id for s in found) == ["a", "b"]
+        assert store.waiting_work() == {3: WaitingWork(1, queued_at)}
+        renamed = store.get("c")
+        assert renamed is not None
+        store.save(replace(renamed, name="mail.late", status_version=1), expect_version=0)
+        # The tags of a renamed task carry its new name.
+        assert store.count_tasks(TaskQuery(tag="io", name_prefix="mail.")) == 3
+    with closing(sqlite3.connect(path)) as conn:
+        names = conn.execute("SELECT tag, seq, name FROM ct_task_tags ORDER BY tag, seq").fetchall()
+    assert [(tag, name) for tag, _, name in names] == [
+        ("db", "mail.other"),
+        ("io", "mail.send"),
+        ("io", "mail.other"),
+        ("io", "mail.late"),
+    ]
+    fresh = str(tmp_path / "fresh.db")
+    SqliteTaskStore(fresh).close()
+    assert schema_of(path) == schema_of(fresh)
+    assert {"ct_tasks_waiting", "ct_task_tags_name"} <= {n for _, n, _ in schema_of(path)}
+    # Idempotent: rewound to version 13, the file migrates again to the same schema.
+    raw(path, "UPDATE ct_meta SET value = 13 WHERE key = 'schema_version'")
+    SqliteTaskStore(path).close()
+    assert schema_of(path) == schema_of(fresh)
+
+
+def test_a_page_walks_the_creation_index_then_leaves_rare_matches_to_their_index(
+    store: SqliteTaskStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A page of a name prefix or a tag walks ct_tasks_created up to WALK tasks: a page
+    that fills there is final; rarer matches are read through their own index instead."""
+    from datetime import timedelta
+
+    from chongming_task.stores import _sql
+    from chongming_task.stores._records import TaskQuery
+
+    monkeypatch.setattr(_sql, "WALK", 4)
+    for index in range(12):
+        old = index < 2  # the only "old.job" tasks are the two oldest
+        name, tag = ("old.job", "old") if old else ("new.job", "new")
+        at = NOW + timedelta(seconds=index)
+        store.create(snap(f"t{index:02}", name=name, tags=frozenset({tag}), created_at=at))
+    newest = ["t11", "t10", "t09"]
+    cases = [  # query, its page, whether the walk found it
+        (TaskQuery(name_prefix="new.", order="-created", limit=3), newest, True),
+        (TaskQuery(tag="new", order="-created", limit=3), newest, True),
+        (
+            TaskQuery(tag="old", name_prefix="old.", order="-created", limit=3),
+            ["t01", "t00"],
+            False,
+        ),
+        (TaskQuery(name_prefix="old.", order="created", limit=1), ["t00"], True),
+        (
+            TaskQuery(tag="new", order="created", limit=20),
+            [f"t{i:02}" for i in range(2, 12)],
+            False,
+        ),
+    ]
+    for query, page, walked in cases:
+        assert [s.task_id for s in store.query(query)] == page, query
+        assert [h.task_id for h in store.query_heads(query)] == page, query
+        assert (store._walk("select_tasks", query) is not None) is walked, query
+
+
+def _query_plan(path: str, statement: str, **params: object) -> list[str]:
+    with closing(sqlite3.connect(path)) as conn:
+        return [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + statement, params)]
+
+
+def test_the_waiting_work_reads_its_partial_index_only(store: SqliteTaskStore, path: str) -> None:
+    """queue_health's depth per bucket: the partial index, never every queued row."""
+    plan = _query_plan(path, load_sections("sqlite")["waiting_work"])
+    reads = [line for line in plan if line.startswith(("SCAN", "SEARCH")) and "ct_tasks" in line]
+    assert reads
+    assert all("ct_tasks_waiting" in line for line in reads), plan
+
+
+def test_a_count_by_tag_and_name_prefix_reads_the_tag_index_only(
+    store: SqliteTaskStore, path: str
+) -> None:
+    sections = load_sections("sqlite")
+    statement = f"{sections['count_tag']} AND {sections['count_tag_name_range']}"
+    plan = _query_plan(path, statement, tag="io", name_low="a", name_high="b")
+    assert plan == ["SEARCH g USING COVERING INDEX ct_task_tags_name (tag=? AND name>? AND name<?)"]
 
 
 def _claim_plan(store: SqliteTaskStore, path: str, section: str, **params: object) -> str:

@@ -32,7 +32,7 @@ S = TaskStatus
 
 #: Tasks read per question (queue ahead, a holder's running tasks, a name's runs).
 SCAN_LIMIT = 10_000
-#: Runs of one task name whose checkpoint gaps are merged (the most recently updated).
+#: Runs of one task name whose checkpoint gaps are merged (the most recently created).
 GAP_RUNS = 1_000
 
 
@@ -43,18 +43,17 @@ def name_gaps(
     limit: int = GAP_RUNS,
     live: Mapping[str, TaskSnapshot] | None = None,
 ) -> CheckpointGaps | None:
-    """The checkpoint gaps of the last ``limit`` runs named ``name``, merged.
+    """The checkpoint gaps of the last ``limit`` runs named ``name`` (the most recently
+    created, ``store.checkpoint_gaps_of``), merged.
 
     ``live`` snapshots (a holding controller's, fresher than the store's copy, which
     the side channel updates about once a second) replace the stored ones by id.
     """
-    runs = {
-        s.task_id: s
-        for s in store.query(TaskQuery(name_prefix=name, order="-updated", limit=limit * 2))
-        if s.name == name
-    }
-    runs.update({task_id: s for task_id, s in (live or {}).items() if s.name == name})
-    return merge_gaps(s.checkpoint_gaps for s in runs.values())
+    runs: dict[str, CheckpointGaps | None] = dict(store.checkpoint_gaps_of(name, limit=limit))
+    runs.update(
+        {task_id: s.checkpoint_gaps for task_id, s in (live or {}).items() if s.name == name}
+    )
+    return merge_gaps(runs.values())
 
 
 def store_facts(

@@ -34,13 +34,14 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import ClassVar, NamedTuple, Self
 
 from chongming_task._checkpoint_gaps import CheckpointGaps
 from chongming_task._model import Failure, Progress, TaskSnapshot, Transition
+from chongming_task._validation import check_count, check_lookup
 from chongming_task.core import Clock, SystemClock
 from chongming_task.errors import ConcurrencyConflict, ConfigurationError, StoreError
 from chongming_task.states import TaskStatus
@@ -54,6 +55,7 @@ from chongming_task.stores._activity import (
 )
 from chongming_task.stores._command_store import CommandStore, validate_actions
 from chongming_task.stores._lost import candidate_of, check_lost_query, lost_transition
+from chongming_task.stores._queue_records import RECIPE_KEY
 from chongming_task.stores._queue_store import QueueStore
 from chongming_task.stores._records import (
     OUTCOME_MAX_BYTES,
@@ -67,6 +69,7 @@ from chongming_task.stores._records import (
     TaskHead,
     TaskNotFound,
     TaskQuery,
+    WaitingWork,
 )
 from chongming_task.stores._scan import count_buckets, count_statuses
 from chongming_task.stores._schedule_store import ScheduleStore
@@ -89,6 +92,7 @@ __all__ = [
     "TaskQuery",
     "TaskRecordStore",
     "TaskStore",
+    "WaitingWork",
     "refuse_repeated_ids",
     "validate_actions",
 ]
@@ -308,12 +312,67 @@ class TaskRecordStore(ABC):
         found = self.query(TaskQuery() if query is None else replace(query, limit=None))
         return count_statuses(found)
 
+    def count_tasks(self, query: TaskQuery | None = None) -> int:
+        """How many tasks match ``query`` (``limit`` and ``order`` ignored).
+
+        The sum of ``count_by_status`` with the same query, which is the default; the
+        built-in stores count without reading each task's status (the dashboard's
+        totals per filter), from an index of the filters where one serves them.
+        """
+        return sum(self.count_by_status(query).values())
+
     def count_by_bucket(self) -> dict[int, int]:
         """Task counts per bucket, over tasks that have a bucket.
 
         The default counts what ``query()`` returns; the built-in stores count in place.
         """
         return count_buckets(self.query(TaskQuery()))
+
+    def waiting_work(self) -> dict[int | None, WaitingWork]:
+        """The work queue's waiting tasks per bucket (``None``: tasks without a bucket).
+
+        A task waits when it is queued, held by nobody and was enqueued through the work
+        queue (an object under ``metadata["recipe"]``), due or not: what a worker owning
+        its bucket will claim. Buckets without such a task are left out. ``queue_health``
+        (``chongming-task health``, the dashboard) reads its depth and oldest age here.
+
+        The default reads every queued task; the built-in stores count a partial index
+        of the waiting tasks and read one row per bucket.
+        """
+        found: dict[int | None, WaitingWork] = {}
+        queued = self.query(TaskQuery(statuses=frozenset({TaskStatus.QUEUED}), order="created"))
+        for snapshot in queued:
+            if snapshot.owner is not None or not isinstance(
+                snapshot.metadata.get(RECIPE_KEY), Mapping
+            ):
+                continue
+            seen = found.get(snapshot.bucket)
+            if seen is None:
+                since = snapshot.queued_at or snapshot.created_at
+                found[snapshot.bucket] = WaitingWork(1, since)
+            else:
+                found[snapshot.bucket] = seen._replace(depth=seen.depth + 1)
+        return found
+
+    def checkpoint_gaps_of(self, name: str, *, limit: int) -> list[tuple[str, CheckpointGaps]]:
+        """``(task id, checkpoint gaps)`` of the ``limit`` most recently created tasks
+        named exactly ``name`` (ties by insertion order), of those that recorded gaps.
+
+        What ``explain`` merges to judge a task name's stop points. The default reads
+        the tasks whose name starts with ``name`` in pages; the built-in stores read
+        ``limit`` rows of the name's index range, only the gaps column of each.
+        """
+        check_lookup(name, "name")
+        check_count(limit, "limit")
+        read = max(limit, 1) * 2
+        while True:
+            page = self.query(TaskQuery(name_prefix=name, order="-created", limit=read))
+            runs = [s for s in page if s.name == name][:limit]
+            if len(runs) == limit or len(page) < read:
+                return [
+                    (s.task_id, s.checkpoint_gaps) for s in runs if s.checkpoint_gaps is not None
+                ]
+            read *= 4
 
     def activity(self, *, since: datetime, until: datetime, step: timedelta) -> Activity:
         """What the dashboard's charts draw: activity over ``[since, until)`` by ``step``.

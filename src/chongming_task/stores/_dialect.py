@@ -47,11 +47,14 @@ __all__ = [
 #: and the action index rebuilt on (action, priority DESC, seq) over claimable rows.
 #: 5: the work queue. 6: checkpoint gaps. 7: global slots. 8: unique work. 9: fleet
 #: limits (declared limits and the starts rate limits count). 10: paused queues.
-#: 11: each transition's instant and charted status as indexed columns (charts).
+#: 11: 64-bit task priorities (PostgreSQL). 12: child tasks (meta_parent). 13: each
+#: transition's instant and charted status as indexed columns (charts).
 #: 14: worker submission commands retired, the pending ones queued as tasks (_legacy);
 #: commands lose their priority column (claimed oldest first, index on (action, seq)).
+#: 15: a partial index of the work queue's waiting tasks by bucket and age (health),
+#: and the finished tasks' counts kept by triggers (the dashboard at a million tasks).
 #: Older databases are migrated on open; newer ones are refused.
-SCHEMA_VERSION: Final = 14
+SCHEMA_VERSION: Final = 15
 
 T = TypeVar("T")
 

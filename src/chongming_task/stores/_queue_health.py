@@ -5,7 +5,9 @@ they never disagree. A worker is *live* while its heartbeat is recent (three of 
 intervals, at least 2 s); one that stopped beating without a clean shutdown is *dead*.
 A bucket with queued unheld work and no live owner is reported by number: nothing will
 run those tasks until a worker owning it starts. Paused queues are listed, and are not
-a problem: an operator stopped their intake on purpose.
+a problem: an operator stopped their intake on purpose. The depth and the oldest age
+of each bucket come from ``store.waiting_work()`` (the built-in stores count a partial
+index and read one task per bucket: however long the queue, no queued task is decoded).
 
 It only reads the store, so it lives with the stores: the CLI, the queue and the
 metrics collectors (a layer below the queue) all use it.
@@ -24,7 +26,7 @@ from chongming_task.stores._queue_records import WorkerRecord, recipe_of
 
 __all__ = ["QueueHealth", "queue_health", "split_waiting"]
 
-#: Queued tasks read to find orphaned buckets and the oldest queued age.
+#: Expired leases listed at most.
 SCAN_LIMIT = 10_000
 #: Task ids per query of :func:`split_waiting`.
 _PAGE = 1000
@@ -78,21 +80,18 @@ def queue_health(store: TaskStore, now: datetime | None = None) -> QueueHealth:
     depth: dict[str, int] = {}
     oldest: dict[str, float] = {}
     orphaned: list[str] = []
-    queued = store.query(
-        TaskQuery(statuses=frozenset({TaskStatus.QUEUED}), limit=SCAN_LIMIT, order="created")
-    )
-    for snapshot in queued:
-        if snapshot.owner is not None or recipe_of(snapshot) is None:
-            continue
-        key = "-" if snapshot.bucket is None else str(snapshot.bucket)
-        depth[key] = depth.get(key, 0) + 1
-        since = snapshot.queued_at or snapshot.created_at
-        oldest.setdefault(key, max(0.0, (now - since).total_seconds()))
-        if key not in orphaned and not any(w.owns(snapshot.bucket) for w in live_records):
+    # Buckets in numeric order, the tasks without a bucket ("-") last.
+    waiting = store.waiting_work()
+    for bucket in sorted(waiting, key=lambda b: (b is None, b or 0)):
+        work = waiting[bucket]
+        key = "-" if bucket is None else str(bucket)
+        depth[key] = work.depth
+        oldest[key] = max(0.0, (now - work.oldest_since).total_seconds())
+        if not any(w.owns(bucket) for w in live_records):
             orphaned.append(key)
     expired = tuple(
-        s.task_id
-        for s in store.query(
+        head.task_id
+        for head in store.query_heads(
             TaskQuery(statuses=frozenset(OCCUPYING), lease_expired_by=now, limit=SCAN_LIMIT)
         )
     )

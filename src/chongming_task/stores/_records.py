@@ -40,6 +40,7 @@ __all__ = [
     "TaskHead",
     "TaskNotFound",
     "TaskQuery",
+    "WaitingWork",
 ]
 
 #: The largest task outcome a store accepts, measured as UTF-8 bytes of its compact JSON.
@@ -246,6 +247,16 @@ class TaskHead(NamedTuple):
     task_id: str
     status: TaskStatus
     status_version: int
+
+
+class WaitingWork(NamedTuple):
+    """The work queue's waiting tasks of one bucket (``TaskRecordStore.waiting_work``)."""
+
+    depth: int
+    """Tasks queued, held by nobody and enqueued with a recipe, due or not."""
+    oldest_since: datetime
+    """When the oldest of them (by creation, ties by insertion order) was queued: its
+    ``queued_at``, else its ``created_at``."""
 
 
 class LostCandidate(NamedTuple):

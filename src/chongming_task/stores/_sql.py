@@ -18,6 +18,8 @@ nothing, one read says why (unknown command, or a claim that was lost).
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timedelta
@@ -64,6 +66,7 @@ from chongming_task.stores._base import (
     TaskNotFound,
     TaskQuery,
     TaskStore,
+    WaitingWork,
     lost_marks,
     lost_writes,
     refuse_repeated_ids,
@@ -103,6 +106,8 @@ from chongming_task.stores._scan import touch_changes
 __all__ = ["SCHEMA_VERSION", "Cursor", "SqlStore"]
 
 T = TypeVar("T")
+
+log = logging.getLogger("chongming_task.stores")
 
 _TERMINAL_VALUES: Final = sorted(status.value for status in TERMINAL)
 #: Rows per transaction in ``create_many``: large enough to amortise the commit, small
@@ -147,6 +152,41 @@ def _chains(writes: Sequence[SnapshotWrite]) -> list[list[int]]:
         open_chain[task_id] = chain
         chains.append(chain)
     return chains
+
+
+#: Counter rows summed past which those of gone backends are folded (``SqlStore._totals``).
+FOLD_ABOVE: Final = 512
+#: Tasks a page walks in the list's order before it leaves the filters to their indexes
+#: (``SqlStore._walk``).
+WALK: Final = 10_000
+#: Every filter of ``TaskQuery`` (not its limit and order).
+_FILTERS: Final = tuple(
+    f.name for f in dataclasses.fields(TaskQuery) if f.name not in ("limit", "order")
+)
+
+
+def _walkable(query: TaskQuery) -> bool:
+    """A page (a limit) in creation order filtered by something no index orders so."""
+    return (
+        query.limit is not None
+        and query.order in ("created", "-created")
+        and query.task_ids is None
+        and bool(
+            query.name_prefix
+            or query.id_prefix
+            or query.tag is not None
+            or query.argument is not None
+        )
+    )
+
+
+def _tag_and_name_only(query: TaskQuery) -> bool:
+    """Whether ``query`` filters by a tag, and perhaps a name prefix, and nothing else."""
+    return query.tag is not None and all(
+        getattr(query, name) in (None, "")
+        for name in _FILTERS
+        if name not in ("tag", "name_prefix")
+    )
 
 
 class SqlStore(TaskStore, QueueStore):
@@ -534,6 +574,10 @@ class SqlStore(TaskStore, QueueStore):
 
     def _select(self, section: str, query: TaskQuery) -> list[Any]:
         """The rows of ``section`` (a ``SELECT ... FROM ct_tasks t``) matching ``query``."""
+        if _walkable(query) and f"walk_{section.removeprefix('select_')}" in self._sql:
+            walked = self._walk(section, query)
+            if walked is not None:
+                return walked
         selected = self._selection(section, query)
         if selected is None:
             return []
@@ -542,6 +586,47 @@ class SqlStore(TaskStore, QueueStore):
             lambda cur: cur.execute(statement, params).fetchall(), write=False
         )
         return found
+
+    def _walk(self, section: str, query: TaskQuery) -> list[Any] | None:
+        """A page of ``query`` read by walking the creation index, or ``None``: not found
+        within ``WALK`` tasks (the dialect's ``walk_*`` sections, SQLite's).
+
+        For filters no index orders by creation (a name prefix, a tag, an argument), a
+        planner without statistics reads every matching task and sorts them all: a
+        third of the store for a common tag. The walk reads the tasks in the list's
+        order and checks the filters per row, up to the ``WALK``-th task in that order
+        (``walk_edge``, an index offset): if the page fills there, it is the page, since
+        every task past the edge comes after it. If not, the matches are rare, and the
+        planner's own plan (from the filters' indexes) is the cheap one.
+        """
+        parts = rows.build_filters(query, self._sql, self._array, self._instant, probe_tags=True)
+        if parts.empty:
+            return []
+        descending = query.order == "-created"
+        order = rows.ORDER_SQL[query.order]
+        window = rows.build_filters(
+            TaskQuery(created_after=query.created_after, created_before=query.created_before),
+            self._sql,
+            self._array,
+            self._instant,
+        )
+        edge_sql = f"{self._sql['walk_edge']}{window.where} ORDER BY {order} {self._sql['limit']}"
+        edge_sql += " OFFSET :walk"
+        walk = f"walk_{section.removeprefix('select_')}"
+
+        def read(cur: Cursor) -> list[Any] | None:
+            edge = cur.execute(edge_sql, {**window.params, "limit": 1, "walk": WALK}).fetchone()
+            where, params = parts.where, {**parts.params, "limit": query.limit}
+            if edge is not None:
+                bound = self._sql["filter_walk_from" if descending else "filter_walk_to"]
+                where = f"{where} AND {bound}" if where else f" WHERE {bound}"
+                params["walk_edge"] = edge[0]
+            statement = f"{self._sql[walk]}{where} ORDER BY {order} {self._sql['limit']}"
+            found: list[Any] = cur.execute(statement, params).fetchall()
+            full = query.limit is not None and len(found) >= query.limit
+            return found if edge is None or full else None
+
+        return self._run(read, write=False)
 
     def _selection(self, section: str, query: TaskQuery) -> tuple[str, dict[str, Any]] | None:
         """``section`` filtered, ordered and limited by ``query``; ``None``: matches nothing."""
@@ -559,15 +644,98 @@ class SqlStore(TaskStore, QueueStore):
         parts = rows.build_filters(query, self._sql, self._array, self._instant)
         if parts.empty:
             return {}
+        if not parts.where and "status_totals" in self._sql:
+            return {rows.decode_status(s): n for s, n in self._totals("status").items() if n}
         statement = f"{self._sql['count_tasks']}{parts.where} GROUP BY t.status"
         found = self._run(lambda cur: cur.execute(statement, parts.params).fetchall(), write=False)
         return {rows.decode_status(status): int(count) for status, count in found}
 
+    def count_tasks(self, query: TaskQuery | None = None) -> int:
+        """``TaskRecordStore.count_tasks``: one ``count(*)``; on SQLite, a tag alone (or
+        with a name prefix) is a range of ``ct_task_tags_name``."""
+        parts = rows.build_filters(query, self._sql, self._array, self._instant)
+        if parts.empty:
+            return 0
+        if not parts.where and "status_totals" in self._sql:
+            return sum(self._totals("status").values())
+        statement = f"{self._sql['count_all']}{parts.where}"
+        if query is not None and "count_tag" in self._sql and _tag_and_name_only(query):
+            statement = self._sql["count_tag"]
+            if query.name_prefix:
+                bounded = "name_high" in parts.params
+                clause = "count_tag_name_range" if bounded else "count_tag_name_from"
+                statement = f"{statement} AND {self._sql[clause]}"
+        found = self._run(lambda cur: cur.execute(statement, parts.params).fetchone(), write=False)
+        return int(found[0])
+
+    def _totals(self, kind: str) -> dict[Any, int]:
+        """The whole store's task counts per ``kind`` (``status`` or ``bucket``): the
+        trigger-kept counts of the finished tasks plus the unfinished tasks counted in
+        their index ranges (``status_totals``/``bucket_totals``), in one statement.
+
+        On PostgreSQL each writing backend keeps counter rows of its own; once more than
+        ``FOLD_ABOVE`` are summed, those of backends that have gone are folded into one
+        (a write that a role without write rights skips: the sum stays right).
+        """
+        statement = self._sql[f"{kind}_totals"]
+        found = self._run(lambda cur: cur.execute(statement, {}).fetchall(), write=False)
+        many = sum(int(summed) for _, _, summed in found) > FOLD_ABOVE
+        if many and "fold_lock" in self._sql:
+            self._fold_counts()
+        totals: dict[Any, int] = {}
+        for key, total, _ in found:
+            totals[key] = totals.get(key, 0) + int(total)
+        return totals
+
+    def _fold_counts(self) -> None:
+        def fold(cur: Cursor) -> None:
+            if cur.execute(self._sql["fold_lock"], {}).fetchone()[0]:
+                cur.execute(self._sql["fold_counts"], {})
+
+        try:
+            self._run(fold, write=True, atomic=True)
+        except StoreError as exc:  # e.g. a read-only role: the counts stay exact
+            log.warning("could not fold the task counts of gone connections: %s", exc)
+
     def count_by_bucket(self) -> dict[int, int]:
+        if "bucket_totals" in self._sql:
+            return {int(b): n for b, n in self._totals("bucket").items() if n}
         found = self._run(
             lambda cur: cur.execute(self._sql["count_buckets"], {}).fetchall(), write=False
         )
         return {int(bucket): int(count) for bucket, count in found}
+
+    def waiting_work(self) -> dict[int | None, WaitingWork]:
+        """The work queue's waiting tasks per bucket (``TaskRecordStore.waiting_work``):
+        one statement that counts the partial index ``ct_tasks_waiting`` and reads the
+        oldest task of each bucket, no queued task decoded."""
+        found = self._run(
+            lambda cur: cur.execute(self._sql["waiting_work"], {}).fetchall(), write=False
+        )
+        out: dict[int | None, WaitingWork] = {}
+        for bucket, depth, since in found:
+            at = parse_datetime(since, "queued_at")
+            if at is None:
+                raise StoreError(f"corrupt task row: a waiting task of bucket {bucket} has no time")
+            out[None if bucket is None else int(bucket)] = WaitingWork(int(depth), at)
+        return out
+
+    def checkpoint_gaps_of(self, name: str, *, limit: int) -> list[tuple[str, CheckpointGaps]]:
+        """``TaskRecordStore.checkpoint_gaps_of``: ``limit`` rows of the name's index range,
+        the gaps column only."""
+        check_lookup(name, "name")
+        check_count(limit, "limit")
+        if limit == 0:
+            return []
+        params = {"name": name, "limit": limit}
+        found = self._run(
+            lambda cur: cur.execute(self._sql["name_gaps"], params).fetchall(), write=False
+        )
+        return [
+            (task_id, CheckpointGaps.from_dict(loads(gaps, f"checkpoint gaps of {task_id}")))
+            for task_id, gaps in found
+            if gaps is not None
+        ]
 
     def activity(self, *, since: datetime, until: datetime, step: timedelta) -> Activity:
         """The charts' activity (``TaskRecordStore.activity``): three indexed reads.

@@ -230,9 +230,19 @@ class QueryParts:
 
 
 def build_filters(  # noqa: C901 (one clause per TaskQuery filter)
-    query: TaskQuery | None, sql: Mapping[str, str], array: Bind, instant: Bind
+    query: TaskQuery | None,
+    sql: Mapping[str, str],
+    array: Bind,
+    instant: Bind,
+    *,
+    probe_tags: bool = False,
 ) -> QueryParts:
-    """Compose the ``WHERE`` of ``query`` from constant fragments; values stay parameters."""
+    """Compose the ``WHERE`` of ``query`` from constant fragments; values stay parameters.
+
+    ``probe_tags``: the tag is checked per task row (``filter_tag_probe``, where the
+    dialect has it) instead of reading the tag's tasks first, for a walk that checks
+    its filters row by row.
+    """
     clauses: list[str] = []
     params: dict[str, Any] = {}
     if query is None:
@@ -255,7 +265,15 @@ def build_filters(  # noqa: C901 (one clause per TaskQuery filter)
             clauses.append(sql["filter_name_range"])
             params["name_high"] = high
     if query.tag is not None:
-        clauses.append(sql["filter_tag"])
+        # A dialect that keeps each tag with its task's name narrows the tag's tasks by
+        # the name prefix in the same index range.
+        if probe_tags and "filter_tag_probe" in sql:
+            clauses.append(sql["filter_tag_probe"])
+        elif query.name_prefix and "filter_tag_name_range" in sql:
+            bounded = "name_high" in params
+            clauses.append(sql["filter_tag_name_range" if bounded else "filter_tag_name_from"])
+        else:
+            clauses.append(sql["filter_tag"])
         params["tag"] = query.tag
     if query.bucket is not None:
         clauses.append(sql["filter_bucket"])

@@ -530,9 +530,9 @@ class Dashboard:
         return TaskPage(rows, next_cursor, filters, limit, position, self.count(filters))
 
     def count(self, filters: TaskFilters) -> int:
-        """How many tasks ``filters`` match: the store's ``count_by_status`` with the same
+        """How many tasks ``filters`` match: the store's ``count_tasks`` with the same
         filters (an index count for every filter but ``argument``), never rows read."""
-        return sum(self.store.count_by_status(filters.query(limit=None)).values())
+        return self.store.count_tasks(filters.query(limit=None))
 
     def _page(
         self, filters: TaskFilters, limit: int, cursor: str | None

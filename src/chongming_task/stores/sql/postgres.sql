@@ -291,6 +291,127 @@ UPDATE ct_commands SET status = 'completed', completed_at = %(now)s, lease_until
     result = %(result)s::json
 WHERE command_id = %(command_id)s;
 
+-- name: migrate_15
+-- Version 15: the work queue's waiting tasks (queued, held by nobody, enqueued with a
+-- recipe) by bucket and age, for queue_health (chongming-task health, the dashboard's
+-- overview, workers and buckets pages): the depth of each bucket is a count of this
+-- partial index and its oldest task the first entry of its range, so nothing decodes a
+-- queued task. Only those rows are in it; its condition reads the document (the recipe)
+-- only for a queued unheld row: an enqueue and a claim, never another transition.
+CREATE INDEX IF NOT EXISTS ct_tasks_waiting ON ct_tasks (bucket, created_at, seq)
+    WHERE status = 'queued' AND owner IS NULL
+      AND json_typeof(doc -> 'metadata' -> 'recipe') = 'object';
+
+-- The name index carries each task's status and tags, so a count by name prefix (and
+-- tag) is an index-only scan instead of a read of every matching row. A transition
+-- writes a new entry in every index anyway (status is indexed: no HOT update), so the
+-- wider entry costs no extra index write.
+DROP INDEX IF EXISTS ct_tasks_name;
+
+CREATE INDEX IF NOT EXISTS ct_tasks_name ON ct_tasks (name, created_at, seq)
+    INCLUDE (status, tags);
+
+-- The whole store's counts per status and per bucket (the overview, the unfiltered task
+-- list, the buckets page, the live fingerprint) without a scan of every task: the
+-- finished tasks (terminal statuses: almost all of a store's tasks) are counted by
+-- triggers in the transaction that writes them, so those counts are exact at the
+-- reader's snapshot; the unfinished ones are counted from their index ranges of
+-- ct_tasks_status_created at read time (status_totals). A trigger fires only when a
+-- task enters or leaves a terminal status (once in a task's usual life, at its end; a
+-- retry), is inserted finished, or changes bucket while finished, and writes both its
+-- counts in one statement; deletes are counted once per statement (a prune adds a row
+-- per status and bucket). Rows are keyed by (kind, key): ('status', a terminal status)
+-- and ('bucket', a bucket, '-1' for none). Each writing backend adds its deltas to rows
+-- of its own (backend = pg_backend_pid()): a backend runs one transaction at a time, so
+-- two writers never wait for, nor deadlock on, a counter row. Rows of backends that
+-- have gone are folded into backend 0 (fold_counts).
+CREATE TABLE IF NOT EXISTS ct_terminal_counts (
+    backend integer NOT NULL,
+    kind text NOT NULL,
+    key text NOT NULL,
+    n bigint NOT NULL,
+    PRIMARY KEY (backend, kind, key)
+);
+
+-- TG_ARGV[0]: 1 counts the new row in (an insert, entering a terminal status), -1 the
+-- old row out (leaving one).
+CREATE OR REPLACE FUNCTION ct_count_terminal() RETURNS trigger LANGUAGE plpgsql
+SET search_path FROM CURRENT AS $$
+DECLARE
+    delta integer := TG_ARGV[0]::integer;
+    counted ct_tasks;
+BEGIN
+    IF delta > 0 THEN counted := NEW; ELSE counted := OLD; END IF;
+    INSERT INTO ct_terminal_counts AS c (backend, kind, key, n)
+    VALUES (pg_backend_pid(), 'status', counted.status, delta),
+           (pg_backend_pid(), 'bucket', coalesce(counted.bucket, -1)::text, delta)
+    ON CONFLICT (backend, kind, key) DO UPDATE SET n = c.n + excluded.n;
+    RETURN NULL;
+END $$;
+
+CREATE OR REPLACE FUNCTION ct_count_terminal_removed() RETURNS trigger LANGUAGE plpgsql
+SET search_path FROM CURRENT AS $$
+BEGIN
+    INSERT INTO ct_terminal_counts AS c (backend, kind, key, n)
+    SELECT pg_backend_pid(), 'status', status, -count(*) FROM ct_removed
+    WHERE status IN ('cancelled', 'failed', 'lost', 'skipped', 'stopped', 'succeeded') GROUP BY status
+    UNION ALL
+    SELECT pg_backend_pid(), 'bucket', coalesce(bucket, -1)::text, -count(*) FROM ct_removed
+    WHERE status IN ('cancelled', 'failed', 'lost', 'skipped', 'stopped', 'succeeded') GROUP BY coalesce(bucket, -1)
+    ON CONFLICT (backend, kind, key) DO UPDATE SET n = c.n + excluded.n;
+    RETURN NULL;
+END $$;
+
+CREATE OR REPLACE FUNCTION ct_count_terminal_emptied() RETURNS trigger LANGUAGE plpgsql
+SET search_path FROM CURRENT AS $$
+BEGIN
+    DELETE FROM ct_terminal_counts;
+    RETURN NULL;
+END $$;
+
+-- No task is written while the counts start from the tasks there are (the lock is held
+-- until this migration commits); run again, it counts them again.
+LOCK TABLE ct_tasks IN SHARE ROW EXCLUSIVE MODE;
+
+DELETE FROM ct_terminal_counts;
+
+INSERT INTO ct_terminal_counts (backend, kind, key, n)
+SELECT 0, 'status', status, count(*) FROM ct_tasks WHERE status IN ('cancelled', 'failed', 'lost', 'skipped', 'stopped', 'succeeded') GROUP BY status
+UNION ALL
+SELECT 0, 'bucket', coalesce(bucket, -1)::text, count(*) FROM ct_tasks
+WHERE status IN ('cancelled', 'failed', 'lost', 'skipped', 'stopped', 'succeeded') GROUP BY coalesce(bucket, -1);
+
+DROP TRIGGER IF EXISTS ct_tasks_count_insert ON ct_tasks;
+
+CREATE TRIGGER ct_tasks_count_insert AFTER INSERT ON ct_tasks
+FOR EACH ROW WHEN (NEW.status IN ('cancelled', 'failed', 'lost', 'skipped', 'stopped', 'succeeded'))
+EXECUTE FUNCTION ct_count_terminal('1');
+
+DROP TRIGGER IF EXISTS ct_tasks_count_update ON ct_tasks;
+
+DROP TRIGGER IF EXISTS ct_tasks_count_enter ON ct_tasks;
+
+CREATE TRIGGER ct_tasks_count_enter AFTER UPDATE OF status, bucket ON ct_tasks
+FOR EACH ROW WHEN (NEW.status IN ('cancelled', 'failed', 'lost', 'skipped', 'stopped', 'succeeded') AND (OLD.status IS DISTINCT FROM NEW.status OR OLD.bucket IS DISTINCT FROM NEW.bucket))
+EXECUTE FUNCTION ct_count_terminal('1');
+
+DROP TRIGGER IF EXISTS ct_tasks_count_leave ON ct_tasks;
+
+CREATE TRIGGER ct_tasks_count_leave AFTER UPDATE OF status, bucket ON ct_tasks
+FOR EACH ROW WHEN (OLD.status IN ('cancelled', 'failed', 'lost', 'skipped', 'stopped', 'succeeded') AND (OLD.status IS DISTINCT FROM NEW.status OR OLD.bucket IS DISTINCT FROM NEW.bucket))
+EXECUTE FUNCTION ct_count_terminal('-1');
+
+DROP TRIGGER IF EXISTS ct_tasks_count_delete ON ct_tasks;
+
+CREATE TRIGGER ct_tasks_count_delete AFTER DELETE ON ct_tasks
+REFERENCING OLD TABLE AS ct_removed FOR EACH STATEMENT
+EXECUTE FUNCTION ct_count_terminal_removed();
+
+DROP TRIGGER IF EXISTS ct_tasks_count_truncate ON ct_tasks;
+
+CREATE TRIGGER ct_tasks_count_truncate AFTER TRUNCATE ON ct_tasks
+FOR EACH STATEMENT EXECUTE FUNCTION ct_count_terminal_emptied();
+
 -- name: schema_exists
 SELECT count(*) FROM (SELECT to_regclass('ct_meta') AS t) r WHERE r.t IS NOT NULL;
 
@@ -374,6 +495,71 @@ SELECT t.task_id, t.status, t.status_version FROM ct_tasks t
 
 -- name: count_tasks
 SELECT t.status, count(*) FROM ct_tasks t
+
+-- name: count_all
+SELECT count(*) FROM ct_tasks t
+
+-- name: status_totals
+-- count_by_status of the whole store: the finished tasks' trigger-kept counts (migrate_15)
+-- and how many counter rows were summed (many: time to fold those of gone backends),
+-- then every other status counted in its range of ct_tasks_status_created (index-only
+-- scans of as many entries as there are unfinished tasks), in one snapshot. The ranges
+-- lie between the terminal statuses, so a status the library does not know is counted
+-- too (and refused as corrupt by the reader).
+SELECT key, sum(n), count(*) FROM ct_terminal_counts WHERE kind = 'status' GROUP BY key
+UNION ALL
+SELECT status, count(*), 0 FROM ct_tasks WHERE status < 'cancelled' GROUP BY status
+UNION ALL
+SELECT status, count(*), 0 FROM ct_tasks WHERE status > 'cancelled' AND status < 'failed'
+GROUP BY status
+UNION ALL
+SELECT status, count(*), 0 FROM ct_tasks WHERE status > 'failed' AND status < 'lost'
+GROUP BY status
+UNION ALL
+SELECT status, count(*), 0 FROM ct_tasks WHERE status > 'lost' AND status < 'skipped'
+GROUP BY status
+UNION ALL
+SELECT status, count(*), 0 FROM ct_tasks WHERE status > 'skipped' AND status < 'stopped'
+GROUP BY status
+UNION ALL
+SELECT status, count(*), 0 FROM ct_tasks WHERE status > 'stopped' AND status < 'succeeded'
+GROUP BY status
+UNION ALL
+SELECT status, count(*), 0 FROM ct_tasks WHERE status > 'succeeded' GROUP BY status
+
+-- name: bucket_totals
+-- count_by_bucket likewise: the finished tasks' counts per bucket, then the other
+-- tasks' (found in the same ranges of the status index, their rows read for the bucket).
+SELECT key::integer, sum(n), count(*) FROM ct_terminal_counts
+WHERE kind = 'bucket' AND key <> '-1' GROUP BY key
+UNION ALL
+SELECT bucket, count(*), 0 FROM ct_tasks
+WHERE bucket IS NOT NULL AND (status < 'cancelled'
+    OR (status > 'cancelled' AND status < 'failed') OR (status > 'failed' AND status < 'lost')
+    OR (status > 'lost' AND status < 'skipped') OR (status > 'skipped' AND status < 'stopped')
+    OR (status > 'stopped' AND status < 'succeeded') OR status > 'succeeded')
+GROUP BY bucket
+
+-- name: fold_lock
+-- One folder at a time (fold_counts): two folds adding into the same rows of backend 0
+-- in different orders could deadlock.
+SELECT pg_try_advisory_xact_lock(hashtext(current_schema() || '.chongming_task.fold'))
+
+-- name: fold_counts
+-- The counter rows of backends that have gone, added into backend 0's. A row a live
+-- transaction holds (a new backend that was given a gone one's pid) is skipped (SKIP
+-- LOCKED): a fold never waits for a writer.
+WITH gone AS (
+    DELETE FROM ct_terminal_counts c
+    WHERE c.ctid IN (
+        SELECT g.ctid FROM ct_terminal_counts g
+        WHERE g.backend <> 0 AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = g.backend)
+        FOR UPDATE SKIP LOCKED)
+    RETURNING c.kind, c.key, c.n
+)
+INSERT INTO ct_terminal_counts AS c (backend, kind, key, n)
+SELECT 0, kind, key, sum(n) FROM gone GROUP BY kind, key
+ON CONFLICT (backend, kind, key) DO UPDATE SET n = c.n + excluded.n
 
 -- name: count_buckets
 SELECT bucket, count(*) FROM ct_tasks WHERE bucket IS NOT NULL GROUP BY bucket;
@@ -804,3 +990,34 @@ ORDER BY updated_at DESC LIMIT %(sample)s;
 -- the partial index ct_tasks_queued_bucket.
 SELECT bucket, count(*) FROM ct_tasks WHERE status = 'queued' AND owner IS NULL
 GROUP BY bucket;
+
+-- name: waiting_work
+-- The work queue's waiting tasks per bucket (TaskRecordStore.waiting_work): the depth
+-- counted in the partial index ct_tasks_waiting (an index-only scan), then, per
+-- bucket, the queued_at of the oldest task by creation, the first entry of the
+-- bucket's range (one row read per bucket; NULL: the tasks without a bucket).
+SELECT w.bucket, w.depth, o.since FROM (
+    SELECT bucket, count(*) AS depth FROM ct_tasks
+    WHERE status = 'queued' AND owner IS NULL
+      AND json_typeof(doc -> 'metadata' -> 'recipe') = 'object'
+    GROUP BY bucket
+) w
+LEFT JOIN LATERAL (
+    (SELECT coalesce(t.doc ->> 'queued_at', t.doc ->> 'created_at') AS since FROM ct_tasks t
+     WHERE t.status = 'queued' AND t.owner IS NULL
+       AND json_typeof(t.doc -> 'metadata' -> 'recipe') = 'object' AND t.bucket = w.bucket
+     ORDER BY t.created_at, t.seq LIMIT 1)
+    UNION ALL
+    (SELECT coalesce(t.doc ->> 'queued_at', t.doc ->> 'created_at') FROM ct_tasks t
+     WHERE t.status = 'queued' AND t.owner IS NULL
+       AND json_typeof(t.doc -> 'metadata' -> 'recipe') = 'object' AND t.bucket IS NULL
+       AND w.bucket IS NULL
+     ORDER BY t.created_at, t.seq LIMIT 1)
+) o ON true;
+
+-- name: name_gaps
+-- The checkpoint gaps of a task name's most recently created runs
+-- (TaskRecordStore.checkpoint_gaps_of): a backward walk of the exact name's range of
+-- ct_tasks_name, limit rows, the gaps column only (NULL: a run without checkpoints).
+SELECT task_id, checkpoint_gaps::text FROM ct_tasks WHERE name = %(name)s
+ORDER BY created_at DESC, seq DESC LIMIT %(limit)s;

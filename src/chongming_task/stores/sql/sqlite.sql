@@ -328,6 +328,112 @@ UPDATE ct_commands SET status = 'completed', completed_at = :now, lease_until = 
     result = :result
 WHERE command_id = :command_id;
 
+-- name: migrate_15
+-- Version 15: the work queue's waiting tasks (queued, held by nobody, enqueued with a
+-- recipe) by bucket and age, for queue_health (chongming-task health, the dashboard's
+-- overview, workers and buckets pages): the depth of each bucket is a count of this
+-- partial index and its oldest task the first entry of its range, so nothing decodes a
+-- queued task. Only those rows are in it; its condition reads the document (the recipe)
+-- only for a queued unheld row: an enqueue and a claim, never another transition.
+CREATE INDEX IF NOT EXISTS ct_tasks_waiting ON ct_tasks (bucket, created_at, seq)
+    WHERE status = 'queued' AND owner IS NULL
+      AND json_type(doc, '$.metadata.recipe') = 'object';
+
+-- Each tag row keeps its task's name, kept by the triggers like the tag itself (a
+-- task's name is written with its tags, never by a transition), so a search by tag
+-- and name prefix is one range of ct_task_tags_name and its count reads no task row.
+-- Rows written before this version get the name of their task here. The store skips
+-- the ADD COLUMN on a file that has the column already.
+ALTER TABLE ct_task_tags ADD COLUMN name TEXT;
+
+UPDATE ct_task_tags SET name = (SELECT t.name FROM ct_tasks t WHERE t.seq = ct_task_tags.seq)
+WHERE name IS NULL;
+
+CREATE INDEX IF NOT EXISTS ct_task_tags_name ON ct_task_tags (tag, name);
+
+DROP TRIGGER IF EXISTS ct_tasks_tags_insert;
+
+CREATE TRIGGER ct_tasks_tags_insert AFTER INSERT ON ct_tasks WHEN new.tags <> '[]'
+BEGIN
+    INSERT OR IGNORE INTO ct_task_tags (tag, seq, name)
+    SELECT value, new.seq, new.name FROM json_each(new.tags);
+END;
+
+DROP TRIGGER IF EXISTS ct_tasks_tags_update;
+
+CREATE TRIGGER ct_tasks_tags_update AFTER UPDATE OF tags, name ON ct_tasks
+WHEN old.tags IS NOT new.tags OR old.name IS NOT new.name
+BEGIN
+    DELETE FROM ct_task_tags WHERE seq = old.seq;
+    INSERT OR IGNORE INTO ct_task_tags (tag, seq, name)
+    SELECT value, new.seq, new.name FROM json_each(new.tags);
+END;
+
+-- The whole store's counts per status and per bucket (the overview, the unfiltered task
+-- list, the buckets page, the live fingerprint) without a scan of every task: the
+-- finished tasks (terminal statuses: almost all of a store's tasks) are counted by
+-- triggers in the transaction that writes them; the unfinished ones are counted from
+-- their ranges of ct_tasks_status_created at read time (status_totals). A trigger
+-- fires only when a task enters or leaves a terminal status (once in a task's usual
+-- life, at its end; a retry), is inserted or deleted finished, or changes bucket while
+-- finished, and writes both its counts in one statement. One row per (kind, key):
+-- ('status', a terminal status) and ('bucket', a bucket, -1 for none).
+CREATE TABLE IF NOT EXISTS ct_terminal_counts (
+    kind TEXT NOT NULL,
+    key NOT NULL,
+    n INTEGER NOT NULL,
+    PRIMARY KEY (kind, key)
+) WITHOUT ROWID;
+
+DELETE FROM ct_terminal_counts;
+
+INSERT INTO ct_terminal_counts (kind, key, n)
+SELECT 'status', status, count(*) FROM ct_tasks WHERE status IN ('cancelled', 'failed', 'lost', 'skipped', 'stopped', 'succeeded') GROUP BY status;
+
+INSERT INTO ct_terminal_counts (kind, key, n)
+SELECT 'bucket', coalesce(bucket, -1), count(*) FROM ct_tasks WHERE status IN ('cancelled', 'failed', 'lost', 'skipped', 'stopped', 'succeeded')
+GROUP BY coalesce(bucket, -1);
+
+DROP TRIGGER IF EXISTS ct_tasks_count_insert;
+
+CREATE TRIGGER ct_tasks_count_insert AFTER INSERT ON ct_tasks
+WHEN new.status IN ('cancelled', 'failed', 'lost', 'skipped', 'stopped', 'succeeded')
+BEGIN
+    INSERT INTO ct_terminal_counts (kind, key, n)
+    VALUES ('status', new.status, 1), ('bucket', coalesce(new.bucket, -1), 1)
+    ON CONFLICT (kind, key) DO UPDATE SET n = n + excluded.n;
+END;
+
+DROP TRIGGER IF EXISTS ct_tasks_count_enter;
+
+CREATE TRIGGER ct_tasks_count_enter AFTER UPDATE OF status, bucket ON ct_tasks
+WHEN new.status IN ('cancelled', 'failed', 'lost', 'skipped', 'stopped', 'succeeded') AND (old.status IS NOT new.status OR old.bucket IS NOT new.bucket)
+BEGIN
+    INSERT INTO ct_terminal_counts (kind, key, n)
+    VALUES ('status', new.status, 1), ('bucket', coalesce(new.bucket, -1), 1)
+    ON CONFLICT (kind, key) DO UPDATE SET n = n + excluded.n;
+END;
+
+DROP TRIGGER IF EXISTS ct_tasks_count_leave;
+
+CREATE TRIGGER ct_tasks_count_leave AFTER UPDATE OF status, bucket ON ct_tasks
+WHEN old.status IN ('cancelled', 'failed', 'lost', 'skipped', 'stopped', 'succeeded') AND (old.status IS NOT new.status OR old.bucket IS NOT new.bucket)
+BEGIN
+    INSERT INTO ct_terminal_counts (kind, key, n)
+    VALUES ('status', old.status, -1), ('bucket', coalesce(old.bucket, -1), -1)
+    ON CONFLICT (kind, key) DO UPDATE SET n = n + excluded.n;
+END;
+
+DROP TRIGGER IF EXISTS ct_tasks_count_delete;
+
+CREATE TRIGGER ct_tasks_count_delete AFTER DELETE ON ct_tasks
+WHEN old.status IN ('cancelled', 'failed', 'lost', 'skipped', 'stopped', 'succeeded')
+BEGIN
+    INSERT INTO ct_terminal_counts (kind, key, n)
+    VALUES ('status', old.status, -1), ('bucket', coalesce(old.bucket, -1), -1)
+    ON CONFLICT (kind, key) DO UPDATE SET n = n + excluded.n;
+END;
+
 -- name: schema_exists
 SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'ct_meta';
 
@@ -429,6 +535,86 @@ SELECT t.task_id, t.status, t.status_version FROM ct_tasks t
 -- name: count_tasks
 SELECT t.status, count(*) FROM ct_tasks t
 
+-- name: count_all
+SELECT count(*) FROM ct_tasks t
+
+-- name: status_totals
+-- count_by_status of the whole store: the finished tasks' trigger-kept counts (migrate_15),
+-- then every other status counted in its range of ct_tasks_status_created (covering: as
+-- many index entries as there are unfinished tasks), in one snapshot. The ranges lie
+-- between the terminal statuses, so a status the library does not know is counted too
+-- (and refused as corrupt by the reader). The third column is how many counter rows
+-- were summed (PostgreSQL folds them when many).
+SELECT key, n, 1 FROM ct_terminal_counts WHERE kind = 'status'
+UNION ALL
+SELECT status, count(*), 0 FROM ct_tasks WHERE status < 'cancelled' GROUP BY status
+UNION ALL
+SELECT status, count(*), 0 FROM ct_tasks WHERE status > 'cancelled' AND status < 'failed'
+GROUP BY status
+UNION ALL
+SELECT status, count(*), 0 FROM ct_tasks WHERE status > 'failed' AND status < 'lost'
+GROUP BY status
+UNION ALL
+SELECT status, count(*), 0 FROM ct_tasks WHERE status > 'lost' AND status < 'skipped'
+GROUP BY status
+UNION ALL
+SELECT status, count(*), 0 FROM ct_tasks WHERE status > 'skipped' AND status < 'stopped'
+GROUP BY status
+UNION ALL
+SELECT status, count(*), 0 FROM ct_tasks WHERE status > 'stopped' AND status < 'succeeded'
+GROUP BY status
+UNION ALL
+SELECT status, count(*), 0 FROM ct_tasks WHERE status > 'succeeded' GROUP BY status
+
+-- name: bucket_totals
+-- count_by_bucket likewise: the finished tasks' counts per bucket, then the other
+-- tasks' (found in the same ranges of the status index, their rows read for the bucket;
+-- INDEXED BY: without statistics the planner would rather walk every task of a bucket).
+SELECT key, n, 1 FROM ct_terminal_counts WHERE kind = 'bucket' AND key <> -1
+UNION ALL
+SELECT bucket, count(*), 0 FROM (
+    SELECT bucket FROM ct_tasks INDEXED BY ct_tasks_status_created
+    WHERE status < 'cancelled'
+        OR (status > 'cancelled' AND status < 'failed') OR (status > 'failed' AND status < 'lost')
+        OR (status > 'lost' AND status < 'skipped') OR (status > 'skipped' AND status < 'stopped')
+        OR (status > 'stopped' AND status < 'succeeded') OR status > 'succeeded'
+) WHERE bucket IS NOT NULL
+GROUP BY bucket
+
+-- name: count_tag
+-- count_tasks of a tag alone (and a name prefix, a filter_tag_name_* clause appended):
+-- a range of ct_task_tags_name, no task row read.
+SELECT count(*) FROM ct_task_tags g WHERE g.tag = :tag
+
+-- name: count_tag_name_range
+g.name >= :name_low AND g.name < :name_high
+
+-- name: count_tag_name_from
+g.name >= :name_low
+
+-- name: walk_tasks
+-- select_tasks walking ct_tasks_created (a page of filters no index orders by creation,
+-- see SqlStore._walk): in the list's order, a filter checked per row, stopped at the
+-- limit. Without statistics the planner would rather read every task of a name prefix
+-- or a tag and sort them all.
+SELECT t.doc, t.progress, t.heartbeat_at, t.lease_owner, t.lease_until, t.pid, t.task_id,
+  t.checkpoint_gaps
+FROM ct_tasks t INDEXED BY ct_tasks_created
+
+-- name: walk_heads
+SELECT t.task_id, t.status, t.status_version FROM ct_tasks t INDEXED BY ct_tasks_created
+
+-- name: walk_edge
+-- How far a walk goes: the creation time of the task :walk places further in the list's
+-- order (an index offset, no task row read).
+SELECT t.created_at FROM ct_tasks t INDEXED BY ct_tasks_created
+
+-- name: filter_walk_from
+t.created_at >= :walk_edge
+
+-- name: filter_walk_to
+t.created_at <= :walk_edge
+
 -- name: count_buckets
 SELECT bucket, count(*) FROM ct_tasks WHERE bucket IS NOT NULL GROUP BY bucket;
 
@@ -461,6 +647,20 @@ t.task_id > :id_after
 
 -- name: filter_tag
 t.seq IN (SELECT g.seq FROM ct_task_tags g WHERE g.tag = :tag)
+
+-- name: filter_tag_probe
+-- filter_tag checked row by row (a walk, see walk_tasks): one look-up of the primary key
+-- of ct_task_tags per task walked, instead of first collecting every task of the tag.
+EXISTS (SELECT 1 FROM ct_task_tags g WHERE g.tag = :tag AND g.seq = t.seq)
+
+-- name: filter_tag_name_range
+-- filter_tag with a name prefix: the tasks of the tag whose name is in the range, from
+-- ct_task_tags_name.
+t.seq IN (SELECT g.seq FROM ct_task_tags g
+          WHERE g.tag = :tag AND g.name >= :name_low AND g.name < :name_high)
+
+-- name: filter_tag_name_from
+t.seq IN (SELECT g.seq FROM ct_task_tags g WHERE g.tag = :tag AND g.name >= :name_low)
 
 -- name: filter_bucket
 t.bucket = :bucket
@@ -823,3 +1023,29 @@ ORDER BY updated_at DESC LIMIT :sample;
 -- the partial index ct_tasks_queued_bucket.
 SELECT bucket, count(*) FROM ct_tasks INDEXED BY ct_tasks_queued_bucket
 WHERE status = 'queued' AND owner IS NULL GROUP BY bucket;
+
+-- name: waiting_work
+-- The work queue's waiting tasks per bucket (TaskRecordStore.waiting_work): the depth
+-- counted in the partial index ct_tasks_waiting (no task row read: its condition is
+-- the index's own), then, per bucket, the queued_at of the oldest task by creation,
+-- the first entry of the bucket's range (one row read per bucket).
+WITH w AS (
+    SELECT bucket, count(*) AS depth FROM ct_tasks INDEXED BY ct_tasks_waiting
+    WHERE status = 'queued' AND owner IS NULL
+      AND json_type(doc, '$.metadata.recipe') = 'object'
+    GROUP BY bucket
+)
+SELECT w.bucket, w.depth, (
+    SELECT coalesce(json_extract(t.doc, '$.queued_at'), json_extract(t.doc, '$.created_at'))
+    FROM ct_tasks t INDEXED BY ct_tasks_waiting
+    WHERE t.status = 'queued' AND t.owner IS NULL
+      AND json_type(t.doc, '$.metadata.recipe') = 'object' AND t.bucket IS w.bucket
+    ORDER BY t.created_at, t.seq LIMIT 1)
+FROM w;
+
+-- name: name_gaps
+-- The checkpoint gaps of a task name's most recently created runs
+-- (TaskRecordStore.checkpoint_gaps_of): a backward walk of the exact name's range of
+-- ct_tasks_name, :limit rows, the gaps column only (NULL: a run without checkpoints).
+SELECT task_id, checkpoint_gaps FROM ct_tasks WHERE name = :name
+ORDER BY created_at DESC, seq DESC LIMIT :limit;

@@ -7,7 +7,8 @@ from typing import Any
 
 from chongming_task.errors import ConfigurationError
 from chongming_task.states import TERMINAL, TaskStatus
-from chongming_task.stores._base import TaskHead, TaskQuery
+from chongming_task.stores._base import TaskHead, TaskQuery, WaitingWork
+from chongming_task.stores._records import Order
 from chongming_task.testing._store_contract._support import (
     START,
     TZ_MINUS_3_30,
@@ -293,6 +294,93 @@ class QueryCases(ContractHarness):
             S.QUEUED: 1,
         }
         assert self.store.count_by_status(TaskQuery(statuses=frozenset())) == {}
+
+    def test_count_tasks_is_the_sum_of_count_by_status(self) -> None:
+        """``count_tasks``: how many tasks a query matches, whatever filters it combines."""
+        assert self.store.count_tasks() == 0
+        self.populate()
+        queries = [
+            None,
+            TaskQuery(),
+            TaskQuery(tag="io"),
+            TaskQuery(tag="io", name_prefix="sync."),
+            TaskQuery(tag="io", name_prefix="sync.t"),
+            TaskQuery(tag="io", name_prefix="s", statuses=frozenset({S.QUEUED})),
+            TaskQuery(tag="db", name_prefix="sync.other"),
+            TaskQuery(tag="nope"),
+            TaskQuery(name_prefix="sync", limit=1, order="-created"),
+            TaskQuery(bucket=1),
+            TaskQuery(statuses=frozenset({S.RUNNING, S.FAILED})),
+            TaskQuery(statuses=frozenset()),
+            TaskQuery(created_after=START, created_before=START + timedelta(seconds=3)),
+        ]
+        expected = [6, 6, 2, 2, 1, 1, 1, 0, 4, 2, 4, 0, 2]
+        found = [self.store.count_tasks(query) for query in queries]
+        assert found == expected, found
+        for query in queries:
+            assert self.store.count_tasks(query) == sum(self.store.count_by_status(query).values())
+
+    def test_a_page_of_a_prefix_or_a_tag_is_in_order_however_many_match(self) -> None:
+        """Pages of filters no index orders by creation: the first ``limit`` matches in
+        either creation order, whether matches are everywhere or rare."""
+        for index in range(30):
+            rare = index in (3, 17)
+            self.created(
+                f"t{index:02}",
+                name="rare.job" if rare else "common.job",
+                tags=frozenset({"rare" if rare else "common"}),
+            )
+        common = [f"t{i:02}" for i in range(30) if i not in (3, 17)]
+        orders: list[tuple[Order, bool]] = [("-created", True), ("created", False)]
+        for order, newest_first in orders:
+
+            def ids(found: list[str], newest_first: bool = newest_first) -> list[str]:
+                return sorted(found, reverse=newest_first)
+
+            for query, wanted in (
+                (TaskQuery(name_prefix="common.", order=order, limit=5), ids(common)[:5]),
+                (TaskQuery(tag="common", order=order, limit=5), ids(common)[:5]),
+                (TaskQuery(name_prefix="rare", order=order, limit=5), ids(["t03", "t17"])),
+                (
+                    TaskQuery(tag="rare", name_prefix="rare.", order=order, limit=1),
+                    ids(["t03", "t17"])[:1],
+                ),
+                (TaskQuery(tag="rare", name_prefix="common", order=order, limit=5), []),
+            ):
+                assert self.ids(query) == wanted, (query, self.ids(query))
+                heads = [h.task_id for h in self.store.query_heads(query)]
+                assert heads == wanted, (query, heads)
+
+    def test_waiting_work_counts_queued_unheld_tasks_with_a_recipe_per_bucket(self) -> None:
+        """``waiting_work``: per bucket, the queued tasks nobody holds that were enqueued
+        through the work queue (an object under ``metadata["recipe"]``), and when the
+        oldest of them (by creation) was queued."""
+        assert self.store.waiting_work() == {}
+        recipe = {"recipe": {"args": [1], "kwargs": {}}}
+        base = self.clock.now()
+
+        def at(seconds: int) -> datetime:
+            return (base + timedelta(seconds=seconds)).astimezone(TZ_MINUS_3_30)
+
+        # Bucket 1: a retried task, created first and queued again later, is the oldest.
+        self.created("b1-old", status=S.QUEUED, bucket=1, metadata=recipe, queued_at=at(50))
+        self.created("b1-new", status=S.QUEUED, bucket=1, metadata=recipe, queued_at=at(5))
+        self.created("none-1", status=S.QUEUED, metadata=recipe)  # no bucket: key None
+        self.created("b2", status=S.QUEUED, bucket=2, metadata=recipe, queued_at=at(7))
+        # Not waiting: held by a process, without a recipe, a bad recipe, not queued.
+        self.created("held", status=S.QUEUED, bucket=2, metadata=recipe, owner="w1")
+        self.created("plain", status=S.QUEUED, bucket=2)
+        self.created("bad", status=S.QUEUED, bucket=2, metadata={"recipe": "args"})
+        self.created("running", status=S.RUNNING, bucket=2, metadata=recipe)
+        none_1 = self.store.get("none-1")
+        assert none_1 is not None
+        found = self.store.waiting_work()
+        assert found == {
+            1: WaitingWork(2, at(50)),
+            None: WaitingWork(1, none_1.created_at),  # never queued_at: since its creation
+            2: WaitingWork(1, at(7)),
+        }, found
+        assert all(w.oldest_since.utcoffset() is not None for w in found.values())
 
     def test_count_by_bucket(self) -> None:
         assert self.store.count_by_bucket() == {}

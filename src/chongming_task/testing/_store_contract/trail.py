@@ -130,6 +130,40 @@ class TrailCases(ContractHarness):
         assert stored is not None
         assert stored.checkpoint_gaps == more
 
+    def test_checkpoint_gaps_of_a_name_are_its_newest_runs(self) -> None:
+        """``checkpoint_gaps_of``: the exact name's ``limit`` most recently created runs,
+        those with gaps, newest first; a longer name sharing the prefix is another name."""
+        if not self.store.keeps_checkpoint_gaps:
+            self.skip("the store does not keep checkpoint gaps (keeps_checkpoint_gaps)")
+
+        def gaps(n: int) -> CheckpointGaps:
+            counts = [0] * (len(BOUNDS) + 1)
+            counts[2] = n
+            return CheckpointGaps(counts=tuple(counts), max=0.004)
+
+        for index in range(4):
+            self.created(f"run-{index}", name="etl", status=S.RUNNING)
+            if index != 2:  # run-2 never reached a checkpoint
+                assert self.store.touch(f"run-{index}", checkpoint_gaps=gaps(index + 1))
+        self.created("other", name="etl.load", status=S.RUNNING)
+        assert self.store.touch("other", checkpoint_gaps=gaps(9))
+        assert self.store.checkpoint_gaps_of("etl", limit=10) == [
+            ("run-3", gaps(4)),
+            ("run-1", gaps(2)),
+            ("run-0", gaps(1)),
+        ]
+        # The 2 newest runs: run-2 recorded none, so one pair.
+        assert self.store.checkpoint_gaps_of("etl", limit=2) == [("run-3", gaps(4))]
+        assert self.store.checkpoint_gaps_of("etl", limit=0) == []
+        assert self.store.checkpoint_gaps_of("etl.load", limit=5) == [("other", gaps(9))]
+        assert self.store.checkpoint_gaps_of("et", limit=5) == []
+        for bad in (-1, 1.5, True):
+            raises(
+                ConfigurationError,
+                lambda bad=bad: self.store.checkpoint_gaps_of("etl", limit=bad),  # type: ignore[misc]
+                f"checkpoint_gaps_of(limit={bad!r}) must raise ConfigurationError",
+            )
+
     def test_touch_of_an_unknown_task_returns_false(self) -> None:
         assert self.store.touch("ghost", progress=Progress(done=1)) is False
         assert self.store.touch("ghost") is False
