@@ -125,16 +125,20 @@ def _same(value: datetime) -> datetime:
     return value
 
 
+#: The last schema the retired protocol wrote submissions to.
+OLD = 13
+
+
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.external_service)])
 def old(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Old]:
     if request.param == "sqlite":
         path = str(tmp_path / "old.db")
         sections = load_sections("sqlite")
         with closing(sqlite3.connect(path, isolation_level=None)) as conn:
-            for step in range(1, SCHEMA_VERSION):
+            for step in range(1, OLD + 1):
                 for statement in split_statements(sections[f"migrate_{step}"]):
                     conn.execute(statement)
-            conn.execute(sections["set_schema_version"], {"version": SCHEMA_VERSION - 1})
+            conn.execute(sections["set_schema_version"], {"version": OLD})
 
         def run_sqlite(sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
             with closing(sqlite3.connect(path, isolation_level=None)) as conn:
@@ -151,11 +155,11 @@ def old(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Old]:
             cursor = conn.execute(sql, params or None)
             return cursor.fetchall() if cursor.description else []
 
-    for step in range(1, SCHEMA_VERSION):
+    for step in range(1, OLD + 1):
         run_postgres(sections[f"migrate_{step}"], {})
     run_postgres(
         "INSERT INTO ct_meta (key, value) VALUES ('schema_version', %(v)s)",
-        {"v": SCHEMA_VERSION - 1},
+        {"v": OLD},
     )
     yield Old(run_postgres, lambda: PostgresTaskStore(dsn), _same)
 
