@@ -123,7 +123,9 @@ def _live_runs(prefix: str) -> list[str]:
     return sorted(
         obj.task_id
         for obj in gc.get_objects()
-        if isinstance(obj, TaskRun) and obj.task_id.startswith(prefix)
+        # type(), not isinstance(): the latter asks a lazy proxy (Django's settings, when
+        # its tests ran in this process) for __class__, which evaluates it.
+        if type(obj) is TaskRun and obj.task_id.startswith(prefix)
     )
 
 

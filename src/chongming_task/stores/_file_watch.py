@@ -25,6 +25,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno
+import logging
 import os
 import select
 import struct
@@ -32,7 +33,12 @@ import sys
 import threading
 from typing import Final
 
+from chongming_task._service import BackgroundService
+from chongming_task.core import SystemClock
+
 __all__ = ["SAFETY_POLL", "FileWatch", "watch"]
+
+_log = logging.getLogger("chongming_task.stores.sqlite")
 
 #: Longest time between two reads of the counter while a watch is active.
 SAFETY_POLL: Final = 0.25
@@ -118,10 +124,10 @@ class _Inotify:
         self._cond = threading.Condition()
         self._users: dict[int, list[FileWatch]] = {}  # wd -> the watches on it
         self._waiting = 0  # subscribed events, all watches together
-        self._thread = threading.Thread(
-            target=self._run, name="chongming-task-sqlite-watch", daemon=True
+        self._service = BackgroundService(
+            "chongming-task-sqlite-watch", self._pass, clock=SystemClock(), on_error=_failed
         )
-        self._thread.start()
+        self._service.start()
 
     def add(self, directory: str, names: frozenset[bytes]) -> FileWatch | None:
         with self._cond:
@@ -157,19 +163,19 @@ class _Inotify:
                 # last one's close removes it.
                 self._libc.inotify_rm_watch(self._fd, watch.wd)
 
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while not self._waiting:
-                    self._cond.wait()  # nobody waits: leave the events queued, coalesced
-            select.select([self._fd], [], [])
-            written = self._written()
-            if not written:
-                continue
+    def _pass(self) -> float:
+        """One wake-up: wait for a waiter, then for events; nudge who they concern."""
+        with self._cond:
+            while not self._waiting:
+                self._cond.wait()  # nobody waits: leave the events queued, coalesced
+        select.select([self._fd], [], [])
+        written = self._written()
+        if written:
             with self._cond:
                 events = [event for watch in self._watches_of(written) for event in watch.waiters]
             for event in events:
                 event.set()
+        return 0.0
 
     def _watches_of(self, written: set[tuple[int, bytes]]) -> list[FileWatch]:
         return [
@@ -195,6 +201,12 @@ class _Inotify:
                 start = offset + _EVENT.size
                 found.add((wd, data[start : start + length].rstrip(b"\0")))
                 offset = start + length
+
+
+def _failed(exc: Exception, failures: int) -> float:
+    """The descriptor failed: waiters still read the counter every ``SAFETY_POLL``."""
+    _log.warning("the SQLite file watch failed (%s); waiters poll meanwhile", exc)
+    return min(60.0, SAFETY_POLL * 2.0**failures)
 
 
 if hasattr(os, "register_at_fork"):

@@ -17,7 +17,6 @@ import asyncio
 import concurrent.futures
 import logging
 import queue
-import threading
 from collections.abc import AsyncIterator, Iterator, MutableMapping
 from typing import Any, Final
 from urllib.parse import quote
@@ -26,6 +25,8 @@ from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 
+from chongming_task._service import FINISHED, BackgroundService, StepResult
+from chongming_task.core import SystemClock
 from chongming_task.web import HOST_IDENTITY, Identity
 
 __all__ = ["Bridge"]
@@ -90,10 +91,13 @@ class Bridge:
     def __init__(self, app: Any) -> None:
         self.app = app
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(
-            target=self._loop.run_forever, name="chongming-dashboard", daemon=True
-        )
-        self._thread.start()
+        self._service = BackgroundService("chongming-dashboard", self._serve, clock=SystemClock())
+        self._service.start()
+
+    def _serve(self) -> StepResult:
+        """The bridge's thread: its event loop, for the life of the process."""
+        self._loop.run_forever()
+        return FINISHED
 
     def respond(self, request: HttpRequest, path: str, identity: Identity) -> HttpResponseBase:
         """The app's response to ``request`` for its page ``path`` (after the mount)."""
@@ -165,10 +169,10 @@ class Bridge:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
 
-        if self._thread.is_alive():
+        if self._service.alive:
             asyncio.run_coroutine_threadsafe(cancel_all(), self._loop).result(timeout=10)
             self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(timeout=10)
+            self._service.join(timeout=10)
         if not self._loop.is_running():
             self._loop.close()
 
