@@ -90,7 +90,7 @@ class Old:
         """A task row as a schema-13 store wrote it (without history)."""
         array: Callable[[Any], Any] = list if self.dialect == "postgres" else _json_list
         params = task_params(snapshot, self.instant, array)
-        params["transitions"] = "[]"
+        params.update(transitions="[]", wake=False, channel="")  # no wake-up (PostgreSQL)
         self.execute(load_sections(self.dialect)["insert_task"], params)
 
     def worker_record(self, worker_id: str, num_buckets: int, beat: datetime) -> None:

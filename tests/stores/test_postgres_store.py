@@ -157,6 +157,7 @@ def test_a_version_3_schema_keeps_its_data_and_queues_its_submissions(postgres_d
     task = task_params(snap("kept"), store._instant, store._array)
     del task["checkpoint_gaps"]
     task["transitions"] = json.dumps([json.loads(encode_transition(step_0))])
+    task.update(wake=False, channel="")  # insert_task's wake-up: none
     insert = before_version_13(before_version_12(load_sections("postgres")["insert_task"], task))
     insert = insert.replace(", checkpoint_gaps", "").replace(", %(checkpoint_gaps)s::json", "")
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
@@ -227,6 +228,7 @@ def test_a_version_7_schema_gets_unique_keys_and_keeps_its_tasks(postgres_dsn: s
     old = snap("kept", status=TaskStatus.QUEUED, metadata={"unique_key": "k"})
     params = task_params(old, lambda v: v, list)
     params["transitions"] = "[]"
+    params.update(wake=False, channel="")  # insert_task's wake-up: none
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         conn.execute(
             before_version_13(before_version_12(load_sections("postgres")["insert_task"], params)),
@@ -264,6 +266,7 @@ def test_a_version_10_schema_gets_child_links_and_keeps_its_tasks(postgres_dsn: 
     old = snap("kept", status=TaskStatus.QUEUED, metadata={"parent": "p"})
     params = task_params(old, lambda v: v, list)
     params["transitions"] = "[]"
+    params.update(wake=False, channel="")  # insert_task's wake-up: none
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         conn.execute(before_version_12(load_sections("postgres")["insert_task"], params), params)
     with PostgresTaskStore(postgres_dsn) as store:
@@ -338,6 +341,7 @@ def test_a_version_10_schema_gets_charted_transitions_and_keeps_its_history(
     old_step = step("kept", 0, TaskStatus.PENDING)
     params = task_params(snap("kept"), lambda v: v, list)
     params["transitions"] = json.dumps([json.loads(encode_transition(old_step))])
+    params.update(wake=False, channel="")  # insert_task's wake-up: none
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         conn.execute(before_version_13(load_sections("postgres")["insert_task"]), params)
     with PostgresTaskStore(postgres_dsn) as store:

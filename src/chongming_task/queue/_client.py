@@ -456,8 +456,7 @@ class Client:
             )
             return TaskHandle(self, standing, created=created)
         if key is None:
-            self.store.create(snapshot, records)
-            queue.notify_work()
+            queue.create_queued(snapshot, records)
             return TaskHandle(self, snapshot.task_id)
         [(standing, created)] = queue.create_unique(
             [(snapshot, records)], finished_since=self._finished_since(window)

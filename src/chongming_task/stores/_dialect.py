@@ -151,11 +151,18 @@ class Dialect(ABC):
     # ------------------------------------------------------------ task rows
 
     def write_task(
-        self, cur: Cursor, statement: str, params: dict[str, Any], history: History
+        self,
+        cur: Cursor,
+        statement: str,
+        params: dict[str, Any],
+        history: History,
+        *,
+        wake: bool = False,
     ) -> int:
         """Insert or update one task row plus its transitions; returns rows affected.
 
-        The caller holds a transaction when there is history. An update first tries
+        ``wake``: the write also wakes the workers (``notify_work``), as part of it.
+        The caller holds a transaction when there is history or a wake-up. An update first tries
         ``update_task_hot`` when the dialect has it: it sets only the columns that
         change on every transition and matches only if the rarely changing ones (name,
         tags, owner...) are unchanged, so SQLite rewrites two indexes instead of nine;
@@ -170,6 +177,8 @@ class Dialect(ABC):
             affected = cur.rowcount
         if affected and history:
             cur.executemany(self.sql["insert_transition"], history)
+        if affected and wake:
+            cur.execute(self.sql["notify_work"], {"channel": self.channel})
         return affected
 
     def insert_rows(self, cur: Cursor, batch: list[dict[str, Any]]) -> None:

@@ -413,12 +413,21 @@ class PostgresDialect(Dialect):
             )
 
     def write_task(
-        self, cur: Cursor, statement: str, params: dict[str, Any], history: History
+        self,
+        cur: Cursor,
+        statement: str,
+        params: dict[str, Any],
+        history: History,
+        *,
+        wake: bool = False,
     ) -> int:
-        """One data-modifying statement writes the row and its transitions."""
-        cur.execute(self.sql[statement], _with_transitions(params, history))
+        """One data-modifying statement writes the row and its transitions (and, for an
+        insert with ``wake``, sends the workers' NOTIFY on its commit)."""
         if statement.startswith("update_task"):
+            cur.execute(self.sql[statement], _with_transitions(params, history))
             return int(cur.fetchone()[0])
+        params = {**params, "wake": wake, "channel": self.channel}
+        cur.execute(self.sql[statement], _with_transitions(params, history))
         return 1
 
     def save_distinct(

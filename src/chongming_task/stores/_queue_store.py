@@ -19,7 +19,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar, cast
 
 from chongming_task._model import TaskSnapshot, Transition
 from chongming_task.errors import ConfigurationError
@@ -27,6 +27,9 @@ from chongming_task.stores._codec import require_aware
 from chongming_task.stores._limits import FleetLimit, GlobalSlot, LimitStart, LimitUse, limit_uses
 from chongming_task.stores._pauses import QueuePause
 from chongming_task.stores._queue_records import WorkerRecord
+
+if TYPE_CHECKING:
+    from chongming_task.stores._base import TaskRecordStore
 
 __all__ = ["QueueStore", "claims_nothing", "fleet_view"]
 
@@ -63,6 +66,20 @@ class QueueStore(ABC):
         A hint like every wake-up (workers poll anyway). The default does nothing.
         """
         return
+
+    def create_queued(self, snapshot: TaskSnapshot, transitions: Sequence[Transition] = ()) -> None:
+        """Create a task that waits ``queued`` and wake the workers (``Client.enqueue``).
+
+        As ``create`` then :meth:`notify_work` (the default), in one write where the
+        backend can: a worker woken by it finds the task, and no task is stored whose
+        wake-up still has to be sent.
+
+        Raises:
+            DuplicateTaskId: A task with this id exists (nothing written, nobody woken).
+        """
+        tasks = cast("TaskRecordStore", self)  # the task part lives beside this one
+        tasks.create(snapshot, transitions)
+        self.notify_work()
 
     def create_unique(
         self,

@@ -255,18 +255,32 @@ class SqlStore(TaskStore, QueueStore):
     # ------------------------------------------------------------ snapshots
 
     def create(self, snapshot: TaskSnapshot, transitions: Sequence[Transition] = ()) -> None:
+        self._insert(snapshot, transitions, wake=False)
+
+    def create_queued(self, snapshot: TaskSnapshot, transitions: Sequence[Transition] = ()) -> None:
+        """``QueueStore.create_queued``: the row, its history and the wake-up in one write
+        (PostgreSQL: one statement, its NOTIFY sent on commit; SQLite: one transaction)."""
+        self._insert(snapshot, transitions, wake=True)
+        self._signal.notify()
+
+    def _insert(
+        self, snapshot: TaskSnapshot, transitions: Sequence[Transition], *, wake: bool
+    ) -> None:
         params = rows.task_params(snapshot, self._instant, self._array)
         history = history_rows(transitions)
 
         def insert(cur: Cursor) -> None:
             try:
-                self._dialect.write_task(cur, "insert_task", params, history)
+                self._dialect.write_task(cur, "insert_task", params, history, wake=wake)
             except Exception as exc:
                 if self._dialect.is_unique_violation(exc):
                     raise _duplicate(snapshot.task_id) from exc
                 raise
 
-        self._run(insert, write=True, atomic=bool(history))
+        # The row and its history (and the wake-up): one transaction, unless the dialect
+        # writes them in one statement, atomic on its own.
+        several = bool(history) or wake
+        self._run(insert, write=True, atomic=several and not self._dialect.single_statement_writes)
 
     def create_batch(self, entries: Sequence[tuple[TaskSnapshot, Sequence[Transition]]]) -> None:
         """All entries in one transaction: a duplicate id or a failure writes none."""
@@ -920,14 +934,25 @@ class SqlStore(TaskStore, QueueStore):
             section = "claim_queued_buckets"
             params["buckets"] = self._array(sorted(buckets))
 
-        def claim(cur: Cursor) -> list[TaskSnapshot]:
-            ledger = self._limit_ledger(cur, global_limits, now)
+        def read(cur: Cursor, ledger: LimitLedger | None) -> list[Any]:
             if ledger is not None:
                 params["full"] = self._array(ledger.full())
+            return list(cur.execute(self._sql[section], params).fetchall())
+
+        def claim(cur: Cursor) -> list[TaskSnapshot]:
+            # A worker's own global limits: their use is counted before the read. Else
+            # the read says whether fleet limits are declared (its last column): if
+            # none, no limit is read at all; if some, their use is counted and the rows
+            # are read again with the full keys left out.
+            ledger = self._limit_ledger(cur, global_limits, now) if global_limits else None
             taken: list[TaskSnapshot] = []
             for window in windows:
                 params["limit"] = window
-                found_rows = cur.execute(self._sql[section], params).fetchall()
+                found_rows = read(cur, ledger)
+                if ledger is None and found_rows and found_rows[0][-1]:
+                    ledger = self._limit_ledger(cur, None, now)
+                    if ledger is not None:
+                        found_rows = read(cur, ledger)
                 self._take_claimable(
                     cur,
                     found_rows,

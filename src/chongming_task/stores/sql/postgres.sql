@@ -442,12 +442,16 @@ WITH task AS (
         %(meta_parent)s
     )
     RETURNING task_id
+), history AS (
+    INSERT INTO ct_transitions (task_id, version, doc, occurred_at, charted)
+    SELECT e ->> 'task_id', (e ->> 'version')::bigint, e,
+        (e ->> 'at')::timestamptz, CASE WHEN e ->> 'to' IN ('running', 'succeeded', 'failed', 'lost') THEN e ->> 'to' END
+    FROM task, json_array_elements(%(transitions)s::json) AS e
+    ON CONFLICT DO NOTHING
 )
-INSERT INTO ct_transitions (task_id, version, doc, occurred_at, charted)
-SELECT e ->> 'task_id', (e ->> 'version')::bigint, e,
-    (e ->> 'at')::timestamptz, CASE WHEN e ->> 'to' IN ('running', 'succeeded', 'failed', 'lost') THEN e ->> 'to' END
-FROM task, json_array_elements(%(transitions)s::json) AS e
-ON CONFLICT DO NOTHING;
+-- %(wake)s: a task that waits queued wakes the workers in the same statement (the
+-- NOTIFY is sent when it commits), not in a round trip of its own.
+SELECT pg_notify(%(channel)s, 'queue') FROM task WHERE %(wake)s;
 
 -- name: update_task
 WITH task AS (
@@ -814,12 +818,15 @@ WITH task AS (
 SELECT count(*) FROM task;
 
 -- name: claim_queued
+-- limited: whether any fleet limit is declared, read by the claim's first statement
+-- (without one, the claim reads no limits; with one, it counts their use and reads
+-- again with the full keys left out).
 -- %(full)s: the limit keys with no room (tags or concurrency keys); their tasks are
 -- passed over.
 -- The tasks of a paused queue (a row of ct_queue_pauses naming their task name or
 -- their bucket) are passed over too: a pause is obeyed by the statement that claims.
 SELECT t.doc::text, t.progress::text, t.heartbeat_at, t.lease_owner, t.lease_until, t.pid,
-  t.task_id, t.checkpoint_gaps::text
+  t.task_id, t.checkpoint_gaps::text, EXISTS (SELECT 1 FROM ct_limits) AS limited
 FROM ct_tasks t WHERE t.status = 'queued' AND t.owner IS NULL
     AND json_typeof(t.doc->'metadata'->'recipe') = 'object'
     AND (t.doc->'metadata'->'recipe'->>'not_before' IS NULL OR (CASE
@@ -833,7 +840,7 @@ FOR UPDATE SKIP LOCKED;
 
 -- name: claim_queued_buckets
 SELECT t.doc::text, t.progress::text, t.heartbeat_at, t.lease_owner, t.lease_until, t.pid,
-  t.task_id, t.checkpoint_gaps::text
+  t.task_id, t.checkpoint_gaps::text, EXISTS (SELECT 1 FROM ct_limits) AS limited
 FROM ct_tasks t WHERE t.status = 'queued' AND t.owner IS NULL
     AND json_typeof(t.doc->'metadata'->'recipe') = 'object'
     AND (t.doc->'metadata'->'recipe'->>'not_before' IS NULL OR (CASE

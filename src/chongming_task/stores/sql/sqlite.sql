@@ -864,12 +864,15 @@ WHERE task_id = :task_id AND status_version = :expect_version AND owner IS NULL;
 -- statistics the planner sorts every queued row instead) and stops at the limit; rows
 -- not due yet (recipe.not_before, compared as an instant) or without a recipe are
 -- passed over in the walk, so any number of delayed tasks cannot hide a due one.
+-- limited: whether any fleet limit is declared, read by the claim's first statement
+-- (without one, the claim reads no limits; with one, it counts their use and reads
+-- again with the full keys left out).
 -- :full: the limit keys with no room (tags or concurrency keys, a JSON array); their
 -- tasks are passed over.
 -- The tasks of a paused queue (a row of ct_queue_pauses naming their task name or
 -- their bucket) are passed over too: a pause is obeyed by the statement that claims.
 SELECT t.doc, t.progress, t.heartbeat_at, t.lease_owner, t.lease_until, t.pid, t.task_id,
-  t.checkpoint_gaps
+  t.checkpoint_gaps, EXISTS (SELECT 1 FROM ct_limits) AS limited
 FROM ct_tasks t INDEXED BY ct_tasks_claimable WHERE t.status = 'queued' AND t.owner IS NULL
     AND json_type(t.doc, '$.metadata.recipe') = 'object'
     AND (json_extract(t.doc, '$.metadata.recipe.not_before') IS NULL
@@ -884,7 +887,7 @@ ORDER BY t.priority DESC, t.created_at, t.seq LIMIT :limit;
 
 -- name: claim_queued_buckets
 SELECT t.doc, t.progress, t.heartbeat_at, t.lease_owner, t.lease_until, t.pid, t.task_id,
-  t.checkpoint_gaps
+  t.checkpoint_gaps, EXISTS (SELECT 1 FROM ct_limits) AS limited
 FROM ct_tasks t INDEXED BY ct_tasks_claimable WHERE t.status = 'queued' AND t.owner IS NULL
     AND json_type(t.doc, '$.metadata.recipe') = 'object'
     AND (json_extract(t.doc, '$.metadata.recipe.not_before') IS NULL

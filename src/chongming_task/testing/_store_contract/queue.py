@@ -3,18 +3,27 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
 from datetime import datetime, timedelta
 
-from chongming_task.errors import ConcurrencyConflict
+from chongming_task.errors import ConcurrencyConflict, DuplicateTaskId
 from chongming_task.states import TaskStatus
 from chongming_task.stores._queue_records import RECIPE_KEY, Recipe, WorkerRecord
 from chongming_task.stores._queue_store import QueueStore
 from chongming_task.stores._records import Command
-from chongming_task.testing._store_contract._support import ContractHarness, raises
+from chongming_task.testing import wait_until
+from chongming_task.testing._store_contract._support import (
+    ContractHarness,
+    as_commands,
+    assert_snapshot_equal,
+    raises,
+)
 
 __all__ = ["QueueCases"]
 
 S = TaskStatus
+#: How soon a woken waiter must be back (seconds of real time).
+PROMPT_SECONDS = 3.0
 
 
 def _worker(worker_id: str, now: datetime, buckets: tuple[int, ...], slots: int) -> WorkerRecord:
@@ -29,6 +38,12 @@ def _worker(worker_id: str, now: datetime, buckets: tuple[int, ...], slots: int)
         started_at=now,
         heartbeat_at=now,
     )
+
+
+def second_queue(store: object) -> QueueStore:
+    """``store`` (a second connection to a queue store) as its queue part."""
+    assert isinstance(store, QueueStore), type(store).__name__
+    return store
 
 
 class QueueCases(ContractHarness):
@@ -66,6 +81,38 @@ class QueueCases(ContractHarness):
         again = self.queue.claim_queued("w2", buckets={1}, limit=5, lease_until=until)
         assert [s.task_id for s in again] == ["low-2"]
         assert self.queue.claim_queued("w2", buckets=set(), limit=5, lease_until=until) == []
+
+    def test_create_queued_stores_the_task_and_its_history_and_wakes_a_waiter(self) -> None:
+        self.require_queue()
+        second = self.second_store()
+        meta = {RECIPE_KEY: Recipe(args=(1,)).to_dict()}
+        snapshot = self.snapshot("woken", status=S.QUEUED, status_version=1, metadata=meta)
+        queued = self.transition("woken", 1, S.QUEUED)
+        woke = threading.Event()
+
+        def wait() -> None:  # a worker's intake, on the other connection
+            as_commands(second).wait_for_commands(60.0)
+            woke.set()
+
+        with self.real_time(self.store, second) as clock:
+            thread = threading.Thread(target=wait, daemon=True)
+            thread.start()
+            wait_until(lambda: clock.sleepers >= 1, timeout=PROMPT_SECONDS)
+            self.queue.create_queued(snapshot, [queued])
+            assert woke.wait(PROMPT_SECONDS), "create_queued woke no waiting worker"
+            thread.join(PROMPT_SECONDS)
+        assert_snapshot_equal(second.get("woken"), snapshot)
+        assert [t.to_status for t in second.history("woken")] == [S.QUEUED]
+        until = self.clock.now() + timedelta(seconds=30)
+        claimed = second_queue(second).claim_queued("w", buckets=None, limit=5, lease_until=until)
+        assert [s.task_id for s in claimed] == ["woken"]
+        again = self.snapshot("woken", status=S.QUEUED, status_version=1, label="again")
+        raises(
+            DuplicateTaskId,
+            lambda: self.queue.create_queued(again, [queued]),
+            "a second create_queued of one id must raise DuplicateTaskId",
+        )
+        assert len(self.store.history("woken")) == 1
 
     def test_claim_skips_tasks_not_due(self) -> None:
         later = self.clock.now() + timedelta(seconds=60)
