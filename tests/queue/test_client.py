@@ -511,3 +511,24 @@ def test_unclaimed_queued_work_is_waiting_not_adoptable(fake: Any) -> None:
     assert reconcile(store, clock=clock, actor="ops", occupying_only=True).adoptable == ()
     assert waiting.status is S.QUEUED
     assert waiting.snapshot.owner is None
+
+
+def test_a_task_claimed_by_a_worker_that_died_goes_back_to_the_queue_and_runs(
+    client: Client, store: TaskStore
+) -> None:
+    assert isinstance(store, QueueStore)
+    orphan = client.enqueue("add", 2, b=3)
+    waiting = client.enqueue("add", 1, b=1)
+    expired = store.clock.now() - timedelta(seconds=1)
+    taken = store.claim_queued("dead-worker", buckets=None, limit=1, lease_until=expired)
+    assert [s.task_id for s in taken] == [orphan.task_id]
+    # The claimer died before it started the task: queued, claimed, its lease expired.
+    assert (orphan.status, orphan.snapshot.owner) == (S.QUEUED, "dead-worker")
+    # A worker's periodic recovery (every half lease) hands it back, then runs it.
+    with InProcessWorker(store, lease_ttl=1.0):
+        for handle, value in ((orphan, 5), (waiting, 2)):
+            outcome = handle.wait(DEADLINE)
+            assert (outcome.status, outcome.value) == (S.SUCCEEDED, value)
+    stored = store.get(orphan.task_id)
+    assert stored is not None
+    assert stored.owner == "w1"

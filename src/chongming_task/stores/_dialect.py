@@ -213,9 +213,10 @@ class Dialect(ABC):
         """Remember what "nothing new" looks like before claiming (see ``wait``)."""
         self.signal.mark_seen()
 
-    def wait(self, clock: Clock, timeout: float) -> None:
-        """Block up to ``timeout`` (of ``clock``) until a command may have arrived."""
-        self.signal.wait(clock, timeout)
+    def wait(self, clock: Clock, timeout: float, *, commands_only: bool = False) -> None:
+        """Block up to ``timeout`` (of ``clock``) until a command (or, unless
+        ``commands_only``, queued work) may have arrived."""
+        self.signal.wait(clock, timeout, commands_only=commands_only)
 
     def run_in(self, connection: object, fn: Callable[[Cursor], T]) -> T:
         """``fn`` with a cursor on the caller's ``connection``, inside its open transaction.

@@ -190,7 +190,7 @@ class InMemoryTaskStore(MemoryControl, QueueStore):
             # A fleet pipeline node: its dependants are judged under this same lock.
             released = settle_dependants(_LockedRows(self), [snapshot], clock=self.clock)
         if released:
-            self._signal.notify()
+            self._signal.notify(work=True)
 
     def _refuse_second_unfinished(self, row: _Row, snapshot: TaskSnapshot) -> None:
         """A retry may not give ``row``'s unique key a second unfinished task (the SQL
@@ -422,7 +422,7 @@ class InMemoryTaskStore(MemoryControl, QueueStore):
     # ------------------------------------------------------------ work queue
 
     def notify_work(self) -> None:
-        self._signal.notify()
+        self._signal.notify(work=True)
 
     def claim_queued(
         self,
@@ -495,7 +495,7 @@ class InMemoryTaskStore(MemoryControl, QueueStore):
             for slot_key in mine:
                 del self._slots[slot_key]
         if mine:
-            self._signal.notify()
+            self._signal.notify(work=True)
         return len(mine)
 
     def list_global_slots(self) -> list[GlobalSlot]:
@@ -506,13 +506,13 @@ class InMemoryTaskStore(MemoryControl, QueueStore):
     def set_limit(self, limit: FleetLimit) -> None:
         with self._locked():
             self._limits[limit.key] = limit
-        self._signal.notify()
+        self._signal.notify(work=True)
 
     def delete_limit(self, key: str) -> bool:
         with self._locked():
             found = self._limits.pop(key, None) is not None
         if found:
-            self._signal.notify()
+            self._signal.notify(work=True)
         return found
 
     def list_limits(self) -> list[FleetLimit]:
@@ -532,7 +532,7 @@ class InMemoryTaskStore(MemoryControl, QueueStore):
         with self._locked():
             ended = self._pauses.pop(scope, None)
         if ended is not None:
-            self._signal.notify()
+            self._signal.notify(work=True)
         return ended
 
     def list_queue_pauses(self) -> list[QueuePause]:

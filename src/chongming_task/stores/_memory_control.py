@@ -201,6 +201,11 @@ class MemoryControl(TaskStore):
     def wait_for_commands(self, timeout: float) -> None:
         with self._locked():
             pass
+        self._signal.wait(self.clock, timeout, commands_only=True)
+
+    def wait_for_work(self, timeout: float) -> None:
+        with self._locked():
+            pass
         self._signal.wait(self.clock, timeout)
 
     # ------------------------------------------------------------ schedules

@@ -118,7 +118,8 @@ class CommandListener:
             while not self._service.stopping:
                 for note in self._conn.notifies(timeout=_POLL_SECONDS, stop_after=1):
                     if note.channel != self._wake_channel:
-                        self._signal.notify()
+                        # "queue": work was enqueued or freed (notify_work), not a command.
+                        self._signal.notify(work=note.payload == "queue")
         finally:
             conn, self._conn = self._conn, None
             if conn is not None:

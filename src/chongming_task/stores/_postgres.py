@@ -521,11 +521,11 @@ class PostgresDialect(Dialect):
         self._ensure_listener()
         super().before_claim()
 
-    def wait(self, clock: Clock, timeout: float) -> None:
+    def wait(self, clock: Clock, timeout: float, *, commands_only: bool = False) -> None:
         # A claim just got an answer: a listener backing off from an outage re-connects
         # now, so waiters are woken by NOTIFY again at once, not a backoff later.
         self._ensure_listener().retry_now()
-        super().wait(clock, timeout)
+        super().wait(clock, timeout, commands_only=commands_only)
 
     @property
     def open_connections(self) -> int:

@@ -30,6 +30,7 @@ from chongming_task.stores._queue_records import WorkerRecord
 
 if TYPE_CHECKING:
     from chongming_task.stores._base import TaskRecordStore
+    from chongming_task.stores._command_store import CommandStore
 
 __all__ = ["QueueStore", "claims_nothing", "fleet_view"]
 
@@ -61,11 +62,23 @@ class QueueStore(ABC):
     :meth:`claim_queued` passing over the queued tasks of a paused queue."""
 
     def notify_work(self) -> None:
-        """Wake the workers waiting in ``wait_for_commands``: queued work arrived.
+        """Wake the workers waiting in :meth:`wait_for_work`: queued work arrived.
 
         A hint like every wake-up (workers poll anyway). The default does nothing.
         """
         return
+
+    def wait_for_work(self, timeout: float) -> None:
+        """Block up to ``timeout`` seconds (of the store's clock) until queued work or a
+        command may have arrived (a worker's intake between two claims).
+
+        A hint like ``wait_for_commands``: callers claim after it returns either way.
+        :meth:`notify_work` wakes it, and so does everything that wakes
+        ``wait_for_commands``; ``wait_for_commands`` itself need not wake for work.
+        The default is ``wait_for_commands``.
+        """
+        commands = cast("CommandStore", self)  # a worker's store has both parts
+        commands.wait_for_commands(timeout)
 
     def create_queued(self, snapshot: TaskSnapshot, transitions: Sequence[Transition] = ()) -> None:
         """Create a task that waits ``queued`` and wake the workers (``Client.enqueue``).

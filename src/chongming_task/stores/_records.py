@@ -102,6 +102,10 @@ class TaskQuery:
     buckets: frozenset[int] | None = None
     """Any of these buckets (the set a node owns, guide §8.14)."""
     owner: str | None = None
+    owned: bool | None = None
+    """Tasks with an owner (``True``) or without one (``False``): a queued task claimed
+    by a worker has one, a waiting one none (a worker's look for dead claims reads the
+    claimed ones only, never the whole queue)."""
     metadata_eq: Mapping[str, str] | None = None
     """Top-level metadata keys whose value is exactly this string (``{"schedule": "n"}``)."""
     task_ids: frozenset[str] | None = None
@@ -179,6 +183,10 @@ class TaskQuery:
             text = getattr(self, name)
             if text is not None:
                 _validation.check_lookup(text, f"TaskQuery.{name}")
+        if self.owned is not None and not isinstance(self.owned, bool):
+            raise ConfigurationError(
+                f"TaskQuery.owned must be True, False or None, got {self.owned!r}"
+            )
         if not isinstance(self.order, str) or self.order not in _ORDERS:
             raise ConfigurationError(
                 f"TaskQuery.order must be one of {sorted(_ORDERS)}, got {self.order!r}"
@@ -210,6 +218,8 @@ class TaskQuery:
         if self.buckets is not None and snapshot.bucket not in self.buckets:
             return False
         if self.owner is not None and snapshot.owner != self.owner:
+            return False
+        if self.owned is not None and (snapshot.owner is not None) != self.owned:
             return False
         if self.task_ids is not None and snapshot.task_id not in self.task_ids:
             return False

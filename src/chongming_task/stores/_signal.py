@@ -6,6 +6,11 @@ notifications (a *generation*) and each thread remembers the generation it saw w
 it last claimed: ``wait`` returns at once if anything happened since. Cross-process
 backends add a ``poll`` callback (SQLite) or call :meth:`CommandSignal.notify` from a
 listener (PostgreSQL LISTEN/NOTIFY).
+
+Two topics share the signal: commands, and queued work (``notify(work=True)``). A
+worker's intake waits for either (``wait_for_work``); a command poller waits for
+commands only (``commands_only=True``), so a busy queue's enqueues do not send it to
+claim commands that are not there.
 """
 
 from __future__ import annotations
@@ -27,8 +32,10 @@ class CommandSignal:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._generation = 0
-        self._waiters: set[threading.Event] = set()
+        self._generation = 0  # every notification
+        self._commands = 0  # the notifications that are not work only
+        #: Waiting events -> whether the waiter wants commands only.
+        self._waiters: dict[threading.Event, bool] = {}
         self._closed = False
         self._seen = threading.local()
 
@@ -37,19 +44,29 @@ class CommandSignal:
         with self._lock:
             return self._generation
 
+    def _counter(self, commands_only: bool) -> int:
+        return self._commands if commands_only else self._generation
+
     def mark_seen(self) -> None:
         """Record, for this thread, the generation its next ``wait`` compares against.
 
         Call it at the start of ``claim_commands``: anything notified after this point
         makes the following ``wait`` return immediately.
         """
-        self._seen.generation = self.generation
+        with self._lock:
+            self._seen.generation = self._generation
+            self._seen.commands = self._commands
 
-    def notify(self) -> None:
-        """A command may have arrived: wake every waiter."""
+    def notify(self, *, work: bool = False) -> None:
+        """A command may have arrived (``work``: queued work only): wake the waiters
+        for it."""
         with self._lock:
             self._generation += 1
-            waiters = list(self._waiters)
+            if not work:
+                self._commands += 1
+            waiters = [
+                e for e, commands_only in self._waiters.items() if not (work and commands_only)
+            ]
         for event in waiters:
             event.set()
 
@@ -67,21 +84,25 @@ class CommandSignal:
         poll: Callable[[], bool] | None = None,
         poll_interval: float = 0.01,
         watch: FileWatch | None = None,
+        commands_only: bool = False,
     ) -> None:
         """Block up to ``timeout`` (clock seconds) for a notification or a true ``poll()``.
 
         With a ``watch``, ``poll()`` runs again whenever the watched files are written
         (a nudge: the event is set without a new generation), and otherwise every
-        ``poll_interval``.
+        ``poll_interval``. ``commands_only``: a notification of work only does not
+        wake this wait.
         """
         event = threading.Event()
-        since: int | None = getattr(self._seen, "generation", None)
+        topic = "commands" if commands_only else "generation"
+        since: int | None = getattr(self._seen, topic, None)
         with self._lock:
-            if self._closed or (since is not None and since != self._generation):
+            if self._closed or (since is not None and since != self._counter(commands_only)):
                 self._seen.generation = self._generation
+                self._seen.commands = self._commands
                 return
-            self._waiters.add(event)
-            generation = self._generation
+            self._waiters[event] = commands_only
+            generation = self._counter(commands_only)
         if watch is not None:
             watch.subscribe(event)
         try:
@@ -96,12 +117,13 @@ class CommandSignal:
                 if clock.wait(event, min(poll_interval, remaining)):
                     event.clear()  # before looking: a notify from now on sets it again
                     with self._lock:
-                        if self._closed or self._generation != generation:
+                        if self._closed or self._counter(commands_only) != generation:
                             return  # notified, not nudged
         finally:
             if watch is not None:
                 watch.unsubscribe(event)
             with self._lock:
-                self._waiters.discard(event)
+                self._waiters.pop(event, None)
                 # Whatever woke us has now been seen; the caller claims next.
                 self._seen.generation = self._generation
+                self._seen.commands = self._commands

@@ -261,7 +261,7 @@ class SqlStore(TaskStore, QueueStore):
         """``QueueStore.create_queued``: the row, its history and the wake-up in one write
         (PostgreSQL: one statement, its NOTIFY sent on commit; SQLite: one transaction)."""
         self._insert(snapshot, transitions, wake=True)
-        self._signal.notify()
+        self._signal.notify(work=True)
 
     def _insert(
         self, snapshot: TaskSnapshot, transitions: Sequence[Transition], *, wake: bool
@@ -546,7 +546,7 @@ class SqlStore(TaskStore, QueueStore):
             return
         if settle_dependants(_CursorRows(self, cur), settled, clock=self.clock):
             cur.execute(self._sql["notify_work"], {"channel": self._dialect.channel})
-            self._signal.notify()
+            self._signal.notify(work=True)
 
     def _settle_ids(self, cur: Cursor, task_ids: Sequence[str]) -> None:
         """:meth:`_settle_dag` for tasks this transaction settled by id (reconcile)."""
@@ -907,7 +907,7 @@ class SqlStore(TaskStore, QueueStore):
             lambda cur: cur.execute(self._sql["notify_work"], {"channel": self._dialect.channel}),
             write=True,
         )
-        self._signal.notify()
+        self._signal.notify(work=True)
 
     def claim_queued(
         self,
@@ -1332,6 +1332,10 @@ class SqlStore(TaskStore, QueueStore):
         return None if found is None else rows.decode_command(found, self._instant_out)
 
     def wait_for_commands(self, timeout: float) -> None:
+        self._check_open()
+        self._dialect.wait(self.clock, timeout, commands_only=True)
+
+    def wait_for_work(self, timeout: float) -> None:
         self._check_open()
         self._dialect.wait(self.clock, timeout)
 

@@ -409,7 +409,7 @@ class SqliteDialect(Dialect):
         if not self._memory:
             self._local.commands_rev = self._commands_rev()
 
-    def wait(self, clock: Clock, timeout: float) -> None:
+    def wait(self, clock: Clock, timeout: float, *, commands_only: bool = False) -> None:
         poll = self._poll_commands()
         watch = None if poll is None else self._file_watch()
         interval = self._command_poll_interval
@@ -419,6 +419,7 @@ class SqliteDialect(Dialect):
             poll=poll,
             poll_interval=interval if watch is None else max(interval, SAFETY_POLL),
             watch=watch,
+            commands_only=commands_only,
         )
 
     def _file_watch(self) -> FileWatch | None:

@@ -286,6 +286,8 @@ def build_filters(  # noqa: C901 (one clause per TaskQuery filter)
     if query.owner is not None:
         clauses.append(sql["filter_owner"])
         params["owner"] = query.owner
+    if query.owned is not None:
+        clauses.append(sql["filter_owned" if query.owned else "filter_unowned"])
     if query.task_ids is not None:
         if not query.task_ids:
             return QueryParts("", params, empty=True)

@@ -408,7 +408,7 @@ class Worker:
         if taken:
             return 0.0  # there may be more
         try:
-            self.store.wait_for_commands(self.poll_interval)
+            self._queue.queue.wait_for_work(self.poll_interval)
         except Exception as exc:
             log.warning("waiting for commands failed: %s: %s", type(exc).__name__, exc)
             return self.poll_interval

@@ -235,6 +235,7 @@ class WorkQueueDuty:
             TaskQuery(
                 statuses=frozenset({TaskStatus.QUEUED}),
                 buckets=buckets,
+                owned=True,  # claimed: never a read of the whole waiting queue
                 lease_expired_by=now,
             )
         ):

@@ -607,6 +607,12 @@ t.bucket = ANY(%(buckets)s)
 -- name: filter_owner
 t.owner = %(owner)s
 
+-- name: filter_owned
+t.owner IS NOT NULL
+
+-- name: filter_unowned
+t.owner IS NULL
+
 -- name: filter_meta_schedule
 t.meta_schedule = %(meta_schedule)s
 

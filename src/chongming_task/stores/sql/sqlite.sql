@@ -671,6 +671,12 @@ t.bucket IN (SELECT value FROM json_each(:buckets))
 -- name: filter_owner
 t.owner = :owner
 
+-- name: filter_owned
+t.owner IS NOT NULL
+
+-- name: filter_unowned
+t.owner IS NULL
+
 -- name: filter_meta_schedule
 t.meta_schedule = :meta_schedule
 

@@ -6,15 +6,14 @@ import dataclasses
 import threading
 from datetime import datetime, timedelta
 
-from chongming_task.errors import ConcurrencyConflict, DuplicateTaskId
+from chongming_task.errors import ConcurrencyConflict, ConfigurationError, DuplicateTaskId
 from chongming_task.states import TaskStatus
 from chongming_task.stores._queue_records import RECIPE_KEY, Recipe, WorkerRecord
 from chongming_task.stores._queue_store import QueueStore
-from chongming_task.stores._records import Command
+from chongming_task.stores._records import Command, TaskQuery
 from chongming_task.testing import wait_until
 from chongming_task.testing._store_contract._support import (
     ContractHarness,
-    as_commands,
     assert_snapshot_equal,
     raises,
 )
@@ -91,7 +90,7 @@ class QueueCases(ContractHarness):
         woke = threading.Event()
 
         def wait() -> None:  # a worker's intake, on the other connection
-            as_commands(second).wait_for_commands(60.0)
+            second_queue(second).wait_for_work(60.0)
             woke.set()
 
         with self.real_time(self.store, second) as clock:
@@ -113,6 +112,22 @@ class QueueCases(ContractHarness):
             "a second create_queued of one id must raise DuplicateTaskId",
         )
         assert len(self.store.history("woken")) == 1
+
+    def test_owned_selects_claimed_tasks_and_waiting_ones(self) -> None:
+        self.queued("waiting")
+        self.queued("claimed", owner="w1", lease_owner="w1")
+        queued = frozenset({S.QUEUED})
+        owned = self.store.query(TaskQuery(statuses=queued, owned=True))
+        assert [s.task_id for s in owned] == ["claimed"]
+        unowned = self.store.query(TaskQuery(statuses=queued, owned=False))
+        assert [s.task_id for s in unowned] == ["waiting"]
+        everyone = self.store.query(TaskQuery(statuses=queued, order="id"))
+        assert [s.task_id for s in everyone] == ["claimed", "waiting"]
+        raises(
+            ConfigurationError,
+            lambda: TaskQuery(owned="yes"),  # type: ignore[arg-type]
+            "TaskQuery(owned='yes') must be refused",
+        )
 
     def test_claim_skips_tasks_not_due(self) -> None:
         later = self.clock.now() + timedelta(seconds=60)
