@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from chongming_task import InMemoryTaskStore, PostgresTaskStore
+from chongming_task.errors import ConfigurationError
 from chongming_task.stores import Command, CommandStore, QueueStore, TaskStore
 from chongming_task.testing import FakeClock
 
@@ -77,3 +78,12 @@ def test_work_wakes_the_intake_and_not_the_command_poller(
     assert for_work.wait(PROMPT), "a command did not wake wait_for_work"
     poller.join(PROMPT)
     intake.join(PROMPT)
+
+
+def test_the_default_wait_for_work_of_a_store_without_commands_says_what_to_do() -> None:
+    class QueueOnly(QueueStore):  # the queue part alone: no commands to wait for
+        pass
+
+    QueueOnly.__abstractmethods__ = frozenset()
+    with pytest.raises(ConfigurationError, match=r"no command part .* implement wait_for_work"):
+        QueueOnly().wait_for_work(0.01)  # type: ignore[abstract]

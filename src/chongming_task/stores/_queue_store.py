@@ -30,7 +30,6 @@ from chongming_task.stores._queue_records import WorkerRecord
 
 if TYPE_CHECKING:
     from chongming_task.stores._base import TaskRecordStore
-    from chongming_task.stores._command_store import CommandStore
 
 __all__ = ["QueueStore", "claims_nothing", "fleet_view"]
 
@@ -77,8 +76,14 @@ class QueueStore(ABC):
         ``wait_for_commands``; ``wait_for_commands`` itself need not wake for work.
         The default is ``wait_for_commands``.
         """
-        commands = cast("CommandStore", self)  # a worker's store has both parts
-        commands.wait_for_commands(timeout)
+        from chongming_task.stores._command_store import CommandStore
+
+        if not isinstance(self, CommandStore):
+            raise ConfigurationError(
+                f"{type(self).__name__}.wait_for_work: the default waits for commands, and "
+                "this store has no command part (CommandStore); implement wait_for_work"
+            )
+        self.wait_for_commands(timeout)
 
     def create_queued(self, snapshot: TaskSnapshot, transitions: Sequence[Transition] = ()) -> None:
         """Create a task that waits ``queued`` and wake the workers (``Client.enqueue``).
