@@ -209,7 +209,7 @@ def breakdown(dsn: str, samples: int) -> dict[str, float]:
     """Where PostgreSQL's enqueue -> claim time goes, in one process (ms, medians).
 
     ``Client.enqueue`` (the task's commit, then its NOTIFY), the wake-up of a second
-    store handle waiting in ``wait_for_commands`` (its LISTEN thread), and that
+    store handle waiting in ``wait_for_work`` (its LISTEN thread), and that
     handle's ``claim_queued`` of the task (one transaction).
     """
     import threading
@@ -222,13 +222,13 @@ def breakdown(dsn: str, samples: int) -> dict[str, float]:
         def lease() -> datetime:
             return datetime.now(UTC) + timedelta(seconds=30)
 
-        worker_store.wait_for_commands(0.01)  # LISTEN in place
+        worker_store.wait_for_work(0.01)  # LISTEN in place
         for _ in range(samples):
             got: dict[str, float] = {}
 
             def wait_and_claim(got: dict[str, float] = got) -> None:
                 worker_store.claim_queued("w", buckets=None, limit=1, lease_until=lease())
-                worker_store.wait_for_commands(5.0)
+                worker_store.wait_for_work(5.0)
                 got["woke"] = time.perf_counter()
                 worker_store.claim_queued("w", buckets=None, limit=1, lease_until=lease())
                 got["claimed"] = time.perf_counter()
